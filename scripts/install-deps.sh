@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Installs the Debian 12 packages fencelock builds, tests and demos with,
+# skipping what is already there. Run as root (or with sudo available).
+set -euo pipefail
+
+pkgs=(
+  build-essential meson ninja-build pkg-config clang-format
+  redis-server redis-tools
+  libhiredis-dev libsqlite3-dev libjansson-dev libcmocka-dev libmicrohttpd-dev
+  faketime libfaketime iproute2 curl valgrind
+)
+
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+SUDO=
+[ "$(id -u)" -eq 0 ] || SUDO=sudo
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -q
+$SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
