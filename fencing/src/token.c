@@ -55,8 +55,7 @@ int fencing_propose_next(uint64_t max_seen, uint64_t *out)
  */
 enum fencing_verdict fencing_decide(const struct fencing_tally *t, int fenced)
 {
-    if (t == NULL || t->n == 0 || t->answered > t->n || t->granted > t->answered ||
-        t->accepted > t->answered)
+    if (t == NULL || t->n == 0 || t->answered > t->n || t->granted > t->answered || t->accepted > t->answered)
         return FENCING_FAILED;
     unsigned q = fencing_quorum(t->n);
     unsigned open = t->n - t->answered;

@@ -38,10 +38,10 @@ extern "C" {
 /* Error codes: 0 on success, -errno for system failures, these for domain
  * failures. */
 enum {
-    FENCING_ESTALE = -11001,    /* token is older than the last one admitted */
+    FENCING_ESTALE = -11001,     /* token is older than the last one admitted */
     FENCING_EEXHAUSTED = -11002, /* a proposal would reach FENCING_TOKEN_MAX */
-    FENCING_ESTORE = -11003,    /* the SQLite store failed; see errmsg */
-    FENCING_ENOTOKEN = -11004,  /* token 0 given where a token is required */
+    FENCING_ESTORE = -11003,     /* the SQLite store failed; see errmsg */
+    FENCING_ENOTOKEN = -11004,   /* token 0 given where a token is required */
 };
 
 /* A static message for any error code this library returns. */
@@ -72,11 +72,11 @@ FENCING_API int fencing_propose_next(uint64_t max_seen, uint64_t *out);
 
 /* What a round of replies tells the proposer to do next. */
 enum fencing_verdict {
-    FENCING_WAIT = 0,    /* not decided yet: more replies are needed */
-    FENCING_GRANTED,     /* lock granted by a majority, token accepted */
-    FENCING_ROUND2,      /* lock granted by a majority, token not accepted:
-                            run a second round with fencing_propose_next() */
-    FENCING_FAILED,      /* a majority can no longer grant: release, retry */
+    FENCING_WAIT = 0, /* not decided yet: more replies are needed */
+    FENCING_GRANTED,  /* lock granted by a majority, token accepted */
+    FENCING_ROUND2,   /* lock granted by a majority, token not accepted:
+                         run a second round with fencing_propose_next() */
+    FENCING_FAILED,   /* a majority can no longer grant: release, retry */
 };
 
 /*

@@ -95,13 +95,13 @@ struct lockcore_options {
 struct lockcore_lock {
     char resource[LOCKCORE_RESOURCE_MAX + 1]; /* NUL-terminated */
     char id[LOCKCORE_ID_LEN + 1];             /* NUL-terminated hex */
-    uint64_t token;          /* fencing token; 0 in plain mode */
-    uint64_t ttl_ms;         /* TTL asked for at the last grant or extension */
-    uint64_t validity_ms;    /* TTL - elapsed - drift at that time */
-    uint64_t valid_until_ms; /* CLOCK_MONOTONIC ms (see lockcore_now_ms) */
-    unsigned nodes;          /* nodes in the client */
-    unsigned nodes_ok;       /* nodes that granted / extended / released */
-    unsigned attempts;       /* attempts the acquisition took */
+    uint64_t token;                           /* fencing token; 0 in plain mode */
+    uint64_t ttl_ms;                          /* TTL asked for at the last grant or extension */
+    uint64_t validity_ms;                     /* TTL - elapsed - drift at that time */
+    uint64_t valid_until_ms;                  /* CLOCK_MONOTONIC ms (see lockcore_now_ms) */
+    unsigned nodes;                           /* nodes in the client */
+    unsigned nodes_ok;                        /* nodes that granted / extended / released */
+    unsigned attempts;                        /* attempts the acquisition took */
 };
 
 /* Fill *o with the defaults. Returns 0 or -EINVAL for o == NULL. */
@@ -165,12 +165,12 @@ LOCKCORE_API int lockcore_release(lockcore_client *c, struct lockcore_lock *lock
 
 /* One node's view of a resource, for diagnostics. */
 struct lockcore_node_status {
-    int reachable;                 /* 1 if the node answered */
+    int reachable;                    /* 1 if the node answered */
     char holder[LOCKCORE_ID_LEN + 1]; /* the lock key's value ("" if none; cut
                                         at LOCKCORE_ID_LEN bytes) */
-    int64_t pttl_ms;               /* remaining ms of the key, -2 if none */
-    uint64_t fence;                /* the node's fence value, 0 if none */
-    char error[128];               /* why not reachable, "" otherwise */
+    int64_t pttl_ms;                  /* remaining ms of the key, -2 if none */
+    uint64_t fence;                   /* the node's fence value, 0 if none */
+    char error[128];                  /* why not reachable, "" otherwise */
 };
 
 /*

@@ -1,0 +1,505 @@
+/* The client: options, the event loop, and the blocking calls built on the
+ * non-blocking core. */
+#include <errno.h>
+#include <math.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <hiredis/sds.h>
+
+#include "internal.h"
+
+#define TTL_MAX_MS (24ULL * 3600 * 1000) /* a lock that needs longer is extended */
+#define WAIT_MAX_MS (365ULL * 24 * 3600 * 1000)
+
+int lockcore_options_init(struct lockcore_options *o)
+{
+    if (o == NULL)
+        return -EINVAL;
+    memset(o, 0, sizeof(*o));
+    o->ttl_ms = 10000;
+    o->request_timeout_ms = 50;
+    o->connect_timeout_ms = 200;
+    o->drift_factor = 0.01;
+    o->drift_ms = 2;
+    o->retry_count = 3;
+    o->retry_delay_ms = 200;
+    o->retry_jitter_ms = 100;
+    o->wait_ms = 0;
+    o->key_prefix = "";
+    o->fencing = 1;
+    o->fence_idle_ms = 7ULL * 24 * 3600 * 1000;
+    o->reconnect_min_ms = 10;
+    o->reconnect_max_ms = 1000;
+    o->clock_us = NULL;
+    o->clock_arg = NULL;
+    return 0;
+}
+
+static int check_options(const struct lockcore_options *o, char *err, size_t cap)
+{
+#define BAD(...)                                                                                             \
+    do {                                                                                                     \
+        lockcore__fmt(err, cap, __VA_ARGS__);                                                                \
+        return -EINVAL;                                                                                      \
+    } while (0)
+    if (o->nodes == NULL || o->n_nodes == 0)
+        BAD("no nodes given");
+    if (o->n_nodes > LOCKCORE_NODES_MAX)
+        BAD("%zu nodes given, at most %d allowed", o->n_nodes, LOCKCORE_NODES_MAX);
+    if (o->ttl_ms == 0 || o->ttl_ms > TTL_MAX_MS)
+        BAD("ttl_ms %llu out of range 1..%llu", (unsigned long long)o->ttl_ms, TTL_MAX_MS);
+    if (o->request_timeout_ms == 0 || o->request_timeout_ms >= o->ttl_ms)
+        BAD("request_timeout_ms must be between 1 and ttl_ms - 1");
+    if (o->connect_timeout_ms == 0 || o->connect_timeout_ms > 60000)
+        BAD("connect_timeout_ms must be between 1 and 60000");
+    if (!isfinite(o->drift_factor) || o->drift_factor < 0 || o->drift_factor >= 0.5)
+        BAD("drift_factor must be in [0, 0.5)");
+    if (o->drift_ms >= o->ttl_ms)
+        BAD("drift_ms must be below ttl_ms");
+    if (o->retry_count < -1)
+        BAD("retry_count must be -1 (no limit) or more");
+    if (o->retry_delay_ms > WAIT_MAX_MS || o->retry_jitter_ms > WAIT_MAX_MS || o->wait_ms > WAIT_MAX_MS)
+        BAD("retry_delay_ms, retry_jitter_ms and wait_ms must be below one year");
+    if (o->key_prefix != NULL && strlen(o->key_prefix) > LOCKCORE_PREFIX_MAX)
+        BAD("key_prefix longer than %d bytes", LOCKCORE_PREFIX_MAX);
+    if (o->fence_idle_ms != 0 && o->fence_idle_ms < o->ttl_ms)
+        BAD("fence_idle_ms must be 0 (never) or at least ttl_ms");
+    if (o->reconnect_min_ms == 0 || o->reconnect_max_ms < o->reconnect_min_ms)
+        BAD("reconnect_min_ms must be at least 1 and at most reconnect_max_ms");
+    if (o->fencing != 0 && o->fencing != 1)
+        BAD("fencing must be 0 or 1");
+    return 0;
+#undef BAD
+}
+
+int lockcore_client_new(const struct lockcore_options *o, lockcore_client **out, char *errbuf, size_t errcap)
+{
+    char err[ERRMSG_MAX] = "";
+    int rc;
+    if (o == NULL || out == NULL) {
+        lockcore__fmt(errbuf, errcap, "options and out must not be NULL");
+        return -EINVAL;
+    }
+    if ((rc = check_options(o, err, sizeof(err))) < 0)
+        goto fail;
+
+    lockcore_client *c = calloc(1, sizeof(*c));
+    if (c == NULL) {
+        rc = -ENOMEM;
+        lockcore__fmt(err, sizeof(err), "out of memory");
+        goto fail;
+    }
+    c->o = *o;
+    c->o.nodes = NULL; /* copied below; the caller's array is not kept */
+    if (c->o.clock_us == NULL)
+        c->o.clock_us = lockcore__wall_us;
+    if (o->key_prefix != NULL) {
+        c->prefix_len = strlen(o->key_prefix);
+        memcpy(c->prefix, o->key_prefix, c->prefix_len + 1);
+    }
+    c->o.key_prefix = c->prefix;
+    c->n = (unsigned)o->n_nodes;
+    c->quorum = fencing_quorum(c->n);
+    c->nodes = calloc(c->n, sizeof(*c->nodes));
+    if (c->nodes == NULL) {
+        free(c);
+        rc = -ENOMEM;
+        lockcore__fmt(err, sizeof(err), "out of memory");
+        goto fail;
+    }
+    for (unsigned i = 0; i < c->n; i++) {
+        if ((rc = lockcore__parse_address(o->nodes[i], &c->nodes[i].addr, err, sizeof(err))) < 0) {
+            free(c->nodes);
+            free(c);
+            goto fail;
+        }
+        lockcore__node_init(c, &c->nodes[i], i);
+    }
+    if ((rc = lockcore__random_bytes(&c->rng, sizeof(c->rng))) < 0) {
+        free(c->nodes);
+        free(c);
+        lockcore__fmt(err, sizeof(err), "no randomness: %s", strerror(-rc));
+        goto fail;
+    }
+    c->rng |= 1; /* xorshift must not start at 0 */
+    *out = c;
+    return 0;
+fail:
+    lockcore__fmt(errbuf, errcap, "%s", err);
+    return rc;
+}
+
+void lockcore_client_free(lockcore_client *c)
+{
+    if (c == NULL)
+        return;
+    while (c->active != NULL)
+        lockcore__op_cancel(c->active);
+    lockcore__deliver(c);
+    for (unsigned i = 0; i < c->n; i++) {
+        if (c->nodes[i].ctx != NULL)
+            redisFree(c->nodes[i].ctx);
+        free(c->nodes[i].q);
+    }
+    lockcore__ops_free(c);
+    free(c->nodes);
+    free(c);
+}
+
+const char *lockcore_errmsg(const lockcore_client *c)
+{
+    if (c == NULL)
+        return "no client";
+    return c->errmsg[0] ? c->errmsg : lockcore_strerror(0);
+}
+
+/* ---- completion ---- */
+
+void lockcore__op_finish(struct op *op, int rc)
+{
+    lockcore_client *c = op->c;
+    op->rc = rc;
+    op->phase = PH_DONE;
+    op->serial = ++c->serial;
+    if (op->prev != NULL)
+        op->prev->next = op->next;
+    else
+        c->active = op->next;
+    if (op->next != NULL)
+        op->next->prev = op->prev;
+    op->next = NULL;
+    if (c->done_tail != NULL)
+        c->done_tail->next = op;
+    else
+        c->done_head = op;
+    c->done_tail = op;
+}
+
+/* Run callbacks of ended operations. Each op goes back to the pool before
+ * its callback runs, so a callback may start the next operation cheaply. */
+int lockcore__deliver(lockcore_client *c)
+{
+    int count = 0;
+    while (c->done_head != NULL) {
+        struct op *op = c->done_head;
+        c->done_head = op->next;
+        if (c->done_head == NULL)
+            c->done_tail = NULL;
+        struct lockcore_lock lock = op->lock;
+        int rc = op->rc;
+        lockcore_cb cb = op->cb;
+        void *arg = op->arg;
+        if (rc < 0)
+            lockcore__fmt(c->errmsg, sizeof(c->errmsg), "%s",
+                          op->errmsg[0] ? op->errmsg : lockcore_strerror(rc));
+        else
+            c->errmsg[0] = '\0';
+        op->next = c->free_ops;
+        c->free_ops = op;
+        c->inflight--;
+        count++;
+        if (cb != NULL)
+            cb(c, rc, &lock, arg);
+    }
+    return count;
+}
+
+/* ---- event loop ---- */
+
+int lockcore_pollfds(lockcore_client *c, struct pollfd *fds, size_t cap, int *timeout_ms)
+{
+    if (c == NULL || fds == NULL || timeout_ms == NULL)
+        return -EINVAL;
+    uint64_t next = UINT64_MAX;
+    size_t k = 0;
+    for (unsigned i = 0; i < c->n; i++) {
+        struct node *n = &c->nodes[i];
+        lockcore__node_flush(c, n);
+        if (n->state == NODE_DOWN)
+            continue;
+        if (k == cap)
+            return -ENOSPC;
+        fds[k].fd = n->ctx->fd;
+        fds[k].events = POLLIN;
+        if (n->state == NODE_CONNECTING || sdslen(n->ctx->obuf) > 0)
+            fds[k].events |= POLLOUT;
+        fds[k].revents = 0;
+        k++;
+        uint64_t t = lockcore__node_next_timer(c, n);
+        if (t < next)
+            next = t;
+    }
+    for (struct op *op = c->active; op != NULL; op = op->next) {
+        uint64_t t = lockcore__op_next_timer(op);
+        if (t < next)
+            next = t;
+    }
+    if (c->done_head != NULL)
+        *timeout_ms = 0;
+    else if (next == UINT64_MAX)
+        *timeout_ms = -1;
+    else {
+        uint64_t now = lockcore_now_ms();
+        uint64_t d = next > now ? next - now : 0;
+        *timeout_ms = d > 60000 ? 60000 : (int)d;
+    }
+    return (int)k;
+}
+
+int lockcore_process(lockcore_client *c, const struct pollfd *fds, size_t nfds)
+{
+    if (c == NULL || (fds == NULL && nfds > 0))
+        return -EINVAL;
+    uint64_t now = lockcore_now_ms();
+    for (size_t k = 0; k < nfds; k++) {
+        if (fds[k].revents == 0)
+            continue;
+        for (unsigned i = 0; i < c->n; i++) {
+            struct node *n = &c->nodes[i];
+            if (n->state != NODE_DOWN && n->ctx->fd == fds[k].fd) {
+                lockcore__node_on_events(c, n, fds[k].revents, now);
+                break;
+            }
+        }
+    }
+    now = lockcore_now_ms();
+    for (unsigned i = 0; i < c->n; i++)
+        lockcore__node_check_timers(c, &c->nodes[i], now);
+    for (struct op *op = c->active, *next; op != NULL; op = next) {
+        next = op->next;
+        lockcore__op_check_timers(op, now);
+    }
+    /* Send what the replies and timers produced in one write per node. */
+    for (unsigned i = 0; i < c->n; i++)
+        lockcore__node_flush(c, &c->nodes[i]);
+    return lockcore__deliver(c);
+}
+
+int lockcore_run(lockcore_client *c, int timeout_ms)
+{
+    struct pollfd fds[LOCKCORE_NODES_MAX];
+    int t;
+    if (c == NULL)
+        return -EINVAL;
+    int nfds = lockcore_pollfds(c, fds, LOCKCORE_NODES_MAX, &t);
+    if (nfds < 0)
+        return nfds;
+    if (timeout_ms >= 0 && (t < 0 || t > timeout_ms))
+        t = timeout_ms;
+    if (nfds == 0 && t < 0)
+        return 0; /* nothing in flight, nothing to wait for */
+    int r = poll(fds, (nfds_t)nfds, t);
+    if (r < 0) {
+        if (errno != EINTR)
+            return -errno;
+        for (int k = 0; k < nfds; k++)
+            fds[k].revents = 0;
+    }
+    return lockcore_process(c, fds, (size_t)nfds);
+}
+
+/* ---- starting operations ---- */
+
+static int check_resource(lockcore_client *c, const char *resource)
+{
+    if (resource == NULL || resource[0] == '\0') {
+        lockcore__fmt(c->errmsg, sizeof(c->errmsg), "resource name is empty");
+        return -EINVAL;
+    }
+    size_t len = strnlen(resource, LOCKCORE_RESOURCE_MAX + 1);
+    if (len > LOCKCORE_RESOURCE_MAX) {
+        lockcore__fmt(c->errmsg, sizeof(c->errmsg), "resource name longer than %d bytes",
+                      LOCKCORE_RESOURCE_MAX);
+        return -EINVAL;
+    }
+    return 0;
+}
+
+static void set_keys(struct op *op, const char *resource)
+{
+    lockcore_client *c = op->c;
+    size_t len = strlen(resource);
+    memcpy(op->lock.resource, resource, len + 1);
+    memcpy(op->key, c->prefix, c->prefix_len);
+    memcpy(op->key + c->prefix_len, resource, len + 1);
+    op->key_len = c->prefix_len + len;
+    int fk = fencing_fence_key(op->key, op->key_len, op->fkey, sizeof(op->fkey));
+    op->fkey_len = fk > 0 ? (size_t)fk : 0;
+}
+
+static int check_lock(lockcore_client *c, const struct lockcore_lock *lock)
+{
+    if (lock == NULL) {
+        lockcore__fmt(c->errmsg, sizeof(c->errmsg), "lock is NULL");
+        return -EINVAL;
+    }
+    if (memchr(lock->resource, '\0', sizeof(lock->resource)) == NULL ||
+        check_resource(c, lock->resource) < 0) {
+        lockcore__fmt(c->errmsg, sizeof(c->errmsg), "lock has no valid resource name");
+        return -EINVAL;
+    }
+    if (strnlen(lock->id, sizeof(lock->id)) != LOCKCORE_ID_LEN) {
+        lockcore__fmt(c->errmsg, sizeof(c->errmsg), "lock has no valid id");
+        return -EINVAL;
+    }
+    return 0;
+}
+
+int lockcore_acquire_async(lockcore_client *c, const char *resource, lockcore_cb cb, void *arg)
+{
+    if (c == NULL)
+        return -EINVAL;
+    if (cb == NULL) {
+        lockcore__fmt(c->errmsg, sizeof(c->errmsg), "callback is NULL");
+        return -EINVAL;
+    }
+    int rc = check_resource(c, resource);
+    if (rc < 0)
+        return rc;
+    unsigned char raw[LOCKCORE_ID_LEN / 2];
+    if ((rc = lockcore__random_bytes(raw, sizeof(raw))) < 0) {
+        lockcore__fmt(c->errmsg, sizeof(c->errmsg), "no randomness for the lock id: %s", strerror(-rc));
+        return rc;
+    }
+    struct op *op = lockcore__op_new(c, OP_ACQUIRE, cb, arg);
+    if (op == NULL)
+        return -ENOMEM;
+    set_keys(op, resource);
+    static const char hex[] = "0123456789abcdef";
+    for (size_t i = 0; i < sizeof(raw); i++) {
+        op->lock.id[2 * i] = hex[raw[i] >> 4];
+        op->lock.id[2 * i + 1] = hex[raw[i] & 15];
+    }
+    op->lock.id[LOCKCORE_ID_LEN] = '\0';
+    op->ttl_ms = c->o.ttl_ms;
+    uint64_t now = lockcore_now_ms();
+    op->wait_deadline_ms = c->o.wait_ms ? now + c->o.wait_ms : 0;
+    lockcore__op_start(op, now);
+    return 0;
+}
+
+static int start_with_lock(lockcore_client *c, enum op_kind kind, const struct lockcore_lock *lock,
+                           uint64_t ttl_ms, lockcore_cb cb, void *arg)
+{
+    if (c == NULL)
+        return -EINVAL;
+    if (cb == NULL) {
+        lockcore__fmt(c->errmsg, sizeof(c->errmsg), "callback is NULL");
+        return -EINVAL;
+    }
+    int rc = check_lock(c, lock);
+    if (rc < 0)
+        return rc;
+    if (ttl_ms > TTL_MAX_MS) {
+        lockcore__fmt(c->errmsg, sizeof(c->errmsg), "ttl_ms %llu above %llu", (unsigned long long)ttl_ms,
+                      TTL_MAX_MS);
+        return -EINVAL;
+    }
+    struct op *op = lockcore__op_new(c, kind, cb, arg);
+    if (op == NULL)
+        return -ENOMEM;
+    op->lock = *lock;
+    op->lock.nodes = c->n;
+    set_keys(op, lock->resource);
+    op->ttl_ms = ttl_ms ? ttl_ms : c->o.ttl_ms;
+    lockcore__op_start(op, lockcore_now_ms());
+    return 0;
+}
+
+int lockcore_extend_async(lockcore_client *c, const struct lockcore_lock *lock, uint64_t ttl_ms,
+                          lockcore_cb cb, void *arg)
+{
+    return start_with_lock(c, OP_EXTEND, lock, ttl_ms, cb, arg);
+}
+
+int lockcore_release_async(lockcore_client *c, const struct lockcore_lock *lock, lockcore_cb cb, void *arg)
+{
+    return start_with_lock(c, OP_RELEASE, lock, 0, cb, arg);
+}
+
+size_t lockcore_inflight(const lockcore_client *c)
+{
+    return c ? c->inflight : 0;
+}
+
+/* ---- blocking calls ---- */
+
+struct waiter {
+    int done;
+    int rc;
+    int always; /* copy the result back on failure too (release) */
+    struct lockcore_lock *lock;
+};
+
+static void wake(lockcore_client *c, int rc, const struct lockcore_lock *lock, void *arg)
+{
+    (void)c;
+    struct waiter *w = arg;
+    w->done = 1;
+    w->rc = rc;
+    if (w->lock != NULL && (rc == 0 || w->always))
+        *w->lock = *lock;
+}
+
+/* Every operation ends by its own timers, so this loop is bounded. */
+static int wait_for(lockcore_client *c, struct waiter *w, int rc)
+{
+    if (rc < 0)
+        return rc;
+    while (!w->done) {
+        int r = lockcore_run(c, -1);
+        if (r < 0)
+            return r;
+    }
+    return w->rc;
+}
+
+int lockcore_acquire(lockcore_client *c, const char *resource, struct lockcore_lock *lock)
+{
+    if (lock == NULL) {
+        if (c != NULL)
+            lockcore__fmt(c->errmsg, sizeof(c->errmsg), "lock is NULL");
+        return -EINVAL;
+    }
+    struct lockcore_lock tmp;
+    struct waiter w = {0, 0, 0, &tmp};
+    int rc = wait_for(c, &w, lockcore_acquire_async(c, resource, wake, &w));
+    if (rc == 0)
+        *lock = tmp;
+    return rc;
+}
+
+int lockcore_extend(lockcore_client *c, struct lockcore_lock *lock, uint64_t ttl_ms)
+{
+    struct waiter w = {0, 0, 0, lock};
+    return wait_for(c, &w, lockcore_extend_async(c, lock, ttl_ms, wake, &w));
+}
+
+int lockcore_release(lockcore_client *c, struct lockcore_lock *lock)
+{
+    struct waiter w = {0, 0, 1, lock};
+    return wait_for(c, &w, lockcore_release_async(c, lock, wake, &w));
+}
+
+int lockcore_status(lockcore_client *c, const char *resource, struct lockcore_node_status *out, size_t cap)
+{
+    if (c == NULL)
+        return -EINVAL;
+    int rc = check_resource(c, resource);
+    if (rc < 0)
+        return rc;
+    if (out == NULL || cap < c->n) {
+        lockcore__fmt(c->errmsg, sizeof(c->errmsg), "status needs room for %u nodes", c->n);
+        return out == NULL ? -EINVAL : -ENOSPC;
+    }
+    struct waiter w = {0, 0, 0, NULL};
+    struct op *op = lockcore__op_new(c, OP_STATUS, wake, &w);
+    if (op == NULL)
+        return -ENOMEM;
+    set_keys(op, resource);
+    op->status = out;
+    lockcore__op_start(op, lockcore_now_ms());
+    return wait_for(c, &w, 0);
+}

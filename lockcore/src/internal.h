@@ -1,0 +1,172 @@
+/* lockcore internals: nodes (one connection each), operations (one state
+ * machine each), and the client that owns both. */
+#ifndef LOCKCORE_INTERNAL_H
+#define LOCKCORE_INTERNAL_H
+
+#include <stdarg.h>
+#include <stdint.h>
+
+#include <hiredis/hiredis.h>
+
+#include <fencing/fencing.h>
+#include <lockcore/lockcore.h>
+
+#define KEY_MAX (LOCKCORE_PREFIX_MAX + LOCKCORE_RESOURCE_MAX)
+#define FENCE_KEY_MAX (KEY_MAX + 16)
+#define ERRMSG_MAX 512
+
+/* ---- addresses ---- */
+struct address {
+    char host[256];
+    int port;
+    char user[128];
+    char pass[256];
+    int db;
+};
+int lockcore__parse_address(const char *s, struct address *a, char *err, size_t errcap);
+
+/* ---- utilities ---- */
+uint64_t lockcore__wall_us(void *arg);
+int lockcore__random_bytes(void *buf, size_t n);
+uint64_t lockcore__rand64(uint64_t *state);
+void lockcore__fmt(char *buf, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+/* ---- scripts (plain Redlock steps; the fenced ones live in fencing) ---- */
+enum script {
+    SCRIPT_RELEASE,
+    SCRIPT_EXTEND,
+    SCRIPT_ACQUIRE_FENCED,
+    SCRIPT_RAISE,
+    SCRIPT_STATUS,
+    SCRIPT_COUNT,
+};
+extern const char *const lockcore__scripts[SCRIPT_COUNT];
+
+/* ---- nodes ---- */
+enum node_state { NODE_DOWN, NODE_CONNECTING, NODE_UP };
+
+/* Why a node could not answer a step: decides the error code reported. */
+enum fail_kind { FAIL_NET, FAIL_PROTO };
+
+/* What a queued reply belongs to. Replies come back in the order the
+ * commands went out, so a FIFO per node matches them without ids. */
+enum step {
+    STEP_IGNORE, /* fire-and-forget (rollback release): reply dropped */
+    STEP_AUTH,   /* connection set-up: an error fails the node */
+    STEP_SELECT,
+    STEP_LOAD, /* SCRIPT LOAD: reply is the sha of script `arg` */
+    STEP_LOCK, /* operation steps: matched to op by serial */
+    STEP_RAISE,
+    STEP_EXTEND,
+    STEP_RELEASE,
+    STEP_STATUS,
+};
+
+struct op;
+
+struct pending {
+    struct op *op;
+    uint64_t serial;
+    uint64_t sent_ms;
+    uint8_t step;
+    uint8_t arg;
+};
+
+struct node {
+    struct address addr;
+    char name[280]; /* host:port, for messages */
+    unsigned index;
+    enum node_state state;
+    redisContext *ctx;
+    uint64_t connect_deadline_ms;
+    uint64_t next_attempt_ms;
+    uint64_t backoff_ms;
+    char err[256]; /* why the node last failed */
+    enum fail_kind err_kind;
+    struct pending *q; /* ring buffer */
+    size_t q_head, q_len, q_cap;
+};
+
+/* ---- operations ---- */
+enum op_kind { OP_ACQUIRE, OP_EXTEND, OP_RELEASE, OP_STATUS };
+enum phase { PH_LOCK, PH_RAISE, PH_RETRY_WAIT, PH_EXTEND, PH_RELEASE, PH_STATUS, PH_DONE };
+
+/* Per-node outcome within the current phase. */
+enum slot { SLOT_OPEN, SLOT_YES, SLOT_NO, SLOT_NET, SLOT_PROTO };
+
+struct op {
+    struct op *next, *prev; /* active list, or free list via next */
+    lockcore_client *c;
+    enum op_kind kind;
+    enum phase phase;
+    uint64_t serial; /* changes with every phase: stale replies don't match */
+    lockcore_cb cb;
+    void *arg;
+    int rc;
+    int blocking_done; /* set for blocking callers waiting on this op */
+    struct lockcore_lock lock;
+    char key[KEY_MAX + 1];
+    size_t key_len;
+    char fkey[FENCE_KEY_MAX + 1];
+    size_t fkey_len;
+    uint64_t ttl_ms;
+    uint64_t wait_deadline_ms; /* 0 = none */
+    uint64_t attempt_start_ms;
+    uint64_t phase_deadline_ms;
+    uint64_t retry_at_ms;
+    uint64_t proposal;
+    uint64_t max_fence;
+    unsigned raises;
+    uint64_t phase_start_ms;
+    uint8_t slot[LOCKCORE_NODES_MAX];
+    uint8_t accepted[LOCKCORE_NODES_MAX];
+    struct lockcore_node_status *status; /* OP_STATUS: caller's array */
+    char errmsg[ERRMSG_MAX];
+};
+
+struct lockcore_client {
+    struct lockcore_options o;
+    char prefix[LOCKCORE_PREFIX_MAX + 1];
+    size_t prefix_len;
+    unsigned n;
+    unsigned quorum;
+    struct node *nodes;
+    char sha[SCRIPT_COUNT][41]; /* learned from SCRIPT LOAD; "" until known */
+    uint64_t serial;
+    uint64_t rng;
+    struct op *active;                /* doubly linked */
+    struct op *done_head, *done_tail; /* ended, callbacks not yet run */
+    struct op *free_ops;
+    size_t inflight;
+    uint64_t fence_seen[256]; /* largest fence value seen, by resource hash */
+    char errmsg[ERRMSG_MAX];
+};
+
+/* node.c */
+void lockcore__node_init(lockcore_client *c, struct node *n, unsigned index);
+void lockcore__node_close(lockcore_client *c, struct node *n, enum fail_kind kind, const char *why);
+int lockcore__node_usable(lockcore_client *c, struct node *n, uint64_t now);
+int lockcore__node_send(lockcore_client *c, struct node *n, int argc, const char **argv, const size_t *lens,
+                        struct op *op, enum step step, uint8_t arg);
+void lockcore__node_flush(lockcore_client *c, struct node *n);
+void lockcore__node_on_events(lockcore_client *c, struct node *n, short revents, uint64_t now);
+void lockcore__node_check_timers(lockcore_client *c, struct node *n, uint64_t now);
+uint64_t lockcore__node_next_timer(const lockcore_client *c, const struct node *n);
+
+/* op.c */
+struct op *lockcore__op_new(lockcore_client *c, enum op_kind kind, lockcore_cb cb, void *arg);
+void lockcore__op_start(struct op *op, uint64_t now);
+void lockcore__op_reply(struct op *op, unsigned node, enum step step, redisReply *r, uint64_t now);
+void lockcore__op_node_failed(struct op *op, unsigned node, enum fail_kind kind, const char *why,
+                              uint64_t now);
+void lockcore__op_check_timers(struct op *op, uint64_t now);
+uint64_t lockcore__op_next_timer(const struct op *op);
+void lockcore__op_cancel(struct op *op);
+int lockcore__op_resend(struct op *op, unsigned node, enum step step, int use_eval);
+void lockcore__ops_free(lockcore_client *c);
+
+/* client.c */
+void lockcore__op_finish(struct op *op, int rc);
+int lockcore__deliver(lockcore_client *c);
+
+#endif

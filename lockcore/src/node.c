@@ -1,0 +1,330 @@
+/*
+ * One non-blocking hiredis connection per node. Commands of many operations
+ * are appended to the connection's output buffer and written together; the
+ * replies come back in the same order, so a FIFO of `struct pending` says
+ * whose each reply is. An operation that moved on (decided, retried, ended)
+ * leaves its entries behind with an old serial: their replies are read and
+ * dropped, and never reach the next operation.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include <hiredis/sds.h>
+
+#include "internal.h"
+
+/* A node whose oldest reply is this late is treated as dead: its connection
+ * is closed and re-opened later, so a hung server cannot grow the FIFO
+ * without bound. Individual steps time out much earlier (request_timeout). */
+static uint64_t stall_ms(const lockcore_client *c)
+{
+    uint64_t s = c->o.request_timeout_ms * 4;
+    return s < 1000 ? 1000 : s;
+}
+
+void lockcore__node_init(lockcore_client *c, struct node *n, unsigned index)
+{
+    (void)c;
+    n->index = index;
+    n->state = NODE_DOWN;
+    n->ctx = NULL;
+    n->next_attempt_ms = 0;
+    n->backoff_ms = 0;
+    n->err[0] = '\0';
+    n->err_kind = FAIL_NET;
+    n->q = NULL;
+    n->q_head = n->q_len = n->q_cap = 0;
+    if (strchr(n->addr.host, ':') != NULL)
+        lockcore__fmt(n->name, sizeof(n->name), "[%s]:%d", n->addr.host, n->addr.port);
+    else
+        lockcore__fmt(n->name, sizeof(n->name), "%s:%d", n->addr.host, n->addr.port);
+}
+
+static int q_push(struct node *n, const struct pending *p)
+{
+    if (n->q_len == n->q_cap) {
+        size_t cap = n->q_cap ? n->q_cap * 2 : 64;
+        struct pending *q = malloc(cap * sizeof(*q));
+        if (q == NULL)
+            return -ENOMEM;
+        for (size_t i = 0; i < n->q_len; i++)
+            q[i] = n->q[(n->q_head + i) % n->q_cap];
+        free(n->q);
+        n->q = q;
+        n->q_head = 0;
+        n->q_cap = cap;
+    }
+    n->q[(n->q_head + n->q_len) % n->q_cap] = *p;
+    n->q_len++;
+    return 0;
+}
+
+static int q_pop(struct node *n, struct pending *out)
+{
+    if (n->q_len == 0)
+        return 0;
+    *out = n->q[n->q_head];
+    n->q_head = (n->q_head + 1) % n->q_cap;
+    n->q_len--;
+    return 1;
+}
+
+static int live(const struct pending *p)
+{
+    return p->op != NULL && p->op->serial == p->serial;
+}
+
+void lockcore__node_close(lockcore_client *c, struct node *n, enum fail_kind kind, const char *why)
+{
+    if (n->ctx != NULL) {
+        redisFree(n->ctx);
+        n->ctx = NULL;
+    }
+    n->state = NODE_DOWN;
+    n->err_kind = kind;
+    lockcore__fmt(n->err, sizeof(n->err), "%s", why);
+    n->backoff_ms = n->backoff_ms ? n->backoff_ms * 2 : c->o.reconnect_min_ms;
+    if (n->backoff_ms > c->o.reconnect_max_ms)
+        n->backoff_ms = c->o.reconnect_max_ms;
+    uint64_t now = lockcore_now_ms();
+    n->next_attempt_ms = now + n->backoff_ms;
+
+    /* Detach the FIFO first: failing an operation may make it send to other
+     * nodes (or find this one down) while we walk the old entries. */
+    struct pending *q = n->q;
+    size_t head = n->q_head, len = n->q_len, cap = n->q_cap;
+    n->q = NULL;
+    n->q_head = n->q_len = n->q_cap = 0;
+    for (size_t i = 0; i < len; i++) {
+        struct pending *p = &q[(head + i) % cap];
+        if (live(p))
+            lockcore__op_node_failed(p->op, n->index, kind, n->err, now);
+    }
+    free(q);
+}
+
+static void queue_setup(lockcore_client *c, struct node *n)
+{
+    const char *argv[3];
+    size_t lens[3];
+    if (n->addr.pass[0] != '\0') {
+        int argc = 0;
+        argv[argc++] = "AUTH";
+        if (n->addr.user[0] != '\0')
+            argv[argc++] = n->addr.user;
+        argv[argc++] = n->addr.pass;
+        for (int i = 0; i < argc; i++)
+            lens[i] = strlen(argv[i]);
+        lockcore__node_send(c, n, argc, argv, lens, NULL, STEP_AUTH, 0);
+    }
+    if (n->addr.db != 0) {
+        char db[16];
+        lockcore__fmt(db, sizeof(db), "%d", n->addr.db);
+        argv[0] = "SELECT";
+        argv[1] = db;
+        lens[0] = 6;
+        lens[1] = strlen(db);
+        lockcore__node_send(c, n, 2, argv, lens, NULL, STEP_SELECT, 0);
+    }
+    /* Load the scripts on every new connection, ahead of any EVALSHA: the
+     * node may have restarted and forgotten them. */
+    for (int s = 0; s < SCRIPT_COUNT; s++) {
+        if (s == SCRIPT_STATUS || (!c->o.fencing && (s == SCRIPT_ACQUIRE_FENCED || s == SCRIPT_RAISE)))
+            continue;
+        argv[0] = "SCRIPT";
+        argv[1] = "LOAD";
+        argv[2] = lockcore__scripts[s];
+        lens[0] = 6;
+        lens[1] = 4;
+        lens[2] = strlen(argv[2]);
+        lockcore__node_send(c, n, 3, argv, lens, NULL, STEP_LOAD, (uint8_t)s);
+    }
+}
+
+static int node_connect(lockcore_client *c, struct node *n, uint64_t now)
+{
+    redisContext *ctx = redisConnectNonBlock(n->addr.host, n->addr.port);
+    if (ctx == NULL) {
+        lockcore__node_close(c, n, FAIL_NET, "out of memory");
+        return 0;
+    }
+    n->ctx = ctx;
+    if (ctx->err) {
+        char why[256];
+        lockcore__fmt(why, sizeof(why), "connect: %s", ctx->errstr);
+        lockcore__node_close(c, n, FAIL_NET, why);
+        return 0;
+    }
+    n->state = NODE_CONNECTING;
+    n->connect_deadline_ms = now + c->o.connect_timeout_ms;
+    queue_setup(c, n);
+    return 1;
+}
+
+int lockcore__node_usable(lockcore_client *c, struct node *n, uint64_t now)
+{
+    if (n->state != NODE_DOWN)
+        return 1;
+    if (now < n->next_attempt_ms)
+        return 0;
+    return node_connect(c, n, now);
+}
+
+int lockcore__node_send(lockcore_client *c, struct node *n, int argc, const char **argv, const size_t *lens,
+                        struct op *op, enum step step, uint8_t arg)
+{
+    (void)c;
+    if (n->ctx == NULL)
+        return -ENOTCONN;
+    struct pending p = {.op = op,
+                        .serial = op ? op->serial : 0,
+                        .sent_ms = lockcore_now_ms(),
+                        .step = (uint8_t)step,
+                        .arg = arg};
+    if (q_push(n, &p) < 0)
+        return -ENOMEM;
+    if (redisAppendCommandArgv(n->ctx, argc, argv, lens) != REDIS_OK) {
+        /* Nothing was appended: take the entry back off the tail. */
+        n->q_len--;
+        return -ENOMEM;
+    }
+    return 0;
+}
+
+void lockcore__node_flush(lockcore_client *c, struct node *n)
+{
+    if (n->state != NODE_UP || sdslen(n->ctx->obuf) == 0)
+        return;
+    int done = 0;
+    /* Each call writes what the socket takes; stop when it takes nothing. */
+    for (int i = 0; i < 64 && !done; i++) {
+        size_t before = sdslen(n->ctx->obuf);
+        if (redisBufferWrite(n->ctx, &done) != REDIS_OK) {
+            char why[256];
+            lockcore__fmt(why, sizeof(why), "write: %s", n->ctx->errstr);
+            lockcore__node_close(c, n, FAIL_NET, why);
+            return;
+        }
+        if (!done && sdslen(n->ctx->obuf) == before)
+            break;
+    }
+}
+
+static int reply_is_error(const redisReply *r)
+{
+    return r == NULL || r->type == REDIS_REPLY_ERROR;
+}
+
+/* Hand one reply to whoever it belongs to. Returns -1 if the node was
+ * closed (the caller must stop reading it). */
+static int dispatch(lockcore_client *c, struct node *n, const struct pending *p, redisReply *r, uint64_t now)
+{
+    char why[300];
+    switch ((enum step)p->step) {
+    case STEP_IGNORE:
+        return 0;
+    case STEP_AUTH:
+    case STEP_SELECT:
+        if (reply_is_error(r)) {
+            lockcore__fmt(why, sizeof(why), "%s refused: %s", p->step == STEP_AUTH ? "AUTH" : "SELECT",
+                          r ? r->str : "no reply");
+            lockcore__node_close(c, n, FAIL_PROTO, why);
+            return -1;
+        }
+        return 0;
+    case STEP_LOAD:
+        if (r->type == REDIS_REPLY_STRING && r->len == 40)
+            memcpy(c->sha[p->arg], r->str, 41);
+        return 0;
+    default:
+        if (live(p))
+            lockcore__op_reply(p->op, n->index, (enum step)p->step, r, now);
+        return 0;
+    }
+}
+
+static void read_replies(lockcore_client *c, struct node *n, uint64_t now)
+{
+    if (redisBufferRead(n->ctx) != REDIS_OK) {
+        char why[256];
+        lockcore__fmt(why, sizeof(why), "read: %s", n->ctx->errstr);
+        lockcore__node_close(c, n, FAIL_NET, why);
+        return;
+    }
+    for (;;) {
+        void *reply = NULL;
+        if (redisGetReplyFromReader(n->ctx, &reply) != REDIS_OK) {
+            char why[256];
+            lockcore__fmt(why, sizeof(why), "protocol: %s", n->ctx->errstr);
+            lockcore__node_close(c, n, FAIL_PROTO, why);
+            return;
+        }
+        if (reply == NULL)
+            return;
+        struct pending p;
+        if (!q_pop(n, &p)) {
+            freeReplyObject(reply);
+            lockcore__node_close(c, n, FAIL_PROTO, "protocol: reply nobody asked for");
+            return;
+        }
+        int closed = dispatch(c, n, &p, reply, now);
+        freeReplyObject(reply);
+        if (closed)
+            return;
+    }
+}
+
+void lockcore__node_on_events(lockcore_client *c, struct node *n, short revents, uint64_t now)
+{
+    if (n->state == NODE_CONNECTING) {
+        if (!(revents & (POLLOUT | POLLERR | POLLHUP)))
+            return;
+        int err = 0;
+        socklen_t len = sizeof(err);
+        if (getsockopt(n->ctx->fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0)
+            err = errno;
+        if (err != 0) {
+            char why[256];
+            lockcore__fmt(why, sizeof(why), "connect: %s", strerror(err));
+            lockcore__node_close(c, n, FAIL_NET, why);
+            return;
+        }
+        n->state = NODE_UP;
+        n->backoff_ms = 0;
+        lockcore__node_flush(c, n);
+        return;
+    }
+    if (n->state != NODE_UP)
+        return;
+    if (revents & (POLLIN | POLLERR | POLLHUP))
+        read_replies(c, n, now);
+    if (n->state == NODE_UP && (revents & POLLOUT))
+        lockcore__node_flush(c, n);
+}
+
+void lockcore__node_check_timers(lockcore_client *c, struct node *n, uint64_t now)
+{
+    if (n->state == NODE_CONNECTING && now >= n->connect_deadline_ms) {
+        char why[128];
+        lockcore__fmt(why, sizeof(why), "connect: timed out after %llu ms",
+                      (unsigned long long)c->o.connect_timeout_ms);
+        lockcore__node_close(c, n, FAIL_NET, why);
+    } else if (n->state == NODE_UP && n->q_len > 0 && now >= n->q[n->q_head].sent_ms + stall_ms(c)) {
+        char why[128];
+        lockcore__fmt(why, sizeof(why), "no reply for %llu ms",
+                      (unsigned long long)(now - n->q[n->q_head].sent_ms));
+        lockcore__node_close(c, n, FAIL_NET, why);
+    }
+}
+
+uint64_t lockcore__node_next_timer(const lockcore_client *c, const struct node *n)
+{
+    if (n->state == NODE_CONNECTING)
+        return n->connect_deadline_ms;
+    if (n->state == NODE_UP && n->q_len > 0)
+        return n->q[n->q_head].sent_ms + stall_ms(c);
+    return UINT64_MAX;
+}

@@ -1,0 +1,626 @@
+/*
+ * One state machine per lock operation.
+ *
+ * acquire:  LOCK ──granted──────────────────────────────▶ done (token)
+ *             │  └─granted, token refused─▶ RAISE ─────▶ done (token)
+ *             └─failed─▶ rollback on all nodes ─▶ RETRY_WAIT ─▶ LOCK …
+ * extend:   EXTEND ─▶ done          release: RELEASE ─▶ done
+ *
+ * Every phase sends one command to every node at once and is decided as
+ * soon as the outcome is certain (fencing_decide), or at its deadline, when
+ * nodes that have not answered count as failed.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+/* A lock whose token was refused may try this many second rounds before
+ * the attempt is rolled back and retried. */
+#define MAX_RAISES 3
+
+static uint64_t key_hash(const char *s, size_t len)
+{
+    uint64_t h = 1469598103934665603ULL; /* FNV-1a */
+    for (size_t i = 0; i < len; i++)
+        h = (h ^ (unsigned char)s[i]) * 1099511628211ULL;
+    return h;
+}
+
+static uint64_t *fence_seen(struct op *op)
+{
+    return &op->c->fence_seen[key_hash(op->key, op->key_len) & 255];
+}
+
+struct op *lockcore__op_new(lockcore_client *c, enum op_kind kind, lockcore_cb cb, void *arg)
+{
+    struct op *op = c->free_ops;
+    if (op != NULL)
+        c->free_ops = op->next;
+    else if ((op = malloc(sizeof(*op))) == NULL)
+        return NULL;
+    memset(op, 0, offsetof(struct op, slot));
+    op->c = c;
+    op->kind = kind;
+    op->cb = cb;
+    op->arg = arg;
+    op->errmsg[0] = '\0';
+    op->lock.nodes = c->n;
+    op->next = c->active;
+    op->prev = NULL;
+    if (c->active != NULL)
+        c->active->prev = op;
+    c->active = op;
+    c->inflight++;
+    return op;
+}
+
+void lockcore__ops_free(lockcore_client *c)
+{
+    while (c->free_ops != NULL) {
+        struct op *op = c->free_ops;
+        c->free_ops = op->next;
+        free(op);
+    }
+}
+
+/* ---- sending ---- */
+
+static void u64s(char *buf, size_t cap, uint64_t v)
+{
+    lockcore__fmt(buf, cap, "%" PRIu64, v);
+}
+
+/* Build and queue the command of `step` for one node. EVALSHA when the
+ * script's sha is known, else EVAL (which also caches the script). */
+int lockcore__op_resend(struct op *op, unsigned i, enum step step, int use_eval)
+{
+    lockcore_client *c = op->c;
+    struct node *n = &c->nodes[i];
+    const char *argv[10];
+    size_t lens[10];
+    char ttl[24], prop[24], idle[24];
+    int argc = 0, script = -1, nkeys = 0;
+    const char *args[6];
+    size_t alens[6];
+    int nargs = 0;
+
+    switch (step) {
+    case STEP_LOCK:
+        u64s(ttl, sizeof(ttl), op->ttl_ms);
+        if (!c->o.fencing) {
+            /* Plain Redlock: the classic SET NX PX, no script needed. */
+            const char *v[] = {"SET", op->key, op->lock.id, "NX", "PX", ttl};
+            size_t l[] = {3, op->key_len, LOCKCORE_ID_LEN, 2, 2, strlen(ttl)};
+            return lockcore__node_send(c, n, 6, v, l, op, step, 0);
+        }
+        u64s(prop, sizeof(prop), op->proposal);
+        u64s(idle, sizeof(idle), c->o.fence_idle_ms);
+        script = SCRIPT_ACQUIRE_FENCED;
+        nkeys = 2;
+        args[nargs] = op->lock.id, alens[nargs++] = LOCKCORE_ID_LEN;
+        args[nargs] = ttl, alens[nargs++] = strlen(ttl);
+        args[nargs] = prop, alens[nargs++] = strlen(prop);
+        args[nargs] = idle, alens[nargs++] = strlen(idle);
+        break;
+    case STEP_RAISE:
+        u64s(prop, sizeof(prop), op->proposal);
+        u64s(idle, sizeof(idle), c->o.fence_idle_ms);
+        script = SCRIPT_RAISE;
+        nkeys = 1;
+        args[nargs] = prop, alens[nargs++] = strlen(prop);
+        args[nargs] = idle, alens[nargs++] = strlen(idle);
+        break;
+    case STEP_EXTEND:
+        u64s(ttl, sizeof(ttl), op->ttl_ms);
+        script = SCRIPT_EXTEND;
+        nkeys = 1;
+        args[nargs] = op->lock.id, alens[nargs++] = LOCKCORE_ID_LEN;
+        args[nargs] = ttl, alens[nargs++] = strlen(ttl);
+        break;
+    case STEP_RELEASE:
+    case STEP_IGNORE:
+        script = SCRIPT_RELEASE;
+        nkeys = 1;
+        args[nargs] = op->lock.id, alens[nargs++] = LOCKCORE_ID_LEN;
+        break;
+    case STEP_STATUS:
+        script = SCRIPT_STATUS;
+        nkeys = 2;
+        use_eval = 1;
+        break;
+    default:
+        return -EINVAL;
+    }
+
+    char nk[4];
+    lockcore__fmt(nk, sizeof(nk), "%d", nkeys);
+    if (use_eval || c->sha[script][0] == '\0') {
+        argv[argc] = "EVAL", lens[argc++] = 4;
+        argv[argc] = lockcore__scripts[script], lens[argc++] = strlen(lockcore__scripts[script]);
+    } else {
+        argv[argc] = "EVALSHA", lens[argc++] = 7;
+        argv[argc] = c->sha[script], lens[argc++] = 40;
+    }
+    argv[argc] = nk, lens[argc++] = strlen(nk);
+    if (step == STEP_RAISE) {
+        argv[argc] = op->fkey, lens[argc++] = op->fkey_len;
+    } else {
+        argv[argc] = op->key, lens[argc++] = op->key_len;
+        if (nkeys == 2)
+            argv[argc] = op->fkey, lens[argc++] = op->fkey_len;
+    }
+    for (int k = 0; k < nargs; k++)
+        argv[argc] = args[k], lens[argc++] = alens[k];
+    return lockcore__node_send(c, n, argc, argv, lens, step == STEP_IGNORE ? NULL : op, step, 0);
+}
+
+static void note_failure(struct op *op, unsigned i, const char *why)
+{
+    /* Keep the first failure of a phase: it is usually the cause. */
+    if (op->errmsg[0] == '\0')
+        lockcore__fmt(op->errmsg, sizeof(op->errmsg), "%s: %s", op->c->nodes[i].name, why);
+}
+
+static void decide(struct op *op, uint64_t now);
+
+/* Start a phase: a fresh serial (older replies no longer match), all slots
+ * open, one command to every node. */
+static void phase_begin(struct op *op, enum phase ph, enum step step, uint64_t now)
+{
+    lockcore_client *c = op->c;
+    int connecting = 0;
+    op->phase = ph;
+    op->phase_start_ms = now;
+    op->serial = ++c->serial;
+    memset(op->slot, SLOT_OPEN, c->n);
+    memset(op->accepted, 0, c->n);
+    op->errmsg[0] = '\0';
+    for (unsigned i = 0; i < c->n; i++) {
+        struct node *n = &c->nodes[i];
+        if (!lockcore__node_usable(c, n, now)) {
+            op->slot[i] = n->err_kind == FAIL_PROTO ? SLOT_PROTO : SLOT_NET;
+            note_failure(op, i, n->err[0] ? n->err : "unreachable");
+            continue;
+        }
+        connecting |= n->state == NODE_CONNECTING;
+        if (lockcore__op_resend(op, i, step, 0) < 0) {
+            op->slot[i] = SLOT_NET;
+            note_failure(op, i, "out of memory");
+        }
+    }
+    /* A connection still being set up gets its connect budget on top. */
+    op->phase_deadline_ms = now + c->o.request_timeout_ms + (connecting ? c->o.connect_timeout_ms : 0);
+    decide(op, now);
+}
+
+/* ---- acquire ---- */
+
+static void attempt_begin(struct op *op, uint64_t now)
+{
+    op->lock.attempts++;
+    op->attempt_start_ms = now;
+    op->raises = 0;
+    op->max_fence = 0;
+    if (op->c->o.fencing) {
+        uint64_t wall = op->c->o.clock_us(op->c->o.clock_arg);
+        int rc = fencing_propose(wall, *fence_seen(op), &op->proposal);
+        if (rc < 0) {
+            lockcore__fmt(op->errmsg, sizeof(op->errmsg), "cannot propose a token: %s", fencing_strerror(rc));
+            lockcore__op_finish(op, LOCKCORE_EFENCE);
+            return;
+        }
+    }
+    phase_begin(op, PH_LOCK, STEP_LOCK, now);
+}
+
+/* Release whatever this attempt set, on every connected node, then retry
+ * or give up. The release is pipelined behind the attempt's own command on
+ * each connection, so it runs after it even when that reply is late. */
+static void attempt_failed(struct op *op, int rc, uint64_t now)
+{
+    lockcore_client *c = op->c;
+    for (unsigned i = 0; i < c->n; i++)
+        if (c->nodes[i].state != NODE_DOWN)
+            lockcore__op_resend(op, i, STEP_IGNORE, 0);
+
+    int retries_left = c->o.retry_count < 0 || op->lock.attempts <= (unsigned)c->o.retry_count;
+    uint64_t delay = c->o.retry_delay_ms;
+    if (c->o.retry_jitter_ms > 0)
+        delay += lockcore__rand64(&c->rng) % (c->o.retry_jitter_ms + 1);
+    if (op->wait_deadline_ms != 0 && now + delay >= op->wait_deadline_ms)
+        retries_left = 0;
+    if (!retries_left) {
+        lockcore__op_finish(op, rc);
+        return;
+    }
+    op->phase = PH_RETRY_WAIT;
+    op->serial = ++c->serial;
+    op->retry_at_ms = now + delay;
+}
+
+static void counts(const struct op *op, unsigned *yes, unsigned *no, unsigned *net, unsigned *proto,
+                   unsigned *acc)
+{
+    *yes = *no = *net = *proto = *acc = 0;
+    for (unsigned i = 0; i < op->c->n; i++) {
+        switch (op->slot[i]) {
+        case SLOT_YES:
+            (*yes)++;
+            break;
+        case SLOT_NO:
+            (*no)++;
+            break;
+        case SLOT_NET:
+            (*net)++;
+            break;
+        case SLOT_PROTO:
+            (*proto)++;
+            break;
+        default:
+            break;
+        }
+        *acc += op->accepted[i];
+    }
+}
+
+/* Why a majority did not agree: failures that alone make a majority
+ * impossible are the cause, else the nodes that said no. */
+static int failure_code(const struct op *op, unsigned no, unsigned net, unsigned proto, int no_code)
+{
+    unsigned n = op->c->n, q = op->c->quorum;
+    if (net + proto > n - q)
+        return proto > net ? LOCKCORE_EPROTO : LOCKCORE_ENOQUORUM;
+    (void)no;
+    return no_code;
+}
+
+static void prefix_msg(struct op *op, const char *fmt_what, unsigned yes, unsigned no, unsigned net,
+                       unsigned proto)
+{
+    char detail[ERRMSG_MAX];
+    lockcore__fmt(detail, sizeof(detail), "%s", op->errmsg);
+    lockcore__fmt(op->errmsg, sizeof(op->errmsg),
+                  "%s '%s': %u of %u nodes agreed (quorum %u), %u refused, %u unreachable, %u errors%s%s",
+                  fmt_what, op->lock.resource, yes, op->c->n, op->c->quorum, no, net, proto,
+                  detail[0] ? "; first failure: " : "", detail);
+}
+
+/* Validity = TTL - elapsed - drift, elapsed on the monotonic clock since
+ * the attempt began. Returns 0 if nothing is left. */
+static int64_t validity(const struct op *op, uint64_t now)
+{
+    const struct lockcore_options *o = &op->c->o;
+    uint64_t drift = (uint64_t)((double)op->ttl_ms * o->drift_factor) + o->drift_ms;
+    return (int64_t)op->ttl_ms - (int64_t)(now - op->attempt_start_ms) - (int64_t)drift;
+}
+
+static void granted(struct op *op, unsigned yes, uint64_t now)
+{
+    int64_t v = validity(op, now);
+    if (v <= 0) {
+        lockcore__fmt(op->errmsg, sizeof(op->errmsg),
+                      "acquire '%s': granted too slowly (%llu ms), no validity left", op->lock.resource,
+                      (unsigned long long)(now - op->attempt_start_ms));
+        attempt_failed(op, -ETIMEDOUT, now);
+        return;
+    }
+    op->lock.validity_ms = (uint64_t)v;
+    op->lock.valid_until_ms = now + (uint64_t)v;
+    op->lock.ttl_ms = op->ttl_ms;
+    op->lock.nodes_ok = yes;
+    op->lock.token = op->c->o.fencing ? op->proposal : 0;
+    if (op->lock.token > *fence_seen(op))
+        *fence_seen(op) = op->lock.token;
+    op->errmsg[0] = '\0';
+    lockcore__op_finish(op, 0);
+}
+
+static void raise_begin(struct op *op, uint64_t now)
+{
+    int rc = fencing_propose_next(op->max_fence, &op->proposal);
+    if (rc < 0) {
+        lockcore__fmt(op->errmsg, sizeof(op->errmsg), "acquire '%s': %s", op->lock.resource,
+                      fencing_strerror(rc));
+        attempt_failed(op, LOCKCORE_EFENCE, now);
+        return;
+    }
+    op->raises++;
+    phase_begin(op, PH_RAISE, STEP_RAISE, now);
+}
+
+static void decide(struct op *op, uint64_t now)
+{
+    lockcore_client *c = op->c;
+    unsigned yes, no, net, proto, acc;
+    counts(op, &yes, &no, &net, &proto, &acc);
+    unsigned answered = yes + no + net + proto;
+    struct fencing_tally t = {.n = c->n, .granted = yes, .accepted = acc, .answered = answered};
+
+    switch (op->phase) {
+    case PH_LOCK:
+        switch (fencing_decide(&t, c->o.fencing)) {
+        case FENCING_WAIT:
+            return;
+        case FENCING_GRANTED:
+            granted(op, yes, now);
+            return;
+        case FENCING_ROUND2:
+            if (validity(op, now) <= 0) {
+                granted(op, yes, now); /* reports no validity left */
+                return;
+            }
+            op->lock.nodes_ok = yes;
+            raise_begin(op, now);
+            return;
+        case FENCING_FAILED:
+            prefix_msg(op, "acquire", yes, no, net, proto);
+            attempt_failed(op, failure_code(op, no, net, proto, LOCKCORE_ELOCKED), now);
+            return;
+        }
+        return;
+    case PH_RAISE:
+        /* The lock is held; only acceptance of the proposal is open. */
+        t.granted = c->n;
+        switch (fencing_decide(&t, 1)) {
+        case FENCING_WAIT:
+            return;
+        case FENCING_GRANTED:
+            granted(op, op->lock.nodes_ok, now);
+            return;
+        default:
+            if (op->raises < MAX_RAISES && validity(op, now) > 0) {
+                raise_begin(op, now);
+                return;
+            }
+            prefix_msg(op, "fencing token for", acc, c->n - acc - net - proto, net, proto);
+            attempt_failed(op, failure_code(op, 0, net, proto, LOCKCORE_EFENCE), now);
+            return;
+        }
+    case PH_EXTEND:
+        if (yes >= c->quorum) {
+            int64_t v = validity(op, now);
+            if (v <= 0) {
+                lockcore__fmt(op->errmsg, sizeof(op->errmsg),
+                              "extend '%s': extended too slowly, no validity left", op->lock.resource);
+                lockcore__op_finish(op, LOCKCORE_ELOST);
+                return;
+            }
+            op->lock.validity_ms = (uint64_t)v;
+            op->lock.valid_until_ms = now + (uint64_t)v;
+            op->lock.ttl_ms = op->ttl_ms;
+            op->lock.nodes_ok = yes;
+            op->errmsg[0] = '\0';
+            lockcore__op_finish(op, 0);
+        } else if (yes + (c->n - answered) < c->quorum) {
+            prefix_msg(op, "extend", yes, no, net, proto);
+            op->lock.nodes_ok = yes;
+            lockcore__op_finish(op, failure_code(op, no, net, proto, LOCKCORE_ELOST));
+        }
+        return;
+    case PH_RELEASE:
+        if (answered < c->n)
+            return;
+        op->lock.nodes_ok = yes;
+        op->lock.validity_ms = 0;
+        op->lock.valid_until_ms = 0;
+        if (yes + no >= c->quorum) {
+            op->errmsg[0] = '\0';
+            lockcore__op_finish(op, 0);
+        } else {
+            prefix_msg(op, "release", yes, no, net, proto);
+            lockcore__op_finish(op, LOCKCORE_ENOQUORUM);
+        }
+        return;
+    case PH_STATUS:
+        if (answered == c->n)
+            lockcore__op_finish(op, (int)c->n);
+        return;
+    default:
+        return;
+    }
+}
+
+void lockcore__op_start(struct op *op, uint64_t now)
+{
+    switch (op->kind) {
+    case OP_ACQUIRE:
+        attempt_begin(op, now);
+        break;
+    case OP_EXTEND:
+        if (lockcore_remaining_ms(&op->lock) == 0) {
+            lockcore__fmt(op->errmsg, sizeof(op->errmsg), "extend '%s': validity already ran out",
+                          op->lock.resource);
+            lockcore__op_finish(op, LOCKCORE_ELOST);
+            return;
+        }
+        op->attempt_start_ms = now;
+        phase_begin(op, PH_EXTEND, STEP_EXTEND, now);
+        break;
+    case OP_RELEASE:
+        phase_begin(op, PH_RELEASE, STEP_RELEASE, now);
+        break;
+    case OP_STATUS:
+        for (unsigned i = 0; i < op->c->n; i++) {
+            memset(&op->status[i], 0, sizeof(op->status[i]));
+            op->status[i].pttl_ms = -2;
+        }
+        phase_begin(op, PH_STATUS, STEP_STATUS, now);
+        break;
+    }
+}
+
+/* ---- replies ---- */
+
+static int is_noscript(const redisReply *r)
+{
+    return r->type == REDIS_REPLY_ERROR && strncmp(r->str, "NOSCRIPT", 8) == 0;
+}
+
+static long long int_at(const redisReply *r, size_t i)
+{
+    return r->element[i]->type == REDIS_REPLY_INTEGER ? r->element[i]->integer : -1;
+}
+
+static int fence_at(const redisReply *r, size_t i, uint64_t *out)
+{
+    const redisReply *e = r->element[i];
+    if (e->type != REDIS_REPLY_STRING)
+        return -EINVAL;
+    return fencing_token_parse(e->str, e->len, out);
+}
+
+static void slot_error(struct op *op, unsigned i, const redisReply *r)
+{
+    char why[256];
+    if (r->type == REDIS_REPLY_ERROR)
+        lockcore__fmt(why, sizeof(why), "server error: %.200s", r->str);
+    else
+        lockcore__fmt(why, sizeof(why), "unexpected reply type %d", r->type);
+    op->slot[i] = SLOT_PROTO;
+    note_failure(op, i, why);
+}
+
+static void note_fence(struct op *op, uint64_t f)
+{
+    if (f > op->max_fence)
+        op->max_fence = f;
+    if (f > *fence_seen(op))
+        *fence_seen(op) = f;
+}
+
+static void status_reply(struct op *op, unsigned i, const redisReply *r)
+{
+    struct lockcore_node_status *st = &op->status[i];
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 3 || r->element[0]->type != REDIS_REPLY_STRING) {
+        slot_error(op, i, r);
+        lockcore__fmt(st->error, sizeof(st->error), "%s", op->errmsg);
+        return;
+    }
+    st->reachable = 1;
+    size_t hl = r->element[0]->len < LOCKCORE_ID_LEN ? r->element[0]->len : LOCKCORE_ID_LEN;
+    memcpy(st->holder, r->element[0]->str, hl);
+    st->holder[hl] = '\0';
+    st->pttl_ms = int_at(r, 1);
+    if (fence_at(r, 2, &st->fence) < 0)
+        st->fence = 0;
+    op->slot[i] = SLOT_YES;
+}
+
+void lockcore__op_reply(struct op *op, unsigned i, enum step step, redisReply *r, uint64_t now)
+{
+    if (op->slot[i] != SLOT_OPEN)
+        return;
+    if (is_noscript(r)) {
+        /* The node lost its script cache (SCRIPT FLUSH, or a restart we
+         * have not seen): send the whole script this once. */
+        if (lockcore__op_resend(op, i, step, 1) < 0)
+            slot_error(op, i, r);
+        else
+            return;
+    }
+    switch (step) {
+    case STEP_LOCK:
+        if (!op->c->o.fencing) {
+            if (r->type == REDIS_REPLY_STATUS && strcmp(r->str, "OK") == 0)
+                op->slot[i] = SLOT_YES;
+            else if (r->type == REDIS_REPLY_NIL)
+                op->slot[i] = SLOT_NO;
+            else
+                slot_error(op, i, r);
+            break;
+        }
+        if (r->type == REDIS_REPLY_ARRAY && r->elements == 3) {
+            uint64_t f;
+            if (fence_at(r, 2, &f) == 0) {
+                note_fence(op, f);
+                op->slot[i] = int_at(r, 0) == 1 ? SLOT_YES : SLOT_NO;
+                op->accepted[i] = op->slot[i] == SLOT_YES && int_at(r, 1) == 1;
+                break;
+            }
+        }
+        slot_error(op, i, r);
+        break;
+    case STEP_RAISE:
+        if (r->type == REDIS_REPLY_ARRAY && r->elements == 2) {
+            uint64_t f;
+            if (fence_at(r, 1, &f) == 0) {
+                note_fence(op, f);
+                op->accepted[i] = int_at(r, 0) == 1;
+                op->slot[i] = op->accepted[i] ? SLOT_YES : SLOT_NO;
+                break;
+            }
+        }
+        slot_error(op, i, r);
+        break;
+    case STEP_EXTEND:
+    case STEP_RELEASE:
+        if (r->type == REDIS_REPLY_INTEGER)
+            op->slot[i] = r->integer == 1 ? SLOT_YES : SLOT_NO;
+        else
+            slot_error(op, i, r);
+        break;
+    case STEP_STATUS:
+        status_reply(op, i, r);
+        break;
+    default:
+        return;
+    }
+    decide(op, now);
+}
+
+void lockcore__op_node_failed(struct op *op, unsigned i, enum fail_kind kind, const char *why, uint64_t now)
+{
+    if (op->slot[i] != SLOT_OPEN)
+        return;
+    op->slot[i] = kind == FAIL_PROTO ? SLOT_PROTO : SLOT_NET;
+    note_failure(op, i, why);
+    if (op->kind == OP_STATUS)
+        lockcore__fmt(op->status[i].error, sizeof(op->status[i].error), "%s", why);
+    decide(op, now);
+}
+
+void lockcore__op_check_timers(struct op *op, uint64_t now)
+{
+    if (op->phase == PH_RETRY_WAIT) {
+        if (now >= op->retry_at_ms)
+            attempt_begin(op, now);
+        return;
+    }
+    if (op->phase == PH_DONE || now < op->phase_deadline_ms)
+        return;
+    /* Nodes that have not answered by the deadline count as failed for this
+     * phase; their replies, if they come, no longer match the serial. */
+    lockcore_client *c = op->c;
+    uint64_t waited = now - op->phase_start_ms;
+    for (unsigned i = 0; i < c->n; i++) {
+        if (op->slot[i] != SLOT_OPEN)
+            continue;
+        op->slot[i] = SLOT_NET;
+        char why[64];
+        lockcore__fmt(why, sizeof(why), "no reply within %llu ms", (unsigned long long)waited);
+        note_failure(op, i, why);
+        if (op->kind == OP_STATUS)
+            lockcore__fmt(op->status[i].error, sizeof(op->status[i].error), "%s", why);
+    }
+    decide(op, now);
+}
+
+uint64_t lockcore__op_next_timer(const struct op *op)
+{
+    if (op->phase == PH_RETRY_WAIT)
+        return op->retry_at_ms;
+    if (op->phase == PH_DONE)
+        return UINT64_MAX;
+    return op->phase_deadline_ms;
+}
+
+void lockcore__op_cancel(struct op *op)
+{
+    lockcore__fmt(op->errmsg, sizeof(op->errmsg), "canceled: the client was freed");
+    lockcore__op_finish(op, LOCKCORE_ECANCELED);
+}

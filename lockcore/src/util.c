@@ -1,0 +1,110 @@
+/* Clocks, randomness, messages and the plain Redlock scripts. */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+
+#include "internal.h"
+
+/* Compare-then-act scripts of the standard Redlock layout: a key holds the
+ * lock id of its holder, and only that holder may delete or extend it. The
+ * same layout is used by node-redlock and redsync, so their clients and
+ * fencelock exclude each other. */
+const char *const lockcore__scripts[SCRIPT_COUNT] = {
+    [SCRIPT_RELEASE] = "if redis.call('GET', KEYS[1]) == ARGV[1] then\n"
+                       "  return redis.call('DEL', KEYS[1])\n"
+                       "end\n"
+                       "return 0\n",
+    [SCRIPT_EXTEND] = "if redis.call('GET', KEYS[1]) == ARGV[1] then\n"
+                      "  return redis.call('PEXPIRE', KEYS[1], ARGV[2])\n"
+                      "end\n"
+                      "return 0\n",
+    [SCRIPT_ACQUIRE_FENCED] = fencing_script_acquire,
+    [SCRIPT_RAISE] = fencing_script_raise,
+    /* Read-only view for diagnostics: holder, remaining ms, fence value. */
+    [SCRIPT_STATUS] = "return {redis.call('GET', KEYS[1]) or '', redis.call('PTTL', KEYS[1]),\n"
+                      "        redis.call('GET', KEYS[2]) or ''}\n",
+};
+
+uint64_t lockcore_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+uint64_t lockcore_remaining_ms(const struct lockcore_lock *lock)
+{
+    if (lock == NULL)
+        return 0;
+    uint64_t now = lockcore_now_ms();
+    return lock->valid_until_ms > now ? lock->valid_until_ms - now : 0;
+}
+
+uint64_t lockcore__wall_us(void *arg)
+{
+    (void)arg;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+int lockcore__random_bytes(void *buf, size_t n)
+{
+    unsigned char *p = buf;
+    while (n > 0) {
+        ssize_t r = getrandom(p, n, 0);
+        if (r < 0) {
+            if (errno == EINTR)
+                continue;
+            return -errno;
+        }
+        p += r;
+        n -= (size_t)r;
+    }
+    return 0;
+}
+
+/* xorshift64*: retry jitter only needs to differ between clients. */
+uint64_t lockcore__rand64(uint64_t *s)
+{
+    uint64_t x = *s;
+    x ^= x >> 12;
+    x ^= x << 25;
+    x ^= x >> 27;
+    *s = x;
+    return x * 0x2545F4914F6CDD1DULL;
+}
+
+void lockcore__fmt(char *buf, size_t cap, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, cap, fmt, ap);
+    va_end(ap);
+}
+
+const char *lockcore_strerror(int err)
+{
+    switch (err) {
+    case 0:
+        return "success";
+    case LOCKCORE_ELOCKED:
+        return "not acquired: held by another client";
+    case LOCKCORE_ENOQUORUM:
+        return "no quorum: a majority of nodes unreachable";
+    case LOCKCORE_ELOST:
+        return "lock lost";
+    case LOCKCORE_EPROTO:
+        return "protocol or server error";
+    case LOCKCORE_EFENCE:
+        return "no fencing token could be agreed";
+    case LOCKCORE_ECANCELED:
+        return "operation canceled";
+    default:
+        if (err <= FENCING_ESTALE && err >= FENCING_ENOTOKEN)
+            return fencing_strerror(err);
+        return err < 0 && err > -4096 ? strerror(-err) : "unknown error";
+    }
+}
