@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Build fencelock and run its test suite against real redis-server processes.
+#   scripts/test.sh                      # plain build in build/, all suites
+# Environment knobs (used by .ci/run):
+#   BUILD_DIR=build-asan MESON_ARGS="-Db_sanitize=address,undefined" scripts/test.sh
+#   SUITES="unit" WRAPPER="valgrind ..." scripts/test.sh
+# Prints "N passed, N failed" last; exits non-zero if anything failed.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+bash scripts/install-deps.sh
+
+BUILD_DIR=${BUILD_DIR:-build}
+MESON_ARGS=${MESON_ARGS:-}
+SUITES=${SUITES:-}
+WRAPPER=${WRAPPER:-}
+
+if [ ! -f "$BUILD_DIR/build.ninja" ]; then
+  # shellcheck disable=SC2086
+  meson setup "$BUILD_DIR" $MESON_ARGS
+fi
+meson compile -C "$BUILD_DIR"
+
+args=(--print-errorlogs --num-processes 2)
+for s in $SUITES; do args+=(--suite "$s"); done
+[ -n "$WRAPPER" ] && args+=(--wrapper "$WRAPPER")
+status=0
+meson test -C "$BUILD_DIR" "${args[@]}" || status=$?
+
+python3 - "$BUILD_DIR/meson-logs/testlog.json" <<'PY'
+import json, sys
+passed = failed = 0
+for line in open(sys.argv[1]):
+    line = line.strip()
+    if not line:
+        continue
+    r = json.loads(line)
+    if r.get("result") in ("OK", "EXPECTEDFAIL"):
+        passed += 1
+    else:
+        failed += 1
+print(f"{passed} passed, {failed} failed")
+PY
+exit $status
