@@ -135,6 +135,7 @@ void lockcore_client_free(lockcore_client *c)
 {
     if (c == NULL)
         return;
+    lockcore__keepalives_detach(c);
     while (c->active != NULL)
         lockcore__op_cancel(c->active);
     lockcore__deliver(c);
@@ -236,6 +237,9 @@ int lockcore_pollfds(lockcore_client *c, struct pollfd *fds, size_t cap, int *ti
         if (t < next)
             next = t;
     }
+    uint64_t kt = lockcore__keepalive_next_timer(c);
+    if (kt < next)
+        next = kt;
     if (c->done_head != NULL)
         *timeout_ms = 0;
     else if (next == UINT64_MAX)
@@ -271,6 +275,7 @@ int lockcore_process(lockcore_client *c, const struct pollfd *fds, size_t nfds)
         next = op->next;
         lockcore__op_check_timers(op, now);
     }
+    lockcore__keepalive_check(c, now);
     /* Send what the replies and timers produced in one write per node. */
     for (unsigned i = 0; i < c->n; i++)
         lockcore__node_flush(c, &c->nodes[i]);

@@ -137,6 +137,7 @@ struct lockcore_client {
     struct op *active;                /* doubly linked */
     struct op *done_head, *done_tail; /* ended, callbacks not yet run */
     struct op *free_ops;
+    struct lockcore_keepalive *keepalives;
     size_t inflight;
     uint64_t fence_seen[256]; /* largest fence value seen, by resource hash */
     char errmsg[ERRMSG_MAX];
@@ -164,6 +165,11 @@ uint64_t lockcore__op_next_timer(const struct op *op);
 void lockcore__op_cancel(struct op *op);
 int lockcore__op_resend(struct op *op, unsigned node, enum step step, int use_eval);
 void lockcore__ops_free(lockcore_client *c);
+
+/* keepalive.c */
+uint64_t lockcore__keepalive_next_timer(const lockcore_client *c);
+void lockcore__keepalive_check(lockcore_client *c, uint64_t now);
+void lockcore__keepalives_detach(lockcore_client *c);
 
 /* client.c */
 void lockcore__op_finish(struct op *op, int rc);

@@ -447,6 +447,7 @@ void lockcore__op_start(struct op *op, uint64_t now)
     case OP_STATUS:
         for (unsigned i = 0; i < op->c->n; i++) {
             memset(&op->status[i], 0, sizeof(op->status[i]));
+            lockcore__fmt(op->status[i].node, sizeof(op->status[i].node), "%s", op->c->nodes[i].name);
             op->status[i].pttl_ms = -2;
         }
         phase_begin(op, PH_STATUS, STEP_STATUS, now);

@@ -165,6 +165,7 @@ LOCKCORE_API int lockcore_release(lockcore_client *c, struct lockcore_lock *lock
 
 /* One node's view of a resource, for diagnostics. */
 struct lockcore_node_status {
+    char node[64];                 /* host:port (never the credentials) */
     int reachable;                    /* 1 if the node answered */
     char holder[LOCKCORE_ID_LEN + 1]; /* the lock key's value ("" if none; cut
                                         at LOCKCORE_ID_LEN bytes) */
@@ -221,6 +222,49 @@ LOCKCORE_API int lockcore_run(lockcore_client *c, int timeout_ms);
  */
 LOCKCORE_API int lockcore_pollfds(lockcore_client *c, struct pollfd *fds, size_t cap, int *timeout_ms);
 LOCKCORE_API int lockcore_process(lockcore_client *c, const struct pollfd *fds, size_t n);
+
+/* ---- Keeping a lock alive ------------------------------------------------ */
+
+/*
+ * A keep-alive extends a held lock in the background of lockcore_run() /
+ * lockcore_process(): whenever only renew_before_ms of validity is left, it
+ * extends the lock to ttl_ms again. If an extension fails with the lock no
+ * longer held on a majority, or the validity runs out before an extension
+ * succeeds (a majority unreachable), the lock is lost: on_lost runs once
+ * with the reason, and the keep-alive stops. Transient failures are retried
+ * while validity remains.
+ */
+typedef struct lockcore_keepalive lockcore_keepalive;
+
+/*
+ * Start keeping `lock` (copied) alive. ttl_ms 0 = the lock's TTL;
+ * renew_before_ms 0 = a third of it (must be below the TTL). on_lost may be
+ * NULL (poll lockcore_keepalive_get instead); it runs from lockcore_run, and
+ * the lock it gets is borrowed for the call. Writes *out on success.
+ * Returns 0, -EINVAL, LOCKCORE_ELOST (validity already ran out) or -ENOMEM.
+ * A keep-alive belongs to its client: stop it before freeing the client, or
+ * lockcore_client_free() frees it.
+ */
+LOCKCORE_API int lockcore_keepalive_start(lockcore_client *c, const struct lockcore_lock *lock, uint64_t ttl_ms,
+                                          uint64_t renew_before_ms, lockcore_cb on_lost, void *arg,
+                                          lockcore_keepalive **out);
+
+/*
+ * Copy the lock as last extended into *out (if not NULL). Returns 0 while it
+ * is held, or the code it was lost with (LOCKCORE_ELOST, LOCKCORE_ENOQUORUM,
+ * ...), or -EINVAL.
+ */
+LOCKCORE_API int lockcore_keepalive_get(const lockcore_keepalive *k, struct lockcore_lock *out);
+
+/* Extensions done so far. */
+LOCKCORE_API unsigned lockcore_keepalive_extensions(const lockcore_keepalive *k);
+
+/*
+ * Stop extending and free the keep-alive. The lock itself is not released
+ * (call lockcore_release with the lock from lockcore_keepalive_get first).
+ * Accepts NULL.
+ */
+LOCKCORE_API void lockcore_keepalive_stop(lockcore_keepalive *k);
 
 #ifdef __cplusplus
 }
