@@ -1,0 +1,205 @@
+/* Child processes for tests, tracked by PID and never left behind. */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "proc.h"
+
+extern char **environ;
+
+#define TRACK_MAX 256
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static pid_t tracked[TRACK_MAX];
+static int atexit_done;
+
+static void kill_all(void)
+{
+    pthread_mutex_lock(&lock);
+    for (int i = 0; i < TRACK_MAX; i++) {
+        if (tracked[i] > 0) {
+            kill(tracked[i], SIGKILL);
+            waitpid(tracked[i], NULL, 0);
+            tracked[i] = 0;
+        }
+    }
+    pthread_mutex_unlock(&lock);
+}
+
+static void track(pid_t pid, int on)
+{
+    pthread_mutex_lock(&lock);
+    if (!atexit_done) {
+        atexit(kill_all);
+        atexit_done = 1;
+    }
+    for (int i = 0; i < TRACK_MAX; i++) {
+        if (on && tracked[i] == 0) {
+            tracked[i] = pid;
+            break;
+        }
+        if (!on && tracked[i] == pid) {
+            tracked[i] = 0;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&lock);
+}
+
+long long hp_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+void hp_sleep_ms(long ms)
+{
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) < 0 && errno == EINTR) {
+    }
+}
+
+pid_t hp_spawn(char *const argv[], char *const env_extra[], const char *log_path)
+{
+    if (argv == NULL || argv[0] == NULL)
+        return -EINVAL;
+    /* Build the environment before fork: the child only calls
+     * async-signal-safe functions. */
+    size_t n_env = 0, n_extra = 0;
+    while (environ[n_env])
+        n_env++;
+    while (env_extra && env_extra[n_extra])
+        n_extra++;
+    char **envp = calloc(n_env + n_extra + 1, sizeof(*envp));
+    if (envp == NULL)
+        return -ENOMEM;
+    size_t k = 0;
+    for (size_t i = 0; i < n_env; i++) {
+        /* An extra NAME=... replaces the inherited one. */
+        int replaced = 0;
+        const char *eq = strchr(environ[i], '=');
+        size_t nlen = eq ? (size_t)(eq - environ[i]) : strlen(environ[i]);
+        for (size_t j = 0; j < n_extra; j++)
+            if (strncmp(env_extra[j], environ[i], nlen) == 0 && env_extra[j][nlen] == '=')
+                replaced = 1;
+        if (!replaced)
+            envp[k++] = environ[i];
+    }
+    for (size_t j = 0; j < n_extra; j++)
+        envp[k++] = env_extra[j];
+
+    int logfd = -1;
+    if (log_path != NULL) {
+        logfd = open(log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+        if (logfd < 0) {
+            int e = errno;
+            fprintf(stderr, "harness: open %s: %s\n", log_path, strerror(e));
+            free(envp);
+            return -e;
+        }
+    }
+    int errpipe[2];
+    if (pipe2(errpipe, O_CLOEXEC) < 0) {
+        int e = errno;
+        free(envp);
+        if (logfd >= 0)
+            close(logfd);
+        return -e;
+    }
+    pid_t parent = getpid();
+    pid_t pid = fork();
+    if (pid < 0) {
+        int e = errno;
+        free(envp);
+        close(errpipe[0]);
+        close(errpipe[1]);
+        if (logfd >= 0)
+            close(logfd);
+        return -e;
+    }
+    if (pid == 0) {
+        /* Die with the thread that started us, even on a crash. */
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (getppid() != parent)
+            _exit(127);
+        int devnull = open("/dev/null", O_RDONLY);
+        if (devnull >= 0)
+            dup2(devnull, 0);
+        if (logfd >= 0) {
+            dup2(logfd, 1);
+            dup2(logfd, 2);
+        }
+        signal(SIGPIPE, SIG_DFL);
+        execvpe(argv[0], argv, envp);
+        int e = errno;
+        ssize_t w = write(errpipe[1], &e, sizeof(e));
+        (void)w;
+        _exit(127);
+    }
+    close(errpipe[1]);
+    free(envp);
+    if (logfd >= 0)
+        close(logfd);
+    int e = 0;
+    ssize_t r;
+    do
+        r = read(errpipe[0], &e, sizeof(e));
+    while (r < 0 && errno == EINTR);
+    close(errpipe[0]);
+    if (r == (ssize_t)sizeof(e)) {
+        waitpid(pid, NULL, 0);
+        fprintf(stderr, "harness: cannot run %s: %s\n", argv[0], strerror(e));
+        return -e;
+    }
+    track(pid, 1);
+    return pid;
+}
+
+int hp_wait(pid_t pid, int timeout_ms, int *status)
+{
+    if (pid <= 0)
+        return -EINVAL;
+    long long deadline = hp_now_ms() + timeout_ms;
+    for (;;) {
+        int st = 0;
+        pid_t r = waitpid(pid, &st, WNOHANG);
+        if (r == pid) {
+            track(pid, 0);
+            if (status)
+                *status = st;
+            return 0;
+        }
+        if (r < 0 && errno != EINTR)
+            return -errno;
+        if (hp_now_ms() >= deadline)
+            return -ETIMEDOUT;
+        hp_sleep_ms(5);
+    }
+}
+
+int hp_signal(pid_t pid, int sig, int timeout_ms)
+{
+    if (pid <= 0)
+        return -EINVAL;
+    if (kill(pid, sig) < 0)
+        return -errno;
+    if (sig == SIGKILL)
+        return hp_wait(pid, 10000, NULL);
+    if (sig == SIGTERM) {
+        kill(pid, SIGCONT); /* a stopped process cannot act on SIGTERM */
+        if (hp_wait(pid, timeout_ms, NULL) == 0)
+            return 0;
+        kill(pid, SIGKILL);
+        return hp_wait(pid, 10000, NULL);
+    }
+    return 0;
+}

@@ -1,0 +1,375 @@
+/* Fencing tokens issued by lockcore against real redis-server processes:
+ * T1 (unique) and T2 (monotonic) under divergent fence values, slow client
+ * clocks, overlapping leases, node loss and restarts without data. */
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <cmocka.h>
+
+#include "redis_harness.h"
+#include <lockcore/lockcore.h>
+
+struct fixture {
+    struct rh_cluster *rc;
+    unsigned n;
+    const char *urls[8];
+    char url_buf[8][256];
+};
+
+static int setup5(void **state)
+{
+    struct fixture *f = calloc(1, sizeof(*f));
+    assert_non_null(f);
+    f->n = 5;
+    assert_int_equal(rh_cluster_start(5, NULL, &f->rc), 0);
+    for (unsigned i = 0; i < f->n; i++) {
+        snprintf(f->url_buf[i], sizeof(f->url_buf[i]), "%s", rh_url(f->rc, (int)i));
+        f->urls[i] = f->url_buf[i];
+    }
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    struct fixture *f = *state;
+    rh_cluster_free(f->rc);
+    free(f);
+    return 0;
+}
+
+struct tuning {
+    uint64_t ttl_ms;
+    int fencing;
+    int64_t clock_offset_us;
+    uint64_t fence_idle_ms;
+    int retry_count;
+};
+
+static uint64_t offset_clock(void *arg)
+{
+    const struct tuning *t = arg;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    int64_t us = (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+    return (uint64_t)(us + t->clock_offset_us);
+}
+
+static lockcore_client *client(struct fixture *f, struct tuning *t)
+{
+    struct lockcore_options o;
+    lockcore_options_init(&o);
+    o.nodes = f->urls;
+    o.n_nodes = f->n;
+    o.retry_count = 0;
+    if (t != NULL) {
+        if (t->ttl_ms)
+            o.ttl_ms = t->ttl_ms;
+        o.fencing = t->fencing;
+        o.fence_idle_ms = t->fence_idle_ms ? t->fence_idle_ms : o.fence_idle_ms;
+        o.retry_count = t->retry_count;
+        if (t->clock_offset_us) {
+            o.clock_us = offset_clock;
+            o.clock_arg = t;
+        }
+    }
+    lockcore_client *c = NULL;
+    char err[256];
+    if (lockcore_client_new(&o, &c, err, sizeof(err)) != 0)
+        fail_msg("client: %s", err);
+    return c;
+}
+
+static void set_fence(struct fixture *f, int i, const char *resource, uint64_t v)
+{
+    redisReply *r = rh_command(f->rc, i, "SET {%s}:fence %" PRIu64, resource, v);
+    assert_non_null(r);
+    freeReplyObject(r);
+}
+
+static uint64_t get_fence(struct fixture *f, int i, const char *resource)
+{
+    redisReply *r = rh_command(f->rc, i, "GET {%s}:fence", resource);
+    assert_non_null(r);
+    uint64_t v = r->type == REDIS_REPLY_STRING ? strtoull(r->str, NULL, 10) : 0;
+    freeReplyObject(r);
+    return v;
+}
+
+static uint64_t grant_release(lockcore_client *c, const char *resource)
+{
+    struct lockcore_lock l;
+    int rc = lockcore_acquire(c, resource, &l);
+    if (rc != 0)
+        fail_msg("acquire: %s", lockcore_errmsg(c));
+    assert_int_equal(lockcore_release(c, &l), 0);
+    return l.token;
+}
+
+static void test_fencing_sequential_grants_strictly_increase(void **state)
+{
+    struct fixture *f = *state;
+    lockcore_client *c = client(f, &(struct tuning){.fencing = 1});
+    uint64_t prev = 0;
+    for (int i = 0; i < 1000; i++) {
+        uint64_t t = grant_release(c, "seq");
+        assert_true(t > prev);
+        assert_true(t < (1ULL << 53));
+        prev = t;
+    }
+    /* A second client with no memory of the first still goes up. */
+    lockcore_client *d = client(f, &(struct tuning){.fencing = 1});
+    assert_true(grant_release(d, "seq") > prev);
+    lockcore_client_free(d);
+    lockcore_client_free(c);
+}
+
+/* Nodes disagree wildly; the first proposal (the time) is refused by a
+ * majority, the second round proposes max + 1 and wins. */
+static void test_fencing_divergent_fences_take_second_round(void **state)
+{
+    struct fixture *f = *state;
+    lockcore_client *c = client(f, &(struct tuning){.fencing = 1});
+    uint64_t now_us = (uint64_t)time(NULL) * 1000000;
+    uint64_t high = now_us + 1000000000000ULL; /* ~11.6 days ahead */
+    set_fence(f, 0, "div", high);
+    set_fence(f, 1, "div", high - 5);
+    set_fence(f, 2, "div", 3);
+    set_fence(f, 3, "div", high - 9);
+    set_fence(f, 4, "div", 17);
+
+    struct lockcore_lock l;
+    assert_int_equal(lockcore_acquire(c, "div", &l), 0);
+    assert_true(l.token > high - 9);
+    assert_int_equal(l.token, high + 1); /* exactly max + 1: the second round */
+    unsigned stored = 0;
+    for (int i = 0; i < 5; i++)
+        stored += get_fence(f, i, "div") == l.token;
+    assert_true(stored >= 3);
+    assert_int_equal(lockcore_release(c, &l), 0);
+
+    /* Push one node far beyond the rest: still strictly increasing. */
+    set_fence(f, 2, "div", high + 1000000);
+    uint64_t t2 = grant_release(c, "div");
+    assert_true(t2 > l.token);
+    uint64_t t3 = grant_release(c, "div");
+    assert_true(t3 > t2);
+    lockcore_client_free(c);
+}
+
+static void test_fencing_client_clock_behind_still_gets_larger_token(void **state)
+{
+    struct fixture *f = *state;
+    lockcore_client *good = client(f, &(struct tuning){.fencing = 1});
+    uint64_t t1 = grant_release(good, "clock");
+    struct tuning behind = {.fencing = 1, .clock_offset_us = -3600LL * 1000000};
+    lockcore_client *slow = client(f, &behind);
+    uint64_t t2 = grant_release(slow, "clock");
+    assert_true(t2 > t1);
+    uint64_t t3 = grant_release(slow, "clock");
+    assert_true(t3 > t2);
+    /* A clock far ahead wins the first round at once; the good client,
+     * after it, still gets a larger token. */
+    struct tuning ahead = {.fencing = 1, .clock_offset_us = 3600LL * 1000000};
+    lockcore_client *fast = client(f, &ahead);
+    uint64_t t4 = grant_release(fast, "clock");
+    assert_true(t4 > t3);
+    assert_true(grant_release(good, "clock") > t4);
+    lockcore_client_free(fast);
+    lockcore_client_free(slow);
+    lockcore_client_free(good);
+}
+
+struct grant {
+    uint64_t begin_ms, end_ms, token;
+};
+
+struct worker {
+    struct fixture *f;
+    uint64_t stop_ms;
+    struct grant g[4096];
+    size_t n;
+};
+
+/* Leases of 30 ms that are never released: holders overlap constantly
+ * (a client's lease runs out while it "works"), the situation fencing
+ * tokens exist for. */
+static void *churn(void *arg)
+{
+    struct worker *w = arg;
+    struct tuning t = {.fencing = 1, .ttl_ms = 30};
+    lockcore_client *c = client(w->f, &t);
+    while (lockcore_now_ms() < w->stop_ms && w->n < sizeof(w->g) / sizeof(w->g[0])) {
+        struct lockcore_lock l;
+        uint64_t b = lockcore_now_ms();
+        if (lockcore_acquire(c, "overlap", &l) == 0)
+            w->g[w->n++] = (struct grant){b, lockcore_now_ms(), l.token};
+        struct timespec ts = {0, 2 * 1000000};
+        nanosleep(&ts, NULL);
+    }
+    lockcore_client_free(c);
+    return NULL;
+}
+
+static int cmp_token(const void *a, const void *b)
+{
+    const struct grant *x = a, *y = b;
+    return (x->token > y->token) - (x->token < y->token);
+}
+
+static void test_fencing_overlapping_leases_never_share_a_token(void **state)
+{
+    struct fixture *f = *state;
+    enum { K = 8 };
+    static struct worker w[K];
+    pthread_t th[K];
+    uint64_t stop = lockcore_now_ms() + 2500;
+    for (int i = 0; i < K; i++) {
+        w[i].f = f;
+        w[i].stop_ms = stop;
+        w[i].n = 0;
+        assert_int_equal(pthread_create(&th[i], NULL, churn, &w[i]), 0);
+    }
+    /* Meanwhile, lose and restart nodes (without data). */
+    struct timespec ts = {0, 500 * 1000000};
+    nanosleep(&ts, NULL);
+    assert_int_equal(rh_kill(f->rc, 4), 0);
+    nanosleep(&ts, NULL);
+    assert_int_equal(rh_restart(f->rc, 4, 0), 0);
+    assert_int_equal(rh_restart(f->rc, 0, 0), 0);
+    for (int i = 0; i < K; i++)
+        pthread_join(th[i], NULL);
+
+    size_t total = 0;
+    for (int i = 0; i < K; i++)
+        total += w[i].n;
+    assert_true(total >= 50);
+    struct grant *all = calloc(total, sizeof(*all));
+    assert_non_null(all);
+    size_t k = 0;
+    for (int i = 0; i < K; i++)
+        for (size_t j = 0; j < w[i].n; j++)
+            all[k++] = w[i].g[j];
+    qsort(all, total, sizeof(*all), cmp_token);
+    /* T1: no two grants share a token. */
+    for (size_t i = 1; i < total; i++)
+        assert_true(all[i].token != all[i - 1].token);
+    /* T2: a grant whose attempt began after another grant ended has the
+     * larger token. */
+    for (size_t a = 0; a < total; a++)
+        for (size_t b = 0; b < total; b++)
+            if (all[b].begin_ms > all[a].end_ms)
+                assert_true(all[b].token > all[a].token);
+    free(all);
+}
+
+static void test_fencing_holds_with_minority_down(void **state)
+{
+    struct fixture *f = *state;
+    lockcore_client *c = client(f, &(struct tuning){.fencing = 1});
+    uint64_t prev = grant_release(c, "mdown");
+    assert_int_equal(rh_kill(f->rc, 0), 0);
+    assert_int_equal(rh_kill(f->rc, 2), 0);
+    for (int i = 0; i < 50; i++) {
+        uint64_t t = grant_release(c, "mdown");
+        assert_true(t > prev);
+        prev = t;
+    }
+    lockcore_client_free(c);
+}
+
+static void test_fencing_survives_restart_without_data(void **state)
+{
+    struct fixture *f = *state;
+    struct tuning t = {.fencing = 1, .retry_count = 5};
+    lockcore_client *c = client(f, &t);
+    /* Fence values far ahead of the clock, then forgotten by a majority:
+     * only the restart rule (fresh proposals) protects T2 now, and it cannot
+     * beat values from the future. Show what the docs say: with values from
+     * the clock, tokens keep growing across the restart. */
+    uint64_t before = grant_release(c, "restart");
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(rh_restart(f->rc, i, 0), 0);
+    uint64_t after = grant_release(c, "restart");
+    assert_true(after > before);
+    lockcore_client *fresh = client(f, &t); /* no memory of earlier tokens */
+    assert_true(grant_release(fresh, "restart") > after);
+    lockcore_client_free(fresh);
+    lockcore_client_free(c);
+}
+
+static void test_fencing_plain_mode_creates_no_fence_keys(void **state)
+{
+    struct fixture *f = *state;
+    lockcore_client *c = client(f, &(struct tuning){.fencing = 0});
+    struct lockcore_lock l;
+    assert_int_equal(lockcore_acquire(c, "plain", &l), 0);
+    assert_int_equal(l.token, 0);
+    for (int i = 0; i < 5; i++) {
+        redisReply *r = rh_command(f->rc, i, "KEYS *");
+        assert_true(r->elements <= 1);
+        if (r->elements == 1)
+            assert_string_equal(r->element[0]->str, "plain");
+        freeReplyObject(r);
+    }
+    assert_int_equal(lockcore_release(c, &l), 0);
+    lockcore_client_free(c);
+}
+
+static void test_fencing_fence_keys_expire_when_idle(void **state)
+{
+    struct fixture *f = *state;
+    lockcore_client *c = client(f, &(struct tuning){.fencing = 1, .fence_idle_ms = 60000});
+    grant_release(c, "idle");
+    redisReply *r = rh_command(f->rc, 0, "PTTL {idle}:fence");
+    assert_true(r->integer > 50000 && r->integer <= 60000);
+    freeReplyObject(r);
+    lockcore_client_free(c);
+}
+
+static void test_fencing_refuses_to_pass_two_pow_53(void **state)
+{
+    struct fixture *f = *state;
+    lockcore_client *c = client(f, &(struct tuning){.fencing = 1});
+    for (int i = 0; i < 3; i++)
+        set_fence(f, i, "max", (1ULL << 53) - 1);
+    struct lockcore_lock l;
+    assert_int_equal(lockcore_acquire(c, "max", &l), LOCKCORE_EFENCE);
+    /* The refused attempt left no lock behind. */
+    for (int i = 0; i < 5; i++) {
+        redisReply *r = rh_command(f->rc, i, "EXISTS max");
+        for (int t = 0; t < 50 && r->integer != 0; t++) {
+            freeReplyObject(r);
+            lockcore_run(c, 10);
+            r = rh_command(f->rc, i, "EXISTS max");
+        }
+        assert_int_equal(r->integer, 0);
+        freeReplyObject(r);
+    }
+    lockcore_client_free(c);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_fencing_sequential_grants_strictly_increase, setup5, teardown),
+        cmocka_unit_test_setup_teardown(test_fencing_divergent_fences_take_second_round, setup5, teardown),
+        cmocka_unit_test_setup_teardown(test_fencing_client_clock_behind_still_gets_larger_token, setup5,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_fencing_overlapping_leases_never_share_a_token, setup5, teardown),
+        cmocka_unit_test_setup_teardown(test_fencing_holds_with_minority_down, setup5, teardown),
+        cmocka_unit_test_setup_teardown(test_fencing_survives_restart_without_data, setup5, teardown),
+        cmocka_unit_test_setup_teardown(test_fencing_plain_mode_creates_no_fence_keys, setup5, teardown),
+        cmocka_unit_test_setup_teardown(test_fencing_fence_keys_expire_when_idle, setup5, teardown),
+        cmocka_unit_test_setup_teardown(test_fencing_refuses_to_pass_two_pow_53, setup5, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
