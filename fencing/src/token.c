@@ -51,11 +51,12 @@ int fencing_propose_next(uint64_t max_seen, uint64_t *out)
 /*
  * A round is over n nodes; `answered` of them are settled (replied, or failed
  * for good). The rest may still grant or accept, so a verdict is given only
- * when no further reply could change it.
+ * when no further reply could change it. In round two the lock is already
+ * held, so granted is n even before every node has answered.
  */
 enum fencing_verdict fencing_decide(const struct fencing_tally *t, int fenced)
 {
-    if (t == NULL || t->n == 0 || t->answered > t->n || t->granted > t->answered || t->accepted > t->answered)
+    if (t == NULL || t->n == 0 || t->answered > t->n || t->granted > t->n || t->accepted > t->answered)
         return FENCING_FAILED;
     unsigned q = fencing_quorum(t->n);
     unsigned open = t->n - t->answered;

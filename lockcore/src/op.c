@@ -268,15 +268,15 @@ static void counts(const struct op *op, unsigned *yes, unsigned *no, unsigned *n
     }
 }
 
-/* Why a majority did not agree: failures that alone make a majority
- * impossible are the cause, else the nodes that said no. */
+/* Why a majority did not agree. Refusals that alone leave no majority mean
+ * another client holds the lock; otherwise the nodes that failed are the
+ * cause (had they answered yes, a majority would have agreed). */
 static int failure_code(const struct op *op, unsigned no, unsigned net, unsigned proto, int no_code)
 {
     unsigned n = op->c->n, q = op->c->quorum;
-    if (net + proto > n - q)
-        return proto > net ? LOCKCORE_EPROTO : LOCKCORE_ENOQUORUM;
-    (void)no;
-    return no_code;
+    if (no > n - q || net + proto == 0)
+        return no_code;
+    return proto > net ? LOCKCORE_EPROTO : LOCKCORE_ENOQUORUM;
 }
 
 static void prefix_msg(struct op *op, const char *fmt_what, unsigned yes, unsigned no, unsigned net,

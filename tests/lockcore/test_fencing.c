@@ -71,8 +71,11 @@ static lockcore_client *client(struct fixture *f, struct tuning *t)
     o.n_nodes = f->n;
     o.retry_count = 0;
     if (t != NULL) {
-        if (t->ttl_ms)
+        if (t->ttl_ms) {
             o.ttl_ms = t->ttl_ms;
+            if (o.request_timeout_ms >= o.ttl_ms)
+                o.request_timeout_ms = o.ttl_ms / 3;
+        }
         o.fencing = t->fencing;
         o.fence_idle_ms = t->fence_idle_ms ? t->fence_idle_ms : o.fence_idle_ms;
         o.retry_count = t->retry_count;
@@ -364,7 +367,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_fencing_divergent_fences_take_second_round, setup5, teardown),
         cmocka_unit_test_setup_teardown(test_fencing_client_clock_behind_still_gets_larger_token, setup5,
                                         teardown),
-        cmocka_unit_test_setup_teardown(test_fencing_overlapping_leases_never_share_a_token, setup5, teardown),
+        cmocka_unit_test_setup_teardown(test_fencing_overlapping_leases_never_share_a_token, setup5,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_fencing_holds_with_minority_down, setup5, teardown),
         cmocka_unit_test_setup_teardown(test_fencing_survives_restart_without_data, setup5, teardown),
         cmocka_unit_test_setup_teardown(test_fencing_plain_mode_creates_no_fence_keys, setup5, teardown),
