@@ -194,22 +194,30 @@ int lockcore__node_send(lockcore_client *c, struct node *n, int argc, const char
     return 0;
 }
 
+/* Write what the socket takes. send() with MSG_NOSIGNAL instead of
+ * redisBufferWrite(): hiredis 0.14 uses write(), and a write to a node that
+ * just died would raise SIGPIPE and kill the calling program. */
 void lockcore__node_flush(lockcore_client *c, struct node *n)
 {
-    if (n->state != NODE_UP || sdslen(n->ctx->obuf) == 0)
+    if (n->state != NODE_UP)
         return;
-    int done = 0;
-    /* Each call writes what the socket takes; stop when it takes nothing. */
-    for (int i = 0; i < 64 && !done; i++) {
-        size_t before = sdslen(n->ctx->obuf);
-        if (redisBufferWrite(n->ctx, &done) != REDIS_OK) {
+    redisContext *ctx = n->ctx;
+    while (sdslen(ctx->obuf) > 0) {
+        ssize_t w = send(ctx->fd, ctx->obuf, sdslen(ctx->obuf), MSG_NOSIGNAL);
+        if (w < 0) {
+            if (errno == EINTR)
+                continue;
+            if (errno == EAGAIN || errno == EWOULDBLOCK)
+                return; /* the rest goes when poll says POLLOUT */
             char why[256];
-            lockcore__fmt(why, sizeof(why), "write: %s", n->ctx->errstr);
+            lockcore__fmt(why, sizeof(why), "write: %s", strerror(errno));
             lockcore__node_close(c, n, FAIL_NET, why);
             return;
         }
-        if (!done && sdslen(n->ctx->obuf) == before)
-            break;
+        if ((size_t)w == sdslen(ctx->obuf))
+            sdsclear(ctx->obuf);
+        else
+            sdsrange(ctx->obuf, w, -1);
     }
 }
 

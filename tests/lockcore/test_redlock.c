@@ -3,6 +3,9 @@
  * retries, reconnection, authentication, the non-blocking API. */
 #include <errno.h>
 #include <pthread.h>
+#include <poll.h>
+#include <signal.h>
+#include <time.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -426,6 +429,43 @@ static void test_redlock_reconnects_after_node_restart(void **state)
     lockcore_client_free(c);
 }
 
+static void on_any(lockcore_client *c, int rc, const struct lockcore_lock *l, void *arg)
+{
+    (void)c, (void)rc, (void)l;
+    ++*(int *)arg;
+}
+
+/* Writing to a node that died must not raise SIGPIPE, whose default action
+ * would kill the program linking lockcore. lockcore_pollfds() writes what
+ * is queued without reading: the first write to the dead node draws a
+ * reset, the second one meets it. */
+static void test_redlock_dead_node_raises_no_sigpipe(void **state)
+{
+    (void)state;
+    signal(SIGPIPE, SIG_DFL);
+    struct fixture *f = fx_new(1, NULL);
+    lockcore_client *c = client(f, NULL);
+    struct lockcore_lock l;
+    assert_int_equal(lockcore_acquire(c, "pipe", &l), 0);
+    assert_int_equal(rh_kill(f->rc, 0), 0);
+    int ended = 0;
+    struct pollfd fds[1];
+    int t;
+    for (int k = 0; k < 3; k++) {
+        assert_int_equal(lockcore_acquire_async(c, "pipe2", on_any, &ended), 0);
+        lockcore_pollfds(c, fds, 1, &t);
+        struct timespec ts = {0, 20 * 1000000};
+        nanosleep(&ts, NULL);
+    }
+    uint64_t deadline = lockcore_now_ms() + 5000;
+    while (ended < 3 && lockcore_now_ms() < deadline)
+        lockcore_run(c, 50);
+    assert_int_equal(ended, 3);
+    lockcore_client_free(c);
+    rh_cluster_free(f->rc);
+    free(f);
+}
+
 static void test_redlock_single_node_is_a_valid_cluster(void **state)
 {
     (void)state;
@@ -562,6 +602,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_redlock_retry_jitter_spreads_retries, setup5, teardown),
         cmocka_unit_test_setup_teardown(test_redlock_partial_grant_is_rolled_back, setup5, teardown),
         cmocka_unit_test_setup_teardown(test_redlock_reconnects_after_node_restart, setup3, teardown),
+        cmocka_unit_test(test_redlock_dead_node_raises_no_sigpipe),
         cmocka_unit_test(test_redlock_single_node_is_a_valid_cluster),
         cmocka_unit_test(test_redlock_auth_and_select_work),
         cmocka_unit_test_setup_teardown(test_redlock_async_keeps_hundreds_in_flight, setup3, teardown),
