@@ -286,10 +286,8 @@ int fp_port(const struct fp_proxy *p)
     return p ? p->port : -1;
 }
 
-static void set_both(struct fp_proxy *p, atomic_int v[2], enum fp_dir dir, int val)
+static void set_both(struct fp_proxy *p, atomic_int *v, enum fp_dir dir, int val)
 {
-    if (p == NULL)
-        return;
     if (dir & FP_UP)
         atomic_store(&v[0], val);
     if (dir & FP_DOWN)
@@ -299,17 +297,20 @@ static void set_both(struct fp_proxy *p, atomic_int v[2], enum fp_dir dir, int v
 
 void fp_set_delay(struct fp_proxy *p, enum fp_dir dir, int ms)
 {
-    set_both(p, p->delay_ms, dir, ms < 0 ? 0 : ms);
+    if (p)
+        set_both(p, p->delay_ms, dir, ms < 0 ? 0 : ms);
 }
 
 void fp_set_hold(struct fp_proxy *p, enum fp_dir dir, int on)
 {
-    set_both(p, p->hold, dir, on != 0);
+    if (p)
+        set_both(p, p->hold, dir, on != 0);
 }
 
 void fp_set_drop(struct fp_proxy *p, enum fp_dir dir, int on)
 {
-    set_both(p, p->drop, dir, on != 0);
+    if (p)
+        set_both(p, p->drop, dir, on != 0);
 }
 
 void fp_reset(struct fp_proxy *p)

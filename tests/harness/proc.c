@@ -68,7 +68,7 @@ void hp_sleep_ms(long ms)
     }
 }
 
-pid_t hp_spawn(char *const argv[], char *const env_extra[], const char *log_path)
+pid_t hp_spawn_io(char *const argv[], char *const env_extra[], const char *log_path, int *in_fd, int *out_fd)
 {
     if (argv == NULL || argv[0] == NULL)
         return -EINVAL;
@@ -115,6 +115,22 @@ pid_t hp_spawn(char *const argv[], char *const env_extra[], const char *log_path
             close(logfd);
         return -e;
     }
+    int inp[2] = {-1, -1}, outp[2] = {-1, -1};
+    if ((in_fd && pipe2(inp, O_CLOEXEC) < 0) || (out_fd && pipe2(outp, O_CLOEXEC) < 0)) {
+        int e = errno;
+        free(envp);
+        close(errpipe[0]);
+        close(errpipe[1]);
+        if (logfd >= 0)
+            close(logfd);
+        for (int i = 0; i < 2; i++) {
+            if (inp[i] >= 0)
+                close(inp[i]);
+            if (outp[i] >= 0)
+                close(outp[i]);
+        }
+        return -e;
+    }
     pid_t parent = getpid();
     pid_t pid = fork();
     if (pid < 0) {
@@ -124,6 +140,12 @@ pid_t hp_spawn(char *const argv[], char *const env_extra[], const char *log_path
         close(errpipe[1]);
         if (logfd >= 0)
             close(logfd);
+        for (int i = 0; i < 2; i++) {
+            if (inp[i] >= 0)
+                close(inp[i]);
+            if (outp[i] >= 0)
+                close(outp[i]);
+        }
         return -e;
     }
     if (pid == 0) {
@@ -132,12 +154,16 @@ pid_t hp_spawn(char *const argv[], char *const env_extra[], const char *log_path
         if (getppid() != parent)
             _exit(127);
         int devnull = open("/dev/null", O_RDONLY);
-        if (devnull >= 0)
+        if (in_fd)
+            dup2(inp[0], 0);
+        else if (devnull >= 0)
             dup2(devnull, 0);
         if (logfd >= 0) {
             dup2(logfd, 1);
             dup2(logfd, 2);
         }
+        if (out_fd)
+            dup2(outp[1], 1);
         signal(SIGPIPE, SIG_DFL);
         execvpe(argv[0], argv, envp);
         int e = errno;
@@ -149,6 +175,14 @@ pid_t hp_spawn(char *const argv[], char *const env_extra[], const char *log_path
     free(envp);
     if (logfd >= 0)
         close(logfd);
+    if (in_fd) {
+        close(inp[0]);
+        *in_fd = inp[1];
+    }
+    if (out_fd) {
+        close(outp[1]);
+        *out_fd = outp[0];
+    }
     int e = 0;
     ssize_t r;
     do
@@ -158,10 +192,19 @@ pid_t hp_spawn(char *const argv[], char *const env_extra[], const char *log_path
     if (r == (ssize_t)sizeof(e)) {
         waitpid(pid, NULL, 0);
         fprintf(stderr, "harness: cannot run %s: %s\n", argv[0], strerror(e));
+        if (in_fd)
+            close(*in_fd);
+        if (out_fd)
+            close(*out_fd);
         return -e;
     }
     track(pid, 1);
     return pid;
+}
+
+pid_t hp_spawn(char *const argv[], char *const env_extra[], const char *log_path)
+{
+    return hp_spawn_io(argv, env_extra, log_path, NULL, NULL);
 }
 
 int hp_wait(pid_t pid, int timeout_ms, int *status)

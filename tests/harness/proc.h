@@ -17,6 +17,11 @@
  */
 pid_t hp_spawn(char *const argv[], char *const env_extra[], const char *log_path);
 
+/* Like hp_spawn, and when in_fd / out_fd are not NULL, the child's stdin /
+ * stdout are pipes whose other ends are written there (close-on-exec; the
+ * caller closes them). stderr still goes to log_path. */
+pid_t hp_spawn_io(char *const argv[], char *const env_extra[], const char *log_path, int *in_fd, int *out_fd);
+
 /* Send sig to pid. SIGKILL and SIGTERM also reap it (SIGTERM waits up to
  * timeout_ms, then SIGKILLs). Returns 0 or a negative errno. */
 int hp_signal(pid_t pid, int sig, int timeout_ms);

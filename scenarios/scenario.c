@@ -1,0 +1,609 @@
+/*
+ * The four replays. Each run builds its own world (redis-server nodes,
+ * storage-guard, proxies), drives two client processes through the story
+ * of the critique, records what happened on one shared monotonic clock,
+ * and tears everything down by PID.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "fault_proxy.h"
+#include "http.h"
+#include "proc.h"
+#include "redis_harness.h"
+#include "scenario.h"
+
+#define NODES_MAX 5
+#define RESOURCE "ledger"
+
+const char *const sc_scenarios[] = {"gc-pause", "network-delay", "clock-jump", "node-restart", NULL};
+
+int sc_modes(const char *scenario, enum sc_mode modes[3])
+{
+    for (int i = 0; scenario && sc_scenarios[i]; i++) {
+        if (strcmp(scenario, sc_scenarios[i]) != 0)
+            continue;
+        modes[0] = SC_UNFENCED;
+        modes[1] = SC_FENCED;
+        if (strcmp(scenario, "node-restart") == 0) {
+            modes[2] = SC_DELAYED;
+            return 3;
+        }
+        return 2;
+    }
+    return 0;
+}
+
+const char *sc_mode_name(enum sc_mode m)
+{
+    switch (m) {
+    case SC_UNFENCED:
+        return "unfenced";
+    case SC_FENCED:
+        return "fenced";
+    case SC_DELAYED:
+        return "delayed restart";
+    }
+    return "?";
+}
+
+/* ---- one run's world ---- */
+
+struct client {
+    char name[2];
+    pid_t pid;
+    int in, out;
+    char buf[8192];
+    size_t len;
+    char value[16];
+};
+
+struct world {
+    const struct sc_config *cfg;
+    struct sc_result *r;
+    char *err;
+    size_t errcap;
+    long long t0;
+    char dir[256];
+    struct rh_cluster *rc;
+    pid_t sg_pid;
+    int sg_port;
+    struct fp_proxy *to_storage;     /* A -> storage-guard (network-delay) */
+    struct fp_proxy *cut[NODES_MAX]; /* A -> node i, dropping (A cannot reach it) */
+    struct client a, b;
+};
+
+static long long now_run(const struct world *w)
+{
+    return hp_now_ms() - w->t0;
+}
+
+static void fail(struct world *w, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    if (w->err && w->errcap)
+        vsnprintf(w->err, w->errcap, fmt, ap);
+    va_end(ap);
+}
+
+static struct sc_event *event(struct world *w, long long t, long long end, const char *lane, const char *kind,
+                              const char *fmt, ...)
+{
+    struct sc_result *r = w->r;
+    if (r->n_ev == SC_EVENTS_MAX)
+        return NULL;
+    struct sc_event *e = &r->ev[r->n_ev++];
+    e->t_ms = t;
+    e->end_ms = end;
+    snprintf(e->lane, sizeof(e->lane), "%s", lane);
+    snprintf(e->kind, sizeof(e->kind), "%s", kind);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(e->text, sizeof(e->text), fmt, ap);
+    va_end(ap);
+    return e;
+}
+
+static int start_storage(struct world *w)
+{
+    char db[300], portfile[300], logf[300];
+    snprintf(db, sizeof(db), "%s/records.db", w->dir);
+    snprintf(portfile, sizeof(portfile), "%s/storage.port", w->dir);
+    snprintf(logf, sizeof(logf), "%s/storage-guard.log", w->dir);
+    const char *argv[] = {w->cfg->storage_guard_bin,
+                          "--db",
+                          db,
+                          "--listen",
+                          "127.0.0.1:0",
+                          "--port-file",
+                          portfile,
+                          w->r->mode == SC_UNFENCED ? "--unfenced" : NULL,
+                          NULL};
+    pid_t pid = hp_spawn((char *const *)argv, NULL, logf);
+    if (pid < 0) {
+        fail(w, "cannot start %s: %s", w->cfg->storage_guard_bin, strerror((int)-pid));
+        return (int)pid;
+    }
+    w->sg_pid = pid;
+    long long deadline = hp_now_ms() + 10000;
+    while (hp_now_ms() < deadline) {
+        FILE *f = fopen(portfile, "r");
+        int port = 0;
+        if (f) {
+            if (fscanf(f, "%d", &port) != 1)
+                port = 0;
+            fclose(f);
+        }
+        if (port > 0) {
+            w->sg_port = port;
+            return 0;
+        }
+        if (hp_wait(pid, 0, NULL) == 0) {
+            w->sg_pid = 0;
+            break;
+        }
+        hp_sleep_ms(10);
+    }
+    fail(w, "storage-guard did not start; see %s", logf);
+    return -ETIMEDOUT;
+}
+
+/* The node list a client sees: direct URLs, or a dropping proxy where the
+ * client "cannot reach" a node. */
+static void node_list(struct world *w, int for_a, char *buf, size_t cap)
+{
+    size_t off = 0;
+    for (int i = 0; i < rh_size(w->rc); i++) {
+        int n;
+        if (for_a && w->cut[i])
+            n = snprintf(buf + off, cap - off, "%s127.0.0.1:%d", i ? "," : "", fp_port(w->cut[i]));
+        else
+            n = snprintf(buf + off, cap - off, "%s%s", i ? "," : "", rh_url(w->rc, i));
+        if (n < 0 || (size_t)n >= cap - off)
+            return;
+        off += (size_t)n;
+    }
+}
+
+/* Start client A or B. go_point: NULL (no stop), "before-check" or
+ * "before-write": where it waits for a line on stdin. */
+static int spawn_client(struct world *w, struct client *c, const char *name, const char *go_point,
+                        uint64_t wait_ms)
+{
+    char nodes[2048], storage[64], ttl[24], wait[24], logf[300];
+    node_list(w, name[0] == 'A', nodes, sizeof(nodes));
+    int port = name[0] == 'A' && w->to_storage ? fp_port(w->to_storage) : w->sg_port;
+    snprintf(storage, sizeof(storage), "127.0.0.1:%d", port);
+    snprintf(ttl, sizeof(ttl), "%llu", (unsigned long long)w->r->ttl_ms);
+    snprintf(wait, sizeof(wait), "%llu", (unsigned long long)wait_ms);
+    snprintf(logf, sizeof(logf), "%s/client-%s.log", w->dir, name);
+    snprintf(c->name, sizeof(c->name), "%s", name);
+    snprintf(c->value, sizeof(c->value), "written by %s", name);
+    const char *argv[24];
+    int k = 0;
+    argv[k++] = w->cfg->client_bin;
+    argv[k++] = "--name";
+    argv[k++] = name;
+    argv[k++] = "--nodes";
+    argv[k++] = nodes;
+    argv[k++] = "--storage";
+    argv[k++] = storage;
+    argv[k++] = "--resource";
+    argv[k++] = RESOURCE;
+    argv[k++] = "--key";
+    argv[k++] = RESOURCE;
+    argv[k++] = "--value";
+    argv[k++] = c->value;
+    argv[k++] = "--ttl";
+    argv[k++] = ttl;
+    argv[k++] = "--wait";
+    argv[k++] = wait;
+    if (w->r->mode == SC_UNFENCED)
+        argv[k++] = "--no-fencing";
+    if (go_point) {
+        argv[k++] = "--go";
+        argv[k++] = go_point;
+    }
+    argv[k] = NULL;
+    pid_t pid = hp_spawn_io((char *const *)argv, NULL, logf, &c->in, &c->out);
+    if (pid < 0) {
+        fail(w, "cannot start %s: %s", w->cfg->client_bin, strerror((int)-pid));
+        return (int)pid;
+    }
+    c->pid = pid;
+    c->len = 0;
+    return 0;
+}
+
+static void client_go(struct client *c)
+{
+    ssize_t wr = write(c->in, "go\n", 3);
+    (void)wr;
+}
+
+/* Put one client event on the timeline. */
+static void record(struct world *w, struct client *c, json_t *ev)
+{
+    const char *kind = json_string_value(json_object_get(ev, "ev"));
+    long long t = json_integer_value(json_object_get(ev, "t")) - w->t0;
+    int is_a = c->name[0] == 'A';
+    struct sc_result *r = w->r;
+    if (kind == NULL)
+        return;
+    if (strcmp(kind, "acquired") == 0) {
+        uint64_t token = (uint64_t)json_integer_value(json_object_get(ev, "token"));
+        long long until = json_integer_value(json_object_get(ev, "valid_until")) - w->t0;
+        if (is_a) {
+            r->token_a = token;
+            r->a_valid_until = until;
+        } else {
+            r->token_b = token;
+            r->b_acquired = t;
+            if (r->a_valid_until > t)
+                r->double_grant = 1;
+        }
+        char tok[48] = "no token";
+        if (token)
+            snprintf(tok, sizeof(tok), "token %llu", (unsigned long long)token);
+        event(w, t, until, c->name, "lease", "acquires the lock (%lld/%d nodes), %s, valid %lld ms",
+              (long long)json_integer_value(json_object_get(ev, "nodes_ok")), r->n_nodes, tok,
+              (long long)json_integer_value(json_object_get(ev, "validity_ms")));
+        if (!is_a && r->double_grant)
+            event(w, t, -1, "B", "note", "two clients hold the lock: A's lease runs %lld ms more",
+                  r->a_valid_until - t);
+    } else if (strcmp(kind, "acquire_failed") == 0) {
+        event(w, t, -1, c->name, "note", "cannot acquire: %s",
+              json_string_value(json_object_get(ev, "error")));
+    } else if (strcmp(kind, "checked") == 0) {
+        long long left = json_integer_value(json_object_get(ev, "remaining_ms"));
+        if (left > 0)
+            event(w, t, -1, c->name, "note", "checks its lease: %lld ms left, goes on to write", left);
+        else
+            event(w, t, -1, c->name, "note", "checks its lease: expired, does not write");
+    } else if (strcmp(kind, "writing") == 0) {
+        event(w, t, -1, c->name, "note", "sends its write");
+    } else if (strcmp(kind, "written") == 0) {
+        int status = (int)json_integer_value(json_object_get(ev, "status"));
+        uint64_t token = is_a ? r->token_a : r->token_b;
+        if (is_a)
+            r->status_a = status;
+        else
+            r->status_b = status;
+        if (status == 200)
+            event(w, t, -1, "storage", "write-ok", "accepts \"%s\"%s%llu", c->value,
+                  token ? " with token " : "", (unsigned long long)token);
+        else if (status == 409)
+            event(w, t, -1, "storage", "write-refused", "refuses \"%s\": token %llu is stale (409)", c->value,
+                  (unsigned long long)token);
+        else
+            event(w, t, -1, "storage", "write-refused", "answers %d to \"%s\"", status, c->value);
+    } else if (strcmp(kind, "released") == 0) {
+        event(w, t, -1, c->name, "note", "releases: %lld nodes still held its lock",
+              (long long)json_integer_value(json_object_get(ev, "nodes_ok")));
+    }
+}
+
+/* Read client events until one of kind `want` (or the client exits).
+ * Every event read goes on the timeline. */
+static int await(struct world *w, struct client *c, const char *want, int timeout_ms)
+{
+    long long deadline = hp_now_ms() + timeout_ms;
+    for (;;) {
+        char *nl = memchr(c->buf, '\n', c->len);
+        if (nl != NULL) {
+            *nl = '\0';
+            json_t *ev = json_loads(c->buf, 0, NULL);
+            size_t used = (size_t)(nl - c->buf) + 1;
+            memmove(c->buf, c->buf + used, c->len - used);
+            c->len -= used;
+            if (ev == NULL)
+                continue;
+            record(w, c, ev);
+            const char *kind = json_string_value(json_object_get(ev, "ev"));
+            int hit = kind && (strcmp(kind, want) == 0 || strcmp(kind, "acquire_failed") == 0);
+            int failed = kind && strcmp(kind, "acquire_failed") == 0;
+            json_decref(ev);
+            if (hit)
+                return failed ? -ENOLCK : 0;
+            continue;
+        }
+        long long left = deadline - hp_now_ms();
+        if (left <= 0) {
+            fail(w, "client %s: no '%s' within %d ms", c->name, want, timeout_ms);
+            return -ETIMEDOUT;
+        }
+        struct pollfd p = {.fd = c->out, .events = POLLIN};
+        if (poll(&p, 1, (int)left) <= 0)
+            continue;
+        ssize_t n = read(c->out, c->buf + c->len, sizeof(c->buf) - 1 - c->len);
+        if (n <= 0) {
+            fail(w, "client %s exited before '%s'; see %s/client-%s.log", c->name, want, w->dir, c->name);
+            return -EPIPE;
+        }
+        c->len += (size_t)n;
+    }
+}
+
+static void client_end(struct client *c)
+{
+    if (c->pid > 0) {
+        /* Let it finish its release; never leave it behind. */
+        if (hp_wait(c->pid, 5000, NULL) != 0)
+            hp_signal(c->pid, SIGKILL, 0);
+        c->pid = 0;
+    }
+    if (c->in > 0)
+        close(c->in);
+    if (c->out > 0)
+        close(c->out);
+    c->in = c->out = -1;
+}
+
+static void read_final_value(struct world *w)
+{
+    struct hc_response resp;
+    snprintf(w->r->final_value, sizeof(w->r->final_value), "(none)");
+    if (hc_request("127.0.0.1", w->sg_port, "GET", "/v1/records/" RESOURCE, NULL, NULL, 0, 5000, &resp) != 0)
+        return;
+    json_t *j = resp.status == 200 ? json_loads(resp.body, 0, NULL) : NULL;
+    const char *v = json_string_value(json_object_get(j, "value"));
+    if (v)
+        snprintf(w->r->final_value, sizeof(w->r->final_value), "%s", v);
+    json_decref(j);
+    hc_response_free(&resp);
+    event(w, now_run(w), -1, "storage", "note", "holds \"%s\"", w->r->final_value);
+}
+
+static void sleep_until_run(struct world *w, long long t)
+{
+    long long d = t - now_run(w);
+    if (d > 0)
+        hp_sleep_ms(d);
+}
+
+/* ---- the scenarios ---- */
+
+/* Kleppmann's figure: A's lease expires during a stop-the-world pause
+ * between its check and its write; B acquires and writes; A resumes and
+ * writes what it computed under a lease it no longer has. */
+static int gc_pause(struct world *w)
+{
+    int rc;
+    if ((rc = spawn_client(w, &w->a, "A", "before-write", 0)) || (rc = await(w, &w->a, "checked", 10000)))
+        return rc;
+    long long paused = now_run(w);
+    if ((rc = hp_signal(w->a.pid, SIGSTOP, 0)) != 0)
+        return rc;
+    client_go(&w->a); /* it will write as soon as it runs again */
+    sleep_until_run(w, w->r->a_valid_until + 100);
+    if ((rc = spawn_client(w, &w->b, "B", NULL, 5000)) || (rc = await(w, &w->b, "released", 10000)))
+        return rc;
+    client_end(&w->b);
+    long long resumed = now_run(w);
+    event(w, paused, resumed, "A", "pause", "stopped (SIGSTOP) for %lld ms: a GC pause", resumed - paused);
+    if ((rc = hp_signal(w->a.pid, SIGCONT, 0)) != 0)
+        return rc;
+    return await(w, &w->a, "released", 10000);
+}
+
+/* A's write is held in the network until after its lease expired, and
+ * arrives after B's. */
+static int network_delay(struct world *w)
+{
+    int rc = fp_new(w->sg_port, &w->to_storage);
+    if (rc != 0) {
+        fail(w, "proxy: %s", strerror(-rc));
+        return rc;
+    }
+    if ((rc = spawn_client(w, &w->a, "A", "before-write", 0)) || (rc = await(w, &w->a, "checked", 10000)))
+        return rc;
+    long long held = now_run(w);
+    fp_set_hold(w->to_storage, FP_UP, 1);
+    client_go(&w->a);
+    if ((rc = await(w, &w->a, "writing", 10000)) != 0)
+        return rc;
+    sleep_until_run(w, w->r->a_valid_until + 100);
+    if ((rc = spawn_client(w, &w->b, "B", NULL, 5000)) || (rc = await(w, &w->b, "released", 10000)))
+        return rc;
+    client_end(&w->b);
+    long long released = now_run(w);
+    event(w, held, released, "network", "hold", "holds A's packets to storage for %lld ms", released - held);
+    fp_set_hold(w->to_storage, FP_UP, 0);
+    return await(w, &w->a, "released", 10000);
+}
+
+/* Five nodes; A reaches only 1, 2, 3 (4 and 5 drop its packets) and gets a
+ * majority there. Then node 3 loses A's key: its clock jumps (clock-jump)
+ * or it restarts without data (node-restart). B gets 3, 4, 5: a majority,
+ * while A's lease still runs. */
+static int split_majority(struct world *w, int restart)
+{
+    int rc;
+    for (int i = 3; i < 5; i++) {
+        if ((rc = fp_new(rh_port(w->rc, i), &w->cut[i])) != 0) {
+            fail(w, "proxy: %s", strerror(-rc));
+            return rc;
+        }
+        fp_set_drop(w->cut[i], FP_BOTH, 1);
+    }
+    event(w, now_run(w), -1, "network", "note", "A cannot reach redis 4 and 5");
+    if ((rc = spawn_client(w, &w->a, "A", "before-check", 0)) || (rc = await(w, &w->a, "acquired", 10000)))
+        return rc;
+    if (!restart) {
+        long long t = now_run(w);
+        long jump = (long)(w->r->ttl_ms / 1000) + 30;
+        if ((rc = rh_clock_offset(w->rc, 2, jump)) != 0) {
+            fail(w, "clock jump on redis 3 failed: %s", strerror(-rc));
+            return rc;
+        }
+        event(w, t, now_run(w), "redis 3", "node", "wall clock jumps %+ld s: A's key expires", jump);
+    } else if (w->r->mode != SC_DELAYED) {
+        long long t = now_run(w);
+        if ((rc = rh_restart(w->rc, 2, 0)) != 0) {
+            fail(w, "restart of redis 3 failed");
+            return rc;
+        }
+        event(w, t, now_run(w), "redis 3", "node", "crashes and restarts at once without its data");
+    } else {
+        /* The Redlock rule: stay down longer than the TTL. B keeps
+         * retrying meanwhile. */
+        long long t = now_run(w);
+        if ((rc = rh_kill(w->rc, 2)) != 0)
+            return rc;
+        if ((rc = spawn_client(w, &w->b, "B", NULL, 4 * w->r->ttl_ms)) != 0)
+            return rc;
+        hp_sleep_ms((long)w->r->ttl_ms + 200);
+        if ((rc = rh_restart(w->rc, 2, 0)) != 0) {
+            fail(w, "restart of redis 3 failed");
+            return rc;
+        }
+        event(w, t, now_run(w), "redis 3", "node", "crashes, stays down for a TTL, restarts without data");
+    }
+    if (w->b.pid == 0 && (rc = spawn_client(w, &w->b, "B", NULL, 5000)) != 0)
+        return rc;
+    if ((rc = await(w, &w->b, "released", 4 * (int)w->r->ttl_ms + 10000)) != 0)
+        return rc;
+    client_end(&w->b);
+    client_go(&w->a); /* A, unaware, checks its lease and writes */
+    return await(w, &w->a, "released", 10000);
+}
+
+static void judge(struct sc_result *r)
+{
+    int a_first = 0;
+    for (int i = 0; i < r->n_ev; i++) {
+        const struct sc_event *e = &r->ev[i];
+        if (strcmp(e->lane, "storage") == 0 && strncmp(e->kind, "write", 5) == 0) {
+            a_first = strstr(e->text, "by A") != NULL;
+            break;
+        }
+    }
+    r->lost_update =
+        r->status_b == 200 && r->status_a == 200 && !a_first && strcmp(r->final_value, "written by A") == 0;
+    const char *grant = r->double_grant ? "two clients held the lock; " : "";
+    if (r->mode == SC_DELAYED) {
+        if (!r->double_grant && r->b_acquired >= 0)
+            snprintf(r->verdict, sizeof(r->verdict),
+                     "delayed restart: no double grant (B granted %lld ms after A's lease ended)",
+                     r->b_acquired - r->a_valid_until);
+        else
+            snprintf(r->verdict, sizeof(r->verdict), "delayed restart: UNEXPECTED double grant");
+    } else if (r->lost_update) {
+        snprintf(r->verdict, sizeof(r->verdict), "%s: %slost update (A's late write overwrote B's)",
+                 sc_mode_name(r->mode), grant);
+    } else if (r->status_a == 409 && strcmp(r->final_value, "written by B") == 0) {
+        snprintf(r->verdict, sizeof(r->verdict), "%s: %sstale write refused (A's token %llu < B's %llu)",
+                 sc_mode_name(r->mode), grant, (unsigned long long)r->token_a,
+                 (unsigned long long)r->token_b);
+    } else {
+        snprintf(r->verdict, sizeof(r->verdict), "%s: UNEXPECTED: A's write %d, B's write %d, final \"%s\"",
+                 sc_mode_name(r->mode), r->status_a, r->status_b, r->final_value);
+    }
+}
+
+int sc_as_predicted(const struct sc_result *r)
+{
+    int split = strcmp(r->scenario, "clock-jump") == 0 || strcmp(r->scenario, "node-restart") == 0;
+    switch (r->mode) {
+    case SC_UNFENCED:
+        return r->lost_update && (!split || r->double_grant);
+    case SC_FENCED:
+        return r->status_b == 200 && r->status_a == 409 && r->token_a < r->token_b &&
+               strcmp(r->final_value, "written by B") == 0 && (!split || r->double_grant);
+    case SC_DELAYED:
+        return !r->double_grant && r->b_acquired >= r->a_valid_until && r->status_b == 200;
+    }
+    return 0;
+}
+
+/* Events in time order; equal times keep the order they were recorded in. */
+static void sort_events(struct sc_result *r)
+{
+    for (int i = 1; i < r->n_ev; i++) {
+        struct sc_event e = r->ev[i];
+        int j = i;
+        while (j > 0 && r->ev[j - 1].t_ms > e.t_ms) {
+            r->ev[j] = r->ev[j - 1];
+            j--;
+        }
+        r->ev[j] = e;
+    }
+}
+
+int sc_run(const char *scenario, enum sc_mode mode, const struct sc_config *cfg, struct sc_result *out,
+           char *err, size_t errcap)
+{
+    enum sc_mode modes[3];
+    int nm = sc_modes(scenario, modes), known = 0;
+    for (int i = 0; i < nm; i++)
+        known |= modes[i] == mode;
+    if (!known || cfg == NULL || cfg->client_bin == NULL || cfg->storage_guard_bin == NULL || out == NULL) {
+        if (err && errcap)
+            snprintf(err, errcap, "unknown scenario or mode, or missing configuration");
+        return -EINVAL;
+    }
+    memset(out, 0, sizeof(*out));
+    snprintf(out->scenario, sizeof(out->scenario), "%s", scenario);
+    out->mode = mode;
+    out->b_acquired = -1;
+    int split = strcmp(scenario, "clock-jump") == 0 || strcmp(scenario, "node-restart") == 0;
+    out->n_nodes = split ? 5 : 3;
+    /* Short leases where the story waits for one to run out; long ones
+     * where both clients must hold the lock at once. */
+    out->ttl_ms = mode == SC_DELAYED ? 2000 : split ? 10000 : 1000;
+
+    struct world w = {.cfg = cfg, .r = out, .err = err, .errcap = errcap};
+    w.a.in = w.a.out = w.b.in = w.b.out = -1;
+    int rc = rh_mkdtemp("replay", w.dir, sizeof(w.dir));
+    if (rc != 0) {
+        fail(&w, "temp dir: %s", strerror(-rc));
+        return rc;
+    }
+    struct rh_options ro;
+    rh_options_init(&ro);
+    ro.faketime = strcmp(scenario, "clock-jump") == 0;
+    w.t0 = hp_now_ms();
+    if ((rc = rh_cluster_start(out->n_nodes, &ro, &w.rc)) != 0) {
+        fail(&w, "redis-server nodes did not start: %s", strerror(-rc));
+        goto out;
+    }
+    if ((rc = start_storage(&w)) != 0)
+        goto out;
+    w.t0 = hp_now_ms(); /* the story starts with everything up */
+    event(&w, 0, -1, "network", "note", "%d redis-server nodes, storage-guard%s, lease TTL %llu ms",
+          out->n_nodes, mode == SC_UNFENCED ? " (not checking tokens)" : "", (unsigned long long)out->ttl_ms);
+    if (strcmp(scenario, "gc-pause") == 0)
+        rc = gc_pause(&w);
+    else if (strcmp(scenario, "network-delay") == 0)
+        rc = network_delay(&w);
+    else
+        rc = split_majority(&w, strcmp(scenario, "node-restart") == 0);
+    if (rc == 0) {
+        read_final_value(&w);
+        sort_events(out);
+        judge(out);
+    }
+out:
+    if (w.a.pid > 0)
+        hp_signal(w.a.pid, SIGCONT, 0);
+    client_end(&w.a);
+    client_end(&w.b);
+    fp_free(w.to_storage);
+    for (int i = 0; i < NODES_MAX; i++)
+        fp_free(w.cut[i]);
+    if (w.sg_pid > 0)
+        hp_signal(w.sg_pid, SIGTERM, 5000);
+    rh_cluster_free(w.rc);
+    if (rc == 0 && getenv("FENCELOCK_KEEP_TMP") == NULL)
+        rh_rmtree(w.dir);
+    return rc;
+}
