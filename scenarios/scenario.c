@@ -266,11 +266,11 @@ static void record(struct world *w, struct client *c, json_t *ev)
     } else if (strcmp(kind, "checked") == 0) {
         long long left = json_integer_value(json_object_get(ev, "remaining_ms"));
         if (left > 0)
-            event(w, t, -1, c->name, "note", "checks its lease: %lld ms left, goes on to write", left);
+            event(w, t, -1, c->name, "step", "checks its lease: %lld ms left, goes on to write", left);
         else
             event(w, t, -1, c->name, "note", "checks its lease: expired, does not write");
     } else if (strcmp(kind, "writing") == 0) {
-        event(w, t, -1, c->name, "note", "sends its write");
+        event(w, t, -1, c->name, "step", "sends its write");
     } else if (strcmp(kind, "written") == 0) {
         int status = (int)json_integer_value(json_object_get(ev, "status"));
         uint64_t token = is_a ? r->token_a : r->token_b;
@@ -287,7 +287,7 @@ static void record(struct world *w, struct client *c, json_t *ev)
         else
             event(w, t, -1, "storage", "write-refused", "answers %d to \"%s\"", status, c->value);
     } else if (strcmp(kind, "released") == 0) {
-        event(w, t, -1, c->name, "note", "releases: %lld nodes still held its lock",
+        event(w, t, -1, c->name, "step", "releases: %lld nodes still held its lock",
               (long long)json_integer_value(json_object_get(ev, "nodes_ok")));
     }
 }

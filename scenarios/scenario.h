@@ -25,7 +25,7 @@ struct sc_event {
     long long t_ms;   /* since the run began */
     long long end_ms; /* end of a span (lease, pause), or -1 for a point */
     char lane[16];    /* "A", "B", "redis 3", "storage", "network" */
-    char kind[16];    /* lease, pause, hold, write-ok, write-refused, node, note */
+    char kind[16];    /* lease, pause, hold, write-ok, write-refused, node, note, step (minor) */
     char text[200];
 };
 

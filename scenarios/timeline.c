@@ -157,7 +157,7 @@ static void panel(FILE *f, const struct sc_result *r, int y0)
     for (long long t = 0; t <= tmax; t += step)
         fprintf(f, "<text x=\"%.1f\" y=\"%d\" class=\"tick\">%lld ms</text>\n", X(t), yb + 12, t);
     int storage_y = ly + lane_of(names, nl, "storage") * LANE_H + LANE_H / 2;
-    int label_row[12] = {0};
+    double label_end[12][2] = {{0}};
     for (int i = 0; i < r->n_ev; i++) {
         const struct sc_event *e = &r->ev[i];
         int li = lane_of(names, nl, e->lane);
@@ -189,12 +189,27 @@ static void panel(FILE *f, const struct sc_result *r, int y0)
             xml_text(f, e->text);
             fputs("</title></circle>\n", f);
         }
-        /* Labels alternate above and below the lane so neighbours do not
-         * cover each other. */
-        int row = label_row[li]++ % 2;
-        fprintf(f, "<text x=\"%.1f\" y=\"%d\" class=\"label\">", x + 3, row ? y + 15 : y - 8);
+        /* Minor steps are dots with a tooltip; the rest get a label, above
+         * or below the lane, moved right past the previous label there so
+         * that neighbours do not cover each other. */
+        if (strcmp(e->kind, "step") == 0)
+            continue;
         char shortt[72];
-        snprintf(shortt, sizeof(shortt), "%.60s%s", e->text, strlen(e->text) > 60 ? "…" : "");
+        snprintf(shortt, sizeof(shortt), "%.60s%s", e->text, strlen(e->text) > 60 ? "..." : "");
+        double width = 5.0 * (double)strlen(shortt);
+        double lx = x + 3;
+        int row = label_end[li][0] <= label_end[li][1] ? 0 : 1;
+        if (lx < label_end[li][row])
+            lx = label_end[li][row] + 4;
+        label_end[li][row] = lx + width;
+        /* Near the right edge a label ends at its event instead. */
+        const char *anchor = "start";
+        if (lx + width > W - 5) {
+            lx = x - 3;
+            anchor = "end";
+        }
+        fprintf(f, "<text x=\"%.1f\" y=\"%d\" text-anchor=\"%s\" class=\"label\">", lx, row ? y + 15 : y - 8,
+                anchor);
         xml_text(f, shortt);
         fputs("</text>\n", f);
     }

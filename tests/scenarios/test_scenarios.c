@@ -1,0 +1,196 @@
+/* Kleppmann's scenarios, each both ways: without fencing the late write of
+ * the client whose lease ran out destroys the other's update; with fencing
+ * storage-guard refuses it. Real redis-server nodes, a real storage-guard,
+ * clients as real processes (SIGSTOP, TCP proxies, libfaketime). */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "scenario.h"
+
+static struct sc_config cfg;
+
+static void replay(const char *scenario, enum sc_mode mode, struct sc_result *r)
+{
+    char err[512];
+    int rc = sc_run(scenario, mode, &cfg, r, err, sizeof(err));
+    if (rc != 0)
+        fail_msg("%s (%s) did not run: %s", scenario, sc_mode_name(mode), err);
+    sc_print_timeline(stderr, r); /* in the test log, for whoever reads a failure */
+}
+
+static void assert_lost_update(const struct sc_result *r, int double_grant)
+{
+    assert_int_equal(r->status_b, 200);
+    assert_int_equal(r->status_a, 200); /* the late write went through */
+    assert_string_equal(r->final_value, "written by A");
+    assert_true(r->lost_update);
+    assert_true(r->token_a == 0 && r->token_b == 0);
+    assert_int_equal(r->double_grant, double_grant);
+    assert_true(sc_as_predicted(r));
+    assert_non_null(strstr(r->verdict, "lost update"));
+}
+
+static void assert_refused(const struct sc_result *r, int double_grant)
+{
+    assert_int_equal(r->status_b, 200);
+    assert_int_equal(r->status_a, 409);
+    assert_string_equal(r->final_value, "written by B");
+    assert_false(r->lost_update);
+    assert_true(r->token_a > 0 && r->token_a < r->token_b);
+    assert_int_equal(r->double_grant, double_grant);
+    assert_true(sc_as_predicted(r));
+    assert_non_null(strstr(r->verdict, "stale write refused"));
+}
+
+static void test_scenarios_gc_pause_unfenced_loses_update(void **state)
+{
+    (void)state;
+    struct sc_result r;
+    replay("gc-pause", SC_UNFENCED, &r);
+    /* The pause outlived the lease: B was granted after A's lease ended. */
+    assert_true(r.b_acquired >= r.a_valid_until);
+    assert_lost_update(&r, 0);
+}
+
+static void test_scenarios_gc_pause_fenced_refuses_stale_write(void **state)
+{
+    (void)state;
+    struct sc_result r;
+    replay("gc-pause", SC_FENCED, &r);
+    assert_refused(&r, 0);
+}
+
+static void test_scenarios_network_delay_unfenced_loses_update(void **state)
+{
+    (void)state;
+    struct sc_result r;
+    replay("network-delay", SC_UNFENCED, &r);
+    assert_lost_update(&r, 0);
+}
+
+static void test_scenarios_network_delay_fenced_refuses_stale_write(void **state)
+{
+    (void)state;
+    struct sc_result r;
+    replay("network-delay", SC_FENCED, &r);
+    assert_refused(&r, 0);
+}
+
+static void test_scenarios_clock_jump_grants_twice_unfenced(void **state)
+{
+    (void)state;
+    struct sc_result r;
+    replay("clock-jump", SC_UNFENCED, &r);
+    assert_lost_update(&r, 1);
+}
+
+static void test_scenarios_clock_jump_fenced_refuses_stale_write(void **state)
+{
+    (void)state;
+    struct sc_result r;
+    replay("clock-jump", SC_FENCED, &r);
+    assert_refused(&r, 1);
+}
+
+static void test_scenarios_node_restart_grants_twice_unfenced(void **state)
+{
+    (void)state;
+    struct sc_result r;
+    replay("node-restart", SC_UNFENCED, &r);
+    assert_lost_update(&r, 1);
+}
+
+static void test_scenarios_node_restart_fenced_tokens_still_grow(void **state)
+{
+    (void)state;
+    struct sc_result r;
+    /* The restarted node forgot its fence value too: B's token is still the
+     * larger, because a fresh proposal (the time) beats every older one. */
+    replay("node-restart", SC_FENCED, &r);
+    assert_refused(&r, 1);
+}
+
+static void test_scenarios_node_restart_delayed_prevents_double_grant(void **state)
+{
+    (void)state;
+    struct sc_result r;
+    replay("node-restart", SC_DELAYED, &r);
+    assert_false(r.double_grant);
+    assert_true(r.b_acquired >= r.a_valid_until);
+    assert_int_equal(r.status_b, 200);
+    assert_int_equal(r.status_a, 0); /* A saw its lease had expired */
+    assert_string_equal(r.final_value, "written by B");
+    assert_true(sc_as_predicted(&r));
+}
+
+static void test_scenarios_outputs_draw_every_run(void **state)
+{
+    (void)state;
+    struct sc_result r[2];
+    replay("gc-pause", SC_UNFENCED, &r[0]);
+    replay("gc-pause", SC_FENCED, &r[1]);
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    assert_non_null(f);
+    assert_int_equal(sc_write_svg(f, r, 2), 0);
+    fclose(f);
+    assert_non_null(strstr(buf, "<svg"));
+    assert_non_null(strstr(buf, "lost update"));
+    assert_non_null(strstr(buf, "stale write refused"));
+    assert_non_null(strstr(buf, "client A"));
+    assert_non_null(strstr(buf, "marker-end=\"url(#refused)\""));
+    free(buf);
+    f = open_memstream(&buf, &len);
+    assert_int_equal(sc_write_json(f, r, 2), 0);
+    fclose(f);
+    assert_non_null(strstr(buf, "\"scenario\": \"gc-pause\""));
+    assert_non_null(strstr(buf, "\"mode\": \"fenced\""));
+    assert_non_null(strstr(buf, "\"events\""));
+    free(buf);
+}
+
+static void test_scenarios_unknown_scenario_is_refused(void **state)
+{
+    (void)state;
+    struct sc_result r;
+    char err[128] = "";
+    assert_int_equal(sc_run("no-such", SC_FENCED, &cfg, &r, err, sizeof(err)), -EINVAL);
+    assert_true(err[0] != '\0');
+    assert_int_equal(sc_run("gc-pause", SC_DELAYED, &cfg, &r, err, sizeof(err)), -EINVAL);
+    enum sc_mode m[3];
+    assert_int_equal(sc_modes("node-restart", m), 3);
+    assert_int_equal(sc_modes("gc-pause", m), 2);
+    assert_int_equal(sc_modes(NULL, m), 0);
+}
+
+int main(void)
+{
+    cfg.client_bin = getenv("FENCELOCK_SCENARIO_CLIENT");
+    cfg.storage_guard_bin = getenv("FENCELOCK_STORAGE_GUARD");
+    if (cfg.client_bin == NULL || cfg.storage_guard_bin == NULL) {
+        fprintf(stderr, "FENCELOCK_SCENARIO_CLIENT and FENCELOCK_STORAGE_GUARD must be set (meson test does)\n");
+        return 1;
+    }
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_scenarios_gc_pause_unfenced_loses_update),
+        cmocka_unit_test(test_scenarios_gc_pause_fenced_refuses_stale_write),
+        cmocka_unit_test(test_scenarios_network_delay_unfenced_loses_update),
+        cmocka_unit_test(test_scenarios_network_delay_fenced_refuses_stale_write),
+        cmocka_unit_test(test_scenarios_clock_jump_grants_twice_unfenced),
+        cmocka_unit_test(test_scenarios_clock_jump_fenced_refuses_stale_write),
+        cmocka_unit_test(test_scenarios_node_restart_grants_twice_unfenced),
+        cmocka_unit_test(test_scenarios_node_restart_fenced_tokens_still_grow),
+        cmocka_unit_test(test_scenarios_node_restart_delayed_prevents_double_grant),
+        cmocka_unit_test(test_scenarios_outputs_draw_every_run),
+        cmocka_unit_test(test_scenarios_unknown_scenario_is_refused),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
