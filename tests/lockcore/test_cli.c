@@ -697,6 +697,44 @@ static void test_cli_run_kills_a_command_that_ignores_sigterm(void **state)
     assert_non_null(strstr(r.err, "SIGKILL"));
 }
 
+/* SIGTERM to fencelock reaches the command; fencelock waits for it, exits
+ * with its status and releases the lock. */
+static void test_cli_run_passes_signals_on(void **state)
+{
+    struct fixture *f = *state;
+    char ready[300], term[300], v1[330], v2[330];
+    path_in(f, "ready", ready, sizeof(ready));
+    path_in(f, "term", term, sizeof(term));
+    snprintf(v1, sizeof(v1), "T_READY=%s", ready);
+    snprintf(v2, sizeof(v2), "T_TERM=%s", term);
+    char *env[] = {v1, v2, NULL};
+    const char *args[] = {
+        "--ttl",
+        "2s",
+        "run",
+        "cli:sig",
+        "sh",
+        "-c",
+        "trap 'echo TERM > \"$T_TERM\"; exit 3' TERM; echo $FENCELOCK_LOCK_ID > \"$T_READY\"; "
+        "i=0; while [ $i -lt 200 ]; do sleep 0.05; i=$((i+1)); done",
+        NULL};
+    struct child ch;
+    spawn(f, &ch, env, args);
+    char id[64];
+    assert_int_equal(wait_file(ready, id, sizeof(id), 5000), 0);
+    id[strcspn(id, "\n")] = '\0';
+    assert_true(holders(f, "cli:sig", id) >= 2);
+    assert_int_equal(kill(ch.pid, SIGTERM), 0);
+    struct res r;
+    collect(&ch, RUN_TIMEOUT_MS, &r);
+    assert_int_equal(r.code, 3);
+    assert_true(r.ms < 5000);
+    char got[16];
+    read_file(term, got, sizeof(got));
+    assert_string_equal(got, "TERM\n");
+    assert_int_equal(holders(f, "cli:sig", id), 0);
+}
+
 /* ---- exit codes ---- */
 
 static void test_cli_bad_arguments_are_usage_errors(void **state)
@@ -858,6 +896,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_cli_run_signals_the_command_when_the_lock_is_lost, setup3,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_cli_run_kills_a_command_that_ignores_sigterm, setup3, teardown),
+        cmocka_unit_test_setup_teardown(test_cli_run_passes_signals_on, setup3, teardown),
         cmocka_unit_test_setup_teardown(test_cli_bad_arguments_are_usage_errors, setup_none, teardown),
         cmocka_unit_test_setup_teardown(test_cli_gives_up_after_wait, setup3, teardown),
         cmocka_unit_test_setup_teardown(test_cli_unreachable_nodes_have_their_code, setup3, teardown),
