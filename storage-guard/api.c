@@ -269,8 +269,8 @@ static int parse_put(const struct sg_request *req, struct sg_op *op, struct sg_r
         return sg_api_error(resp, 413, "body_too_large", "the request body is over the size limit");
     json_error_t jerr;
     /* Duplicate names are refused: {"token":1,"token":9} has no single meaning. */
-    json_t *body =
-        json_loadb(req->body ? req->body : "", req->body_len, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &jerr);
+    json_t *body = json_loadb(req->body ? req->body : "", req->body_len,
+                              JSON_REJECT_DUPLICATES | JSON_DECODE_ANY | JSON_ALLOW_NUL, &jerr);
     if (body == NULL) {
         rc = sg_api_error(resp, 400, "malformed_json", "the body is not valid JSON: %s (line %d, column %d)",
                           jerr.text, jerr.line, jerr.column);
