@@ -494,7 +494,7 @@ int sg_api_parse(const struct sg_request *req, struct sg_op *op, struct sg_respo
 
 int sg_api_needs_store(const struct sg_op *op)
 {
-    return op->route != SG_ROUTE_HEALTH && op->route != SG_ROUTE_METRICS;
+    return op->route != SG_ROUTE_METRICS;
 }
 
 /* ---- answers ---- */
@@ -712,6 +712,23 @@ static void exec_log(sg_store *store, const struct sg_op *op, struct sg_response
     set_json(resp, 200, o);
 }
 
+/* Healthy means the database answers and still runs in WAL mode with
+ * synchronous=FULL: the settings every 200 relies on. */
+static void exec_health(sg_store *store, struct sg_response *resp)
+{
+    char journal[16];
+    int sync = -1;
+    int rc = sg_store_health(store, journal, sizeof(journal), &sync);
+    if (rc != 0) {
+        sg_api_error(resp, 503, "unhealthy", "%s", sg_store_errmsg(store));
+        return;
+    }
+    int ok = (strcmp(journal, "wal") == 0 || strcmp(journal, "memory") == 0) && sync == 2;
+    set_json(resp, ok ? 200 : 503,
+             json_pack("{s:s, s:s, s:s}", "status", ok ? "ok" : "unhealthy", "journal_mode", journal,
+                       "synchronous", sync == 2 ? "full" : "not full"));
+}
+
 void sg_api_execute(sg_store *store, const struct sg_op *op, int64_t now_ms, struct sg_response *resp)
 {
     memset(resp, 0, sizeof(*resp));
@@ -729,7 +746,7 @@ void sg_api_execute(sg_store *store, const struct sg_op *op, int64_t now_ms, str
         exec_log(store, op, resp);
         return;
     case SG_ROUTE_HEALTH:
-        set_json(resp, 200, json_pack("{s:s}", "status", "ok"));
+        exec_health(store, resp);
         return;
     case SG_ROUTE_METRICS: {
         size_t len = 0;

@@ -86,7 +86,7 @@ void sg_op_clear(struct sg_op *op);
  */
 int sg_api_parse(const struct sg_request *req, struct sg_op *op, struct sg_response *resp);
 
-/* Whether an op needs a store connection (health and metrics do not). */
+/* Whether an op needs a store connection (only metrics does not). */
 int sg_api_needs_store(const struct sg_op *op);
 
 /*

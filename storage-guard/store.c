@@ -209,6 +209,24 @@ void sg_store_close(sg_store *s)
     free(s);
 }
 
+void sg_store_set_busy_timeout(sg_store *s, int ms)
+{
+    if (s != NULL)
+        sqlite3_busy_timeout(s->db, ms);
+}
+
+int sg_store_health(sg_store *s, char *journal, size_t cap, int *synchronous)
+{
+    if (s == NULL || journal == NULL || cap == 0 || synchronous == NULL)
+        return -EINVAL;
+    char sync[16];
+    if (pragma_text(s->db, "PRAGMA journal_mode", journal, cap) != SQLITE_OK ||
+        pragma_text(s->db, "PRAGMA synchronous", sync, sizeof(sync)) != SQLITE_OK)
+        return fail(s, "health check");
+    *synchronous = atoi(sync);
+    return 0;
+}
+
 const char *sg_store_errmsg(const sg_store *s)
 {
     return s == NULL ? "no store" : s->errmsg;

@@ -91,6 +91,16 @@ int sg_store_open(const char *path, sg_store **out, char *errbuf, size_t errcap)
 /* Finalize every statement and close the connection. Accepts NULL. */
 void sg_store_close(sg_store *s);
 
+/* Wait up to ms for a lock held elsewhere (default SG_STORE_BUSY_TIMEOUT_MS). */
+void sg_store_set_busy_timeout(sg_store *s, int ms);
+
+/*
+ * Check the connection answers, and report its durability settings: the
+ * journal mode ("wal") into journal (cap bytes) and PRAGMA synchronous
+ * (2 = FULL) into *synchronous. Returns 0 or SG_STORE_EFAIL.
+ */
+int sg_store_health(sg_store *s, char *journal, size_t cap, int *synchronous);
+
 /* The detail of the last failure on this store; valid until the next call. */
 const char *sg_store_errmsg(const sg_store *s);
 

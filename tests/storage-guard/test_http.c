@@ -503,6 +503,18 @@ static void test_http_metrics_in_prometheus_format(void **state)
     hc_response_clear(&r);
 }
 
+static void test_http_healthz_reports_durability(void **state)
+{
+    struct sgd *d = *state;
+    struct hc_response r;
+    assert_int_equal(hc_get(d->port, "/healthz", &r), 0);
+    check(&r, 200, NULL);
+    assert_string_equal(json_string_value(json_object_get(r.json, "status")), "ok");
+    assert_string_equal(json_string_value(json_object_get(r.json, "journal_mode")), "wal");
+    assert_string_equal(json_string_value(json_object_get(r.json, "synchronous")), "full");
+    hc_response_clear(&r);
+}
+
 static void test_http_sigterm_exits_cleanly(void **state)
 {
     struct sgd *d = *state;
@@ -530,6 +542,7 @@ int main(void)
         T(test_http_hostile_keys_handled_safely),
         T(test_http_hostile_requests_keep_serving),
         T(test_http_metrics_in_prometheus_format),
+        T(test_http_healthz_reports_durability),
         T(test_http_sigterm_exits_cleanly),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
