@@ -269,11 +269,16 @@ int sg_http_start(const struct sg_http_options *o, sg_http **out, char *errbuf, 
      * through it. The header buffer must hold a 1024-byte key
      * percent-encoded (3 KiB) plus headers: 64 KiB leaves room without
      * inviting abuse. Idle connections are closed after 30 s. */
+    /* A pool of one draws a warning: one thread is the internal thread. */
+    struct MHD_OptionItem pool_opt[] = {
+        {o->threads > 1 ? MHD_OPTION_THREAD_POOL_SIZE : MHD_OPTION_END, o->threads, NULL},
+        {MHD_OPTION_END, 0, NULL},
+    };
     // clang-format off
     h->daemon = MHD_start_daemon(flags, 0, NULL, NULL, on_request, h,
                                  MHD_OPTION_EXTERNAL_LOGGER, mhd_logger, NULL,
                                  MHD_OPTION_SOCK_ADDR, o->addr,
-                                 MHD_OPTION_THREAD_POOL_SIZE, (unsigned)o->threads,
+                                 MHD_OPTION_ARRAY, pool_opt,
                                  MHD_OPTION_NOTIFY_COMPLETED, on_completed, h,
                                  MHD_OPTION_UNESCAPE_CALLBACK, keep_escaped, NULL,
                                  MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)30,
