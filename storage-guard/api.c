@@ -73,6 +73,12 @@ int sg_api_error(struct sg_response *resp, int status, const char *code, const c
     va_start(ap, fmt);
     vsnprintf(msg, sizeof(msg), fmt, ap);
     va_end(ap);
+    /* Messages quote client bytes (a parameter name, a method, jansson's
+     * excerpt of a bad body); JSON needs UTF-8, so keep them printable ASCII
+     * rather than fail to build the answer. */
+    for (char *p = msg; *p; p++)
+        if ((unsigned char)*p < 0x20 || (unsigned char)*p >= 0x7f)
+            *p = '?';
     json_t *o = json_pack("{s:s, s:s}", "error", code, "message", msg);
     set_json(resp, status, o);
     resp->allow = NULL;

@@ -516,6 +516,12 @@ static void test_api_unknown_paths_and_methods(void **state)
                  "method_not_allowed");
     expect_error(run(s, (struct call){.method = "POST", .path = "/v1/log"}), 405, "method_not_allowed");
     expect_error(run(s, (struct call){.method = "DELETE", .path = "/healthz"}), 405, "method_not_allowed");
+    /* Client bytes quoted in a message are not UTF-8: still a JSON answer. */
+    expect_error(run(s, (struct call){.method = "GET", .path = "/v1/log", .query = "\xff\xfe=1"}), 400,
+                 "unknown_parameter");
+    expect_error(run(s, (struct call){.method = "G\xc3T", .path = "/v1/log"}), 405, "method_not_allowed");
+    expect_error(put(s, "/v1/records/k", "{\"value\":\"\xc3\x28\"}"), 400, "malformed_json");
+    expect_error(put(s, "/v1/records/k", "{\"value\":1,\"\x01\":2}"), 400, "malformed_json");
     a = run(s, (struct call){.method = "GET", .path = "/healthz"});
     assert_int_equal(a.status, 200);
     assert_string_equal(jstr(&a, "status"), "ok");
