@@ -318,7 +318,7 @@ static int parse_put(const struct sg_request *req, struct sg_op *op, struct sg_r
         rc = resp->status;
         goto out;
     }
-    if (op->token == 0) {
+    if (op->token == 0 && !req->unfenced) {
         rc = missing_token(resp);
         goto out;
     }

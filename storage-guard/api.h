@@ -38,6 +38,7 @@ struct sg_request {
     const char *body;
     size_t body_len;
     int body_too_large; /* the body went over the limit and was dropped */
+    int unfenced;       /* the server runs unfenced: a write needs no token */
 };
 
 /* An answer. body is malloc'ed and owned by the struct; content_type and

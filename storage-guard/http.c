@@ -25,6 +25,7 @@ struct sg_http {
     struct MHD_Daemon *daemon;
     sg_store_pool *pool;
     size_t max_body;
+    int unfenced;
     uint16_t port;
     int quiesced;
     atomic_int in_flight;
@@ -217,6 +218,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         .body = st->body,
         .body_len = st->len,
         .body_too_large = st->too_large,
+        .unfenced = h->unfenced,
     };
     struct sg_op op;
     if (sg_api_parse(&req, &op, &resp) == 0) {
@@ -258,6 +260,7 @@ int sg_http_start(const struct sg_http_options *o, sg_http **out, char *errbuf, 
         return -ENOMEM;
     h->pool = o->pool;
     h->max_body = o->max_body;
+    h->unfenced = o->unfenced;
     atomic_init(&h->in_flight, 0);
     /* poll(), not epoll: libmicrohttpd 0.9.75's edge-triggered epoll can miss
      * the end of a half-closed connection whose bytes and FIN arrive

@@ -18,6 +18,7 @@ struct sg_http_options {
     int threads;         /* worker threads, >= 1 */
     size_t max_body;     /* largest accepted request body in bytes */
     sg_store_pool *pool; /* borrowed until sg_http_stop(); >= threads connections */
+    int unfenced;        /* writes need no token (see sg_store_set_unfenced) */
 };
 
 typedef struct sg_http sg_http;

@@ -30,6 +30,7 @@ struct config {
     int threads;
     size_t max_body;
     enum sg_log_level level;
+    int unfenced;
 };
 
 static void usage(FILE *f)
@@ -47,6 +48,8 @@ static void usage(FILE *f)
             "  --threads N         worker threads and database connections (default 4, 1..256)\n"
             "  --max-body BYTES    largest request body (default 1048576)\n"
             "  --log-level LEVEL   error, warn, info (default) or debug\n"
+            "  --unfenced          accept every write, token or not, and never refuse one: the store\n"
+            "                      as it is without fencing, to compare against (never in production)\n"
             "  --help              show this help\n"
             "  --version           show the version\n"
             "\n"
@@ -76,6 +79,7 @@ static int parse_args(int argc, char **argv, struct config *c)
         {"log-level", required_argument, NULL, 'L'},
         {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, 'V'},
+        {"unfenced", no_argument, NULL, 'U'},
         {NULL, 0, NULL, 0},
     };
     long long n;
@@ -110,6 +114,9 @@ static int parse_args(int argc, char **argv, struct config *c)
                 fprintf(stderr, "storage-guard: --log-level must be error, warn, info or debug\n");
                 return 2;
             }
+            break;
+        case 'U':
+            c->unfenced = 1;
             break;
         case 'h':
             usage(stdout);
@@ -233,7 +240,12 @@ int main(int argc, char **argv)
         .threads = c.threads,
         .max_body = c.max_body,
         .pool = pool,
+        .unfenced = c.unfenced,
     };
+    if (c.unfenced) {
+        sg_store_pool_set_unfenced(pool, 1);
+        sg_log(SG_LOG_WARN, "unfenced: tokens are recorded but never checked; late writes are accepted");
+    }
     rc = sg_http_start(&ho, &http, err, sizeof(err));
     if (rc != 0) {
         sg_log(SG_LOG_ERROR, "%s: %s", c.listen, err);

@@ -81,6 +81,7 @@ struct sg_store {
     sqlite3_stmt *st[ST_COUNT];
     /* Shared by the connections of one pool; NULL for a lone store. */
     pthread_mutex_t *write_lock;
+    int unfenced;
     char errmsg[ERRMSG_MAX];
 };
 
@@ -282,6 +283,15 @@ static int admit(sg_store *s, const char *resource, size_t resource_len, uint64_
                  struct sg_write_result *res)
 {
     uint64_t last = 0;
+    if (s->unfenced) {
+        /* Accept everything, leave the fence where it is. */
+        res->outcome = SG_OUTCOME_ACCEPTED;
+        int rc = fencing_store_last(s->fence, resource, resource_len, &res->last_token);
+        if (rc == 0)
+            return 0;
+        fmt(s->errmsg, sizeof(s->errmsg), "fencing: %s", fencing_store_errmsg(s->fence));
+        return SG_STORE_EFAIL;
+    }
     int rc = fencing_store_admit(s->fence, resource, resource_len, token, &last);
     res->last_token = last;
     if (rc == 0) {
@@ -322,7 +332,7 @@ int sg_store_put(sg_store *s, const char *key, size_t key_len, const char *resou
                  struct sg_write_result *res)
 {
     if (s == NULL || res == NULL || !valid_name(key, key_len) || !valid_name(resource, resource_len) ||
-        value == NULL || value_len > INT32_MAX || token == 0 || token >= FENCING_TOKEN_MAX)
+        value == NULL || value_len > INT32_MAX || (token == 0 && !s->unfenced) || token >= FENCING_TOKEN_MAX)
         return -EINVAL;
     s->errmsg[0] = '\0';
     memset(res, 0, sizeof(*res));
@@ -524,6 +534,18 @@ struct sg_store_pool {
     sg_store **all;
     sg_store **free_list;
 };
+
+void sg_store_set_unfenced(sg_store *s, int on)
+{
+    if (s)
+        s->unfenced = on != 0;
+}
+
+void sg_store_pool_set_unfenced(sg_store_pool *p, int on)
+{
+    for (int i = 0; p && i < p->n; i++)
+        sg_store_set_unfenced(p->all[i], on);
+}
 
 int sg_store_pool_open(const char *path, int n, sg_store_pool **out, char *errbuf, size_t errcap)
 {

@@ -91,6 +91,12 @@ int sg_store_open(const char *path, sg_store **out, char *errbuf, size_t errcap)
 /* Finalize every statement and close the connection. Accepts NULL. */
 void sg_store_close(sg_store *s);
 
+/* Unfenced mode (on != 0): writes and reads are never refused and need no
+ * token; a token given is recorded in the record and the log but neither
+ * checked nor raised. The store as it would be without fencing, for the
+ * scenario replays to compare against. Off by default. */
+void sg_store_set_unfenced(sg_store *s, int on);
+
 /* Wait up to ms for a lock held elsewhere (default SG_STORE_BUSY_TIMEOUT_MS). */
 void sg_store_set_busy_timeout(sg_store *s, int ms);
 
@@ -109,7 +115,7 @@ const char *sg_store_errmsg(const sg_store *s);
  * resource (fencing_store_admit), on admission insert or replace the record
  * (version + 1), and in both cases append an audit log row, then commit.
  * All buffers are borrowed for the call. key and resource: 1..1024 bytes;
- * value: JSON text; token: 1 .. 2^53-1. Returns 0 with *res filled (an
+ * value: JSON text; token: 1 .. 2^53-1 (0 too in unfenced mode). Returns 0 with *res filled (an
  * accepted or a stale outcome both return 0), -EINVAL, SG_STORE_EFAIL or
  * SG_STORE_EBUSY (nothing was written then).
  */
@@ -149,6 +155,9 @@ typedef struct sg_store_pool sg_store_pool;
 /* Open n connections (n >= 1) to path. Same errors as sg_store_open, plus
  * -EINVAL. Writes *out only on success. */
 int sg_store_pool_open(const char *path, int n, sg_store_pool **out, char *errbuf, size_t errcap);
+
+/* sg_store_set_unfenced on every connection of the pool. */
+void sg_store_pool_set_unfenced(sg_store_pool *p, int on);
 
 /* Close every connection; none may be checked out. Accepts NULL. */
 void sg_store_pool_close(sg_store_pool *p);

@@ -26,6 +26,7 @@ struct call {
     const char *header_token;
     const char *body;
     int too_large;
+    int unfenced;
 };
 
 struct answer {
@@ -84,6 +85,7 @@ static struct answer run(sg_store *s, struct call c)
         .body = c.body,
         .body_len = c.body ? strlen(c.body) : 0,
         .body_too_large = c.too_large,
+        .unfenced = c.unfenced,
     };
     struct sg_response resp;
     sg_api_handle(s, &req, NOW_MS, &resp);
@@ -264,22 +266,22 @@ static void test_api_put_fences_per_resource(void **state)
 static void test_api_put_token_in_header(void **state)
 {
     sg_store *s = *state;
-    struct answer a = run(s, (struct call){"PUT", "/v1/records/k", NULL, "42", "{\"value\":true}", 0});
+    struct answer a = run(s, (struct call){"PUT", "/v1/records/k", NULL, "42", "{\"value\":true}", 0, 0});
     assert_int_equal(a.status, 200);
     assert_int_equal(jint(&a, "token"), 42);
     answer_clear(&a);
     /* Both given and equal is fine; different is ambiguous. */
-    expect_status(run(s, (struct call){"PUT", "/v1/records/k", NULL, "43", "{\"value\":1,\"token\":43}", 0}),
+    expect_status(run(s, (struct call){"PUT", "/v1/records/k", NULL, "43", "{\"value\":1,\"token\":43}", 0, 0}),
                   200);
-    expect_error(run(s, (struct call){"PUT", "/v1/records/k", NULL, "44", "{\"value\":1,\"token\":45}", 0}),
+    expect_error(run(s, (struct call){"PUT", "/v1/records/k", NULL, "44", "{\"value\":1,\"token\":45}", 0, 0}),
                  400, "token_mismatch");
-    expect_error(run(s, (struct call){"PUT", "/v1/records/k", NULL, "41", "{\"value\":1}", 0}), 409,
+    expect_error(run(s, (struct call){"PUT", "/v1/records/k", NULL, "41", "{\"value\":1}", 0, 0}), 409,
                  "stale_token");
-    expect_error(run(s, (struct call){"PUT", "/v1/records/k", NULL, "x1", "{\"value\":1}", 0}), 400,
+    expect_error(run(s, (struct call){"PUT", "/v1/records/k", NULL, "x1", "{\"value\":1}", 0, 0}), 400,
                  "bad_token");
-    expect_error(run(s, (struct call){"PUT", "/v1/records/k", NULL, "9007199254740992", "{\"value\":1}", 0}),
+    expect_error(run(s, (struct call){"PUT", "/v1/records/k", NULL, "9007199254740992", "{\"value\":1}", 0, 0}),
                  400, "token_out_of_range");
-    expect_error(run(s, (struct call){"PUT", "/v1/records/k", NULL, "", "{\"value\":1}", 0}), 400,
+    expect_error(run(s, (struct call){"PUT", "/v1/records/k", NULL, "", "{\"value\":1}", 0, 0}), 400,
                  "bad_token");
 }
 
@@ -289,8 +291,36 @@ static void test_api_put_without_token_is_428(void **state)
     expect_error(put(s, "/v1/records/k", "{\"value\":1}"), 428, "missing_token");
     expect_error(put(s, "/v1/records/k", "{\"value\":1,\"token\":null}"), 428, "missing_token");
     expect_error(put(s, "/v1/records/k", "{\"value\":1,\"token\":0}"), 428, "missing_token");
-    expect_error(run(s, (struct call){"PUT", "/v1/records/k", NULL, "0", "{\"value\":1}", 0}), 428,
+    expect_error(run(s, (struct call){"PUT", "/v1/records/k", NULL, "0", "{\"value\":1}", 0, 0}), 428,
                  "missing_token");
+}
+
+/* The comparison store of the replays: nothing is refused, the fence never
+ * moves, tokens given are recorded. */
+static void test_api_unfenced_accepts_stale_and_missing_tokens(void **state)
+{
+    sg_store *s = *state;
+    sg_store_set_unfenced(s, 1);
+    struct call c = {
+        .method = "PUT", .path = "/v1/records/k", .body = "{\"value\":1,\"token\":100}", .unfenced = 1};
+    expect_status(run(s, c), 200);
+    c.body = "{\"value\":2,\"token\":99}";
+    expect_status(run(s, c), 200);
+    c.body = "{\"value\":3}";
+    struct answer a = run(s, c);
+    assert_int_equal(a.status, 200);
+    assert_int_equal(jint(&a, "version"), 3);
+    answer_clear(&a);
+    a = run(s, (struct call){.method = "GET", .path = "/v1/records/k"});
+    assert_int_equal(json_integer_value(json_object_get(a.json, "value")), 3);
+    answer_clear(&a);
+    a = run(s, (struct call){.method = "GET", .path = "/v1/fences/k"});
+    assert_int_equal(jint(&a, "last_token"), 0);
+    answer_clear(&a);
+    /* The same request to a fenced server still needs its token. */
+    sg_store_set_unfenced(s, 0);
+    c.unfenced = 0;
+    expect_error(run(s, c), 428, "missing_token");
 }
 
 static void test_api_put_refuses_bad_tokens(void **state)
@@ -324,7 +354,7 @@ static void test_api_put_refuses_bad_bodies(void **state)
     expect_error(put(s, "/v1/records/k", "{\"value\":1,\"token\":1,\"resource\":7}"), 400, "bad_resource");
     expect_error(put(s, "/v1/records/k", "{\"value\":1,\"token\":1,\"resource\":\"a\\u0000b\"}"), 400,
                  "bad_resource");
-    expect_error(run(s, (struct call){"PUT", "/v1/records/k", NULL, NULL, "{}", 1}), 413, "body_too_large");
+    expect_error(run(s, (struct call){"PUT", "/v1/records/k", NULL, NULL, "{}", 1, 0}), 413, "body_too_large");
     /* None of these wrote anything. */
     expect_error(run(s, (struct call){.method = "GET", .path = "/v1/records/k"}), 404, "not_found");
 }
@@ -418,8 +448,8 @@ static void test_api_fenced_read_raises_the_fence(void **state)
     expect_error(put(s, "/v1/records/k", "{\"value\":\"late\",\"token\":15}"), 409, "stale_token");
     expect_error(run(s, (struct call){.method = "GET", .path = "/v1/records/k", .query = "token=15"}), 409,
                  "stale_token");
-    expect_error(run(s, (struct call){"GET", "/v1/records/k", NULL, "19", NULL, 0}), 409, "stale_token");
-    expect_error(run(s, (struct call){"GET", "/v1/records/k", "token=20", "21", NULL, 0}), 400,
+    expect_error(run(s, (struct call){"GET", "/v1/records/k", NULL, "19", NULL, 0, 0}), 409, "stale_token");
+    expect_error(run(s, (struct call){"GET", "/v1/records/k", "token=20", "21", NULL, 0, 0}), 400,
                  "token_mismatch");
     expect_error(run(s, (struct call){.method = "GET", .path = "/v1/records/k", .query = "token=abc"}), 400,
                  "bad_token");
@@ -562,6 +592,7 @@ int main(void)
         T(test_api_put_fences_per_resource),
         T(test_api_put_token_in_header),
         T(test_api_put_without_token_is_428),
+        T(test_api_unfenced_accepts_stale_and_missing_tokens),
         T(test_api_put_refuses_bad_tokens),
         T(test_api_put_refuses_bad_bodies),
         T(test_api_value_kinds_round_trip),
