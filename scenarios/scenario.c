@@ -278,9 +278,11 @@ static void record(struct world *w, struct client *c, json_t *ev)
             r->status_a = status;
         else
             r->status_b = status;
+        char with[48] = "";
+        if (token)
+            snprintf(with, sizeof(with), " with token %llu", (unsigned long long)token);
         if (status == 200)
-            event(w, t, -1, "storage", "write-ok", "accepts \"%s\"%s%llu", c->value,
-                  token ? " with token " : "", (unsigned long long)token);
+            event(w, t, -1, "storage", "write-ok", "accepts \"%s\"%s", c->value, with);
         else if (status == 409)
             event(w, t, -1, "storage", "write-refused", "refuses \"%s\": token %llu is stale (409)", c->value,
                   (unsigned long long)token);
