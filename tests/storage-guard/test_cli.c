@@ -13,7 +13,7 @@
 
 #include <cmocka.h>
 
-#include "http_client.h"
+#include "http.h"
 #include "proc.h"
 #include "sg_daemon.h"
 

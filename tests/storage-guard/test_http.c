@@ -14,7 +14,7 @@
 #include <cmocka.h>
 #include <jansson.h>
 
-#include "http_client.h"
+#include "http.h"
 #include "proc.h"
 #include "sg_daemon.h"
 
