@@ -250,45 +250,6 @@ static void has_keys(json_t *j, ...)
     assert_int_equal(json_object_size(j), n);
 }
 
-static void get_on(struct fixture *f, int i, const char *key, char *out, size_t cap)
-{
-    out[0] = '\0';
-    redisReply *r = rh_command(f->rc, i, "GET %s", key);
-    assert_non_null(r);
-    if (r->type == REDIS_REPLY_STRING)
-        snprintf(out, cap, "%s", r->str);
-    freeReplyObject(r);
-}
-
-static long long pttl_on(struct fixture *f, int i, const char *key)
-{
-    redisReply *r = rh_command(f->rc, i, "PTTL %s", key);
-    assert_non_null(r);
-    long long v = r->integer;
-    freeReplyObject(r);
-    return v;
-}
-
-static void set_on(struct fixture *f, int i, const char *key, const char *val)
-{
-    redisReply *r = rh_command(f->rc, i, "SET %s %s PX 60000", key, val);
-    assert_non_null(r);
-    freeReplyObject(r);
-}
-
-static unsigned holders(struct fixture *f, const char *key, const char *id)
-{
-    unsigned k = 0;
-    char v[128];
-    for (int i = 0; i < rh_size(f->rc); i++) {
-        if (rh_pid(f->rc, i) == 0)
-            continue;
-        get_on(f, i, key, v, sizeof(v));
-        k += strcmp(v, id) == 0;
-    }
-    return k;
-}
-
 /* Wait up to ms for a file to have content; returns it in buf. */
 static int wait_file(const char *path, char *buf, size_t cap, long ms)
 {
@@ -338,13 +299,13 @@ static void test_cli_acquire_prints_the_lock(void **state)
      * is the token. */
     char id_copy[41];
     snprintf(id_copy, sizeof(id_copy), "%s", id);
-    for (int t = 0; t < 100 && holders(f, "cli:acq", id_copy) < 3; t++)
+    for (int t = 0; t < 100 && rh_holders(f->rc, "cli:acq", id_copy) < 3; t++)
         hp_sleep_ms(10);
-    assert_int_equal(holders(f, "cli:acq", id_copy), 3);
-    long long pttl = pttl_on(f, 0, "cli:acq");
+    assert_int_equal(rh_holders(f->rc, "cli:acq", id_copy), 3);
+    long long pttl = rh_pttl(f->rc, 0, "cli:acq");
     assert_true(pttl > 4000 && pttl <= 5000);
     char fence[32];
-    get_on(f, 1, "{cli:acq}:fence", fence, sizeof(fence));
+    rh_get(f->rc, 1, "{cli:acq}:fence", fence, sizeof(fence));
     assert_int_equal(strtoll(fence, NULL, 10), token);
     json_decref(j);
 
@@ -354,8 +315,8 @@ static void test_cli_acquire_prints_the_lock(void **state)
     j = one_json_line(&r);
     assert_int_equal(jint(j, "token"), 0);
     assert_int_equal(jint(j, "ttl_ms"), 10000);
-    assert_true(holders(f, "app:cli:plain", jstr(j, "lock_id")) >= 2);
-    assert_int_equal(holders(f, "cli:plain", jstr(j, "lock_id")), 0);
+    assert_true(rh_holders(f->rc, "app:cli:plain", jstr(j, "lock_id")) >= 2);
+    assert_int_equal(rh_holders(f->rc, "cli:plain", jstr(j, "lock_id")), 0);
     redisReply *x = rh_command(f->rc, 0, "EXISTS {app:cli:plain}:fence");
     assert_int_equal(x->integer, 0);
     freeReplyObject(x);
@@ -395,7 +356,7 @@ static void test_cli_extend_and_release_print_the_outcome(void **state)
     assert_true(jint(j, "nodes_extended") >= 2);
     assert_int_equal(jint(j, "nodes"), 3);
     json_decref(j);
-    assert_true(pttl_on(f, 0, "cli:ext") > 25000);
+    assert_true(rh_pttl(f->rc, 0, "cli:ext") > 25000);
 
     /* Another id does not hold it: not extended, exit "lost". */
     fl(f, &r, "extend", "cli:ext", "0123456789abcdef0123456789abcdef01234567", NULL);
@@ -419,7 +380,7 @@ static void test_cli_extend_and_release_print_the_outcome(void **state)
     assert_int_equal(jint(j, "nodes_released"), 3);
     assert_int_equal(jint(j, "nodes"), 3);
     json_decref(j);
-    assert_int_equal(holders(f, "cli:ext", id), 0);
+    assert_int_equal(rh_holders(f->rc, "cli:ext", id), 0);
 
     /* Released already: nothing to release (not an error), nothing to
      * extend (the lock is not held). */
@@ -440,9 +401,9 @@ static void test_cli_status_reports_a_foreign_holder(void **state)
 {
     struct fixture *f = *state;
     const char *foreign = "f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0";
-    set_on(f, 0, "cli:st", foreign);
-    set_on(f, 1, "cli:st", foreign);
-    set_on(f, 2, "cli:st", "someone-else");
+    assert_int_equal(0, rh_set(f->rc, 0, "cli:st", foreign));
+    assert_int_equal(0, rh_set(f->rc, 1, "cli:st", foreign));
+    assert_int_equal(0, rh_set(f->rc, 2, "cli:st", "someone-else"));
     struct res r;
     fl(f, &r, "status", "cli:st", NULL);
     assert_int_equal(r.code, 0);
@@ -521,10 +482,10 @@ static void test_cli_run_passes_the_lock_to_the_command(void **state)
     assert_string_equal(res, "cli:env");
     assert_true(validity > 3500 && validity < 4000);
     char fence[32];
-    get_on(f, 0, "{cli:env}:fence", fence, sizeof(fence));
+    rh_get(f->rc, 0, "{cli:env}:fence", fence, sizeof(fence));
     assert_int_equal(strtoull(fence, NULL, 10), token);
     /* Released when the command ended. */
-    assert_int_equal(holders(f, "cli:env", id), 0);
+    assert_int_equal(rh_holders(f->rc, "cli:env", id), 0);
 
     /* Death by signal is 128 + N; a command that cannot be found is 127. */
     fl(f, &r, "run", "cli:env", "sh", "-c", "kill -USR1 $$", NULL);
@@ -619,8 +580,8 @@ static void test_cli_run_keeps_the_lock_past_its_ttl(void **state)
         long long at = t0 + 1000 * k + 200;
         while (hp_now_ms() < at)
             hp_sleep_ms(10);
-        assert_true(holders(f, "cli:long", id) >= 2);
-        long long pttl = pttl_on(f, 0, "cli:long");
+        assert_true(rh_holders(f->rc, "cli:long", id) >= 2);
+        long long pttl = rh_pttl(f->rc, 0, "cli:long");
         assert_true(pttl > 0 && pttl <= 1000);
     }
     struct res r;
@@ -628,7 +589,7 @@ static void test_cli_run_keeps_the_lock_past_its_ttl(void **state)
     assert_int_equal(r.code, 0);
     assert_true(r.ms >= 3500);
     assert_string_equal(r.err, "");
-    assert_int_equal(holders(f, "cli:long", id), 0);
+    assert_int_equal(rh_holders(f->rc, "cli:long", id), 0);
 }
 
 /* Start a run whose command writes "ready" to $T_READY and then runs
@@ -723,7 +684,7 @@ static void test_cli_run_passes_signals_on(void **state)
     char id[64];
     assert_int_equal(wait_file(ready, id, sizeof(id), 5000), 0);
     id[strcspn(id, "\n")] = '\0';
-    assert_true(holders(f, "cli:sig", id) >= 2);
+    assert_true(rh_holders(f->rc, "cli:sig", id) >= 2);
     assert_int_equal(kill(ch.pid, SIGTERM), 0);
     struct res r;
     collect(&ch, RUN_TIMEOUT_MS, &r);
@@ -732,7 +693,7 @@ static void test_cli_run_passes_signals_on(void **state)
     char got[16];
     read_file(term, got, sizeof(got));
     assert_string_equal(got, "TERM\n");
-    assert_int_equal(holders(f, "cli:sig", id), 0);
+    assert_int_equal(rh_holders(f->rc, "cli:sig", id), 0);
 }
 
 /* ---- exit codes ---- */

@@ -55,37 +55,6 @@ static lockcore_client *client(struct fixture *f, uint64_t ttl_ms)
     return c;
 }
 
-/* The value of `key` on node i, "" if none or unreachable. */
-static void get_on(struct fixture *f, int i, const char *key, char *out, size_t cap)
-{
-    out[0] = '\0';
-    redisReply *r = rh_command(f->rc, i, "GET %s", key);
-    if (r != NULL && r->type == REDIS_REPLY_STRING)
-        snprintf(out, cap, "%s", r->str);
-    if (r != NULL)
-        freeReplyObject(r);
-}
-
-static long long pttl_on(struct fixture *f, int i, const char *key)
-{
-    redisReply *r = rh_command(f->rc, i, "PTTL %s", key);
-    assert_non_null(r);
-    long long v = r->integer;
-    freeReplyObject(r);
-    return v;
-}
-
-static unsigned holders(struct fixture *f, const char *key, const char *id)
-{
-    unsigned k = 0;
-    char v[128];
-    for (unsigned i = 0; i < f->n; i++) {
-        get_on(f, (int)i, key, v, sizeof(v));
-        k += strcmp(v, id) == 0;
-    }
-    return k;
-}
-
 /* Run the client's loop for ms milliseconds. */
 static void run_for(lockcore_client *c, uint64_t ms)
 {
@@ -126,8 +95,8 @@ static void test_keepalive_extends_past_several_ttls(void **state)
     for (int round = 0; round < 5; round++) {
         run_for(c, 600);
         assert_int_equal(lost.calls, 0);
-        assert_int_equal(holders(f, "ka:long", l.id), 3);
-        long long pttl = pttl_on(f, 0, "ka:long");
+        assert_int_equal(rh_holders(f->rc, "ka:long", l.id), 3);
+        long long pttl = rh_pttl(f->rc, 0, "ka:long");
         assert_true(pttl > 0 && pttl <= 600);
     }
     struct lockcore_lock now;
@@ -145,7 +114,7 @@ static void test_keepalive_extends_past_several_ttls(void **state)
     lockcore_keepalive_stop(k);
     assert_int_equal(lockcore_release(c, &now), 0);
     assert_int_equal(now.nodes_ok, 3);
-    assert_int_equal(holders(f, "ka:long", l.id), 0);
+    assert_int_equal(rh_holders(f->rc, "ka:long", l.id), 0);
     lockcore_client_free(c);
 }
 
@@ -162,7 +131,7 @@ static void test_keepalive_renew_before_is_honoured(void **state)
     unsigned ext = lockcore_keepalive_extensions(k);
     assert_true(ext >= 4 && ext <= 8);
     /* Just extended: more than 700 ms should be left on the nodes. */
-    assert_true(pttl_on(f, 1, "ka:early") > 700);
+    assert_true(rh_pttl(f->rc, 1, "ka:early") > 700);
     lockcore_keepalive_stop(k);
     lockcore_client_free(c);
 }
@@ -184,7 +153,7 @@ static void test_keepalive_does_not_spin_when_validity_is_short(void **state)
     unsigned ext = lockcore_keepalive_extensions(k);
     assert_true(ext >= 1);
     assert_true(ext <= 10);
-    assert_int_equal(holders(f, "ka:spin", l.id), 3);
+    assert_int_equal(rh_holders(f->rc, "ka:spin", l.id), 3);
     lockcore_keepalive_stop(k);
     lockcore_client_free(c);
 }
@@ -260,7 +229,7 @@ static void test_keepalive_lost_at_once_when_key_taken(void **state)
     /* Known at the first extension (~500 ms), long before validity ends. */
     assert_true(lost.at_ms < l.valid_until_ms - 1000);
     char v[64];
-    get_on(f, 0, "ka:taken", v, sizeof(v));
+    rh_get(f->rc, 0, "ka:taken", v, sizeof(v));
     assert_string_equal(v, "intruder");
     lockcore_keepalive_stop(k);
     lockcore_client_free(c);
@@ -297,9 +266,9 @@ static void test_keepalive_stop_is_safe(void **state)
         lockcore_run(c, 50);
     assert_int_equal(lockcore_inflight(c), 0);
     /* Stopped: no more extensions, the key runs out by its TTL. */
-    long long p0 = pttl_on(f, 0, "ka:stop");
+    long long p0 = rh_pttl(f->rc, 0, "ka:stop");
     run_for(c, 400);
-    long long p1 = pttl_on(f, 0, "ka:stop");
+    long long p1 = rh_pttl(f->rc, 0, "ka:stop");
     assert_true(p1 < p0 - 300);
     assert_int_equal(lost.calls, 0);
 
