@@ -271,16 +271,18 @@ static void test_api_put_token_in_header(void **state)
     assert_int_equal(jint(&a, "token"), 42);
     answer_clear(&a);
     /* Both given and equal is fine; different is ambiguous. */
-    expect_status(run(s, (struct call){"PUT", "/v1/records/k", NULL, "43", "{\"value\":1,\"token\":43}", 0, 0}),
-                  200);
-    expect_error(run(s, (struct call){"PUT", "/v1/records/k", NULL, "44", "{\"value\":1,\"token\":45}", 0, 0}),
-                 400, "token_mismatch");
+    expect_status(
+        run(s, (struct call){"PUT", "/v1/records/k", NULL, "43", "{\"value\":1,\"token\":43}", 0, 0}), 200);
+    expect_error(
+        run(s, (struct call){"PUT", "/v1/records/k", NULL, "44", "{\"value\":1,\"token\":45}", 0, 0}), 400,
+        "token_mismatch");
     expect_error(run(s, (struct call){"PUT", "/v1/records/k", NULL, "41", "{\"value\":1}", 0, 0}), 409,
                  "stale_token");
     expect_error(run(s, (struct call){"PUT", "/v1/records/k", NULL, "x1", "{\"value\":1}", 0, 0}), 400,
                  "bad_token");
-    expect_error(run(s, (struct call){"PUT", "/v1/records/k", NULL, "9007199254740992", "{\"value\":1}", 0, 0}),
-                 400, "token_out_of_range");
+    expect_error(
+        run(s, (struct call){"PUT", "/v1/records/k", NULL, "9007199254740992", "{\"value\":1}", 0, 0}), 400,
+        "token_out_of_range");
     expect_error(run(s, (struct call){"PUT", "/v1/records/k", NULL, "", "{\"value\":1}", 0, 0}), 400,
                  "bad_token");
 }
@@ -354,7 +356,8 @@ static void test_api_put_refuses_bad_bodies(void **state)
     expect_error(put(s, "/v1/records/k", "{\"value\":1,\"token\":1,\"resource\":7}"), 400, "bad_resource");
     expect_error(put(s, "/v1/records/k", "{\"value\":1,\"token\":1,\"resource\":\"a\\u0000b\"}"), 400,
                  "bad_resource");
-    expect_error(run(s, (struct call){"PUT", "/v1/records/k", NULL, NULL, "{}", 1, 0}), 413, "body_too_large");
+    expect_error(run(s, (struct call){"PUT", "/v1/records/k", NULL, NULL, "{}", 1, 0}), 413,
+                 "body_too_large");
     /* None of these wrote anything. */
     expect_error(run(s, (struct call){.method = "GET", .path = "/v1/records/k"}), 404, "not_found");
 }
