@@ -21,16 +21,16 @@ if [ ! -f "$BUILD_DIR/build.ninja" ]; then
 fi
 meson compile -C "$BUILD_DIR"
 
-# A fixed log name: with --wrapper meson would otherwise name the log after
-# the wrapper, and an older testlog.json would be counted instead.
+# A log name of our own, cleared first, so that an older log is never counted
+# (with --wrapper, meson adds the wrapper's name to it).
 args=(--print-errorlogs --num-processes 2 --logbase fencelock-tests)
 for s in $SUITES; do args+=(--suite "$s"); done
 [ -n "$WRAPPER" ] && args+=(--wrapper "$WRAPPER")
 status=0
-rm -f "$BUILD_DIR/meson-logs/fencelock-tests.json"
+rm -f "$BUILD_DIR"/meson-logs/fencelock-tests*.json
 meson test -C "$BUILD_DIR" "${args[@]}" || status=$?
 
-python3 - "$BUILD_DIR/meson-logs/fencelock-tests.json" <<'PY'
+python3 - "$BUILD_DIR"/meson-logs/fencelock-tests*.json <<'PY'
 import json, sys
 passed = failed = 0
 for line in open(sys.argv[1]):
