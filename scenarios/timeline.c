@@ -56,7 +56,7 @@ int sc_write_json(FILE *f, const struct sc_result *runs, int n)
 #define W 1100
 #define LEFT 110
 #define RIGHT 20
-#define LANE_H 34
+#define LANE_H 48
 #define TITLE_H 46
 
 static void xml_text(FILE *f, const char *s)
@@ -122,6 +122,32 @@ static const char *lane_color(const char *lane)
     return "#777";
 }
 
+/* Label rows of a lane: above it, below it, further below. */
+#define ROWS 3
+#define SPANS_MAX 32
+
+/* The x ranges a row's labels cover. */
+struct spans {
+    double a[SPANS_MAX], b[SPANS_MAX];
+    int n;
+};
+
+static int overlaps(const struct spans *s, double a, double b)
+{
+    for (int i = 0; i < s->n; i++)
+        if (a < s->b[i] + 4 && s->a[i] < b + 4)
+            return 1;
+    return 0;
+}
+
+static void take(struct spans *s, double a, double b)
+{
+    if (s->n == SPANS_MAX)
+        return;
+    s->a[s->n] = a;
+    s->b[s->n++] = b;
+}
+
 static void panel(FILE *f, const struct sc_result *r, int y0)
 {
     char names[12][16];
@@ -152,12 +178,19 @@ static void panel(FILE *f, const struct sc_result *r, int y0)
         fprintf(f, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" class=\"axis\"/>\n", LEFT, y, W - RIGHT, y);
     }
     /* Time ticks. */
-    long long step = tmax > 20000 ? 5000 : tmax > 5000 ? 1000 : tmax > 1000 ? 250 : 100;
+    /* At most about eight ticks, at 1, 2 or 5 times a power of ten. */
+    static const int nice[] = {1, 2, 5};
+    long long step = 1;
+    for (long long p = 1; step * 8 < tmax; p *= 10)
+        for (int k = 0; k < 3 && step * 8 < tmax; k++)
+            step = nice[k] * p;
     int yb = ly + nl * LANE_H;
     for (long long t = 0; t <= tmax; t += step)
         fprintf(f, "<text x=\"%.1f\" y=\"%d\" class=\"tick\">%lld ms</text>\n", X(t), yb + 12, t);
     int storage_y = ly + lane_of(names, nl, "storage") * LANE_H + LANE_H / 2;
-    double label_end[12][2] = {{0}};
+    static const int row_dy[ROWS] = {-8, 15, 26};
+    struct spans used[12][ROWS];
+    memset(used, 0, sizeof(used));
     for (int i = 0; i < r->n_ev; i++) {
         const struct sc_event *e = &r->ev[i];
         int li = lane_of(names, nl, e->lane);
@@ -169,8 +202,10 @@ static void panel(FILE *f, const struct sc_result *r, int y0)
                               : strcmp(e->kind, "pause") == 0 ? "pause"
                               : strcmp(e->kind, "hold") == 0  ? "pause"
                                                               : "span";
-            fprintf(f, "<rect x=\"%.1f\" y=\"%d\" width=\"%.1f\" height=\"10\" class=\"%s\" fill=\"%s\">", x,
-                    y - 5, x2 - x < 2 ? 2 : x2 - x, cls, lane_color(e->lane));
+            /* A pause sits on the lease it spoils: thinner, on top. */
+            int h = strcmp(cls, "pause") == 0 ? 4 : 10;
+            fprintf(f, "<rect x=\"%.1f\" y=\"%d\" width=\"%.1f\" height=\"%d\" class=\"%s\" fill=\"%s\">", x,
+                    y - h / 2, x2 - x < 2 ? 2 : x2 - x, h, cls, lane_color(e->lane));
             fputs("<title>", f);
             xml_text(f, e->text);
             fputs("</title></rect>\n", f);
@@ -189,27 +224,22 @@ static void panel(FILE *f, const struct sc_result *r, int y0)
             xml_text(f, e->text);
             fputs("</title></circle>\n", f);
         }
-        /* Minor steps are dots with a tooltip; the rest get a label, above
-         * or below the lane, moved right past the previous label there so
-         * that neighbours do not cover each other. */
+        /* Minor steps are dots with a tooltip; the rest get a label in the
+         * first of the lane's rows where it covers no other label. Near the
+         * right edge a label ends at its event instead of starting there. */
         if (strcmp(e->kind, "step") == 0)
             continue;
         char shortt[72];
         snprintf(shortt, sizeof(shortt), "%.60s%s", e->text, strlen(e->text) > 60 ? "..." : "");
         double width = 5.0 * (double)strlen(shortt);
-        double lx = x + 3;
-        int row = label_end[li][0] <= label_end[li][1] ? 0 : 1;
-        if (lx < label_end[li][row])
-            lx = label_end[li][row] + 4;
-        label_end[li][row] = lx + width;
-        /* Near the right edge a label ends at its event instead. */
-        const char *anchor = "start";
-        if (lx + width > W - 5) {
-            lx = x - 3;
-            anchor = "end";
-        }
-        fprintf(f, "<text x=\"%.1f\" y=\"%d\" text-anchor=\"%s\" class=\"label\">", lx, row ? y + 15 : y - 8,
-                anchor);
+        int end_anchor = x + 3 + width > W - 5;
+        double a = end_anchor ? x - 3 - width : x + 3, b = a + width;
+        int row = 0;
+        while (row < ROWS - 1 && overlaps(&used[li][row], a, b))
+            row++;
+        take(&used[li][row], a, b);
+        fprintf(f, "<text x=\"%.1f\" y=\"%d\" text-anchor=\"%s\" class=\"label\">",
+                end_anchor ? x - 3 : x + 3, y + row_dy[row], end_anchor ? "end" : "start");
         xml_text(f, shortt);
         fputs("</text>\n", f);
     }
@@ -230,7 +260,7 @@ int sc_write_svg(FILE *f, const struct sc_result *runs, int n)
         "font-family=\"sans-serif\">\n"
         "<style>.title{font-size:15px;font-weight:bold}.verdict{font-size:12px;fill:#333}"
         ".lane{font-size:12px}.axis{stroke:#ccc}.tick{font-size:9px;fill:#888}"
-        ".label{font-size:9px;fill:#222}.lease{opacity:.55}.pause{fill:#b33;opacity:.35}"
+        ".label{font-size:9px;fill:#222}.lease{opacity:.55}.pause{fill:#c22;opacity:.8}"
         ".ok{stroke:#2a8a2a;stroke-width:2}.refused{stroke:#c22;stroke-width:2;stroke-dasharray:4 "
         "2}</style>\n"
         "<defs><marker id=\"ok\" markerWidth=\"8\" markerHeight=\"8\" refX=\"4\" refY=\"4\" orient=\"auto\">"
