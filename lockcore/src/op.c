@@ -333,6 +333,27 @@ static void raise_begin(struct op *op, uint64_t now)
     phase_begin(op, PH_RAISE, STEP_RAISE, now);
 }
 
+static int same_key(const struct op *a, const struct op *b)
+{
+    return a->key_len == b->key_len && memcmp(a->key, b->key, a->key_len) == 0;
+}
+
+/* A release of this client frees the resource for the acquisitions of the
+ * same client that wait to retry it: the oldest of them tries again now
+ * instead of sleeping out its retry delay. Its command goes out before
+ * anything the release's own callback starts (replies and timers are
+ * handled before callbacks run), so waiters of one client get the resource
+ * in the order they asked for it. */
+static void wake_local_waiter(const struct op *rel, uint64_t now)
+{
+    struct op *oldest = NULL;
+    for (struct op *o = rel->c->active; o != NULL; o = o->next) /* newest first */
+        if (o->kind == OP_ACQUIRE && o->phase == PH_RETRY_WAIT && same_key(o, rel))
+            oldest = o;
+    if (oldest != NULL && oldest->retry_at_ms > now)
+        oldest->retry_at_ms = now;
+}
+
 static void decide(struct op *op, uint64_t now)
 {
     lockcore_client *c = op->c;
@@ -405,6 +426,7 @@ static void decide(struct op *op, uint64_t now)
     case PH_RELEASE:
         if (answered < c->n)
             return;
+        wake_local_waiter(op, now);
         op->lock.nodes_ok = yes;
         op->lock.validity_ms = 0;
         op->lock.valid_until_ms = 0;
@@ -425,11 +447,40 @@ static void decide(struct op *op, uint64_t now)
     }
 }
 
+/* An acquisition that may retry, started while another operation of this
+ * client is acquiring, waiting for or releasing the same resource, would
+ * only lose to it: its command queues behind the other's on every
+ * connection. It waits its retry delay instead, without an attempt, and is
+ * woken early by the release that frees the resource. */
+static int queue_behind_local(struct op *op, uint64_t now)
+{
+    lockcore_client *c = op->c;
+    if (c->o.retry_count == 0)
+        return 0;
+    int busy = 0;
+    for (const struct op *o = c->active; o != NULL && !busy; o = o->next)
+        busy = o != op && same_key(o, op) &&
+               ((o->kind == OP_ACQUIRE && o->phase != PH_DONE) ||
+                (o->kind == OP_RELEASE && o->phase == PH_RELEASE));
+    if (!busy)
+        return 0;
+    uint64_t delay = c->o.retry_delay_ms;
+    if (c->o.retry_jitter_ms > 0)
+        delay += lockcore__rand64(&c->rng) % (c->o.retry_jitter_ms + 1);
+    if (op->wait_deadline_ms != 0 && now + delay >= op->wait_deadline_ms)
+        return 0;
+    op->phase = PH_RETRY_WAIT;
+    op->serial = ++c->serial;
+    op->retry_at_ms = now + delay;
+    return 1;
+}
+
 void lockcore__op_start(struct op *op, uint64_t now)
 {
     switch (op->kind) {
     case OP_ACQUIRE:
-        attempt_begin(op, now);
+        if (!queue_behind_local(op, now))
+            attempt_begin(op, now);
         break;
     case OP_EXTEND:
         if (lockcore_remaining_ms(&op->lock) == 0) {
