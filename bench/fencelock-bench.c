@@ -3,7 +3,8 @@
  * real redis-server masters, one JSON line per workload on stdout.
  *
  *   fencelock-bench [--nodes host:port,...] [--workloads w1,w2,w3,w4]
- *                   [--fencing off|on|both] [--quick] [--round N]
+ *                   [--fencing off|on|both] [--modes shared,threads]
+ *                   [--quick] [--round N]
  *                   [--storage-guard PATH]
  *
  * Without --nodes it starts 5 redis-server processes of its own (the test
@@ -27,6 +28,7 @@
 #include <inttypes.h>
 #include <math.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -48,8 +50,9 @@
 struct settings {
     const char *nodes[MAX_NODES];
     size_t n_nodes;
-    int w[5];       /* w[1..4]: run workload */
-    int fencing[2]; /* fencing[0]: off, fencing[1]: on */
+    int w[5];            /* w[1..4]: run workload */
+    int fencing[2];      /* fencing[0]: off, fencing[1]: on */
+    int shared, threads; /* modes of w2 and w3 */
     int quick;
     int round;
     const char *storage_guard;
@@ -219,6 +222,14 @@ static lockcore_client *client_new(int fencing, int contention)
     return c;
 }
 
+/* Failures are counted, and the first few named on stderr. */
+static void note_error(const char *what, lockcore_client *c, int rc)
+{
+    static atomic_int shown;
+    if (atomic_fetch_add(&shown, 1) < 5)
+        fprintf(stderr, "fencelock-bench: %s: %s: %s\n", what, lockcore_strerror(rc), lockcore_errmsg(c));
+}
+
 static void die_rc(const char *what, lockcore_client *c, int rc)
 {
     fprintf(stderr, "fencelock-bench: %s: %s: %s\n", what, lockcore_strerror(rc), lockcore_errmsg(c));
@@ -292,9 +303,10 @@ static void w2_released(lockcore_client *c, int rc, const struct lockcore_lock *
     (void)lock;
     struct w2_slot *s = arg;
     uint64_t t = now_ns();
-    if (rc < 0)
+    if (rc < 0) {
         s->run->errors++;
-    else if (t >= s->run->warm_end && t < s->run->end) {
+        note_error("w2 release", c, rc);
+    } else if (t >= s->run->warm_end && t < s->run->end) {
         s->run->cycles++;
         samples_add(&s->run->lat, t - s->started);
     }
@@ -307,6 +319,7 @@ static void w2_acquired(lockcore_client *c, int rc, const struct lockcore_lock *
     struct w2_slot *s = arg;
     if (rc < 0) {
         s->run->errors++;
+        note_error("w2 acquire", c, rc);
         if (now_ns() < s->run->end)
             w2_start(c, s);
         return;
@@ -379,9 +392,10 @@ static void *w2_worker_main(void *arg)
         if (rc == 0)
             rc = lockcore_release(c, &lock);
         uint64_t e = now_ns();
-        if (rc < 0)
+        if (rc < 0) {
             w->errors++;
-        else if (e >= w->warm_end && e < w->end) {
+            note_error("w2 cycle", c, rc);
+        } else if (e >= w->warm_end && e < w->end) {
             w->cycles++;
             samples_add(&w->lat, e - a);
         }
@@ -485,8 +499,10 @@ static void w3_released(lockcore_client *c, int rc, const struct lockcore_lock *
 {
     (void)lock;
     struct w3_shared_worker *w = arg;
-    if (rc < 0)
+    if (rc < 0 && rc != LOCKCORE_ECANCELED) {
         w->run->errors++;
+        note_error("w3 release", c, rc);
+    }
     if (now_ns() < w->run->end)
         w3_acquire(c, w);
 }
@@ -495,8 +511,10 @@ static void w3_acquired(lockcore_client *c, int rc, const struct lockcore_lock *
 {
     struct w3_shared_worker *w = arg;
     if (rc < 0) {
-        if (rc != LOCKCORE_ECANCELED)
+        if (rc != LOCKCORE_ECANCELED) {
             w->run->errors++;
+            note_error("w3 acquire", c, rc);
+        }
         if (now_ns() < w->run->end)
             w3_acquire(c, w);
         return;
@@ -571,6 +589,7 @@ static void *w3_thread_main(void *arg)
         int rc = lockcore_acquire(c, "w3t", &lock);
         uint64_t t = now_ns();
         if (rc < 0) {
+            note_error("w3 acquire", c, rc);
             pthread_mutex_lock(&r->mu);
             r->errors++;
             pthread_mutex_unlock(&r->mu);
@@ -581,6 +600,7 @@ static void *w3_thread_main(void *arg)
         pthread_mutex_unlock(&r->mu);
         rc = lockcore_release(c, &lock);
         if (rc < 0) {
+            note_error("w3 release", c, rc);
             pthread_mutex_lock(&r->mu);
             r->errors++;
             pthread_mutex_unlock(&r->mu);
@@ -613,7 +633,8 @@ static void w3_threads(int fencing)
 static void usage(void)
 {
     fprintf(stderr, "usage: fencelock-bench [--nodes host:port,...] [--workloads w1,w2,w3,w4]\n"
-                    "                       [--fencing off|on|both] [--quick] [--round N]\n"
+                    "                       [--fencing off|on|both] [--modes shared,threads]\n"
+                    "                       [--quick] [--round N]\n"
                     "                       [--storage-guard PATH]\n");
     exit(2);
 }
@@ -623,6 +644,7 @@ int main(int argc, char **argv)
     char *nodes_arg = NULL;
     const char *workloads = "w1,w2,w3";
     const char *fencing = "both";
+    const char *modes = "shared,threads";
     S.round = 1;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--nodes") == 0 && i + 1 < argc)
@@ -631,6 +653,8 @@ int main(int argc, char **argv)
             workloads = argv[++i];
         else if (strcmp(argv[i], "--fencing") == 0 && i + 1 < argc)
             fencing = argv[++i];
+        else if (strcmp(argv[i], "--modes") == 0 && i + 1 < argc)
+            modes = argv[++i];
         else if (strcmp(argv[i], "--quick") == 0)
             S.quick = 1;
         else if (strcmp(argv[i], "--round") == 0 && i + 1 < argc)
@@ -645,6 +669,8 @@ int main(int argc, char **argv)
         snprintf(name, sizeof(name), "w%d", k);
         S.w[k] = strstr(workloads, name) != NULL;
     }
+    S.shared = strstr(modes, "shared") != NULL;
+    S.threads = strstr(modes, "threads") != NULL;
     S.fencing[0] = strcmp(fencing, "on") != 0;
     S.fencing[1] = strcmp(fencing, "off") != 0;
     S.w1_warmup = S.quick ? 50 : 200;
@@ -679,14 +705,14 @@ int main(int argc, char **argv)
             continue;
         if (S.w[1])
             w1(f);
-        if (S.w[2]) {
+        if (S.w[2] && S.shared)
             w2_shared(f);
+        if (S.w[2] && S.threads)
             w2_threads(f);
-        }
-        if (S.w[3]) {
+        if (S.w[3] && S.shared)
             w3_shared(f);
+        if (S.w[3] && S.threads)
             w3_threads(f);
-        }
     }
     rh_cluster_free(cluster);
     return 0;
