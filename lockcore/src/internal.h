@@ -28,6 +28,10 @@ int lockcore__parse_address(const char *s, struct address *a, char *err, size_t 
 /* ---- utilities ---- */
 uint64_t lockcore__wall_us(void *arg);
 int lockcore__random_bytes(void *buf, size_t n);
+struct lockcore__idpool;
+struct lockcore__idpool *lockcore__idpool_new(void); /* NULL: read ids directly */
+void lockcore__idpool_free(struct lockcore__idpool *pool);
+int lockcore__id_bytes(struct lockcore__idpool *pool, void *out, size_t n);
 uint64_t lockcore__rand64(uint64_t *state);
 void lockcore__fmt(char *buf, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
@@ -134,6 +138,7 @@ struct lockcore_client {
     char sha[SCRIPT_COUNT][41]; /* learned from SCRIPT LOAD; "" until known */
     uint64_t serial;
     uint64_t rng;
+    struct lockcore__idpool *idpool;  /* random bytes for lock ids; may be NULL */
     struct op *active;                /* doubly linked */
     struct op *done_head, *done_tail; /* ended, callbacks not yet run */
     struct op *free_ops;
