@@ -11,7 +11,6 @@
  * nodes that have not answered count as failed.
  */
 #include <errno.h>
-#include <inttypes.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -70,14 +69,26 @@ void lockcore__ops_free(lockcore_client *c)
 
 /* ---- sending ---- */
 
+/* v in decimal (buf holds at least 21 bytes). Not printf: this runs for
+ * every command of every operation. */
 static void u64s(char *buf, size_t cap, uint64_t v)
 {
-    lockcore__fmt(buf, cap, "%" PRIu64, v);
+    char tmp[24];
+    size_t n = 0;
+    do {
+        tmp[n++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v > 0 && n < sizeof(tmp));
+    if (n >= cap)
+        n = cap - 1;
+    for (size_t k = 0; k < n; k++)
+        buf[k] = tmp[n - 1 - k];
+    buf[n] = '\0';
 }
 
 /* Build and queue the command of `step` for one node. EVALSHA when the
  * script's sha is known, else EVAL (which also caches the script). */
-int lockcore__op_resend(struct op *op, unsigned i, enum step step, int use_eval)
+int lockcore__op_resend(struct op *op, unsigned i, enum step step, int use_eval, uint64_t now)
 {
     lockcore_client *c = op->c;
     struct node *n = &c->nodes[i];
@@ -96,7 +107,7 @@ int lockcore__op_resend(struct op *op, unsigned i, enum step step, int use_eval)
             /* Plain Redlock: the classic SET NX PX, no script needed. */
             const char *v[] = {"SET", op->key, op->lock.id, "NX", "PX", ttl};
             size_t l[] = {3, op->key_len, LOCKCORE_ID_LEN, 2, 2, strlen(ttl)};
-            return lockcore__node_send(c, n, 6, v, l, op, step, 0);
+            return lockcore__node_send(c, n, 6, v, l, op, step, 0, now);
         }
         u64s(prop, sizeof(prop), op->proposal);
         u64s(idle, sizeof(idle), c->o.fence_idle_ms);
@@ -137,8 +148,7 @@ int lockcore__op_resend(struct op *op, unsigned i, enum step step, int use_eval)
         return -EINVAL;
     }
 
-    char nk[4];
-    lockcore__fmt(nk, sizeof(nk), "%d", nkeys);
+    const char *nk = nkeys == 2 ? "2" : "1";
     if (use_eval || c->sha[script][0] == '\0') {
         argv[argc] = "EVAL", lens[argc++] = 4;
         argv[argc] = lockcore__scripts[script], lens[argc++] = strlen(lockcore__scripts[script]);
@@ -156,7 +166,7 @@ int lockcore__op_resend(struct op *op, unsigned i, enum step step, int use_eval)
     }
     for (int k = 0; k < nargs; k++)
         argv[argc] = args[k], lens[argc++] = alens[k];
-    return lockcore__node_send(c, n, argc, argv, lens, step == STEP_IGNORE ? NULL : op, step, 0);
+    return lockcore__node_send(c, n, argc, argv, lens, step == STEP_IGNORE ? NULL : op, step, 0, now);
 }
 
 static void note_failure(struct op *op, unsigned i, const char *why)
@@ -188,7 +198,7 @@ static void phase_begin(struct op *op, enum phase ph, enum step step, uint64_t n
             continue;
         }
         connecting |= n->state == NODE_CONNECTING;
-        if (lockcore__op_resend(op, i, step, 0) < 0) {
+        if (lockcore__op_resend(op, i, step, 0, now) < 0) {
             op->slot[i] = SLOT_NET;
             note_failure(op, i, "out of memory");
         }
@@ -226,7 +236,7 @@ static void attempt_failed(struct op *op, int rc, uint64_t now)
     lockcore_client *c = op->c;
     for (unsigned i = 0; i < c->n; i++)
         if (c->nodes[i].state != NODE_DOWN)
-            lockcore__op_resend(op, i, STEP_IGNORE, 0);
+            lockcore__op_resend(op, i, STEP_IGNORE, 0, now);
 
     int retries_left = c->o.retry_count < 0 || op->lock.attempts <= (unsigned)c->o.retry_count;
     uint64_t delay = c->o.retry_delay_ms;
@@ -570,7 +580,7 @@ void lockcore__op_reply(struct op *op, unsigned i, enum step step, redisReply *r
     if (is_noscript(r)) {
         /* The node lost its script cache (SCRIPT FLUSH, or a restart we
          * have not seen): send the whole script this once. */
-        if (lockcore__op_resend(op, i, step, 1) < 0)
+        if (lockcore__op_resend(op, i, step, 1, now) < 0)
             slot_error(op, i, r);
         else
             return;
