@@ -15,7 +15,8 @@
  *
  * Workloads (see docs/benchmarks.md):
  *   w1  one client, sequential acquire + release of a fresh resource
- *   w2  64 cycles always in flight on distinct resources: one shared client
+ *   w2  64 cycles always in flight, each on its own resource (slot i always
+ *       locks "w2:i", so no two cycles in flight share one): one shared client
  *       (non-blocking API, one connection per node) and one blocking client
  *       per worker thread
  *   w3  16 workers on one resource with retries: one shared client, and
@@ -289,7 +290,6 @@ struct w2_slot {
 
 struct w2_run {
     uint64_t warm_end, end;
-    uint64_t seq;
     int fencing;
     struct samples lat;
     uint64_t cycles, errors;
@@ -332,7 +332,7 @@ static void w2_acquired(lockcore_client *c, int rc, const struct lockcore_lock *
 static void w2_start(lockcore_client *c, struct w2_slot *s)
 {
     char res[64];
-    snprintf(res, sizeof(res), "w2:%d:%" PRIu64, s->run->fencing, s->run->seq++);
+    snprintf(res, sizeof(res), "w2:%d:%d", s->run->fencing, s->id);
     s->started = now_ns();
     int rc = lockcore_acquire_async(c, res, w2_acquired, s);
     if (rc < 0)
@@ -386,7 +386,7 @@ static void *w2_worker_main(void *arg)
         uint64_t a = now_ns();
         if (a >= w->end)
             break;
-        snprintf(res, sizeof(res), "w2t:%d:%d:%" PRIu64, w->fencing, w->id, i);
+        snprintf(res, sizeof(res), "w2t:%d:%d", w->fencing, w->id);
         struct lockcore_lock lock;
         int rc = lockcore_acquire(c, res, &lock);
         if (rc == 0)
