@@ -11,7 +11,8 @@
 #    stopped by their PIDs at exit),
 # 4. runs N rounds (default 3), each running the three contestants in a
 #    rotated order: redis-benchmark (the ceiling), node-redlock W1-W3,
-#    fencelock W1-W3 with fencing off and on,
+#    fencelock W1-W3 with fencing off and on (and W4, fenced writes to
+#    storage-guard, when a storage-guard binary is there),
 # 5. prints the table of medians and ratios (bench/table.mjs).
 #
 # Every JSON line is kept in $OUT (default: a file in the temporary folder),
@@ -54,6 +55,15 @@ if [ ! -f "$BUILD/build.ninja" ]; then
 fi
 ninja -C "$BUILD" bench/fencelock-bench >/dev/null
 BENCH=$BUILD/bench/fencelock-bench
+# W4 needs storage-guard: the one built here, or STORAGE_GUARD=path.
+ninja -C "$BUILD" storage-guard/storage-guard >/dev/null 2>&1 || true
+STORAGE_GUARD=${STORAGE_GUARD:-$BUILD/storage-guard/storage-guard}
+W4=()
+if [ -x "$STORAGE_GUARD" ]; then
+  W4=(--storage-guard "$STORAGE_GUARD")
+else
+  echo "compare.sh: no storage-guard at $STORAGE_GUARD: W4 is skipped" >&2
+fi
 
 # ---- node-redlock, in the temporary folder ----
 mkdir -p "$WORK/peer"
@@ -126,7 +136,9 @@ run_peer() { # round
 }
 
 run_fencelock() { # round
-  "$BENCH" --nodes "$NODE_LIST" --workloads w1,w2,w3 --fencing both --round "$1" $QUICK >>"$OUT"
+  local w=w1,w2,w3
+  [ ${#W4[@]} -gt 0 ] && w=w1,w2,w3,w4
+  "$BENCH" --nodes "$NODE_LIST" --workloads "$w" --fencing both --round "$1" $QUICK "${W4[@]}" >>"$OUT"
 }
 
 LOAD_BEFORE=$(uptime)

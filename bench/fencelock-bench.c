@@ -28,6 +28,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
+#include <signal.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdarg.h>
@@ -628,6 +629,165 @@ static void w3_threads(int fencing)
     pthread_mutex_destroy(&r.mu);
 }
 
+/* ---- W4: fenced writes to storage-guard over HTTP ---- */
+
+#define W4_WRITERS 64
+
+struct w4_run {
+    int port;
+    uint64_t warm_end, end;
+    int shared; /* 1: every writer writes under one resource and its token */
+    uint64_t shared_token;
+    pthread_mutex_t mu;
+    struct samples lat;
+    uint64_t writes, refused, errors;
+};
+
+struct w4_writer {
+    pthread_t th;
+    struct w4_run *run;
+    int id;
+};
+
+static void *w4_writer_main(void *arg)
+{
+    struct w4_writer *w = arg;
+    struct w4_run *r = w->run;
+    lockcore_client *c = NULL;
+    struct lockcore_lock lock;
+    char key[64], resource[64], path[128];
+    uint64_t token = r->shared_token;
+    snprintf(key, sizeof(key), "w4-%s-%d", r->shared ? "s" : "d", w->id);
+    snprintf(resource, sizeof(resource), "%s", r->shared ? "w4-shared" : key);
+    if (!r->shared) {
+        /* Each writer holds the lock of its own record; the token of that
+         * grant goes with every write. */
+        c = client_new(1, 0);
+        int rc = lockcore_acquire(c, resource, &lock);
+        if (rc < 0)
+            die_rc("w4 acquire", c, rc);
+        token = lock.token;
+    }
+    snprintf(path, sizeof(path), "/v1/records/%s", key);
+    struct samples lat = {0};
+    uint64_t writes = 0, refused = 0, errors = 0;
+    static const char *const headers[] = {"Content-Type: application/json", NULL};
+    for (uint64_t i = 0;; i++) {
+        uint64_t a = now_ns();
+        if (a >= r->end)
+            break;
+        char body[256];
+        int n = snprintf(body, sizeof(body),
+                         "{\"value\":{\"writer\":%d,\"n\":%" PRIu64 "},\"token\":%" PRIu64
+                         ",\"resource\":\"%s\"}",
+                         w->id, i, token, resource);
+        struct hc_response resp;
+        int rc = hc_request("127.0.0.1", r->port, "PUT", path, headers, body, (size_t)n, 10000, &resp);
+        uint64_t e = now_ns();
+        int ok = rc == 0 && resp.status == 200;
+        if (rc == 0 && resp.status == 409)
+            refused++;
+        else if (!ok)
+            errors++;
+        if (rc == 0)
+            hc_response_free(&resp);
+        if (ok && e >= r->warm_end && e < r->end) {
+            writes++;
+            samples_add(&lat, e - a);
+        }
+    }
+    if (c != NULL) {
+        lockcore_release(c, &lock);
+        lockcore_client_free(c);
+    }
+    pthread_mutex_lock(&r->mu);
+    samples_merge(&r->lat, &lat);
+    r->writes += writes;
+    r->refused += refused;
+    r->errors += errors;
+    pthread_mutex_unlock(&r->mu);
+    samples_free(&lat);
+    return NULL;
+}
+
+/* Start storage-guard on a fresh database in dir; returns its PID and
+ * writes its port. */
+static pid_t sg_start(const char *dir, int *port)
+{
+    char db[512], portfile[512], log[512];
+    snprintf(db, sizeof(db), "%s/records.db", dir);
+    snprintf(portfile, sizeof(portfile), "%s/port", dir);
+    snprintf(log, sizeof(log), "%s/storage-guard.log", dir);
+    char *argv[] = {(char *)S.storage_guard, "--db", db,  "--listen", "127.0.0.1:0", "--port-file", portfile,
+                    "--log-level",           "warn", NULL};
+    pid_t pid = hp_spawn(argv, NULL, log);
+    if (pid < 0)
+        return pid;
+    for (int i = 0; i < 500; i++) {
+        FILE *f = fopen(portfile, "r");
+        if (f != NULL) {
+            int ok = fscanf(f, "%d", port) == 1;
+            fclose(f);
+            if (ok)
+                return pid;
+        }
+        hp_sleep_ms(10);
+    }
+    fprintf(stderr, "fencelock-bench: storage-guard wrote no port (see %s)\n", log);
+    hp_signal(pid, SIGKILL, 0);
+    return -ETIMEDOUT;
+}
+
+static void w4(int shared)
+{
+    flushall();
+    char dir[256];
+    if (rh_mkdtemp("bench-sg", dir, sizeof(dir)) < 0)
+        exit(2);
+    struct w4_run r;
+    memset(&r, 0, sizeof(r));
+    pthread_mutex_init(&r.mu, NULL);
+    r.shared = shared;
+    pid_t pid = sg_start(dir, &r.port);
+    if (pid < 0)
+        exit(2);
+    lockcore_client *c = NULL;
+    struct lockcore_lock lock;
+    if (shared) {
+        /* One holder of the shared resource; its 64 writers write under its
+         * token (an equal token is the same holder writing again). */
+        c = client_new(1, 0);
+        int rc = lockcore_acquire(c, "w4-shared", &lock);
+        if (rc < 0)
+            die_rc("w4 acquire", c, rc);
+        r.shared_token = lock.token;
+    }
+    r.warm_end = now_ns() + (uint64_t)(S.warmup_s * 1e9);
+    r.end = r.warm_end + (uint64_t)(S.measure_s * 1e9);
+    struct w4_writer ws[W4_WRITERS];
+    for (int i = 0; i < W4_WRITERS; i++) {
+        ws[i].run = &r;
+        ws[i].id = i;
+        pthread_create(&ws[i].th, NULL, w4_writer_main, &ws[i]);
+    }
+    for (int i = 0; i < W4_WRITERS; i++)
+        pthread_join(ws[i].th, NULL);
+    if (c != NULL) {
+        lockcore_release(c, &lock);
+        lockcore_client_free(c);
+    }
+    hp_signal(pid, SIGTERM, 10000);
+    rh_rmtree(dir);
+    jbegin("w4", shared ? "shared-resource" : "distinct-keys", 1);
+    jadd(",\"writers\":%d,\"writes\":%" PRIu64 ",\"writes_per_s\":%.1f,\"refused\":%" PRIu64
+         ",\"errors\":%" PRIu64,
+         W4_WRITERS, r.writes, (double)r.writes / S.measure_s, r.refused, r.errors);
+    jpct("write", &r.lat);
+    jend();
+    samples_free(&r.lat);
+    pthread_mutex_destroy(&r.mu);
+}
+
 /* ---- main ---- */
 
 static void usage(void)
@@ -713,6 +873,14 @@ int main(int argc, char **argv)
             w3_shared(f);
         if (S.w[3] && S.threads)
             w3_threads(f);
+    }
+    if (S.w[4]) {
+        if (S.storage_guard == NULL) {
+            fprintf(stderr, "fencelock-bench: w4 needs --storage-guard PATH\n");
+            return 2;
+        }
+        w4(0);
+        w4(1);
     }
     rh_cluster_free(cluster);
     return 0;

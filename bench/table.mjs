@@ -144,4 +144,17 @@ for (const [w, m, f, label, better, targeted] of fence) {
     `${fmtR(r)} | ${targeted ? (better === "low" ? "≤ 1.10×" : "≥ 0.90×") : ""} | ` +
     `${targeted ? (ok ? "yes" : "**no**") : ""} |`);
 }
+const w4 = lines.filter((l) => l.bench === "fencelock" && l.workload === "w4");
+if (w4.length > 0) {
+  p();
+  p("Fenced writes to storage-guard over HTTP (64 writers, synchronous=FULL; fencelock only):");
+  p();
+  p("| W4 | writes/s | write p50 µs | write p99 µs | refused | errors |");
+  p("| --- | --- | --- | --- | --- | --- |");
+  for (const m of ["distinct-keys", "shared-resource"]) {
+    p(`| ${m} | ${cell("fencelock", "w4", m, 1, "writes_per_s")} | ${cell("fencelock", "w4", m, 1, "write_p50_us")} | ` +
+      `${cell("fencelock", "w4", m, 1, "write_p99_us")} | ${fmt(med("fencelock", "w4", m, 1, "refused"))} | ` +
+      `${fmt(med("fencelock", "w4", m, 1, "errors"))} |`);
+  }
+}
 console.log(out.join("\n"));
