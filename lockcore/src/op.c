@@ -350,10 +350,12 @@ static int same_key(const struct op *a, const struct op *b)
 
 /* A release of this client frees the resource for the acquisitions of the
  * same client that wait to retry it: the oldest of them tries again now
- * instead of sleeping out its retry delay. Its command goes out before
- * anything the release's own callback starts (replies and timers are
- * handled before callbacks run), so waiters of one client get the resource
- * in the order they asked for it. */
+ * instead of sleeping out its retry delay. It need not wait for the release
+ * to be answered: on every connection its command goes out after the
+ * release's compare-and-delete, so each node runs the two in that order,
+ * and the lock passes within one round trip. Its command also goes out
+ * before anything the release's callback starts, so waiters of one client
+ * get the resource in the order they asked for it. */
 static void wake_local_waiter(const struct op *rel, uint64_t now)
 {
     struct op *oldest = NULL;
@@ -436,7 +438,6 @@ static void decide(struct op *op, uint64_t now)
     case PH_RELEASE:
         if (answered < c->n)
             return;
-        wake_local_waiter(op, now);
         op->lock.nodes_ok = yes;
         op->lock.validity_ms = 0;
         op->lock.valid_until_ms = 0;
@@ -504,6 +505,7 @@ void lockcore__op_start(struct op *op, uint64_t now)
         break;
     case OP_RELEASE:
         phase_begin(op, PH_RELEASE, STEP_RELEASE, now);
+        wake_local_waiter(op, now);
         break;
     case OP_STATUS:
         for (unsigned i = 0; i < op->c->n; i++) {
