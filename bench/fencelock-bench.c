@@ -36,6 +36,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <hiredis/hiredis.h>
@@ -146,11 +147,22 @@ static void jadd(const char *fmt, ...)
         Jn += (size_t)w < sizeof(J) - Jn ? (size_t)w : sizeof(J) - Jn - 1;
 }
 
+static double self_cpu_s(void);
+static double servers_cpu_s(void);
+static atomic_ullong ops_total;
+static double mark_client_s, mark_servers_s;
+
+/* Starts the line with the CPU per operation since the workload began:
+ * this process's, and the redis-server nodes' together. */
 static void jbegin(const char *workload, const char *mode, int fencing)
 {
+    double ops = (double)atomic_load(&ops_total);
+    double client = self_cpu_s() - mark_client_s, servers = servers_cpu_s() - mark_servers_s;
     Jn = 0;
     jadd("{\"bench\":\"fencelock\",\"round\":%d,\"workload\":\"%s\",\"mode\":\"%s\",\"fencing\":%d", S.round,
          workload, mode, fencing);
+    jadd(",\"client_cpu_us_per_op\":%.1f,\"servers_cpu_us_per_op\":%.1f", ops > 0 ? client / ops * 1e6 : 0,
+         ops > 0 ? servers / ops * 1e6 : 0);
 }
 
 static void jpct(const char *name, struct samples *s)
@@ -169,33 +181,72 @@ static void jend(void)
 
 /* ---- nodes and clients ---- */
 
+static redisContext *node_connect(size_t i)
+{
+    char host[256];
+    const char *a = S.nodes[i];
+    const char *colon = strrchr(a, ':');
+    if (colon == NULL || (size_t)(colon - a) >= sizeof(host)) {
+        fprintf(stderr, "fencelock-bench: bad node %s\n", a);
+        exit(2);
+    }
+    memcpy(host, a, (size_t)(colon - a));
+    host[colon - a] = '\0';
+    redisContext *ctx = redisConnect(host, atoi(colon + 1));
+    if (ctx == NULL || ctx->err) {
+        fprintf(stderr, "fencelock-bench: cannot reach %s\n", a);
+        exit(2);
+    }
+    return ctx;
+}
+
+/* CPU seconds used so far by all redis-server nodes (INFO cpu), and by
+ * this process (all threads). */
+static double servers_cpu_s(void)
+{
+    double total = 0;
+    for (size_t i = 0; i < S.n_nodes; i++) {
+        redisContext *ctx = node_connect(i);
+        redisReply *r = redisCommand(ctx, "INFO cpu");
+        if (r != NULL && r->type == REDIS_REPLY_STRING) {
+            const char *k;
+            if ((k = strstr(r->str, "used_cpu_sys:")) != NULL)
+                total += atof(k + 13);
+            if ((k = strstr(r->str, "used_cpu_user:")) != NULL)
+                total += atof(k + 14);
+        }
+        freeReplyObject(r);
+        redisFree(ctx);
+    }
+    return total;
+}
+
+static double self_cpu_s(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 + (double)ru.ru_stime.tv_sec +
+           (double)ru.ru_stime.tv_usec / 1e6;
+}
+
+/* ops_total: every operation a workload completed, warm-up included;
+ * mark_*: the CPU used when it started (see jbegin). */
+
 static void flushall(void)
 {
     for (size_t i = 0; i < S.n_nodes; i++) {
-        char host[256];
-        int port;
-        const char *a = S.nodes[i];
-        const char *colon = strrchr(a, ':');
-        if (colon == NULL || (size_t)(colon - a) >= sizeof(host)) {
-            fprintf(stderr, "fencelock-bench: bad node %s\n", a);
-            exit(2);
-        }
-        memcpy(host, a, (size_t)(colon - a));
-        host[colon - a] = '\0';
-        port = atoi(colon + 1);
-        redisContext *ctx = redisConnect(host, port);
-        if (ctx == NULL || ctx->err) {
-            fprintf(stderr, "fencelock-bench: cannot reach %s\n", a);
-            exit(2);
-        }
+        redisContext *ctx = node_connect(i);
         redisReply *r = redisCommand(ctx, "FLUSHALL");
         if (r == NULL || r->type == REDIS_REPLY_ERROR) {
-            fprintf(stderr, "fencelock-bench: FLUSHALL on %s failed\n", a);
+            fprintf(stderr, "fencelock-bench: FLUSHALL on %s failed\n", S.nodes[i]);
             exit(2);
         }
         freeReplyObject(r);
         redisFree(ctx);
     }
+    atomic_store(&ops_total, 0);
+    mark_client_s = self_cpu_s();
+    mark_servers_s = servers_cpu_s();
 }
 
 /* retry_count 0 for the cycle workloads; w3 retries without limit. */
@@ -261,6 +312,7 @@ static void w1(int fencing)
         uint64_t e = now_ns();
         if (rc < 0)
             die_rc("w1 release", c, rc);
+        atomic_fetch_add(&ops_total, 1);
         if (i >= S.w1_warmup) {
             samples_add(&acq, b - a);
             samples_add(&rel, e - b);
@@ -304,6 +356,8 @@ static void w2_released(lockcore_client *c, int rc, const struct lockcore_lock *
     (void)lock;
     struct w2_slot *s = arg;
     uint64_t t = now_ns();
+    if (rc == 0)
+        atomic_fetch_add(&ops_total, 1);
     if (rc < 0) {
         s->run->errors++;
         note_error("w2 release", c, rc);
@@ -393,6 +447,8 @@ static void *w2_worker_main(void *arg)
         if (rc == 0)
             rc = lockcore_release(c, &lock);
         uint64_t e = now_ns();
+        if (rc == 0)
+            atomic_fetch_add(&ops_total, 1);
         if (rc < 0) {
             w->errors++;
             note_error("w2 cycle", c, rc);
@@ -453,6 +509,7 @@ struct w3_run {
 
 static void w3_note(struct w3_run *r, int worker, uint64_t started, uint64_t t, unsigned attempts)
 {
+    atomic_fetch_add(&ops_total, 1);
     if (t < r->warm_end || t >= r->end)
         return;
     samples_add(&r->wait, t - started);
@@ -685,6 +742,8 @@ static void *w4_writer_main(void *arg)
         int rc = hc_request("127.0.0.1", r->port, "PUT", path, headers, body, (size_t)n, 10000, &resp);
         uint64_t e = now_ns();
         int ok = rc == 0 && resp.status == 200;
+        if (ok)
+            atomic_fetch_add(&ops_total, 1);
         if (rc == 0 && resp.status == 409)
             refused++;
         else if (!ok)
@@ -860,20 +919,25 @@ int main(int argc, char **argv)
     if (S.n_nodes == 0)
         usage();
 
-    for (int f = 0; f <= 1; f++) {
-        if (!S.fencing[f])
-            continue;
-        if (S.w[1])
-            w1(f);
-        if (S.w[2] && S.shared)
-            w2_shared(f);
-        if (S.w[2] && S.threads)
-            w2_threads(f);
-        if (S.w[3] && S.shared)
-            w3_shared(f);
-        if (S.w[3] && S.threads)
-            w3_threads(f);
-    }
+    /* Fencing off and on run back to back for each workload, in an order
+     * that alternates with the round, so that a change in the machine's
+     * load falls on both alike. */
+    int order[2] = {S.round % 2 ? 0 : 1, S.round % 2 ? 1 : 0};
+#define BOTH(call)                                                                                           \
+    for (int k = 0; k < 2; k++)                                                                              \
+        if (S.fencing[order[k]])                                                                             \
+            call(order[k]);
+    if (S.w[1])
+        BOTH(w1);
+    if (S.w[2] && S.shared)
+        BOTH(w2_shared);
+    if (S.w[2] && S.threads)
+        BOTH(w2_threads);
+    if (S.w[3] && S.shared)
+        BOTH(w3_shared);
+    if (S.w[3] && S.threads)
+        BOTH(w3_threads);
+#undef BOTH
     if (S.w[4]) {
         if (S.storage_guard == NULL) {
             fprintf(stderr, "fencelock-bench: w4 needs --storage-guard PATH\n");

@@ -55,8 +55,32 @@ function pcts(name, samples) {
   return r;
 }
 
-function emit(obj) {
-  console.log(JSON.stringify({ bench: "node-redlock", round, workload, mode, fencing: 0, ...obj }));
+// CPU per operation since the workload began (after FLUSHALL): this
+// process's, and the redis-server nodes' together (INFO cpu), as
+// fencelock-bench reports it. ops counts every completed operation,
+// warm-up included.
+let ops = 0, markSelf = 0, markServers = 0, infoClients = [];
+const selfCpu = () => {
+  const u = process.cpuUsage();
+  return (u.user + u.system) / 1e6;
+};
+async function serversCpu() {
+  let total = 0;
+  for (const c of infoClients) {
+    const info = await c.info("cpu");
+    for (const k of ["used_cpu_sys", "used_cpu_user"]) {
+      const m = info.match(new RegExp(`${k}:([0-9.]+)`));
+      if (m) total += Number(m[1]);
+    }
+  }
+  return total;
+}
+
+async function emit(obj) {
+  const client = selfCpu() - markSelf, servers = (await serversCpu()) - markServers;
+  const per = (x) => (ops > 0 ? Math.round((x / ops) * 1e7) / 10 : 0);
+  console.log(JSON.stringify({ bench: "node-redlock", round, workload, mode, fencing: 0,
+    client_cpu_us_per_op: per(client), servers_cpu_us_per_op: per(servers), ...obj }));
 }
 
 const allClients = [];
@@ -86,10 +110,18 @@ function redlock(clients, contention) {
 async function flushall() {
   const cs = await connect();
   await Promise.all(cs.map((c) => c.flushall()));
+  infoClients = cs;
+}
+
+async function mark() {
+  ops = 0;
+  markServers = await serversCpu();
+  markSelf = selfCpu();
 }
 
 async function w1() {
   const rl = redlock(await connect(), false);
+  await mark();
   const acq = [], rel = [];
   let t0 = 0n;
   for (let i = 0; i < W1_WARMUP + W1_CYCLES; i++) {
@@ -99,13 +131,14 @@ async function w1() {
     const b = now();
     await rl.release(lock);
     const e = now();
+    ops++;
     if (i >= W1_WARMUP) {
       acq.push(b - a);
       rel.push(e - b);
     }
   }
   const secs = Number(now() - t0) / 1e9;
-  emit({ cycles: W1_CYCLES, cycles_per_s: Math.round((W1_CYCLES / secs) * 10) / 10,
+  await emit({ cycles: W1_CYCLES, cycles_per_s: Math.round((W1_CYCLES / secs) * 10) / 10,
     ...pcts("acquire", acq), ...pcts("release", rel) });
 }
 
@@ -114,6 +147,7 @@ async function w2() {
   const shared = mode === "shared" ? redlock(await connect(), false) : null;
   const locks = [];
   for (let i = 0; i < INFLIGHT; i++) locks.push(shared ?? redlock(await connect(), false));
+  await mark();
   const warmEnd = now() + WARMUP_NS, end = warmEnd + MEASURE_NS;
   const lat = [];
   let cycles = 0, errors = 0;
@@ -129,13 +163,14 @@ async function w2() {
         continue;
       }
       const e = now();
+      ops++;
       if (e >= warmEnd && e < end) {
         cycles++;
         lat.push(e - a);
       }
     }
   }));
-  emit({ inflight: INFLIGHT, cycles, cycles_per_s: Math.round((cycles / MEASURE_S) * 10) / 10, errors,
+  await emit({ inflight: INFLIGHT, cycles, cycles_per_s: Math.round((cycles / MEASURE_S) * 10) / 10, errors,
     ...pcts("cycle", lat) });
 }
 
@@ -144,11 +179,13 @@ async function w3() {
   const shared = mode === "shared" ? redlock(await connect(), true) : null;
   const locks = [];
   for (let i = 0; i < WORKERS; i++) locks.push(shared ?? redlock(await connect(), true));
+  await mark();
   const warmEnd = now() + WARMUP_NS, end = warmEnd + MEASURE_NS;
   const grants = new Array(WORKERS).fill(0);
   const wait = [];
   let attempts = 0, errors = 0, lastGrant = 0n, maxGap = 0n;
   const note = (id, started, t, n) => {
+    ops++;
     if (t < warmEnd || t >= end) return;
     wait.push(t - started);
     grants[id]++;
@@ -183,7 +220,7 @@ async function w3() {
   if (tail > maxGap) maxGap = tail;
   const total = grants.reduce((x, y) => x + y, 0);
   const mn = Math.min(...grants), mx = Math.max(...grants);
-  emit({ workers: WORKERS, handoffs: total, handoffs_per_s: Math.round((total / MEASURE_S) * 10) / 10,
+  await emit({ workers: WORKERS, handoffs: total, handoffs_per_s: Math.round((total / MEASURE_S) * 10) / 10,
     worker_min: mn, worker_max: mx, min_max_ratio: mx ? Math.round((mn / mx) * 1000) / 1000 : 0,
     attempts_per_grant: total ? Math.round((attempts / total) * 100) / 100 : 0,
     max_gap_ms: Math.round(Number(maxGap) / 1e5) / 10, errors, ...pcts("wait", wait) });

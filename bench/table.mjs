@@ -28,7 +28,7 @@ const fmt = (x) => {
   if (Math.abs(x) >= 10) return x.toFixed(1);
   return x.toFixed(2);
 };
-const fmtR = (r) => (Number.isFinite(r) ? `${r.toFixed(2)}×` : "–");
+const fmtR = (r) => (Number.isFinite(r) ? `${r.toFixed(2)}×` : r === Infinity ? "∞ (peer: 0)" : "–");
 const cell = (bench, w, m, f, field) => {
   const [lo, hi] = range(bench, w, m, f, field);
   return `${fmt(med(bench, w, m, f, field))} <sub>${fmt(lo)}–${fmt(hi)}</sub>`;
@@ -144,6 +144,18 @@ for (const [w, m, f, label, better, targeted] of fence) {
     `${fmtR(r)} | ${targeted ? (better === "low" ? "≤ 1.10×" : "≥ 0.90×") : ""} | ` +
     `${targeted ? (ok ? "yes" : "**no**") : ""} |`);
 }
+p();
+p("CPU per operation (cycle, handoff), µs, warm-up included: the client process, and the 5 " +
+  "redis-server nodes together (INFO cpu):");
+p();
+p("| workload | fencelock client | fencelock servers | fencelock servers, fencing on | node-redlock client | node-redlock servers |");
+p("| --- | --- | --- | --- | --- | --- |");
+for (const [w, m] of [["w1", "single"], ["w2", "shared"], ["w2", "threads"], ["w3", "shared"], ["w3", "threads"]]) {
+  p(`| ${w.toUpperCase()} ${m} | ${fmt(med("fencelock", w, m, 0, "client_cpu_us_per_op"))} | ` +
+    `${fmt(med("fencelock", w, m, 0, "servers_cpu_us_per_op"))} | ${fmt(med("fencelock", w, m, 1, "servers_cpu_us_per_op"))} | ` +
+    `${fmt(med("node-redlock", w, m, 0, "client_cpu_us_per_op"))} | ${fmt(med("node-redlock", w, m, 0, "servers_cpu_us_per_op"))} |`);
+}
+
 const w4 = lines.filter((l) => l.bench === "fencelock" && l.workload === "w4");
 if (w4.length > 0) {
   p();
