@@ -116,12 +116,9 @@ static int parse(int argc, char **argv, struct args *a)
 /* PUT the value with the token; report the answer. */
 static void write_value(const struct args *a, const struct lockcore_lock *l)
 {
-    char host[64];
-    int port = 0;
+    /* storage-guard (or the proxy in front of it) is on loopback. */
     const char *colon = strrchr(a->storage, ':');
-    snprintf(host, sizeof(host), "%.*s", colon ? (int)(colon - a->storage) : 0, a->storage);
-    if (colon)
-        port = atoi(colon + 1);
+    int port = colon ? atoi(colon + 1) : 0;
     json_t *body = json_pack("{s:s,s:s}", "value", a->value, "resource", a->resource);
     if (a->fencing)
         json_object_set_new(body, "token", json_integer((json_int_t)l->token));
@@ -129,17 +126,16 @@ static void write_value(const struct args *a, const struct lockcore_lock *l)
     json_decref(body);
     char path[512];
     snprintf(path, sizeof(path), "/v1/records/%s", a->key);
-    const char *hdrs[] = {"Content-Type: application/json", NULL};
     emit(json_pack("{s:s,s:s,s:I}", "ev", "writing", "value", a->value, "token", (json_int_t)l->token));
     struct hc_response r;
-    int rc = hc_request(host, port, "PUT", path, hdrs, b, b ? strlen(b) : 0, 60000, &r);
+    int rc = port > 0 && port < 65536 ? hc_put((uint16_t)port, path, b, NULL, &r) : -EINVAL;
     free(b);
     if (rc != 0) {
         emit(json_pack("{s:s,s:i,s:s}", "ev", "written", "status", 0, "error", strerror(-rc)));
         return;
     }
     emit(json_pack("{s:s,s:i,s:s}", "ev", "written", "status", r.status, "body", r.body));
-    hc_response_free(&r);
+    hc_response_clear(&r);
 }
 
 /* Wait for a line on stdin if the replay stops us at this point. */

@@ -278,9 +278,11 @@ static void record(struct world *w, struct client *c, json_t *ev)
             r->status_a = status;
         else
             r->status_b = status;
+        char with[48] = "";
+        if (token)
+            snprintf(with, sizeof(with), " with token %llu", (unsigned long long)token);
         if (status == 200)
-            event(w, t, -1, "storage", "write-ok", "accepts \"%s\"%s%llu", c->value,
-                  token ? " with token " : "", (unsigned long long)token);
+            event(w, t, -1, "storage", "write-ok", "accepts \"%s\"%s", c->value, with);
         else if (status == 409)
             event(w, t, -1, "storage", "write-refused", "refuses \"%s\": token %llu is stale (409)", c->value,
                   (unsigned long long)token);
@@ -352,14 +354,12 @@ static void read_final_value(struct world *w)
 {
     struct hc_response resp;
     snprintf(w->r->final_value, sizeof(w->r->final_value), "(none)");
-    if (hc_request("127.0.0.1", w->sg_port, "GET", "/v1/records/" RESOURCE, NULL, NULL, 0, 5000, &resp) != 0)
+    if (hc_get((uint16_t)w->sg_port, "/v1/records/" RESOURCE, &resp) != 0)
         return;
-    json_t *j = resp.status == 200 ? json_loads(resp.body, 0, NULL) : NULL;
-    const char *v = json_string_value(json_object_get(j, "value"));
+    const char *v = resp.status == 200 ? json_string_value(json_object_get(resp.json, "value")) : NULL;
     if (v)
         snprintf(w->r->final_value, sizeof(w->r->final_value), "%s", v);
-    json_decref(j);
-    hc_response_free(&resp);
+    hc_response_clear(&resp);
     event(w, now_run(w), -1, "storage", "note", "holds \"%s\"", w->r->final_value);
 }
 

@@ -41,6 +41,18 @@ static void lose(lockcore_keepalive *k, int rc)
         k->on_lost(k->c, rc, &k->lock, k->arg);
 }
 
+/* When to extend next: once renew_before_ms of validity is left. If less
+ * than that is left already (nodes that answered slowly, or renew_before_ms
+ * close to the TTL, which the drift alone eats into), at half of what is
+ * left: extending at once would extend again at once, in a tight loop. */
+static uint64_t renew_at(const lockcore_keepalive *k, uint64_t now)
+{
+    uint64_t until = k->lock.valid_until_ms;
+    uint64_t left = until > now ? until - now : 0;
+    uint64_t before = k->renew_before_ms < left ? k->renew_before_ms : left / 2;
+    return until - before;
+}
+
 static void on_extended(lockcore_client *c, int rc, const struct lockcore_lock *lock, void *arg)
 {
     (void)c;
@@ -54,7 +66,7 @@ static void on_extended(lockcore_client *c, int rc, const struct lockcore_lock *
     if (rc == 0) {
         k->lock = *lock;
         k->extensions++;
-        k->next_try_ms = k->lock.valid_until_ms - k->renew_before_ms;
+        k->next_try_ms = renew_at(k, now);
         return;
     }
     if (rc == LOCKCORE_ELOST || rc == -EINVAL || now >= k->lock.valid_until_ms) {
@@ -68,7 +80,8 @@ static void on_extended(lockcore_client *c, int rc, const struct lockcore_lock *
 }
 
 int lockcore_keepalive_start(lockcore_client *c, const struct lockcore_lock *lock, uint64_t ttl_ms,
-                             uint64_t renew_before_ms, lockcore_cb on_lost, void *arg, lockcore_keepalive **out)
+                             uint64_t renew_before_ms, lockcore_cb on_lost, void *arg,
+                             lockcore_keepalive **out)
 {
     if (c == NULL || lock == NULL || out == NULL)
         return -EINVAL;
@@ -81,7 +94,8 @@ int lockcore_keepalive_start(lockcore_client *c, const struct lockcore_lock *loc
         return -EINVAL;
     }
     if (lockcore_remaining_ms(lock) == 0) {
-        lockcore__fmt(c->errmsg, sizeof(c->errmsg), "keepalive '%s': validity already ran out", lock->resource);
+        lockcore__fmt(c->errmsg, sizeof(c->errmsg), "keepalive '%s': validity already ran out",
+                      lock->resource);
         return LOCKCORE_ELOST;
     }
     lockcore_keepalive *k = calloc(1, sizeof(*k));
@@ -91,7 +105,7 @@ int lockcore_keepalive_start(lockcore_client *c, const struct lockcore_lock *loc
     k->lock = *lock;
     k->ttl_ms = ttl_ms;
     k->renew_before_ms = renew_before_ms;
-    k->next_try_ms = lock->valid_until_ms > renew_before_ms ? lock->valid_until_ms - renew_before_ms : 0;
+    k->next_try_ms = renew_at(k, lockcore_now_ms());
     k->on_lost = on_lost;
     k->arg = arg;
     k->next = c->keepalives;

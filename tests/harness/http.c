@@ -1,238 +1,216 @@
-/* A small blocking HTTP/1.1 client: one request per connection. */
+/* A minimal HTTP/1.1 client over raw sockets, for tests only. */
 #include <errno.h>
-#include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
-#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <arpa/inet.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #include "http.h"
-#include "proc.h"
 
-#define RESPONSE_MAX (64 * 1024 * 1024)
-
-static int connect_to(const char *host, int port, long long deadline)
+void hc_response_clear(struct hc_response *r)
 {
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-    if (inet_pton(AF_INET, host, &a.sin_addr) != 1)
-        return -EINVAL;
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (r == NULL)
+        return;
+    free(r->head);
+    free(r->body);
+    json_decref(r->json);
+    memset(r, 0, sizeof(*r));
+}
+
+static int connect_port(uint16_t port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0)
         return -errno;
+    struct timeval tv = {HC_TIMEOUT_MS / 1000, (HC_TIMEOUT_MS % 1000) * 1000};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-    if (connect(fd, (struct sockaddr *)&a, sizeof(a)) < 0 && errno != EINPROGRESS) {
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(port)};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (connect(fd, (struct sockaddr *)&a, sizeof(a)) < 0) {
         int e = errno;
         close(fd);
         return -e;
     }
-    struct pollfd p = {.fd = fd, .events = POLLOUT};
-    long long left = deadline - hp_now_ms();
-    if (left <= 0 || poll(&p, 1, (int)left) != 1) {
-        close(fd);
-        return -ETIMEDOUT;
-    }
-    int err = 0;
-    socklen_t len = sizeof(err);
-    getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
-    if (err != 0) {
-        close(fd);
-        return -err;
-    }
     return fd;
 }
 
-static int send_all(int fd, const char *buf, size_t len, long long deadline)
+static int send_all(int fd, const char *p, size_t n)
 {
-    size_t off = 0;
-    while (off < len) {
-        ssize_t w = send(fd, buf + off, len - off, MSG_NOSIGNAL);
-        if (w > 0) {
-            off += (size_t)w;
+    while (n > 0) {
+        ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
+        if (w < 0 && errno == EINTR)
             continue;
-        }
-        if (w < 0 && errno != EAGAIN && errno != EINTR)
+        if (w <= 0)
             return -errno;
-        struct pollfd p = {.fd = fd, .events = POLLOUT};
-        long long left = deadline - hp_now_ms();
-        if (left <= 0 || poll(&p, 1, (int)left) == 0)
-            return -ETIMEDOUT;
+        p += w;
+        n -= (size_t)w;
     }
     return 0;
 }
 
-/* Find the end of the header block; returns its length with the blank
- * line, or 0 if not complete yet. */
-static size_t header_end(const char *b, size_t n)
+/* Read to EOF (the server closes after "Connection: close") and split the
+ * answer into head and body. */
+static int read_answer(int fd, struct hc_response *r)
 {
-    for (size_t i = 3; i < n; i++)
-        if (b[i - 3] == '\r' && b[i - 2] == '\n' && b[i - 1] == '\r' && b[i] == '\n')
-            return i + 1;
-    return 0;
-}
-
-static long content_length(const char *hdr, size_t hlen)
-{
-    const char *p = hdr;
-    while (p < hdr + hlen) {
-        const char *eol = memchr(p, '\n', (size_t)(hdr + hlen - p));
-        if (eol == NULL)
-            break;
-        if (strncasecmp(p, "Content-Length:", 15) == 0)
-            return strtol(p + 15, NULL, 10);
-        p = eol + 1;
-    }
-    return -1;
-}
-
-static int exchange(int fd, const char *req, size_t req_len, long long deadline, struct hc_response *out)
-{
-    int rc = send_all(fd, req, req_len, deadline);
-    /* A server may answer (413, 400) and close before reading it all. */
-    int send_failed = rc;
-    size_t cap = 4096, n = 0, hlen = 0;
-    long clen = -1;
-    char *buf = malloc(cap + 1);
+    size_t cap = 8192, len = 0;
+    char *buf = malloc(cap);
     if (buf == NULL)
         return -ENOMEM;
+    int rc = 0;
     for (;;) {
-        if (hlen && clen >= 0 && n >= hlen + (size_t)clen)
-            break;
-        if (n == cap) {
-            if (cap >= RESPONSE_MAX) {
-                rc = -EMSGSIZE;
-                goto fail;
-            }
-            cap *= 2;
-            char *nb = realloc(buf, cap + 1);
-            if (nb == NULL) {
+        if (len + 4096 > cap) {
+            char *b = realloc(buf, cap * 2);
+            if (b == NULL) {
                 rc = -ENOMEM;
-                goto fail;
+                goto out;
             }
-            buf = nb;
+            buf = b;
+            cap *= 2;
         }
-        ssize_t r = recv(fd, buf + n, cap - n, 0);
-        if (r > 0) {
-            n += (size_t)r;
-            if (hlen == 0 && (hlen = header_end(buf, n)) != 0)
-                clen = content_length(buf, hlen);
+        ssize_t n = recv(fd, buf + len, cap - len - 1, 0);
+        if (n < 0 && errno == EINTR)
             continue;
+        if (n < 0) {
+            /* A reset after a complete answer still counts as an answer. */
+            if (len > 0 && errno == ECONNRESET)
+                break;
+            rc = -errno;
+            goto out;
         }
-        if (r == 0)
+        if (n == 0)
             break;
-        if (errno != EAGAIN && errno != EINTR) {
-            rc = n > 0 ? 0 : -errno;
-            if (rc)
-                goto fail;
-            break;
-        }
-        struct pollfd p = {.fd = fd, .events = POLLIN};
-        long long left = deadline - hp_now_ms();
-        if (left <= 0 || poll(&p, 1, (int)left) == 0) {
-            rc = -ETIMEDOUT;
-            goto fail;
-        }
+        len += (size_t)n;
     }
-    buf[n] = '\0';
-    if (hlen == 0 || strncmp(buf, "HTTP/1.", 7) != 0 || n < 12) {
-        rc = n == 0 && send_failed ? send_failed : -EPROTO;
-        goto fail;
+    buf[len] = '\0';
+    char *sep = strstr(buf, "\r\n\r\n");
+    if (len == 0 || sep == NULL || sscanf(buf, "HTTP/1.%*d %d", &r->status) != 1) {
+        rc = -EPROTO;
+        goto out;
     }
-    memset(out, 0, sizeof(*out));
-    out->status = atoi(buf + 9);
-    out->headers = strndup(buf, hlen);
-    size_t blen = n - hlen;
-    if (clen >= 0 && (size_t)clen < blen)
-        blen = (size_t)clen;
-    out->body = malloc(blen + 1);
-    if (out->headers == NULL || out->body == NULL) {
-        hc_response_free(out);
+    size_t head_len = (size_t)(sep - buf);
+    r->head = strndup(buf, head_len);
+    size_t body_len = len - head_len - 4;
+    char cl[32];
+    if (hc_header(r, "Content-Length", cl, sizeof(cl)) != NULL) {
+        size_t want = strtoull(cl, NULL, 10);
+        if (want > body_len) {
+            rc = -EPROTO; /* cut short */
+            goto out;
+        }
+        body_len = want;
+    }
+    r->body = malloc(body_len + 1);
+    if (r->head == NULL || r->body == NULL) {
         rc = -ENOMEM;
-        goto fail;
+        goto out;
     }
-    memcpy(out->body, buf + hlen, blen);
-    out->body[blen] = '\0';
-    out->body_len = blen;
+    memcpy(r->body, sep + 4, body_len);
+    r->body[body_len] = '\0';
+    r->body_len = body_len;
+    r->json = json_loadb(r->body, r->body_len, JSON_DECODE_ANY, NULL);
+out:
     free(buf);
-    return 0;
-fail:
-    free(buf);
+    if (rc != 0)
+        hc_response_clear(r);
     return rc;
 }
 
-int hc_raw(const char *host, int port, const char *raw, size_t raw_len, int timeout_ms,
-           struct hc_response *out)
+int hc_raw(uint16_t port, const char *bytes, size_t len, int shut_write, struct hc_response *r)
 {
-    if (host == NULL || raw == NULL || out == NULL)
-        return -EINVAL;
-    long long deadline = hp_now_ms() + timeout_ms;
-    int fd = connect_to(host, port, deadline);
+    memset(r, 0, sizeof(*r));
+    int fd = connect_port(port);
     if (fd < 0)
         return fd;
-    int rc = exchange(fd, raw, raw_len, deadline, out);
+    int rc = send_all(fd, bytes, len);
+    /* The server may answer (and close) before reading everything we send:
+     * a failed send is not an error if an answer arrives. */
+    if (shut_write)
+        shutdown(fd, SHUT_WR);
+    int rrc = read_answer(fd, r);
     close(fd);
-    return rc;
+    return rrc == 0 ? 0 : (rc != 0 ? rc : rrc);
 }
 
-int hc_request(const char *host, int port, const char *method, const char *path, const char *const *headers,
-               const char *body, size_t body_len, int timeout_ms, struct hc_response *out)
+int hc_request(uint16_t port, const char *method, const char *path, const char *extra_headers,
+               const char *body, size_t body_len, struct hc_response *r)
 {
-    if (host == NULL || method == NULL || path == NULL || out == NULL)
-        return -EINVAL;
-    size_t cap = strlen(method) + strlen(path) + 256 + body_len;
-    for (size_t i = 0; headers && headers[i]; i++)
-        cap += strlen(headers[i]) + 2;
+    size_t head_cap = strlen(path) + (extra_headers ? strlen(extra_headers) : 0) + 256;
+    size_t cap = head_cap + body_len;
     char *req = malloc(cap);
     if (req == NULL)
         return -ENOMEM;
-    int n = snprintf(req, cap, "%s %s HTTP/1.1\r\nHost: %s:%d\r\nConnection: close\r\n", method, path, host,
-                     port);
-    for (size_t i = 0; headers && headers[i]; i++)
-        n += snprintf(req + n, cap - (size_t)n, "%s\r\n", headers[i]);
-    if (body != NULL)
-        n += snprintf(req + n, cap - (size_t)n, "Content-Length: %zu\r\n", body_len);
-    n += snprintf(req + n, cap - (size_t)n, "\r\n");
-    if (body != NULL) {
+    int n = snprintf(req, head_cap, "%s %s HTTP/1.1\r\nHost: 127.0.0.1:%u\r\nConnection: close\r\n%s", method,
+                     path, (unsigned)port, extra_headers ? extra_headers : "");
+    if (body)
+        n += snprintf(req + n, head_cap - (size_t)n,
+                      "Content-Type: application/json\r\nContent-Length: %zu\r\n", body_len);
+    n += snprintf(req + n, head_cap - (size_t)n, "\r\n");
+    if (body && body_len)
         memcpy(req + n, body, body_len);
-        n += (int)body_len;
-    }
-    int rc = hc_raw(host, port, req, (size_t)n, timeout_ms, out);
+    int rc = hc_raw(port, req, (size_t)n + (body ? body_len : 0), 0, r);
     free(req);
     return rc;
 }
 
-int hc_header(const struct hc_response *r, const char *name, char *buf, size_t cap)
+int hc_put(uint16_t port, const char *path, const char *json_body, const char *extra_headers,
+           struct hc_response *r)
 {
-    if (r == NULL || r->headers == NULL || name == NULL || buf == NULL || cap == 0)
-        return -EINVAL;
-    size_t nl = strlen(name);
-    for (const char *p = r->headers; *p;) {
-        const char *eol = strstr(p, "\r\n");
-        if (eol == NULL)
-            break;
-        if (strncasecmp(p, name, nl) == 0 && p[nl] == ':') {
-            const char *v = p + nl + 1;
-            while (*v == ' ')
-                v++;
-            snprintf(buf, cap, "%.*s", (int)(eol - v), v);
-            return 0;
-        }
-        p = eol + 2;
-    }
-    return -ENOENT;
+    return hc_request(port, "PUT", path, extra_headers, json_body, strlen(json_body), r);
 }
 
-void hc_response_free(struct hc_response *r)
+int hc_get(uint16_t port, const char *path, struct hc_response *r)
 {
-    if (r == NULL)
-        return;
-    free(r->headers);
-    free(r->body);
-    r->headers = r->body = NULL;
+    return hc_request(port, "GET", path, NULL, NULL, 0, r);
+}
+
+const char *hc_header(const struct hc_response *r, const char *name, char *buf, size_t cap)
+{
+    if (r->head == NULL)
+        return NULL;
+    size_t nl = strlen(name);
+    for (const char *line = strstr(r->head, "\r\n"); line != NULL; line = strstr(line, "\r\n")) {
+        line += 2;
+        if (strncasecmp(line, name, nl) == 0 && line[nl] == ':') {
+            const char *v = line + nl + 1;
+            while (*v == ' ')
+                v++;
+            const char *end = strstr(v, "\r\n");
+            size_t vl = end ? (size_t)(end - v) : strlen(v);
+            if (vl >= cap)
+                vl = cap - 1;
+            memcpy(buf, v, vl);
+            buf[vl] = '\0';
+            return buf;
+        }
+    }
+    return NULL;
+}
+
+char *hc_escape(const char *s, size_t len)
+{
+    static const char hex[] = "0123456789ABCDEF";
+    char *out = malloc(3 * len + 1), *o = out;
+    if (out == NULL)
+        return NULL;
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
+            c == '_' || c == '.' || c == '~') {
+            *o++ = (char)c;
+        } else {
+            *o++ = '%';
+            *o++ = hex[c >> 4];
+            *o++ = hex[c & 15];
+        }
+    }
+    *o = '\0';
+    return out;
 }

@@ -107,45 +107,16 @@ pid_t hp_spawn_io(char *const argv[], char *const env_extra[], const char *log_p
             return -e;
         }
     }
-    int errpipe[2];
-    if (pipe2(errpipe, O_CLOEXEC) < 0) {
+    int errpipe[2] = {-1, -1}, inp[2] = {-1, -1}, outp[2] = {-1, -1};
+    pid_t parent = getpid(), pid = -1;
+    if (pipe2(errpipe, O_CLOEXEC) < 0 || (in_fd && pipe2(inp, O_CLOEXEC) < 0) ||
+        (out_fd && pipe2(outp, O_CLOEXEC) < 0) || (pid = fork()) < 0) {
         int e = errno;
         free(envp);
-        if (logfd >= 0)
-            close(logfd);
-        return -e;
-    }
-    int inp[2] = {-1, -1}, outp[2] = {-1, -1};
-    if ((in_fd && pipe2(inp, O_CLOEXEC) < 0) || (out_fd && pipe2(outp, O_CLOEXEC) < 0)) {
-        int e = errno;
-        free(envp);
-        close(errpipe[0]);
-        close(errpipe[1]);
-        if (logfd >= 0)
-            close(logfd);
-        for (int i = 0; i < 2; i++) {
-            if (inp[i] >= 0)
-                close(inp[i]);
-            if (outp[i] >= 0)
-                close(outp[i]);
-        }
-        return -e;
-    }
-    pid_t parent = getpid();
-    pid_t pid = fork();
-    if (pid < 0) {
-        int e = errno;
-        free(envp);
-        close(errpipe[0]);
-        close(errpipe[1]);
-        if (logfd >= 0)
-            close(logfd);
-        for (int i = 0; i < 2; i++) {
-            if (inp[i] >= 0)
-                close(inp[i]);
-            if (outp[i] >= 0)
-                close(outp[i]);
-        }
+        int fds[] = {logfd, errpipe[0], errpipe[1], inp[0], inp[1], outp[0], outp[1]};
+        for (size_t i = 0; i < sizeof(fds) / sizeof(fds[0]); i++)
+            if (fds[i] >= 0)
+                close(fds[i]);
         return -e;
     }
     if (pid == 0) {

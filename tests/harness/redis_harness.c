@@ -363,6 +363,47 @@ redisReply *rh_command(struct rh_cluster *c, int i, const char *fmt, ...)
     return NULL;
 }
 
+void rh_get(struct rh_cluster *c, int i, const char *key, char *out, size_t cap)
+{
+    if (cap == 0)
+        return;
+    out[0] = '\0';
+    redisReply *r = rh_pid(c, i) > 0 ? rh_command(c, i, "GET %s", key) : NULL;
+    if (r != NULL && r->type == REDIS_REPLY_STRING)
+        snprintf(out, cap, "%s", r->str);
+    if (r != NULL)
+        freeReplyObject(r);
+}
+
+long long rh_pttl(struct rh_cluster *c, int i, const char *key)
+{
+    redisReply *r = rh_pid(c, i) > 0 ? rh_command(c, i, "PTTL %s", key) : NULL;
+    long long v = r != NULL && r->type == REDIS_REPLY_INTEGER ? r->integer : -2;
+    if (r != NULL)
+        freeReplyObject(r);
+    return v;
+}
+
+int rh_set(struct rh_cluster *c, int i, const char *key, const char *val)
+{
+    redisReply *r = rh_command(c, i, "SET %s %s PX 60000", key, val);
+    int rc = r != NULL && r->type == REDIS_REPLY_STATUS ? 0 : -EIO;
+    if (r != NULL)
+        freeReplyObject(r);
+    return rc;
+}
+
+unsigned rh_holders(struct rh_cluster *c, const char *key, const char *val)
+{
+    unsigned k = 0;
+    char v[256];
+    for (int i = 0; i < rh_size(c); i++) {
+        rh_get(c, i, key, v, sizeof(v));
+        k += strcmp(v, val) == 0;
+    }
+    return k;
+}
+
 int rh_flushall(struct rh_cluster *c)
 {
     if (c == NULL)

@@ -53,6 +53,13 @@ const char *rh_url(const struct rh_cluster *c, int i);
  * freeReplyObject) or NULL if the node cannot be reached. */
 redisReply *rh_command(struct rh_cluster *c, int i, const char *fmt, ...);
 
+/* Shorthands for tests that look at one key on the nodes. A node that is
+ * down reads as "" / -2. */
+void rh_get(struct rh_cluster *c, int i, const char *key, char *out, size_t cap); /* "" if none */
+long long rh_pttl(struct rh_cluster *c, int i, const char *key);                  /* -2 if none */
+int rh_set(struct rh_cluster *c, int i, const char *key, const char *val);        /* SET ... PX 60000 */
+unsigned rh_holders(struct rh_cluster *c, const char *key, const char *val);      /* nodes where key == val */
+
 /* FLUSHALL on every running node. */
 int rh_flushall(struct rh_cluster *c);
 

@@ -76,44 +76,6 @@ static lockcore_client *client(struct fixture *f, void (*tune)(struct lockcore_o
     return c;
 }
 
-/* The value of `key` on node i, "" if none. */
-static void get_on(struct fixture *f, int i, const char *key, char *out, size_t cap)
-{
-    redisReply *r = rh_command(f->rc, i, "GET %s", key);
-    assert_non_null(r);
-    out[0] = '\0';
-    if (r->type == REDIS_REPLY_STRING)
-        snprintf(out, cap, "%s", r->str);
-    freeReplyObject(r);
-}
-
-static long long pttl_on(struct fixture *f, int i, const char *key)
-{
-    redisReply *r = rh_command(f->rc, i, "PTTL %s", key);
-    assert_non_null(r);
-    long long v = r->integer;
-    freeReplyObject(r);
-    return v;
-}
-
-static void set_on(struct fixture *f, int i, const char *key, const char *val)
-{
-    redisReply *r = rh_command(f->rc, i, "SET %s %s PX 60000", key, val);
-    assert_non_null(r);
-    freeReplyObject(r);
-}
-
-static unsigned holders(struct fixture *f, const char *key, const char *id)
-{
-    unsigned k = 0;
-    char v[128];
-    for (unsigned i = 0; i < f->n; i++) {
-        get_on(f, (int)i, key, v, sizeof(v));
-        k += strcmp(v, id) == 0;
-    }
-    return k;
-}
-
 static void test_redlock_grants_with_all_nodes_up(void **state)
 {
     struct fixture *f = *state;
@@ -129,15 +91,15 @@ static void test_redlock_grants_with_all_nodes_up(void **state)
     assert_true(lockcore_remaining_ms(&l) > 9000);
     assert_true(l.token > 1500000000000000ULL && l.token < (1ULL << 53));
     /* The key is set on every node (the late ones too), with our id. */
-    for (int t = 0; t < 100 && holders(f, "acct:1", l.id) < 5; t++)
+    for (int t = 0; t < 100 && rh_holders(f->rc, "acct:1", l.id) < 5; t++)
         lockcore_run(c, 10);
-    assert_int_equal(holders(f, "acct:1", l.id), 5);
-    long long ttl = pttl_on(f, 0, "acct:1");
+    assert_int_equal(rh_holders(f->rc, "acct:1", l.id), 5);
+    long long ttl = rh_pttl(f->rc, 0, "acct:1");
     assert_true(ttl > 9000 && ttl <= 10000);
 
     assert_int_equal(lockcore_release(c, &l), 0);
     assert_int_equal(l.nodes_ok, 5);
-    assert_int_equal(holders(f, "acct:1", l.id), 0);
+    assert_int_equal(rh_holders(f->rc, "acct:1", l.id), 0);
     lockcore_client_free(c);
 }
 
@@ -217,7 +179,7 @@ static void test_redlock_contention_has_one_winner(void **state)
         pthread_barrier_destroy(&go);
         assert_true(winners <= 1);
         if (winners == 1)
-            assert_true(holders(f, "contended", id) >= 3);
+            assert_true(rh_holders(f->rc, "contended", id) >= 3);
         rh_flushall(f->rc);
     }
 }
@@ -228,19 +190,19 @@ static void test_redlock_release_keeps_foreign_value(void **state)
     lockcore_client *c = client(f, NULL);
     struct lockcore_lock l;
     assert_int_equal(lockcore_acquire(c, "shared", &l), 0);
-    for (int t = 0; t < 100 && holders(f, "shared", l.id) < 5; t++)
+    for (int t = 0; t < 100 && rh_holders(f->rc, "shared", l.id) < 5; t++)
         lockcore_run(c, 10);
     /* Our lease "expired" and another client took the key on two nodes. */
-    set_on(f, 0, "shared", "someone-else");
-    set_on(f, 1, "shared", "someone-else");
+    assert_int_equal(0, rh_set(f->rc, 0, "shared", "someone-else"));
+    assert_int_equal(0, rh_set(f->rc, 1, "shared", "someone-else"));
     assert_int_equal(lockcore_release(c, &l), 0);
     assert_int_equal(l.nodes_ok, 3);
     char v[64];
-    get_on(f, 0, "shared", v, sizeof(v));
+    rh_get(f->rc, 0, "shared", v, sizeof(v));
     assert_string_equal(v, "someone-else");
-    get_on(f, 1, "shared", v, sizeof(v));
+    rh_get(f->rc, 1, "shared", v, sizeof(v));
     assert_string_equal(v, "someone-else");
-    assert_int_equal(holders(f, "shared", l.id), 0);
+    assert_int_equal(rh_holders(f->rc, "shared", l.id), 0);
     lockcore_client_free(c);
 }
 
@@ -255,13 +217,13 @@ static void test_redlock_extend_only_extends_own_key(void **state)
     assert_int_equal(l.token, token);
     assert_int_equal(l.ttl_ms, 30000);
     assert_true(l.validity_ms > 29000);
-    assert_true(pttl_on(f, 0, "ext") > 29000);
+    assert_true(rh_pttl(f->rc, 0, "ext") > 29000);
 
     for (int i = 0; i < 3; i++)
-        set_on(f, i, "ext", "intruder");
+        assert_int_equal(0, rh_set(f->rc, i, "ext", "intruder"));
     assert_int_equal(lockcore_extend(c, &l, 50000), LOCKCORE_ELOST);
     for (int i = 0; i < 3; i++) {
-        long long ttl = pttl_on(f, i, "ext");
+        long long ttl = rh_pttl(f->rc, i, "ext");
         assert_true(ttl <= 60000 && ttl > 50000); /* the intruder's own TTL, untouched */
     }
     /* A lock whose validity ran out is not extended, even if its keys live. */
@@ -293,8 +255,8 @@ static void test_redlock_validity_shrinks_by_elapsed_time(void **state)
     struct lockcore_node_status st[5];
     assert_int_equal(lockcore_status(c, "warm", st, 5), 5);
     fp_set_delay(p, FP_BOTH, 150);
-    set_on(f, 0, "slow", "intruder"); /* so nodes 1..3 are not enough... */
-    set_on(f, 4, "slow", "intruder"); /* ...and the delayed node 2 is needed */
+    assert_int_equal(0, rh_set(f->rc, 0, "slow", "intruder")); /* so nodes 1..3 are not enough... */
+    assert_int_equal(0, rh_set(f->rc, 4, "slow", "intruder")); /* ...and the delayed node 2 is needed */
     struct lockcore_lock l;
     uint64_t t0 = lockcore_now_ms();
     assert_int_equal(lockcore_acquire(c, "slow", &l), 0);
@@ -317,7 +279,7 @@ static void test_redlock_per_node_timeout_is_respected(void **state)
     assert_int_equal(lockcore_status(c, "warm", st, 5), 5);
     assert_int_equal(rh_pause(f->rc, 0), 0);
     assert_int_equal(rh_pause(f->rc, 1), 0);
-    set_on(f, 2, "stopped", "intruder");
+    assert_int_equal(0, rh_set(f->rc, 2, "stopped", "intruder"));
     struct lockcore_lock l;
     uint64_t t0 = lockcore_now_ms();
     int rc = lockcore_acquire(c, "stopped", &l);
@@ -351,7 +313,7 @@ static void test_redlock_retry_jitter_spreads_retries(void **state)
 {
     struct fixture *f = *state;
     for (int i = 0; i < 3; i++)
-        set_on(f, i, "busy", "holder");
+        assert_int_equal(0, rh_set(f->rc, i, "busy", "holder"));
     lockcore_client *c = client(f, tune_retry);
     uint64_t lo = UINT64_MAX, hi = 0;
     for (int k = 0; k < 6; k++) {
@@ -374,22 +336,22 @@ static void test_redlock_partial_grant_is_rolled_back(void **state)
 {
     struct fixture *f = *state;
     for (int i = 0; i < 3; i++)
-        set_on(f, i, "partial", "holder");
+        assert_int_equal(0, rh_set(f->rc, i, "partial", "holder"));
     lockcore_client *c = client(f, NULL);
     struct lockcore_lock l;
     assert_int_equal(lockcore_acquire(c, "partial", &l), LOCKCORE_ELOCKED);
     /* Nodes 3 and 4 granted us the key; the failed attempt must remove it. */
     char v3[64] = "x", v4[64] = "x";
     for (int t = 0; t < 100; t++) {
-        get_on(f, 3, "partial", v3, sizeof(v3));
-        get_on(f, 4, "partial", v4, sizeof(v4));
+        rh_get(f->rc, 3, "partial", v3, sizeof(v3));
+        rh_get(f->rc, 4, "partial", v4, sizeof(v4));
         if (!v3[0] && !v4[0])
             break;
         lockcore_run(c, 10);
     }
     assert_string_equal(v3, "");
     assert_string_equal(v4, "");
-    get_on(f, 0, "partial", v3, sizeof(v3));
+    rh_get(f->rc, 0, "partial", v3, sizeof(v3));
     assert_string_equal(v3, "holder");
     lockcore_client_free(c);
 }
@@ -413,7 +375,7 @@ static void test_redlock_reconnects_after_node_restart(void **state)
     /* Every old connection is dead; the client notices, reconnects with
      * backoff, reloads its scripts, and grants within its retries. */
     assert_int_equal(lockcore_acquire(c, "r2", &l), 0);
-    assert_int_equal(holders(f, "r2", l.id) >= 3, 1);
+    assert_int_equal(rh_holders(f->rc, "r2", l.id) >= 3, 1);
     assert_int_equal(lockcore_release(c, &l), 0);
     /* Scripts flushed behind our back: NOSCRIPT falls back to EVAL. */
     for (int i = 0; i < 3; i++) {

@@ -176,7 +176,8 @@ int main(void)
     cfg.client_bin = getenv("FENCELOCK_SCENARIO_CLIENT");
     cfg.storage_guard_bin = getenv("FENCELOCK_STORAGE_GUARD");
     if (cfg.client_bin == NULL || cfg.storage_guard_bin == NULL) {
-        fprintf(stderr, "FENCELOCK_SCENARIO_CLIENT and FENCELOCK_STORAGE_GUARD must be set (meson test does)\n");
+        fprintf(stderr,
+                "FENCELOCK_SCENARIO_CLIENT and FENCELOCK_STORAGE_GUARD must be set (meson test does)\n");
         return 1;
     }
     const struct CMUnitTest tests[] = {

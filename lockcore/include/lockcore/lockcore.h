@@ -165,7 +165,7 @@ LOCKCORE_API int lockcore_release(lockcore_client *c, struct lockcore_lock *lock
 
 /* One node's view of a resource, for diagnostics. */
 struct lockcore_node_status {
-    char node[64];                 /* host:port (never the credentials) */
+    char node[64];                    /* host:port (never the credentials) */
     int reachable;                    /* 1 if the node answered */
     char holder[LOCKCORE_ID_LEN + 1]; /* the lock key's value ("" if none; cut
                                         at LOCKCORE_ID_LEN bytes) */
@@ -245,9 +245,9 @@ typedef struct lockcore_keepalive lockcore_keepalive;
  * A keep-alive belongs to its client: stop it before freeing the client, or
  * lockcore_client_free() frees it.
  */
-LOCKCORE_API int lockcore_keepalive_start(lockcore_client *c, const struct lockcore_lock *lock, uint64_t ttl_ms,
-                                          uint64_t renew_before_ms, lockcore_cb on_lost, void *arg,
-                                          lockcore_keepalive **out);
+LOCKCORE_API int lockcore_keepalive_start(lockcore_client *c, const struct lockcore_lock *lock,
+                                          uint64_t ttl_ms, uint64_t renew_before_ms, lockcore_cb on_lost,
+                                          void *arg, lockcore_keepalive **out);
 
 /*
  * Copy the lock as last extended into *out (if not NULL). Returns 0 while it

@@ -1,0 +1,782 @@
+/*
+ * Request validation and JSON answers of storage-guard. Nothing here touches
+ * a socket; sg_api_execute() is the only function that touches the store.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <jansson.h>
+
+#include <fencing/fencing.h>
+
+#include "api.h"
+#include "metrics.h"
+
+static const char content_json[] = "application/json";
+
+void sg_response_clear(struct sg_response *r)
+{
+    if (r == NULL)
+        return;
+    free(r->body);
+    memset(r, 0, sizeof(*r));
+}
+
+void sg_op_clear(struct sg_op *op)
+{
+    if (op == NULL)
+        return;
+    free(op->key);
+    free(op->resource);
+    free(op->value);
+    memset(op, 0, sizeof(*op));
+}
+
+/* A fixed answer for when even building the answer ran out of memory. */
+static const char oom_body[] = "{\"error\":\"internal\",\"message\":\"out of memory\"}";
+
+static void set_oom(struct sg_response *resp)
+{
+    free(resp->body);
+    resp->status = 500;
+    resp->content_type = content_json;
+    resp->body = malloc(sizeof(oom_body));
+    resp->body_len = resp->body ? sizeof(oom_body) - 1 : 0;
+    if (resp->body)
+        memcpy(resp->body, oom_body, sizeof(oom_body));
+}
+
+/* Set *resp to status and the JSON of obj (stolen). */
+static void set_json(struct sg_response *resp, int status, json_t *obj)
+{
+    char *text = obj ? json_dumps(obj, JSON_COMPACT | JSON_ENCODE_ANY) : NULL;
+    json_decref(obj);
+    if (text == NULL) {
+        set_oom(resp);
+        return;
+    }
+    free(resp->body);
+    resp->status = status;
+    resp->content_type = content_json;
+    resp->body_len = strlen(text);
+    resp->body = text;
+}
+
+int sg_api_error(struct sg_response *resp, int status, const char *code, const char *fmt, ...)
+{
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    /* Messages quote client bytes (a parameter name, a method, jansson's
+     * excerpt of a bad body); JSON needs UTF-8, so keep them printable ASCII
+     * rather than fail to build the answer. */
+    for (char *p = msg; *p; p++)
+        if ((unsigned char)*p < 0x20 || (unsigned char)*p >= 0x7f)
+            *p = '?';
+    json_t *o = json_pack("{s:s, s:s}", "error", code, "message", msg);
+    set_json(resp, status, o);
+    resp->allow = NULL;
+    return status;
+}
+
+/* ---- decoding ---- */
+
+static int hexval(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
+int sg_api_decode(const char *s, size_t len, char **out, size_t *out_len)
+{
+    if (s == NULL || out == NULL || out_len == NULL)
+        return -EINVAL;
+    char *d = malloc(len + 1);
+    if (d == NULL)
+        return -ENOMEM;
+    size_t n = 0;
+    for (size_t i = 0; i < len; i++) {
+        char c = s[i];
+        if (c == '%') {
+            if (len - i < 3 || hexval(s[i + 1]) < 0 || hexval(s[i + 2]) < 0) {
+                free(d);
+                return -EINVAL;
+            }
+            c = (char)(hexval(s[i + 1]) * 16 + hexval(s[i + 2]));
+            i += 2;
+        }
+        if (c == '\0') {
+            /* Keys are C strings in too many places downstream to allow. */
+            free(d);
+            return -EINVAL;
+        }
+        d[n++] = c;
+    }
+    d[n] = '\0';
+    *out = d;
+    *out_len = n;
+    return 0;
+}
+
+int sg_api_parse_token(const char *s, uint64_t *out)
+{
+    if (s == NULL || out == NULL || *s == '\0')
+        return -EINVAL;
+    uint64_t v = 0;
+    for (const char *p = s; *p; p++) {
+        if (*p < '0' || *p > '9')
+            return -EINVAL;
+        unsigned d = (unsigned)(*p - '0');
+        if (v > (UINT64_MAX - d) / 10)
+            return -EINVAL; /* does not fit in 64 bits */
+        v = v * 10 + d;
+    }
+    if (v >= FENCING_TOKEN_MAX)
+        return -ERANGE;
+    *out = v;
+    return 0;
+}
+
+/* ---- parsing ---- */
+
+static int name_error(struct sg_response *resp, const char *what, int rc, size_t len)
+{
+    if (rc == -ENOMEM) {
+        set_oom(resp);
+        return -ENOMEM;
+    }
+    if (rc != 0)
+        return sg_api_error(resp, 400, what[0] == 'k' ? "bad_key" : "bad_resource",
+                            "the %s has a bad percent-escape or a NUL byte", what);
+    return sg_api_error(resp, 400, what[0] == 'k' ? "bad_key" : "bad_resource",
+                        "the %s must be 1..%d bytes, not %zu", what, SG_API_NAME_MAX, len);
+}
+
+/* Decode a key or resource and check its length. what: "key" or "resource". */
+static int decode_name(const char *s, size_t len, const char *what, char **out, size_t *out_len,
+                       struct sg_response *resp)
+{
+    int rc = sg_api_decode(s, len, out, out_len);
+    if (rc == 0 && (*out_len == 0 || *out_len > SG_API_NAME_MAX)) {
+        size_t n = *out_len;
+        free(*out);
+        *out = NULL;
+        return name_error(resp, what, 0, n);
+    }
+    return rc == 0 ? 0 : name_error(resp, what, rc, 0);
+}
+
+static int token_error(struct sg_response *resp, const char *where, int rc)
+{
+    if (rc == -ERANGE)
+        return sg_api_error(resp, 400, "token_out_of_range",
+                            "the token in the %s must be below 2^53 (9007199254740992)", where);
+    return sg_api_error(resp, 400, "bad_token", "the token in the %s must be a non-negative 64-bit integer",
+                        where);
+}
+
+/* The query argument `name`, or NULL. check_args() has already refused
+ * repeated and unknown names. */
+static const struct sg_arg *find_arg(const struct sg_request *req, const char *name)
+{
+    for (size_t i = 0; i < req->n_args; i++)
+        if (req->args[i].name != NULL && strcmp(req->args[i].name, name) == 0)
+            return &req->args[i];
+    return NULL;
+}
+
+/* Refuse unknown and repeated query arguments: a typo like ?tokn= must not
+ * silently turn a fenced read into a plain one. */
+static int check_args(const struct sg_request *req, const char *const *allowed, struct sg_response *resp)
+{
+    for (size_t i = 0; i < req->n_args; i++) {
+        const char *name = req->args[i].name ? req->args[i].name : "";
+        int ok = 0;
+        for (const char *const *a = allowed; *a; a++)
+            ok |= strcmp(*a, name) == 0;
+        if (!ok)
+            return sg_api_error(resp, 400, "unknown_parameter", "unknown query parameter '%.64s'", name);
+        for (size_t j = 0; j < i; j++)
+            if (req->args[j].name != NULL && strcmp(req->args[j].name, name) == 0)
+                return sg_api_error(resp, 400, "bad_parameter", "query parameter '%.64s' is repeated", name);
+    }
+    return 0;
+}
+
+/* The token of a query argument (decoded) or 0 if absent; -1 on error (resp set). */
+static int arg_token(const struct sg_arg *a, uint64_t *out, struct sg_response *resp)
+{
+    *out = 0;
+    if (a == NULL)
+        return 0;
+    char *v = NULL;
+    size_t n = 0;
+    if (a->value == NULL || sg_api_decode(a->value, strlen(a->value), &v, &n) != 0) {
+        token_error(resp, "query", -EINVAL);
+        return -1;
+    }
+    int rc = sg_api_parse_token(v, out);
+    free(v);
+    if (rc != 0) {
+        token_error(resp, "query", rc);
+        return -1;
+    }
+    return 0;
+}
+
+/* Merge the header's token with another one (body or query): both given and
+ * different is an error, since we cannot tell which the client meant. */
+static int merge_header_token(const struct sg_request *req, const char *other_where, uint64_t *token,
+                              int other_given, struct sg_response *resp)
+{
+    if (req->token_header == NULL)
+        return 0;
+    uint64_t h = 0;
+    int rc = sg_api_parse_token(req->token_header, &h);
+    if (rc != 0) {
+        token_error(resp, "Fencing-Token header", rc);
+        return -1;
+    }
+    if (other_given && h != *token) {
+        sg_api_error(resp, 400, "token_mismatch",
+                     "the Fencing-Token header (%llu) and the %s token (%llu) differ", (unsigned long long)h,
+                     other_where, (unsigned long long)*token);
+        return -1;
+    }
+    *token = h;
+    return 0;
+}
+
+static int missing_token(struct sg_response *resp)
+{
+    return sg_api_error(
+        resp, 428, "missing_token",
+        "a write needs a fencing token (body \"token\" or Fencing-Token header); 0 means none");
+}
+
+static int parse_put(const struct sg_request *req, struct sg_op *op, struct sg_response *resp)
+{
+    static const char *const no_args[] = {NULL};
+    int rc = check_args(req, no_args, resp);
+    if (rc != 0)
+        return rc;
+    if (req->body_too_large)
+        return sg_api_error(resp, 413, "body_too_large", "the request body is over the size limit");
+    json_error_t jerr;
+    /* Duplicate names are refused: {"token":1,"token":9} has no single meaning. */
+    json_t *body = json_loadb(req->body ? req->body : "", req->body_len,
+                              JSON_REJECT_DUPLICATES | JSON_DECODE_ANY | JSON_ALLOW_NUL, &jerr);
+    if (body == NULL) {
+        rc = sg_api_error(resp, 400, "malformed_json", "the body is not valid JSON: %s (line %d, column %d)",
+                          jerr.text, jerr.line, jerr.column);
+        goto out;
+    }
+    if (!json_is_object(body)) {
+        rc = sg_api_error(resp, 400, "bad_body",
+                          "the body must be a JSON object with \"value\" and \"token\"");
+        goto out;
+    }
+    const char *name;
+    json_t *v;
+    json_object_foreach(body, name, v)
+    {
+        if (strcmp(name, "value") != 0 && strcmp(name, "token") != 0 && strcmp(name, "resource") != 0) {
+            rc = sg_api_error(resp, 400, "unknown_field", "unknown field \"%.64s\" in the body", name);
+            goto out;
+        }
+    }
+    json_t *value = json_object_get(body, "value");
+    if (value == NULL) {
+        rc = sg_api_error(resp, 400, "missing_value", "the body has no \"value\"");
+        goto out;
+    }
+    json_t *jt = json_object_get(body, "token");
+    int body_token_given = jt != NULL && !json_is_null(jt);
+    if (body_token_given) {
+        if (!json_is_integer(jt) || json_integer_value(jt) < 0) {
+            rc = token_error(resp, "body", -EINVAL);
+            goto out;
+        }
+        op->token = (uint64_t)json_integer_value(jt);
+        if (op->token >= FENCING_TOKEN_MAX) {
+            rc = token_error(resp, "body", -ERANGE);
+            goto out;
+        }
+    }
+    if (merge_header_token(req, "body", &op->token, body_token_given, resp) != 0) {
+        rc = resp->status;
+        goto out;
+    }
+    if (op->token == 0 && !req->unfenced) {
+        rc = missing_token(resp);
+        goto out;
+    }
+    json_t *jr = json_object_get(body, "resource");
+    if (jr != NULL && !json_is_null(jr)) {
+        size_t n = json_is_string(jr) ? json_string_length(jr) : 0;
+        if (!json_is_string(jr) || n == 0 || n > SG_API_NAME_MAX || strlen(json_string_value(jr)) != n) {
+            rc = sg_api_error(resp, 400, "bad_resource",
+                              "\"resource\" must be a string of 1..%d bytes without NUL", SG_API_NAME_MAX);
+            goto out;
+        }
+        op->resource = malloc(n + 1);
+        if (op->resource == NULL)
+            goto oom;
+        memcpy(op->resource, json_string_value(jr), n + 1);
+        op->resource_len = n;
+    }
+    op->value = json_dumps(value, JSON_COMPACT | JSON_ENCODE_ANY);
+    if (op->value == NULL)
+        goto oom;
+    op->value_len = strlen(op->value);
+    rc = 0;
+    goto out;
+oom:
+    set_oom(resp);
+    rc = -ENOMEM;
+out:
+    json_decref(body);
+    return rc;
+}
+
+static int parse_get_record(const struct sg_request *req, struct sg_op *op, struct sg_response *resp)
+{
+    static const char *const allowed[] = {"token", "resource", NULL};
+    int rc = check_args(req, allowed, resp);
+    if (rc != 0)
+        return rc;
+    const struct sg_arg *ta = find_arg(req, "token");
+    if (arg_token(ta, &op->token, resp) != 0)
+        return resp->status;
+    if (ta != NULL && op->token == 0)
+        return missing_token(resp);
+    if (merge_header_token(req, "query", &op->token, ta != NULL, resp) != 0)
+        return resp->status;
+    if (req->token_header != NULL && op->token == 0)
+        return missing_token(resp);
+    const struct sg_arg *ra = find_arg(req, "resource");
+    if (ra != NULL) {
+        const char *v = ra->value ? ra->value : "";
+        rc = decode_name(v, strlen(v), "resource", &op->resource, &op->resource_len, resp);
+        if (rc != 0)
+            return rc;
+    }
+    return 0;
+}
+
+/* Parse a non-negative decimal query argument no larger than max. */
+static int arg_int(const struct sg_arg *a, long long max, long long *out, struct sg_response *resp)
+{
+    const char *v = a->value ? a->value : "";
+    uint64_t n = 0;
+    int rc = sg_api_parse_token(v, &n);
+    if (rc != 0 || (long long)n > max)
+        return sg_api_error(resp, 400, "bad_parameter", "'%s' must be an integer in 0..%lld", a->name, max);
+    *out = (long long)n;
+    return 0;
+}
+
+static int parse_log(const struct sg_request *req, struct sg_op *op, struct sg_response *resp)
+{
+    static const char *const allowed[] = {"resource", "key", "after", "limit", NULL};
+    int rc = check_args(req, allowed, resp);
+    if (rc != 0)
+        return rc;
+    op->limit = SG_API_LOG_LIMIT_DEFAULT;
+    const struct sg_arg *a;
+    long long n;
+    if ((a = find_arg(req, "limit")) != NULL) {
+        if ((rc = arg_int(a, SG_API_LOG_LIMIT_MAX, &n, resp)) != 0)
+            return rc;
+        if (n == 0)
+            return sg_api_error(resp, 400, "bad_parameter", "'limit' must be in 1..%d", SG_API_LOG_LIMIT_MAX);
+        op->limit = (int)n;
+    }
+    if ((a = find_arg(req, "after")) != NULL) {
+        if ((rc = arg_int(a, INT64_MAX, &n, resp)) != 0)
+            return rc;
+        op->after = n;
+    }
+    if ((a = find_arg(req, "resource")) != NULL) {
+        const char *v = a->value ? a->value : "";
+        if ((rc = decode_name(v, strlen(v), "resource", &op->resource, &op->resource_len, resp)) != 0)
+            return rc;
+        op->has_resource_filter = 1;
+    }
+    if ((a = find_arg(req, "key")) != NULL) {
+        const char *v = a->value ? a->value : "";
+        if ((rc = decode_name(v, strlen(v), "key", &op->key, &op->key_len, resp)) != 0)
+            return rc;
+        op->has_key_filter = 1;
+    }
+    return 0;
+}
+
+static int method_not_allowed(struct sg_response *resp, const char *method, const char *allow)
+{
+    sg_api_error(resp, 405, "method_not_allowed", "%.16s is not allowed here; allowed: %s", method, allow);
+    resp->allow = allow;
+    return 405;
+}
+
+static int is_get(const char *m)
+{
+    /* HEAD is a GET without a body; libmicrohttpd drops the body for us. */
+    return strcmp(m, "GET") == 0 || strcmp(m, "HEAD") == 0;
+}
+
+static int starts(const char *s, const char *prefix)
+{
+    return strncmp(s, prefix, strlen(prefix)) == 0;
+}
+
+int sg_api_parse(const struct sg_request *req, struct sg_op *op, struct sg_response *resp)
+{
+    memset(op, 0, sizeof(*op));
+    memset(resp, 0, sizeof(*resp));
+    const char *m = req->method ? req->method : "";
+    const char *path = req->path ? req->path : "";
+    int rc;
+    static const char rec_prefix[] = "/v1/records/";
+    static const char fence_prefix[] = "/v1/fences/";
+
+    if (starts(path, rec_prefix)) {
+        int put = strcmp(m, "PUT") == 0;
+        if (!put && !is_get(m))
+            return method_not_allowed(resp, m, "GET, HEAD, PUT");
+        const char *k = path + sizeof(rec_prefix) - 1;
+        rc = decode_name(k, strlen(k), "key", &op->key, &op->key_len, resp);
+        if (rc == 0)
+            rc = put ? parse_put(req, op, resp) : parse_get_record(req, op, resp);
+        op->route = put ? SG_ROUTE_PUT_RECORD : SG_ROUTE_GET_RECORD;
+        if (rc == 0 && op->resource == NULL) {
+            /* The resource defaults to the key: one lock per record. */
+            op->resource = malloc(op->key_len + 1);
+            if (op->resource == NULL) {
+                set_oom(resp);
+                rc = -ENOMEM;
+            } else {
+                memcpy(op->resource, op->key, op->key_len + 1);
+                op->resource_len = op->key_len;
+            }
+        }
+    } else if (starts(path, fence_prefix)) {
+        if (!is_get(m))
+            return method_not_allowed(resp, m, "GET, HEAD");
+        static const char *const no_args[] = {NULL};
+        const char *r = path + sizeof(fence_prefix) - 1;
+        rc = check_args(req, no_args, resp);
+        if (rc == 0)
+            rc = decode_name(r, strlen(r), "resource", &op->resource, &op->resource_len, resp);
+        op->route = SG_ROUTE_GET_FENCE;
+    } else if (strcmp(path, "/v1/log") == 0) {
+        if (!is_get(m))
+            return method_not_allowed(resp, m, "GET, HEAD");
+        op->route = SG_ROUTE_GET_LOG;
+        rc = parse_log(req, op, resp);
+    } else if (strcmp(path, "/healthz") == 0 || strcmp(path, "/metrics") == 0) {
+        if (!is_get(m))
+            return method_not_allowed(resp, m, "GET, HEAD");
+        op->route = path[1] == 'h' ? SG_ROUTE_HEALTH : SG_ROUTE_METRICS;
+        rc = 0;
+    } else {
+        return sg_api_error(resp, 404, "not_found", "no such endpoint");
+    }
+    if (rc != 0)
+        sg_op_clear(op);
+    return rc;
+}
+
+int sg_api_needs_store(const struct sg_op *op)
+{
+    return op->route != SG_ROUTE_METRICS;
+}
+
+/* ---- answers ---- */
+
+/* Set a string member from bytes. JSON strings must be UTF-8; a key that is
+ * not is given lossily (bytes >= 0x80 as '?') plus exactly as "<name>_hex". */
+static int set_bytes(json_t *obj, const char *name, const char *p, size_t len)
+{
+    json_t *s = json_stringn(p, len);
+    if (s != NULL)
+        return json_object_set_new(obj, name, s);
+    char *lossy = malloc(len + 1), *hex = malloc(2 * len + 1);
+    int rc = -1;
+    if (lossy == NULL || hex == NULL)
+        goto out;
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)p[i];
+        lossy[i] = c >= 0x80 ? '?' : (char)c;
+        snprintf(hex + 2 * i, 3, "%02x", c);
+    }
+    char hex_name[64];
+    snprintf(hex_name, sizeof(hex_name), "%s_hex", name);
+    rc = json_object_set_new(obj, name, json_stringn(lossy, len)) |
+         json_object_set_new(obj, hex_name, json_stringn(hex, 2 * len));
+out:
+    free(lossy);
+    free(hex);
+    return rc;
+}
+
+/* RFC 3339 UTC with milliseconds. */
+static void fmt_time(int64_t ms, char *buf, size_t cap)
+{
+    time_t sec = (time_t)(ms / 1000);
+    struct tm tm;
+    gmtime_r(&sec, &tm);
+    char d[32];
+    strftime(d, sizeof(d), "%Y-%m-%dT%H:%M:%S", &tm);
+    snprintf(buf, cap, "%s.%03dZ", d, (int)(ms % 1000));
+}
+
+static json_t *jtoken(uint64_t t)
+{
+    return json_integer((json_int_t)t);
+}
+
+static void store_error(struct sg_response *resp, sg_store *store, int rc)
+{
+    if (rc == SG_STORE_EBUSY)
+        sg_api_error(resp, 503, "store_busy", "the database is locked; retry: %s", sg_store_errmsg(store));
+    else if (rc == -ENOMEM)
+        set_oom(resp);
+    else
+        sg_api_error(resp, 500, "store_error", "%s", sg_store_errmsg(store));
+}
+
+static void stale(struct sg_response *resp, const struct sg_op *op, uint64_t last)
+{
+    json_t *o = json_object();
+    if (o == NULL) {
+        set_oom(resp);
+        return;
+    }
+    char msg[160];
+    snprintf(msg, sizeof(msg), "token %llu is older than the resource's last token %llu",
+             (unsigned long long)op->token, (unsigned long long)last);
+    json_object_set_new(o, "error", json_string("stale_token"));
+    json_object_set_new(o, "message", json_string(msg));
+    json_object_set_new(o, "token", jtoken(op->token));
+    json_object_set_new(o, "last_token", jtoken(last));
+    set_bytes(o, "resource", op->resource, op->resource_len);
+    set_json(resp, 409, o);
+}
+
+static void exec_put(sg_store *store, const struct sg_op *op, int64_t now_ms, struct sg_response *resp)
+{
+    struct sg_write_result res;
+    int rc = sg_store_put(store, op->key, op->key_len, op->resource, op->resource_len, op->token, op->value,
+                          op->value_len, now_ms, &res);
+    if (rc != 0) {
+        store_error(resp, store, rc);
+        return;
+    }
+    if (res.outcome == SG_OUTCOME_STALE) {
+        sg_metrics_inc(SG_M_WRITES_STALE);
+        stale(resp, op, res.last_token);
+        return;
+    }
+    sg_metrics_inc(SG_M_WRITES_ACCEPTED);
+    json_t *o = json_object();
+    if (o == NULL) {
+        set_oom(resp);
+        return;
+    }
+    set_bytes(o, "key", op->key, op->key_len);
+    json_object_set_new(o, "version", json_integer(res.version));
+    json_object_set_new(o, "token", jtoken(op->token));
+    set_bytes(o, "resource", op->resource, op->resource_len);
+    json_object_set_new(o, "previous_token", jtoken(res.last_token));
+    set_json(resp, 200, o);
+}
+
+static void exec_get(sg_store *store, const struct sg_op *op, int64_t now_ms, struct sg_response *resp)
+{
+    struct sg_write_result res;
+    struct sg_record rec = {0};
+    int found = 0;
+    int rc = sg_store_get(store, op->key, op->key_len, op->resource, op->resource_len, op->token, now_ms,
+                          &res, &found, &rec);
+    if (rc != 0) {
+        store_error(resp, store, rc);
+        return;
+    }
+    if (op->token != 0 && res.outcome == SG_OUTCOME_STALE) {
+        sg_metrics_inc(SG_M_READS_STALE);
+        stale(resp, op, res.last_token);
+        return;
+    }
+    sg_metrics_inc(SG_M_READS);
+    if (!found) {
+        sg_api_error(resp, 404, "not_found", "no record with this key");
+        return;
+    }
+    json_error_t jerr;
+    json_t *value = json_loadb(rec.value, rec.value_len, JSON_DECODE_ANY | JSON_ALLOW_NUL, &jerr);
+    json_t *o = json_object();
+    char when[48];
+    fmt_time(rec.updated_at_ms, when, sizeof(when));
+    if (value == NULL || o == NULL) {
+        json_decref(value);
+        json_decref(o);
+        sg_record_clear(&rec);
+        sg_api_error(resp, 500, "store_error", "stored value is not JSON: %s", jerr.text);
+        return;
+    }
+    set_bytes(o, "key", rec.key, rec.key_len);
+    json_object_set_new(o, "value", value);
+    json_object_set_new(o, "token", jtoken(rec.token));
+    json_object_set_new(o, "version", json_integer(rec.version));
+    json_object_set_new(o, "updated_at", json_string(when));
+    set_bytes(o, "resource", rec.resource, rec.resource_len);
+    sg_record_clear(&rec);
+    set_json(resp, 200, o);
+}
+
+static void exec_fence(sg_store *store, const struct sg_op *op, struct sg_response *resp)
+{
+    uint64_t last = 0;
+    int rc = sg_store_fence(store, op->resource, op->resource_len, &last);
+    if (rc != 0) {
+        store_error(resp, store, rc);
+        return;
+    }
+    json_t *o = json_object();
+    if (o == NULL) {
+        set_oom(resp);
+        return;
+    }
+    set_bytes(o, "resource", op->resource, op->resource_len);
+    json_object_set_new(o, "last_token", jtoken(last));
+    set_json(resp, 200, o);
+}
+
+struct log_walk {
+    json_t *entries;
+    int64_t last_seq;
+};
+
+static int log_row(void *arg, const struct sg_log_entry *e)
+{
+    struct log_walk *w = arg;
+    json_t *o = json_object();
+    if (o == NULL)
+        return -ENOMEM;
+    char when[48];
+    fmt_time(e->time_ms, when, sizeof(when));
+    json_object_set_new(o, "seq", json_integer(e->seq));
+    json_object_set_new(o, "time", json_string(when));
+    json_object_set_new(o, "time_ms", json_integer(e->time_ms));
+    json_object_set_new(o, "op", json_string(e->op));
+    set_bytes(o, "key", e->key, e->key_len);
+    set_bytes(o, "resource", e->resource, e->resource_len);
+    json_object_set_new(o, "token", jtoken(e->token));
+    json_object_set_new(o, "last_token", jtoken(e->last_token));
+    json_object_set_new(o, "outcome", json_string(e->outcome));
+    if (e->version > 0)
+        json_object_set_new(o, "version", json_integer(e->version));
+    w->last_seq = e->seq;
+    return json_array_append_new(w->entries, o) == 0 ? 0 : -ENOMEM;
+}
+
+static void exec_log(sg_store *store, const struct sg_op *op, struct sg_response *resp)
+{
+    struct sg_log_filter f = {
+        .resource = op->has_resource_filter ? op->resource : NULL,
+        .resource_len = op->resource_len,
+        .key = op->has_key_filter ? op->key : NULL,
+        .key_len = op->key_len,
+        .after = op->after,
+        .limit = op->limit,
+    };
+    struct log_walk w = {json_array(), op->after};
+    if (w.entries == NULL) {
+        set_oom(resp);
+        return;
+    }
+    int rc = sg_store_log(store, &f, log_row, &w);
+    if (rc != 0) {
+        json_decref(w.entries);
+        store_error(resp, store, rc);
+        return;
+    }
+    /* next_after lets a reader page: pass it back as ?after=. */
+    json_t *o = json_pack("{s:o, s:I}", "entries", w.entries, "next_after", (json_int_t)w.last_seq);
+    set_json(resp, 200, o);
+}
+
+/* Healthy means the database answers and still runs in WAL mode with
+ * synchronous=FULL: the settings every 200 relies on. */
+static void exec_health(sg_store *store, struct sg_response *resp)
+{
+    char journal[16];
+    int sync = -1;
+    int rc = sg_store_health(store, journal, sizeof(journal), &sync);
+    if (rc != 0) {
+        sg_api_error(resp, 503, "unhealthy", "%s", sg_store_errmsg(store));
+        return;
+    }
+    int ok = (strcmp(journal, "wal") == 0 || strcmp(journal, "memory") == 0) && sync == 2;
+    set_json(resp, ok ? 200 : 503,
+             json_pack("{s:s, s:s, s:s}", "status", ok ? "ok" : "unhealthy", "journal_mode", journal,
+                       "synchronous", sync == 2 ? "full" : "not full"));
+}
+
+void sg_api_execute(sg_store *store, const struct sg_op *op, int64_t now_ms, struct sg_response *resp)
+{
+    memset(resp, 0, sizeof(*resp));
+    switch (op->route) {
+    case SG_ROUTE_PUT_RECORD:
+        exec_put(store, op, now_ms, resp);
+        return;
+    case SG_ROUTE_GET_RECORD:
+        exec_get(store, op, now_ms, resp);
+        return;
+    case SG_ROUTE_GET_FENCE:
+        exec_fence(store, op, resp);
+        return;
+    case SG_ROUTE_GET_LOG:
+        exec_log(store, op, resp);
+        return;
+    case SG_ROUTE_HEALTH:
+        exec_health(store, resp);
+        return;
+    case SG_ROUTE_METRICS: {
+        size_t len = 0;
+        char *text = sg_metrics_render(&len);
+        if (text == NULL) {
+            set_oom(resp);
+            return;
+        }
+        resp->status = 200;
+        resp->body = text;
+        resp->body_len = len;
+        resp->content_type = "text/plain; version=0.0.4; charset=utf-8";
+        return;
+    }
+    }
+    sg_api_error(resp, 500, "internal", "unknown route");
+}
+
+void sg_api_handle(sg_store *store, const struct sg_request *req, int64_t now_ms, struct sg_response *resp)
+{
+    struct sg_op op;
+    int rc = sg_api_parse(req, &op, resp);
+    if (rc != 0)
+        return;
+    sg_api_execute(store, &op, now_ms, resp);
+    sg_op_clear(&op);
+}

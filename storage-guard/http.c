@@ -1,0 +1,337 @@
+/*
+ * libmicrohttpd glue. Each worker thread runs its own poll loop; a request's
+ * state lives in con_cls from the first callback to the completion callback.
+ * Validation and answers are api.c's; this file only moves bytes.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <microhttpd.h>
+
+#include "api.h"
+#include "http.h"
+#include "log.h"
+#include "metrics.h"
+
+#define MAX_ARGS 32
+
+struct sg_http {
+    struct MHD_Daemon *daemon;
+    sg_store_pool *pool;
+    size_t max_body;
+    int unfenced;
+    uint16_t port;
+    int quiesced;
+    atomic_int in_flight;
+};
+
+struct req_state {
+    struct timespec start;
+    char *body;
+    size_t len, cap;
+    int too_large;
+    int answered;
+};
+
+static double since(const struct timespec *t0)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)(t.tv_sec - t0->tv_sec) + (double)(t.tv_nsec - t0->tv_nsec) / 1e9;
+}
+
+static int64_t wall_ms(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_REALTIME, &t);
+    return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
+}
+
+/* Keep the URL and query arguments percent-encoded: api.c decodes them
+ * itself, so that "%00" in a key is seen (and refused) instead of silently
+ * cutting the key short at a NUL. */
+static size_t keep_escaped(void *cls, struct MHD_Connection *c, char *s)
+{
+    (void)cls;
+    (void)c;
+    return strlen(s);
+}
+
+static void mhd_logger(void *cls, const char *fm, va_list ap)
+{
+    (void)cls;
+    char msg[512];
+    vsnprintf(msg, sizeof(msg), fm, ap);
+    size_t n = strlen(msg);
+    while (n > 0 && msg[n - 1] == '\n')
+        msg[--n] = '\0';
+    sg_log(SG_LOG_WARN, "http: %s", msg);
+}
+
+struct arg_vec {
+    struct sg_arg a[MAX_ARGS];
+    size_t n;
+    int overflow;
+};
+
+static enum MHD_Result collect_arg(void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
+{
+    (void)kind;
+    struct arg_vec *v = cls;
+    if (v->n == MAX_ARGS) {
+        v->overflow = 1;
+        return MHD_NO;
+    }
+    v->a[v->n].name = key ? key : "";
+    v->a[v->n].value = value;
+    v->n++;
+    return MHD_YES;
+}
+
+struct header_scan {
+    const char *token;
+    int count;
+};
+
+static enum MHD_Result scan_header(void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
+{
+    (void)kind;
+    struct header_scan *h = cls;
+    if (key != NULL && strcasecmp(key, "Fencing-Token") == 0) {
+        h->token = value ? value : "";
+        h->count++;
+    }
+    return MHD_YES;
+}
+
+/* Queue resp (its body is handed to libmicrohttpd) and count it. */
+static enum MHD_Result answer(struct MHD_Connection *c, struct req_state *st, const char *method,
+                              const char *url, struct sg_response *resp)
+{
+    struct MHD_Response *r =
+        MHD_create_response_from_buffer(resp->body_len, resp->body, MHD_RESPMEM_MUST_FREE);
+    if (r == NULL) {
+        sg_response_clear(resp);
+        return MHD_NO;
+    }
+    resp->body = NULL; /* now owned by r */
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, resp->content_type);
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
+    if (resp->allow)
+        MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, resp->allow);
+    enum MHD_Result ok = MHD_queue_response(c, (unsigned)resp->status, r);
+    MHD_destroy_response(r);
+    st->answered = 1;
+
+    double secs = since(&st->start);
+    sg_metrics_observe(resp->status, secs);
+    if (resp->status >= 500)
+        sg_metrics_inc(SG_M_STORE_ERRORS);
+    else if (resp->status >= 400 && resp->status != 409)
+        sg_metrics_inc(SG_M_BAD_REQUESTS);
+    if (sg_log_enabled(SG_LOG_DEBUG))
+        sg_log(SG_LOG_DEBUG, "%.8s %.200s -> %d (%.1f ms)", method, url, resp->status, secs * 1e3);
+    sg_response_clear(resp);
+    return ok;
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url, const char *method,
+                                  const char *version, const char *upload_data, size_t *upload_data_size,
+                                  void **con_cls)
+{
+    (void)version;
+    struct sg_http *h = cls;
+    struct req_state *st = *con_cls;
+    struct sg_response resp = {0};
+
+    if (st == NULL) {
+        st = calloc(1, sizeof(*st));
+        if (st == NULL)
+            return MHD_NO;
+        clock_gettime(CLOCK_MONOTONIC, &st->start);
+        atomic_fetch_add(&h->in_flight, 1);
+        *con_cls = st;
+        /* Refuse a declared oversize body before reading it; a client that
+         * sent "Expect: 100-continue" never has to send it at all. */
+        const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+        if (cl != NULL && strtoull(cl, NULL, 10) > h->max_body) {
+            sg_api_error(&resp, 413, "body_too_large", "the body is over the limit of %zu bytes",
+                         h->max_body);
+            return answer(c, st, method, url, &resp);
+        }
+        return MHD_YES;
+    }
+    if (st->answered) {
+        *upload_data_size = 0; /* drop whatever follows an early answer */
+        return MHD_YES;
+    }
+    if (*upload_data_size != 0) {
+        size_t n = *upload_data_size;
+        *upload_data_size = 0;
+        if (st->too_large || n > h->max_body - st->len) {
+            /* A chunked body without a length: drop the rest, answer 413 at the end. */
+            st->too_large = 1;
+            return MHD_YES;
+        }
+        if (st->len + n > st->cap) {
+            size_t cap = st->cap ? st->cap : 4096;
+            while (cap < st->len + n)
+                cap *= 2;
+            if (cap > h->max_body)
+                cap = h->max_body;
+            char *b = realloc(st->body, cap);
+            if (b == NULL)
+                return MHD_NO;
+            st->body = b;
+            st->cap = cap;
+        }
+        memcpy(st->body + st->len, upload_data, n);
+        st->len += n;
+        return MHD_YES;
+    }
+
+    /* The whole request is in: map it to an answer. */
+    struct arg_vec args = {.n = 0};
+    MHD_get_connection_values(c, MHD_GET_ARGUMENT_KIND, collect_arg, &args);
+    struct header_scan hs = {NULL, 0};
+    MHD_get_connection_values(c, MHD_HEADER_KIND, scan_header, &hs);
+    if (args.overflow) {
+        sg_api_error(&resp, 400, "bad_parameter", "more than %d query parameters", MAX_ARGS);
+        return answer(c, st, method, url, &resp);
+    }
+    if (hs.count > 1) {
+        sg_api_error(&resp, 400, "token_mismatch", "more than one Fencing-Token header");
+        return answer(c, st, method, url, &resp);
+    }
+    struct sg_request req = {
+        .method = method,
+        .path = url,
+        .args = args.a,
+        .n_args = args.n,
+        .token_header = hs.token,
+        .body = st->body,
+        .body_len = st->len,
+        .body_too_large = st->too_large,
+        .unfenced = h->unfenced,
+    };
+    struct sg_op op;
+    if (sg_api_parse(&req, &op, &resp) == 0) {
+        sg_store *s = sg_api_needs_store(&op) ? sg_store_pool_get(h->pool) : NULL;
+        sg_api_execute(s, &op, wall_ms(), &resp);
+        sg_store_pool_put(h->pool, s);
+        sg_op_clear(&op);
+    }
+    if (resp.body == NULL)
+        sg_api_error(&resp, 500, "internal", "no answer");
+    return answer(c, st, method, url, &resp);
+}
+
+static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
+                         enum MHD_RequestTerminationCode why)
+{
+    (void)c;
+    struct sg_http *h = cls;
+    struct req_state *st = *con_cls;
+    if (st == NULL)
+        return;
+    if (why != MHD_REQUEST_TERMINATED_COMPLETED_OK && sg_log_enabled(SG_LOG_DEBUG))
+        sg_log(SG_LOG_DEBUG, "request ended early (code %d)", (int)why);
+    free(st->body);
+    free(st);
+    *con_cls = NULL;
+    atomic_fetch_sub(&h->in_flight, 1);
+}
+
+int sg_http_start(const struct sg_http_options *o, sg_http **out, char *errbuf, size_t errcap)
+{
+    if (o == NULL || out == NULL || o->addr == NULL || o->pool == NULL || o->threads < 1 ||
+        o->max_body == 0) {
+        snprintf(errbuf, errcap, "sg_http_start: bad options");
+        return -EINVAL;
+    }
+    sg_http *h = calloc(1, sizeof(*h));
+    if (h == NULL)
+        return -ENOMEM;
+    h->pool = o->pool;
+    h->max_body = o->max_body;
+    h->unfenced = o->unfenced;
+    atomic_init(&h->in_flight, 0);
+    /* poll(), not epoll: libmicrohttpd 0.9.75's edge-triggered epoll can miss
+     * the end of a half-closed connection whose bytes and FIN arrive
+     * together, leaving it open until the idle timeout. */
+    unsigned flags = MHD_USE_POLL_INTERNAL_THREAD | MHD_USE_ERROR_LOG | MHD_USE_ITC;
+    if (o->addr->sa_family == AF_INET6)
+        flags |= MHD_USE_IPv6;
+    /* The logger comes first so that every message of libmicrohttpd goes
+     * through it. The header buffer must hold a 1024-byte key
+     * percent-encoded (3 KiB) plus headers: 64 KiB leaves room without
+     * inviting abuse. Idle connections are closed after 30 s. */
+    /* A pool of one draws a warning: one thread is the internal thread. */
+    struct MHD_OptionItem pool_opt[] = {
+        {o->threads > 1 ? MHD_OPTION_THREAD_POOL_SIZE : MHD_OPTION_END, o->threads, NULL},
+        {MHD_OPTION_END, 0, NULL},
+    };
+    // clang-format off
+    h->daemon = MHD_start_daemon(flags, 0, NULL, NULL, on_request, h,
+                                 MHD_OPTION_EXTERNAL_LOGGER, mhd_logger, NULL,
+                                 MHD_OPTION_SOCK_ADDR, o->addr,
+                                 MHD_OPTION_ARRAY, pool_opt,
+                                 MHD_OPTION_NOTIFY_COMPLETED, on_completed, h,
+                                 MHD_OPTION_UNESCAPE_CALLBACK, keep_escaped, NULL,
+                                 MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)30,
+                                 MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)64 * 1024,
+                                 MHD_OPTION_CONNECTION_LIMIT, (unsigned)1000,
+                                 MHD_OPTION_END);
+    // clang-format on
+    if (h->daemon == NULL) {
+        snprintf(errbuf, errcap, "cannot listen (address in use or not available?)");
+        free(h);
+        return -EIO;
+    }
+    const union MHD_DaemonInfo *info = MHD_get_daemon_info(h->daemon, MHD_DAEMON_INFO_BIND_PORT);
+    h->port = info ? info->port : 0;
+    *out = h;
+    return 0;
+}
+
+uint16_t sg_http_port(const sg_http *h)
+{
+    return h->port;
+}
+
+void sg_http_quiesce(sg_http *h)
+{
+    if (h == NULL || h->quiesced)
+        return;
+    MHD_socket fd = MHD_quiesce_daemon(h->daemon);
+    if (fd != MHD_INVALID_SOCKET)
+        close(fd);
+    h->quiesced = 1;
+}
+
+int sg_http_drain(sg_http *h, int timeout_ms)
+{
+    struct timespec t0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    while (atomic_load(&h->in_flight) > 0) {
+        if (since(&t0) * 1000 >= timeout_ms)
+            return -ETIMEDOUT;
+        struct timespec ts = {0, 10 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    return 0;
+}
+
+void sg_http_stop(sg_http *h)
+{
+    if (h == NULL)
+        return;
+    MHD_stop_daemon(h->daemon);
+    free(h);
+}

@@ -1,0 +1,44 @@
+/*
+ * The HTTP side of storage-guard: a libmicrohttpd daemon whose callbacks
+ * collect a request (path, query, Fencing-Token header, body up to a limit)
+ * and hand it to api.c, then send back whatever api.c answered.
+ */
+#ifndef SG_HTTP_H
+#define SG_HTTP_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#include "store.h"
+
+struct sg_http_options {
+    const struct sockaddr *addr; /* where to listen; port 0 picks one */
+    socklen_t addr_len;
+    int threads;         /* worker threads, >= 1 */
+    size_t max_body;     /* largest accepted request body in bytes */
+    sg_store_pool *pool; /* borrowed until sg_http_stop(); >= threads connections */
+    int unfenced;        /* writes need no token (see sg_store_set_unfenced) */
+};
+
+typedef struct sg_http sg_http;
+
+/* Start listening and serving. Writes *out only on success. Returns 0,
+ * -EINVAL, -ENOMEM or -EIO (message in errbuf). */
+int sg_http_start(const struct sg_http_options *o, sg_http **out, char *errbuf, size_t errcap);
+
+/* The TCP port actually bound. */
+uint16_t sg_http_port(const sg_http *h);
+
+/* Stop accepting connections; requests already received keep being served. */
+void sg_http_quiesce(sg_http *h);
+
+/* Wait up to timeout_ms for requests in progress to be answered. Returns 0
+ * or -ETIMEDOUT. */
+int sg_http_drain(sg_http *h, int timeout_ms);
+
+/* Stop the worker threads (each finishes the request it is running), close
+ * every connection and free h. Accepts NULL. */
+void sg_http_stop(sg_http *h);
+
+#endif

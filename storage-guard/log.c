@@ -1,0 +1,57 @@
+/* One line per event on stderr; the level is read without a lock because a
+ * torn read of an int cannot happen and a stale one only affects verbosity. */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "log.h"
+
+static atomic_int current_level = SG_LOG_INFO;
+
+static const char *const level_names[] = {"error", "warn", "info", "debug"};
+
+int sg_log_parse_level(const char *s, enum sg_log_level *out)
+{
+    if (s == NULL || out == NULL)
+        return -EINVAL;
+    for (int i = 0; i <= SG_LOG_DEBUG; i++) {
+        if (strcmp(s, level_names[i]) == 0) {
+            *out = (enum sg_log_level)i;
+            return 0;
+        }
+    }
+    return -EINVAL;
+}
+
+void sg_log_set_level(enum sg_log_level level)
+{
+    atomic_store(&current_level, (int)level);
+}
+
+int sg_log_enabled(enum sg_log_level level)
+{
+    return (int)level <= atomic_load(&current_level);
+}
+
+void sg_log(enum sg_log_level level, const char *fmt, ...)
+{
+    if (!sg_log_enabled(level))
+        return;
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    struct tm tm;
+    gmtime_r(&ts.tv_sec, &tm);
+    char when[32];
+    strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%S", &tm);
+    /* One call per line so lines from worker threads do not interleave. */
+    fprintf(stderr, "%s.%03ldZ storage-guard %s: %s\n", when, ts.tv_nsec / 1000000L, level_names[level], msg);
+}

@@ -1,0 +1,280 @@
+/*
+ * storage-guard: a sample SQLite-backed HTTP/JSON record store that refuses
+ * writes carrying a fencing token older than the last one it admitted for
+ * the resource. See docs/storage-guard.md.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <netdb.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "http.h"
+#include "log.h"
+#include "store.h"
+
+#ifndef SG_VERSION
+#define SG_VERSION "unknown"
+#endif
+
+#define DRAIN_TIMEOUT_MS 10000
+
+struct config {
+    const char *db;
+    const char *listen;
+    const char *port_file;
+    int threads;
+    size_t max_body;
+    enum sg_log_level level;
+    int unfenced;
+};
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "Usage: storage-guard --db PATH [options]\n"
+            "\n"
+            "A record store over HTTP/JSON that refuses writes carrying a stale fencing token.\n"
+            "\n"
+            "Options:\n"
+            "  --db PATH           SQLite database file (created if missing); required\n"
+            "  --listen HOST:PORT  address to listen on (default 127.0.0.1:8080; port 0 picks a free one;\n"
+            "                      IPv6 as [::1]:8080)\n"
+            "  --port-file PATH    write the bound port to PATH once listening\n"
+            "  --threads N         worker threads and database connections (default 4, 1..256)\n"
+            "  --max-body BYTES    largest request body (default 1048576)\n"
+            "  --log-level LEVEL   error, warn, info (default) or debug\n"
+            "  --unfenced          accept every write, token or not, and never refuse one: the store\n"
+            "                      as it is without fencing, to compare against (never in production)\n"
+            "  --help              show this help\n"
+            "  --version           show the version\n"
+            "\n"
+            "SIGINT or SIGTERM stops accepting connections, answers the requests in progress and exits.\n");
+}
+
+/* Parse a decimal in [min, max]. */
+static int parse_num(const char *s, long long min, long long max, long long *out)
+{
+    char *end = NULL;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (errno != 0 || end == s || *end != '\0' || v < min || v > max)
+        return -EINVAL;
+    *out = v;
+    return 0;
+}
+
+static int parse_args(int argc, char **argv, struct config *c)
+{
+    static const struct option opts[] = {
+        {"db", required_argument, NULL, 'd'},
+        {"listen", required_argument, NULL, 'l'},
+        {"port-file", required_argument, NULL, 'p'},
+        {"threads", required_argument, NULL, 't'},
+        {"max-body", required_argument, NULL, 'm'},
+        {"log-level", required_argument, NULL, 'L'},
+        {"help", no_argument, NULL, 'h'},
+        {"version", no_argument, NULL, 'V'},
+        {"unfenced", no_argument, NULL, 'U'},
+        {NULL, 0, NULL, 0},
+    };
+    long long n;
+    int ch;
+    while ((ch = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        switch (ch) {
+        case 'd':
+            c->db = optarg;
+            break;
+        case 'l':
+            c->listen = optarg;
+            break;
+        case 'p':
+            c->port_file = optarg;
+            break;
+        case 't':
+            if (parse_num(optarg, 1, 256, &n) != 0) {
+                fprintf(stderr, "storage-guard: --threads must be 1..256\n");
+                return 2;
+            }
+            c->threads = (int)n;
+            break;
+        case 'm':
+            if (parse_num(optarg, 1, (long long)1 << 30, &n) != 0) {
+                fprintf(stderr, "storage-guard: --max-body must be 1..%lld bytes\n", (long long)1 << 30);
+                return 2;
+            }
+            c->max_body = (size_t)n;
+            break;
+        case 'L':
+            if (sg_log_parse_level(optarg, &c->level) != 0) {
+                fprintf(stderr, "storage-guard: --log-level must be error, warn, info or debug\n");
+                return 2;
+            }
+            break;
+        case 'U':
+            c->unfenced = 1;
+            break;
+        case 'h':
+            usage(stdout);
+            return 0;
+        case 'V':
+            printf("storage-guard %s (fencelock)\n", SG_VERSION);
+            return 0;
+        default:
+            usage(stderr);
+            return 2;
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "storage-guard: unexpected argument '%s'\n", argv[optind]);
+        return 2;
+    }
+    if (c->db == NULL) {
+        fprintf(stderr, "storage-guard: --db PATH is required\n");
+        usage(stderr);
+        return 2;
+    }
+    return -1; /* go on */
+}
+
+/* Resolve HOST:PORT (or [HOST]:PORT) to a socket address. */
+static int resolve(const char *listen, struct sockaddr_storage *ss, socklen_t *len)
+{
+    char host[256];
+    const char *port;
+    if (listen[0] == '[') {
+        const char *end = strchr(listen, ']');
+        if (end == NULL || end[1] != ':' || (size_t)(end - listen - 1) >= sizeof(host))
+            return -EINVAL;
+        memcpy(host, listen + 1, (size_t)(end - listen - 1));
+        host[end - listen - 1] = '\0';
+        port = end + 2;
+    } else {
+        const char *colon = strrchr(listen, ':');
+        if (colon == NULL || colon == listen || (size_t)(colon - listen) >= sizeof(host))
+            return -EINVAL;
+        memcpy(host, listen, (size_t)(colon - listen));
+        host[colon - listen] = '\0';
+        port = colon + 1;
+    }
+    long long p;
+    if (parse_num(port, 0, 65535, &p) != 0)
+        return -EINVAL;
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICSERV};
+    struct addrinfo *res = NULL;
+    if (getaddrinfo(host, port, &hints, &res) != 0 || res == NULL)
+        return -EINVAL;
+    memcpy(ss, res->ai_addr, res->ai_addrlen);
+    *len = res->ai_addrlen;
+    freeaddrinfo(res);
+    return 0;
+}
+
+/* Write the port to path atomically, so a reader never sees half a number. */
+static int write_port_file(const char *path, unsigned port)
+{
+    char tmp[PATH_MAX];
+    if (snprintf(tmp, sizeof(tmp), "%s.tmp", path) >= (int)sizeof(tmp))
+        return -ENAMETOOLONG;
+    FILE *f = fopen(tmp, "w");
+    if (f == NULL)
+        return -errno;
+    int bad = fprintf(f, "%u\n", port) < 0;
+    bad |= fclose(f) != 0;
+    if (bad || rename(tmp, path) != 0) {
+        int e = errno ? errno : EIO;
+        unlink(tmp);
+        return -e;
+    }
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    struct config c = {
+        .listen = "127.0.0.1:8080",
+        .threads = 4,
+        .max_body = 1024 * 1024,
+        .level = SG_LOG_INFO,
+    };
+    int rc = parse_args(argc, argv, &c);
+    if (rc >= 0)
+        return rc;
+    sg_log_set_level(c.level);
+
+    struct sockaddr_storage ss;
+    socklen_t ss_len = 0;
+    if (resolve(c.listen, &ss, &ss_len) != 0) {
+        fprintf(stderr, "storage-guard: bad --listen '%s' (want HOST:PORT)\n", c.listen);
+        return 2;
+    }
+
+    /* Handle SIGINT/SIGTERM in this thread only: block them before any
+     * worker thread exists, so every thread inherits the mask. */
+    sigset_t stop_set;
+    sigemptyset(&stop_set);
+    sigaddset(&stop_set, SIGINT);
+    sigaddset(&stop_set, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &stop_set, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    if (c.port_file)
+        unlink(c.port_file); /* never leave a previous run's port for a reader */
+
+    int status = 1;
+    sg_store_pool *pool = NULL;
+    sg_http *http = NULL;
+    char err[512] = "";
+    rc = sg_store_pool_open(c.db, c.threads, &pool, err, sizeof(err));
+    if (rc != 0) {
+        sg_log(SG_LOG_ERROR, "database: %s", err);
+        goto out;
+    }
+    struct sg_http_options ho = {
+        .addr = (const struct sockaddr *)&ss,
+        .addr_len = ss_len,
+        .threads = c.threads,
+        .max_body = c.max_body,
+        .pool = pool,
+        .unfenced = c.unfenced,
+    };
+    if (c.unfenced) {
+        sg_store_pool_set_unfenced(pool, 1);
+        sg_log(SG_LOG_WARN, "unfenced: tokens are recorded but never checked; late writes are accepted");
+    }
+    rc = sg_http_start(&ho, &http, err, sizeof(err));
+    if (rc != 0) {
+        sg_log(SG_LOG_ERROR, "%s: %s", c.listen, err);
+        goto out;
+    }
+    unsigned port = sg_http_port(http);
+    if (c.port_file && (rc = write_port_file(c.port_file, port)) != 0) {
+        sg_log(SG_LOG_ERROR, "port file %s: %s", c.port_file, strerror(-rc));
+        goto out;
+    }
+    sg_log(SG_LOG_INFO, "listening on port %u, database %s (WAL, synchronous=FULL), %d threads", port, c.db,
+           c.threads);
+
+    int sig = 0;
+    while (sigwait(&stop_set, &sig) != 0) {
+    }
+    sg_log(SG_LOG_INFO, "%s: stopping", sig == SIGINT ? "SIGINT" : "SIGTERM");
+    /* Every answered write is already committed with a full sync; draining
+     * lets the requests in progress get their answer too. */
+    sg_http_quiesce(http);
+    if (sg_http_drain(http, DRAIN_TIMEOUT_MS) != 0)
+        sg_log(SG_LOG_WARN, "requests still in progress after %d ms; closing them", DRAIN_TIMEOUT_MS);
+    status = 0;
+out:
+    sg_http_stop(http);
+    sg_store_pool_close(pool);
+    if (status == 0 && c.port_file)
+        unlink(c.port_file);
+    if (status == 0)
+        sg_log(SG_LOG_INFO, "stopped");
+    return status;
+}

@@ -1,0 +1,615 @@
+/*
+ * Records, the audit log and the fencing check in one SQLite database.
+ *
+ * Every write is one BEGIN IMMEDIATE transaction: the write lock is taken
+ * before the last token is read, so no other connection can admit a token
+ * between our check and our write; fencing_store_admit() raises the last
+ * token, the record is written, and the audit row is appended, and all three
+ * commit together. A stale write commits too, with only its audit row.
+ *
+ * Every statement is prepared once per connection and reused, and every
+ * value reaches SQLite as a bound parameter, never as SQL text.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <sqlite3.h>
+
+#include <fencing/fencing.h>
+
+#include "store.h"
+
+#define ERRMSG_MAX 512
+
+enum {
+    ST_BEGIN,
+    ST_COMMIT,
+    ST_ROLLBACK,
+    ST_UPSERT,
+    ST_LOG_APPEND,
+    ST_GET,
+    ST_LOG_QUERY,
+    ST_COUNT,
+};
+
+static const char *const stmt_sql[ST_COUNT] = {
+    [ST_BEGIN] = "BEGIN IMMEDIATE",
+    [ST_COMMIT] = "COMMIT",
+    [ST_ROLLBACK] = "ROLLBACK",
+    [ST_UPSERT] = "INSERT INTO sg_records (key, resource, value, token, version, updated_at_ms)"
+                  " VALUES (?1, ?2, ?3, ?4, 1, ?5)"
+                  " ON CONFLICT (key) DO UPDATE SET resource = excluded.resource, value = excluded.value,"
+                  " token = excluded.token, version = version + 1, updated_at_ms = excluded.updated_at_ms"
+                  " RETURNING version",
+    [ST_LOG_APPEND] = "INSERT INTO sg_log (time_ms, op, key, resource, token, last_token, outcome, version)"
+                      " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+    [ST_GET] = "SELECT key, resource, value, token, version, updated_at_ms FROM sg_records WHERE key = ?1",
+    [ST_LOG_QUERY] = "SELECT seq, time_ms, op, key, resource, token, last_token, outcome, version FROM sg_log"
+                     " WHERE seq > ?1 AND (?2 IS NULL OR resource = ?2) AND (?3 IS NULL OR key = ?3)"
+                     " ORDER BY seq LIMIT ?4",
+};
+
+/* Keys and resources are BLOBs: any bytes, compared bytewise. The log keeps
+ * refused writes too, so a replay can see exactly what was turned away. */
+static const char schema_sql[] = "CREATE TABLE IF NOT EXISTS sg_records ("
+                                 " key BLOB PRIMARY KEY NOT NULL,"
+                                 " resource BLOB NOT NULL,"
+                                 " value TEXT NOT NULL,"
+                                 " token INTEGER NOT NULL,"
+                                 " version INTEGER NOT NULL,"
+                                 " updated_at_ms INTEGER NOT NULL);"
+                                 "CREATE TABLE IF NOT EXISTS sg_log ("
+                                 " seq INTEGER PRIMARY KEY AUTOINCREMENT,"
+                                 " time_ms INTEGER NOT NULL,"
+                                 " op TEXT NOT NULL,"
+                                 " key BLOB NOT NULL,"
+                                 " resource BLOB NOT NULL,"
+                                 " token INTEGER NOT NULL,"
+                                 " last_token INTEGER NOT NULL,"
+                                 " outcome TEXT NOT NULL,"
+                                 " version INTEGER NOT NULL);"
+                                 "CREATE INDEX IF NOT EXISTS sg_log_by_resource ON sg_log (resource, seq);"
+                                 "CREATE INDEX IF NOT EXISTS sg_log_by_key ON sg_log (key, seq);";
+
+struct sg_store {
+    sqlite3 *db;
+    fencing_store *fence;
+    sqlite3_stmt *st[ST_COUNT];
+    /* Shared by the connections of one pool; NULL for a lone store. */
+    pthread_mutex_t *write_lock;
+    int unfenced;
+    char errmsg[ERRMSG_MAX];
+};
+
+static void fmt(char *buf, size_t cap, const char *f, ...) __attribute__((format(printf, 3, 4)));
+static void fmt(char *buf, size_t cap, const char *f, ...)
+{
+    if (buf == NULL || cap == 0)
+        return;
+    va_list ap;
+    va_start(ap, f);
+    vsnprintf(buf, cap, f, ap);
+    va_end(ap);
+}
+
+/* Translate an SQLite failure once, here, keeping its message. */
+static int fail(sg_store *s, const char *what)
+{
+    int code = sqlite3_errcode(s->db);
+    fmt(s->errmsg, sizeof(s->errmsg), "%s: %s", what, sqlite3_errmsg(s->db));
+    return (code & 0xff) == SQLITE_BUSY || (code & 0xff) == SQLITE_LOCKED ? SG_STORE_EBUSY : SG_STORE_EFAIL;
+}
+
+static void done(sqlite3_stmt *st)
+{
+    sqlite3_reset(st);
+    sqlite3_clear_bindings(st);
+}
+
+/* Run a statement that returns no rows. */
+static int run(sg_store *s, int which, const char *what)
+{
+    int rc = sqlite3_step(s->st[which]) == SQLITE_DONE ? 0 : fail(s, what);
+    done(s->st[which]);
+    return rc;
+}
+
+/* Read one integer or text pragma value. */
+static int pragma_text(sqlite3 *db, const char *sql, char *out, size_t cap)
+{
+    sqlite3_stmt *st = NULL;
+    int rc = sqlite3_prepare_v2(db, sql, -1, &st, NULL);
+    if (rc != SQLITE_OK)
+        goto out;
+    rc = sqlite3_step(st);
+    if (rc != SQLITE_ROW)
+        goto out;
+    const unsigned char *v = sqlite3_column_text(st, 0);
+    snprintf(out, cap, "%s", v ? (const char *)v : "");
+    rc = SQLITE_OK;
+out:
+    sqlite3_finalize(st);
+    return rc;
+}
+
+int sg_store_open(const char *path, sg_store **out, char *errbuf, size_t errcap)
+{
+    if (path == NULL || out == NULL) {
+        fmt(errbuf, errcap, "sg_store_open: NULL argument");
+        return -EINVAL;
+    }
+    sg_store *s = calloc(1, sizeof(*s));
+    if (s == NULL) {
+        fmt(errbuf, errcap, "out of memory");
+        return -ENOMEM;
+    }
+    int rc = SG_STORE_EFAIL;
+    const char *step = "open";
+    char val[32];
+    if (sqlite3_open_v2(path, &s->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
+                        NULL) != SQLITE_OK)
+        goto fail;
+    sqlite3_extended_result_codes(s->db, 1);
+    sqlite3_busy_timeout(s->db, SG_STORE_BUSY_TIMEOUT_MS);
+
+    /* WAL lets readers run while a writer syncs; synchronous=FULL makes every
+     * commit fsync the WAL, so an answered write survives power loss
+     * (NORMAL would not). Both are checked, not assumed. */
+    step = "journal_mode=WAL";
+    if (pragma_text(s->db, "PRAGMA journal_mode=WAL", val, sizeof(val)) != SQLITE_OK)
+        goto fail;
+    if (strcmp(val, "wal") != 0 && !(strcmp(val, "memory") == 0 && strcmp(path, ":memory:") == 0)) {
+        fmt(errbuf, errcap, "%s: journal_mode is '%s', not 'wal'", path, val);
+        goto out_fail;
+    }
+    step = "synchronous=FULL";
+    if (sqlite3_exec(s->db, "PRAGMA synchronous=FULL", NULL, NULL, NULL) != SQLITE_OK ||
+        pragma_text(s->db, "PRAGMA synchronous", val, sizeof(val)) != SQLITE_OK)
+        goto fail;
+    if (strcmp(val, "2") != 0) {
+        fmt(errbuf, errcap, "%s: synchronous is %s, not 2 (FULL)", path, val);
+        goto out_fail;
+    }
+    step = "schema";
+    if (sqlite3_exec(s->db, schema_sql, NULL, NULL, NULL) != SQLITE_OK)
+        goto fail;
+    char ferr[256];
+    rc = fencing_store_new(s->db, &s->fence, ferr, sizeof(ferr));
+    if (rc != 0) {
+        fmt(errbuf, errcap, "%s: %s", path, ferr);
+        rc = rc == -ENOMEM ? -ENOMEM : SG_STORE_EFAIL;
+        goto out_fail;
+    }
+    step = "prepare";
+    for (int i = 0; i < ST_COUNT; i++)
+        if (sqlite3_prepare_v3(s->db, stmt_sql[i], -1, SQLITE_PREPARE_PERSISTENT, &s->st[i], NULL) !=
+            SQLITE_OK)
+            goto fail;
+    *out = s;
+    return 0;
+fail:
+    rc = s->db != NULL && (sqlite3_errcode(s->db) & 0xff) == SQLITE_BUSY ? SG_STORE_EBUSY : SG_STORE_EFAIL;
+    fmt(errbuf, errcap, "%s: %s: %s", path, step, s->db ? sqlite3_errmsg(s->db) : "out of memory");
+out_fail:
+    sg_store_close(s);
+    return rc;
+}
+
+void sg_store_close(sg_store *s)
+{
+    if (s == NULL)
+        return;
+    for (int i = 0; i < ST_COUNT; i++)
+        sqlite3_finalize(s->st[i]);
+    fencing_store_free(s->fence);
+    sqlite3_close(s->db);
+    free(s);
+}
+
+void sg_store_set_busy_timeout(sg_store *s, int ms)
+{
+    if (s != NULL)
+        sqlite3_busy_timeout(s->db, ms);
+}
+
+int sg_store_health(sg_store *s, char *journal, size_t cap, int *synchronous)
+{
+    if (s == NULL || journal == NULL || cap == 0 || synchronous == NULL)
+        return -EINVAL;
+    char sync[16];
+    if (pragma_text(s->db, "PRAGMA journal_mode", journal, cap) != SQLITE_OK ||
+        pragma_text(s->db, "PRAGMA synchronous", sync, sizeof(sync)) != SQLITE_OK)
+        return fail(s, "health check");
+    *synchronous = atoi(sync);
+    return 0;
+}
+
+const char *sg_store_errmsg(const sg_store *s)
+{
+    return s == NULL ? "no store" : s->errmsg;
+}
+
+void sg_record_clear(struct sg_record *r)
+{
+    if (r == NULL)
+        return;
+    free(r->key);
+    free(r->resource);
+    free(r->value);
+    memset(r, 0, sizeof(*r));
+}
+
+static int valid_name(const char *p, size_t len)
+{
+    return p != NULL && len >= 1 && len <= FENCING_RESOURCE_MAX;
+}
+
+/* Take the in-process write lock, then SQLite's. Serializing our own writers
+ * on a mutex first means they queue on a futex instead of polling in
+ * SQLite's busy handler, whose back-off sleeps add up to tens of ms; the busy
+ * timeout still covers other processes that open the same file. */
+static int begin_write(sg_store *s)
+{
+    if (s->write_lock)
+        pthread_mutex_lock(s->write_lock);
+    int rc = run(s, ST_BEGIN, "begin immediate");
+    if (rc != 0 && s->write_lock)
+        pthread_mutex_unlock(s->write_lock);
+    return rc;
+}
+
+/* Commit if rc == 0, else roll back; release the write lock either way. */
+static int end_write(sg_store *s, int rc)
+{
+    if (rc == 0)
+        rc = run(s, ST_COMMIT, "commit");
+    if (rc != 0 && !sqlite3_get_autocommit(s->db)) {
+        /* Keep the first error's message; a failed rollback adds nothing. */
+        sqlite3_step(s->st[ST_ROLLBACK]);
+        done(s->st[ST_ROLLBACK]);
+    }
+    if (s->write_lock)
+        pthread_mutex_unlock(s->write_lock);
+    return rc;
+}
+
+/* Admit token for the resource inside the open transaction. Returns 0 with
+ * res->outcome set, or a store error. */
+static int admit(sg_store *s, const char *resource, size_t resource_len, uint64_t token,
+                 struct sg_write_result *res)
+{
+    uint64_t last = 0;
+    if (s->unfenced) {
+        /* Accept everything, leave the fence where it is. */
+        res->outcome = SG_OUTCOME_ACCEPTED;
+        int rc = fencing_store_last(s->fence, resource, resource_len, &res->last_token);
+        if (rc == 0)
+            return 0;
+        fmt(s->errmsg, sizeof(s->errmsg), "fencing: %s", fencing_store_errmsg(s->fence));
+        return SG_STORE_EFAIL;
+    }
+    int rc = fencing_store_admit(s->fence, resource, resource_len, token, &last);
+    res->last_token = last;
+    if (rc == 0) {
+        res->outcome = SG_OUTCOME_ACCEPTED;
+        return 0;
+    }
+    if (rc == FENCING_ESTALE) {
+        res->outcome = SG_OUTCOME_STALE;
+        return 0;
+    }
+    fmt(s->errmsg, sizeof(s->errmsg), "fencing: %s", fencing_store_errmsg(s->fence));
+    return rc == -EINVAL || rc == FENCING_ENOTOKEN ? -EINVAL : SG_STORE_EFAIL;
+}
+
+static int log_append(sg_store *s, int64_t now_ms, const char *op, const char *key, size_t key_len,
+                      const char *resource, size_t resource_len, uint64_t token,
+                      const struct sg_write_result *res)
+{
+    sqlite3_stmt *st = s->st[ST_LOG_APPEND];
+    const char *outcome = res->outcome == SG_OUTCOME_ACCEPTED ? "accepted" : "stale";
+    if (sqlite3_bind_int64(st, 1, now_ms) != SQLITE_OK ||
+        sqlite3_bind_text(st, 2, op, -1, SQLITE_STATIC) != SQLITE_OK ||
+        sqlite3_bind_blob(st, 3, key, (int)key_len, SQLITE_STATIC) != SQLITE_OK ||
+        sqlite3_bind_blob(st, 4, resource, (int)resource_len, SQLITE_STATIC) != SQLITE_OK ||
+        sqlite3_bind_int64(st, 5, (sqlite3_int64)token) != SQLITE_OK ||
+        sqlite3_bind_int64(st, 6, (sqlite3_int64)res->last_token) != SQLITE_OK ||
+        sqlite3_bind_text(st, 7, outcome, -1, SQLITE_STATIC) != SQLITE_OK ||
+        sqlite3_bind_int64(st, 8, res->outcome == SG_OUTCOME_ACCEPTED ? res->version : 0) != SQLITE_OK) {
+        int rc = fail(s, "bind log row");
+        done(st);
+        return rc;
+    }
+    return run(s, ST_LOG_APPEND, "append log row");
+}
+
+int sg_store_put(sg_store *s, const char *key, size_t key_len, const char *resource, size_t resource_len,
+                 uint64_t token, const char *value, size_t value_len, int64_t now_ms,
+                 struct sg_write_result *res)
+{
+    if (s == NULL || res == NULL || !valid_name(key, key_len) || !valid_name(resource, resource_len) ||
+        value == NULL || value_len > INT32_MAX || (token == 0 && !s->unfenced) || token >= FENCING_TOKEN_MAX)
+        return -EINVAL;
+    s->errmsg[0] = '\0';
+    memset(res, 0, sizeof(*res));
+    int rc = begin_write(s);
+    if (rc != 0)
+        return rc;
+    rc = admit(s, resource, resource_len, token, res);
+    if (rc != 0)
+        goto out;
+    if (res->outcome == SG_OUTCOME_ACCEPTED) {
+        sqlite3_stmt *st = s->st[ST_UPSERT];
+        if (sqlite3_bind_blob(st, 1, key, (int)key_len, SQLITE_STATIC) != SQLITE_OK ||
+            sqlite3_bind_blob(st, 2, resource, (int)resource_len, SQLITE_STATIC) != SQLITE_OK ||
+            sqlite3_bind_text(st, 3, value, (int)value_len, SQLITE_STATIC) != SQLITE_OK ||
+            sqlite3_bind_int64(st, 4, (sqlite3_int64)token) != SQLITE_OK ||
+            sqlite3_bind_int64(st, 5, now_ms) != SQLITE_OK) {
+            rc = fail(s, "bind record");
+            done(st);
+            goto out;
+        }
+        if (sqlite3_step(st) != SQLITE_ROW) {
+            rc = fail(s, "write record");
+            done(st);
+            goto out;
+        }
+        res->version = sqlite3_column_int64(st, 0);
+        /* RETURNING made its change on the first step; finish it. */
+        rc = sqlite3_step(st) == SQLITE_DONE ? 0 : fail(s, "write record");
+        done(st);
+        if (rc != 0)
+            goto out;
+    }
+    rc = log_append(s, now_ms, "write", key, key_len, resource, resource_len, token, res);
+out:
+    return end_write(s, rc);
+}
+
+static char *dup_bytes(const void *p, size_t n)
+{
+    char *d = malloc(n + 1);
+    if (d == NULL)
+        return NULL;
+    if (n > 0)
+        memcpy(d, p, n);
+    d[n] = '\0';
+    return d;
+}
+
+/* Read the record of key into *rec; *found = 0 when there is none. */
+static int read_record(sg_store *s, const char *key, size_t key_len, int *found, struct sg_record *rec)
+{
+    sqlite3_stmt *st = s->st[ST_GET];
+    int rc = 0;
+    *found = 0;
+    if (sqlite3_bind_blob(st, 1, key, (int)key_len, SQLITE_STATIC) != SQLITE_OK) {
+        rc = fail(s, "bind key");
+        goto out;
+    }
+    int step = sqlite3_step(st);
+    if (step == SQLITE_DONE)
+        goto out;
+    if (step != SQLITE_ROW) {
+        rc = fail(s, "read record");
+        goto out;
+    }
+    memset(rec, 0, sizeof(*rec));
+    rec->key_len = (size_t)sqlite3_column_bytes(st, 0);
+    rec->key = dup_bytes(sqlite3_column_blob(st, 0), rec->key_len);
+    rec->resource_len = (size_t)sqlite3_column_bytes(st, 1);
+    rec->resource = dup_bytes(sqlite3_column_blob(st, 1), rec->resource_len);
+    const unsigned char *v = sqlite3_column_text(st, 2);
+    rec->value_len = (size_t)sqlite3_column_bytes(st, 2);
+    rec->value = dup_bytes(v, v ? rec->value_len : 0);
+    rec->token = (uint64_t)sqlite3_column_int64(st, 3);
+    rec->version = sqlite3_column_int64(st, 4);
+    rec->updated_at_ms = sqlite3_column_int64(st, 5);
+    if (rec->key == NULL || rec->resource == NULL || rec->value == NULL) {
+        sg_record_clear(rec);
+        rc = -ENOMEM;
+        goto out;
+    }
+    *found = 1;
+out:
+    done(st);
+    return rc;
+}
+
+int sg_store_get(sg_store *s, const char *key, size_t key_len, const char *resource, size_t resource_len,
+                 uint64_t token, int64_t now_ms, struct sg_write_result *res, int *found,
+                 struct sg_record *rec)
+{
+    if (s == NULL || found == NULL || rec == NULL || !valid_name(key, key_len) || token >= FENCING_TOKEN_MAX)
+        return -EINVAL;
+    if (token != 0 && (res == NULL || !valid_name(resource, resource_len)))
+        return -EINVAL;
+    s->errmsg[0] = '\0';
+    *found = 0;
+    if (token == 0) {
+        if (res)
+            memset(res, 0, sizeof(*res));
+        /* A plain read needs no transaction: one statement is a consistent
+         * snapshot under WAL. */
+        return read_record(s, key, key_len, found, rec);
+    }
+    memset(res, 0, sizeof(*res));
+    int rc = begin_write(s);
+    if (rc != 0)
+        return rc;
+    rc = admit(s, resource, resource_len, token, res);
+    if (rc != 0)
+        goto out;
+    rc = log_append(s, now_ms, "read", key, key_len, resource, resource_len, token, res);
+    if (rc != 0)
+        goto out;
+    if (res->outcome == SG_OUTCOME_ACCEPTED)
+        rc = read_record(s, key, key_len, found, rec);
+out:
+    rc = end_write(s, rc);
+    if (rc != 0 && *found) {
+        sg_record_clear(rec);
+        *found = 0;
+    }
+    return rc;
+}
+
+int sg_store_fence(sg_store *s, const char *resource, size_t resource_len, uint64_t *out)
+{
+    if (s == NULL || out == NULL || !valid_name(resource, resource_len))
+        return -EINVAL;
+    s->errmsg[0] = '\0';
+    int rc = fencing_store_last(s->fence, resource, resource_len, out);
+    if (rc == 0)
+        return 0;
+    fmt(s->errmsg, sizeof(s->errmsg), "fencing: %s", fencing_store_errmsg(s->fence));
+    return rc == -EINVAL ? -EINVAL : SG_STORE_EFAIL;
+}
+
+int sg_store_log(sg_store *s, const struct sg_log_filter *f,
+                 int (*fn)(void *arg, const struct sg_log_entry *e), void *arg)
+{
+    if (s == NULL || f == NULL || fn == NULL || f->limit <= 0)
+        return -EINVAL;
+    s->errmsg[0] = '\0';
+    sqlite3_stmt *st = s->st[ST_LOG_QUERY];
+    int rc = 0;
+    if (sqlite3_bind_int64(st, 1, f->after) != SQLITE_OK ||
+        (f->resource &&
+         sqlite3_bind_blob(st, 2, f->resource, (int)f->resource_len, SQLITE_STATIC) != SQLITE_OK) ||
+        (f->key && sqlite3_bind_blob(st, 3, f->key, (int)f->key_len, SQLITE_STATIC) != SQLITE_OK) ||
+        sqlite3_bind_int(st, 4, f->limit) != SQLITE_OK) {
+        rc = fail(s, "bind log filter");
+        goto out;
+    }
+    int step;
+    while ((step = sqlite3_step(st)) == SQLITE_ROW) {
+        struct sg_log_entry e = {
+            .seq = sqlite3_column_int64(st, 0),
+            .time_ms = sqlite3_column_int64(st, 1),
+            .op = (const char *)sqlite3_column_text(st, 2),
+            .key = sqlite3_column_blob(st, 3),
+            .key_len = (size_t)sqlite3_column_bytes(st, 3),
+            .resource = sqlite3_column_blob(st, 4),
+            .resource_len = (size_t)sqlite3_column_bytes(st, 4),
+            .token = (uint64_t)sqlite3_column_int64(st, 5),
+            .last_token = (uint64_t)sqlite3_column_int64(st, 6),
+            .outcome = (const char *)sqlite3_column_text(st, 7),
+            .version = sqlite3_column_int64(st, 8),
+        };
+        if (e.op == NULL || e.outcome == NULL || e.key == NULL || e.resource == NULL) {
+            rc = fail(s, "read log row");
+            goto out;
+        }
+        rc = fn(arg, &e);
+        if (rc != 0)
+            goto out;
+    }
+    if (step != SQLITE_DONE)
+        rc = fail(s, "read log");
+out:
+    done(st);
+    return rc;
+}
+
+/* ---- pool ---- */
+
+/*
+ * One connection per concurrent request rather than one connection behind a
+ * mutex: under WAL, plain reads, fence and log queries run in parallel with
+ * a writer that is waiting for its fsync, and each fencing_store stays with
+ * one thread at a time as fencing.h requires. Writers still go one at a time,
+ * through the pool's write lock (see begin_write).
+ */
+struct sg_store_pool {
+    pthread_mutex_t lock;
+    pthread_cond_t freed;
+    pthread_mutex_t write_lock;
+    int n;
+    int n_free;
+    sg_store **all;
+    sg_store **free_list;
+};
+
+void sg_store_set_unfenced(sg_store *s, int on)
+{
+    if (s)
+        s->unfenced = on != 0;
+}
+
+void sg_store_pool_set_unfenced(sg_store_pool *p, int on)
+{
+    for (int i = 0; p && i < p->n; i++)
+        sg_store_set_unfenced(p->all[i], on);
+}
+
+int sg_store_pool_open(const char *path, int n, sg_store_pool **out, char *errbuf, size_t errcap)
+{
+    if (path == NULL || out == NULL || n < 1) {
+        fmt(errbuf, errcap, "sg_store_pool_open: bad argument");
+        return -EINVAL;
+    }
+    sg_store_pool *p = calloc(1, sizeof(*p));
+    if (p == NULL)
+        return -ENOMEM;
+    pthread_mutex_init(&p->lock, NULL);
+    pthread_cond_init(&p->freed, NULL);
+    pthread_mutex_init(&p->write_lock, NULL);
+    p->all = calloc((size_t)n, sizeof(*p->all));
+    p->free_list = calloc((size_t)n, sizeof(*p->free_list));
+    int rc = -ENOMEM;
+    if (p->all == NULL || p->free_list == NULL)
+        goto fail;
+    for (int i = 0; i < n; i++) {
+        rc = sg_store_open(path, &p->all[i], errbuf, errcap);
+        if (rc != 0)
+            goto fail;
+        p->all[i]->write_lock = &p->write_lock;
+        p->free_list[i] = p->all[i];
+        p->n++;
+    }
+    p->n_free = n;
+    *out = p;
+    return 0;
+fail:
+    sg_store_pool_close(p);
+    return rc;
+}
+
+void sg_store_pool_close(sg_store_pool *p)
+{
+    if (p == NULL)
+        return;
+    for (int i = 0; i < p->n; i++)
+        sg_store_close(p->all[i]);
+    free(p->all);
+    free(p->free_list);
+    pthread_mutex_destroy(&p->lock);
+    pthread_cond_destroy(&p->freed);
+    pthread_mutex_destroy(&p->write_lock);
+    free(p);
+}
+
+sg_store *sg_store_pool_get(sg_store_pool *p)
+{
+    pthread_mutex_lock(&p->lock);
+    while (p->n_free == 0)
+        pthread_cond_wait(&p->freed, &p->lock);
+    sg_store *s = p->free_list[--p->n_free];
+    pthread_mutex_unlock(&p->lock);
+    return s;
+}
+
+void sg_store_pool_put(sg_store_pool *p, sg_store *s)
+{
+    if (s == NULL)
+        return;
+    pthread_mutex_lock(&p->lock);
+    p->free_list[p->n_free++] = s;
+    pthread_cond_signal(&p->freed);
+    pthread_mutex_unlock(&p->lock);
+}

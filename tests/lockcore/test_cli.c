@@ -1,0 +1,866 @@
+/* The fencelock command against real redis-server processes: the JSON of
+ * each command, run's mutual exclusion, automatic extension and loss, and
+ * every exit code. The binary is $FENCELOCK_BIN; each invocation runs as a
+ * child process with its stdout and stderr in files of a test directory. */
+#include <errno.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+
+#include <cmocka.h>
+#include <jansson.h>
+
+#include "proc.h"
+#include "redis_harness.h"
+
+#define RUN_TIMEOUT_MS 20000
+
+/* Exit codes of fencelock (docs/cli.md). */
+enum { X_USAGE = 64, X_UNREACHABLE = 69, X_NOT_HELD = 75, X_LOST = 79 };
+
+struct fixture {
+    struct rh_cluster *rc; /* NULL for tests that never reach a node */
+    char nodes[1024];      /* FENCELOCK_NODES */
+    char dir[256];
+    int seq;
+};
+
+struct res {
+    int code;     /* exit status, or 128 + signal */
+    long long ms; /* how long it ran */
+    char out[16384];
+    char err[16384];
+};
+
+static const char *fencelock_bin(void)
+{
+    const char *b = getenv("FENCELOCK_BIN");
+    if (b == NULL || *b == '\0')
+        fail_msg("FENCELOCK_BIN is not set: run this test through meson");
+    return b;
+}
+
+static struct fixture *fx_new(int n)
+{
+    struct fixture *f = calloc(1, sizeof(*f));
+    assert_non_null(f);
+    assert_int_equal(rh_mkdtemp("cli", f->dir, sizeof(f->dir)), 0);
+    if (n == 0) {
+        snprintf(f->nodes, sizeof(f->nodes), "127.0.0.1:1");
+        return f;
+    }
+    assert_int_equal(rh_cluster_start(n, NULL, &f->rc), 0);
+    size_t len = 0;
+    for (int i = 0; i < n; i++)
+        len +=
+            (size_t)snprintf(f->nodes + len, sizeof(f->nodes) - len, "%s%s", i ? "," : "", rh_url(f->rc, i));
+    return f;
+}
+
+static int setup3(void **state)
+{
+    *state = fx_new(3);
+    return 0;
+}
+
+static int setup_none(void **state)
+{
+    *state = fx_new(0);
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    struct fixture *f = *state;
+    rh_cluster_free(f->rc);
+    rh_rmtree(f->dir);
+    free(f);
+    return 0;
+}
+
+static void path_in(struct fixture *f, const char *name, char *buf, size_t cap)
+{
+    snprintf(buf, cap, "%s/%s", f->dir, name);
+}
+
+/* A child's pid and the files its output goes to. */
+struct child {
+    pid_t pid;
+    long long started_ms;
+    char out_path[320];
+    char err_path[320];
+};
+
+/*
+ * Start fencelock with args (NULL-terminated). env: extra "NAME=value"
+ * strings (NULL-terminated, may be NULL); FENCELOCK_NODES is the cluster's
+ * unless env sets it. The shell only redirects stderr and then execs
+ * fencelock, so the PID is fencelock's.
+ */
+static void spawn(struct fixture *f, struct child *ch, char *const *env, const char *const *args)
+{
+    char *argv[64];
+    int k = 0;
+    argv[k++] = "sh";
+    argv[k++] = "-c";
+    argv[k++] = "exec \"$0\" \"$@\" 2>\"$FL_TEST_ERR\"";
+    argv[k++] = (char *)fencelock_bin();
+    for (int i = 0; args[i] != NULL; i++) {
+        assert_true(k < 63);
+        argv[k++] = (char *)args[i];
+    }
+    argv[k] = NULL;
+    int seq = f->seq++;
+    snprintf(ch->out_path, sizeof(ch->out_path), "%s/fl%d.out", f->dir, seq);
+    snprintf(ch->err_path, sizeof(ch->err_path), "%s/fl%d.err", f->dir, seq);
+    static char nodes_env[1100], err_env[400];
+    char *envp[16];
+    int e = 0;
+    snprintf(nodes_env, sizeof(nodes_env), "FENCELOCK_NODES=%s", f->nodes);
+    snprintf(err_env, sizeof(err_env), "FL_TEST_ERR=%s", ch->err_path);
+    envp[e++] = nodes_env;
+    envp[e++] = err_env;
+    for (int i = 0; env != NULL && env[i] != NULL; i++) {
+        assert_true(e < 15);
+        envp[e++] = env[i];
+    }
+    envp[e] = NULL;
+    /* hp_spawn replaces inherited variables with extras but keeps every
+     * extra: drop our FENCELOCK_NODES if the caller gives one. */
+    for (int i = 2; i < e; i++)
+        if (strncmp(envp[i], "FENCELOCK_NODES=", 16) == 0)
+            envp[0] = "FL_TEST_UNUSED=1";
+    ch->started_ms = hp_now_ms();
+    ch->pid = hp_spawn(argv, envp, ch->out_path);
+    assert_true(ch->pid > 0);
+}
+
+static void read_file(const char *path, char *buf, size_t cap)
+{
+    buf[0] = '\0';
+    FILE *fp = fopen(path, "r");
+    if (fp == NULL)
+        return;
+    size_t n = fread(buf, 1, cap - 1, fp);
+    buf[n] = '\0';
+    fclose(fp);
+}
+
+/* Wait for the child (SIGKILL and fail after timeout_ms) and collect it. */
+static void collect(struct child *ch, int timeout_ms, struct res *r)
+{
+    int status = 0;
+    int rc = hp_wait(ch->pid, timeout_ms, &status);
+    if (rc == -ETIMEDOUT) {
+        hp_signal(ch->pid, SIGKILL, 0);
+        fail_msg("fencelock still running after %d ms", timeout_ms);
+    }
+    assert_int_equal(rc, 0);
+    r->ms = hp_now_ms() - ch->started_ms;
+    r->code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    read_file(ch->out_path, r->out, sizeof(r->out));
+    read_file(ch->err_path, r->err, sizeof(r->err));
+}
+
+static void vfl(struct fixture *f, struct res *r, char *const *env, va_list ap)
+{
+    const char *args[60];
+    int n = 0;
+    for (const char *a = va_arg(ap, const char *); a != NULL; a = va_arg(ap, const char *)) {
+        assert_true(n < 59);
+        args[n++] = a;
+    }
+    args[n] = NULL;
+    struct child ch;
+    spawn(f, &ch, env, args);
+    collect(&ch, RUN_TIMEOUT_MS, r);
+}
+
+/* Run fencelock with the arguments that follow (NULL-terminated). */
+static void fl(struct fixture *f, struct res *r, ...)
+{
+    va_list ap;
+    va_start(ap, r);
+    vfl(f, r, NULL, ap);
+    va_end(ap);
+}
+
+static void fl_env(struct fixture *f, struct res *r, char *const *env, ...)
+{
+    va_list ap;
+    va_start(ap, env);
+    vfl(f, r, env, ap);
+    va_end(ap);
+}
+
+/* stdout must be exactly one JSON object on one line. */
+static json_t *one_json_line(const struct res *r)
+{
+    const char *nl = strchr(r->out, '\n');
+    if (nl == NULL || nl[1] != '\0')
+        fail_msg("stdout is not one line: '%s' (stderr: %s)", r->out, r->err);
+    json_error_t e;
+    json_t *j = json_loads(r->out, 0, &e);
+    if (j == NULL || !json_is_object(j))
+        fail_msg("stdout is not a JSON object: %s (%s)", r->out, e.text);
+    return j;
+}
+
+static const char *jstr(json_t *j, const char *key)
+{
+    json_t *v = json_object_get(j, key);
+    if (!json_is_string(v))
+        fail_msg("'%s' is not a string", key);
+    return json_string_value(v);
+}
+
+static long long jint(json_t *j, const char *key)
+{
+    json_t *v = json_object_get(j, key);
+    if (!json_is_integer(v))
+        fail_msg("'%s' is not an integer", key);
+    return json_integer_value(v);
+}
+
+static int jbool(json_t *j, const char *key)
+{
+    json_t *v = json_object_get(j, key);
+    if (!json_is_boolean(v))
+        fail_msg("'%s' is not a boolean", key);
+    return json_is_true(v);
+}
+
+/* The object has exactly these keys (NULL-terminated). */
+static void has_keys(json_t *j, ...)
+{
+    va_list ap;
+    va_start(ap, j);
+    size_t n = 0;
+    for (const char *k = va_arg(ap, const char *); k != NULL; k = va_arg(ap, const char *)) {
+        if (json_object_get(j, k) == NULL)
+            fail_msg("key '%s' missing", k);
+        n++;
+    }
+    va_end(ap);
+    assert_int_equal(json_object_size(j), n);
+}
+
+/* Wait up to ms for a file to have content; returns it in buf. */
+static int wait_file(const char *path, char *buf, size_t cap, long ms)
+{
+    long long end = hp_now_ms() + ms;
+    do {
+        read_file(path, buf, cap);
+        if (buf[0] != '\0')
+            return 0;
+        hp_sleep_ms(10);
+    } while (hp_now_ms() < end);
+    return -1;
+}
+
+static int file_exists(const char *path)
+{
+    FILE *fp = fopen(path, "r");
+    if (fp != NULL)
+        fclose(fp);
+    return fp != NULL;
+}
+
+/* ---- acquire, extend, release, status ---- */
+
+static void test_cli_acquire_prints_the_lock(void **state)
+{
+    struct fixture *f = *state;
+    struct res r;
+    fl(f, &r, "--ttl", "5s", "acquire", "cli:acq", NULL);
+    assert_int_equal(r.code, 0);
+    assert_string_equal(r.err, "");
+    json_t *j = one_json_line(&r);
+    has_keys(j, "resource", "lock_id", "token", "validity_ms", "ttl_ms", "nodes_granted", "nodes", NULL);
+    assert_string_equal(jstr(j, "resource"), "cli:acq");
+    const char *id = jstr(j, "lock_id");
+    assert_int_equal(strlen(id), 40);
+    assert_int_equal(strspn(id, "0123456789abcdef"), 40);
+    assert_int_equal(jint(j, "ttl_ms"), 5000);
+    /* validity = TTL - elapsed - drift (1% + 2 ms) */
+    assert_true(jint(j, "validity_ms") <= 5000 - 52);
+    assert_true(jint(j, "validity_ms") > 4500);
+    assert_int_equal(jint(j, "nodes"), 3);
+    assert_true(jint(j, "nodes_granted") >= 2 && jint(j, "nodes_granted") <= 3);
+    long long token = jint(j, "token");
+    assert_true(token > 0);
+
+    /* The nodes hold that id, with the TTL asked for, and the fence value
+     * is the token. */
+    char id_copy[41];
+    snprintf(id_copy, sizeof(id_copy), "%s", id);
+    for (int t = 0; t < 100 && rh_holders(f->rc, "cli:acq", id_copy) < 3; t++)
+        hp_sleep_ms(10);
+    assert_int_equal(rh_holders(f->rc, "cli:acq", id_copy), 3);
+    long long pttl = rh_pttl(f->rc, 0, "cli:acq");
+    assert_true(pttl > 4000 && pttl <= 5000);
+    char fence[32];
+    rh_get(f->rc, 1, "{cli:acq}:fence", fence, sizeof(fence));
+    assert_int_equal(strtoll(fence, NULL, 10), token);
+    json_decref(j);
+
+    /* --key-prefix and --no-fencing reach the nodes. */
+    fl(f, &r, "--no-fencing", "--key-prefix", "app:", "acquire", "cli:plain", NULL);
+    assert_int_equal(r.code, 0);
+    j = one_json_line(&r);
+    assert_int_equal(jint(j, "token"), 0);
+    assert_int_equal(jint(j, "ttl_ms"), 10000);
+    assert_true(rh_holders(f->rc, "app:cli:plain", jstr(j, "lock_id")) >= 2);
+    assert_int_equal(rh_holders(f->rc, "cli:plain", jstr(j, "lock_id")), 0);
+    redisReply *x = rh_command(f->rc, 0, "EXISTS {app:cli:plain}:fence");
+    assert_int_equal(x->integer, 0);
+    freeReplyObject(x);
+    json_decref(j);
+
+    /* The nodes may also come from --nodes; --nodes wins over the
+     * environment. */
+    char *bad_env[] = {"FENCELOCK_NODES=127.0.0.1:1", NULL};
+    fl_env(f, &r, bad_env, "--nodes", f->nodes, "acquire", "cli:flag", NULL);
+    assert_int_equal(r.code, 0);
+    j = one_json_line(&r);
+    assert_string_equal(jstr(j, "resource"), "cli:flag");
+    json_decref(j);
+}
+
+static void test_cli_extend_and_release_print_the_outcome(void **state)
+{
+    struct fixture *f = *state;
+    struct res r;
+    fl(f, &r, "--ttl", "5s", "acquire", "cli:ext", NULL);
+    assert_int_equal(r.code, 0);
+    json_t *a = one_json_line(&r);
+    char id[41];
+    snprintf(id, sizeof(id), "%s", jstr(a, "lock_id"));
+    json_decref(a);
+
+    fl(f, &r, "extend", "cli:ext", id, "--ttl", "30s", NULL);
+    assert_int_equal(r.code, 0);
+    assert_string_equal(r.err, "");
+    json_t *j = one_json_line(&r);
+    has_keys(j, "resource", "lock_id", "extended", "validity_ms", "ttl_ms", "nodes_extended", "nodes", NULL);
+    assert_string_equal(jstr(j, "resource"), "cli:ext");
+    assert_string_equal(jstr(j, "lock_id"), id);
+    assert_true(jbool(j, "extended"));
+    assert_int_equal(jint(j, "ttl_ms"), 30000);
+    assert_true(jint(j, "validity_ms") > 29000 && jint(j, "validity_ms") < 30000);
+    assert_true(jint(j, "nodes_extended") >= 2);
+    assert_int_equal(jint(j, "nodes"), 3);
+    json_decref(j);
+    assert_true(rh_pttl(f->rc, 0, "cli:ext") > 25000);
+
+    /* Another id does not hold it: not extended, exit "lost". */
+    fl(f, &r, "extend", "cli:ext", "0123456789abcdef0123456789abcdef01234567", NULL);
+    assert_int_equal(r.code, X_LOST);
+    assert_non_null(strstr(r.err, "extend"));
+    j = one_json_line(&r);
+    assert_false(jbool(j, "extended"));
+    assert_int_equal(jint(j, "validity_ms"), 0);
+    assert_int_equal(jint(j, "nodes_extended"), 0);
+    assert_int_equal(jint(j, "nodes"), 3);
+    json_decref(j);
+
+    fl(f, &r, "release", "cli:ext", id, NULL);
+    assert_int_equal(r.code, 0);
+    assert_string_equal(r.err, "");
+    j = one_json_line(&r);
+    has_keys(j, "resource", "lock_id", "released", "nodes_released", "nodes", NULL);
+    assert_string_equal(jstr(j, "resource"), "cli:ext");
+    assert_string_equal(jstr(j, "lock_id"), id);
+    assert_true(jbool(j, "released"));
+    assert_int_equal(jint(j, "nodes_released"), 3);
+    assert_int_equal(jint(j, "nodes"), 3);
+    json_decref(j);
+    assert_int_equal(rh_holders(f->rc, "cli:ext", id), 0);
+
+    /* Released already: nothing to release (not an error), nothing to
+     * extend (the lock is not held). */
+    fl(f, &r, "release", "cli:ext", id, NULL);
+    assert_int_equal(r.code, 0);
+    j = one_json_line(&r);
+    assert_false(jbool(j, "released"));
+    assert_int_equal(jint(j, "nodes_released"), 0);
+    json_decref(j);
+    fl(f, &r, "extend", "cli:ext", id, NULL);
+    assert_int_equal(r.code, X_LOST);
+    j = one_json_line(&r);
+    assert_false(jbool(j, "extended"));
+    json_decref(j);
+}
+
+static void test_cli_status_reports_a_foreign_holder(void **state)
+{
+    struct fixture *f = *state;
+    const char *foreign = "f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0";
+    assert_int_equal(0, rh_set(f->rc, 0, "cli:st", foreign));
+    assert_int_equal(0, rh_set(f->rc, 1, "cli:st", foreign));
+    assert_int_equal(0, rh_set(f->rc, 2, "cli:st", "someone-else"));
+    struct res r;
+    fl(f, &r, "status", "cli:st", NULL);
+    assert_int_equal(r.code, 0);
+    json_t *j = one_json_line(&r);
+    has_keys(j, "resource", "quorum", "nodes", "reachable", "held_by_majority", "majority_holder", NULL);
+    assert_string_equal(jstr(j, "resource"), "cli:st");
+    assert_int_equal(jint(j, "quorum"), 2);
+    assert_int_equal(jint(j, "reachable"), 3);
+    assert_true(jbool(j, "held_by_majority"));
+    assert_string_equal(jstr(j, "majority_holder"), foreign);
+    json_t *nodes = json_object_get(j, "nodes");
+    assert_int_equal(json_array_size(nodes), 3);
+    for (size_t i = 0; i < 3; i++) {
+        json_t *n = json_array_get(nodes, i);
+        has_keys(n, "node", "reachable", "holder", "remaining_ms", "fence", NULL);
+        char want[64];
+        snprintf(want, sizeof(want), "127.0.0.1:%d", rh_port(f->rc, (int)i));
+        assert_string_equal(jstr(n, "node"), want);
+        assert_true(jbool(n, "reachable"));
+        assert_string_equal(jstr(n, "holder"), i < 2 ? foreign : "someone-else");
+        assert_true(jint(n, "remaining_ms") > 50000 && jint(n, "remaining_ms") <= 60000);
+        assert_int_equal(jint(n, "fence"), 0);
+    }
+    json_decref(j);
+
+    /* The foreign holder keeps us out. */
+    fl(f, &r, "acquire", "cli:st", NULL);
+    assert_int_equal(r.code, X_NOT_HELD);
+    assert_string_equal(r.out, "");
+    assert_non_null(strstr(r.err, "cli:st"));
+
+    /* Held on one node only: no majority holder. A free node shows no
+     * holder and no remaining time, and the fence value of the last grant. */
+    redisReply *x = rh_command(f->rc, 1, "DEL cli:st");
+    freeReplyObject(x);
+    x = rh_command(f->rc, 1, "SET {cli:st}:fence 1234");
+    freeReplyObject(x);
+    fl(f, &r, "status", "cli:st", NULL);
+    assert_int_equal(r.code, 0);
+    j = one_json_line(&r);
+    assert_false(jbool(j, "held_by_majority"));
+    assert_true(json_is_null(json_object_get(j, "majority_holder")));
+    json_t *n1 = json_array_get(json_object_get(j, "nodes"), 1);
+    assert_true(json_is_null(json_object_get(n1, "holder")));
+    assert_true(json_is_null(json_object_get(n1, "remaining_ms")));
+    assert_int_equal(jint(n1, "fence"), 1234);
+    json_decref(j);
+}
+
+/* ---- run ---- */
+
+static void test_cli_run_passes_the_lock_to_the_command(void **state)
+{
+    struct fixture *f = *state;
+    char envfile[300];
+    path_in(f, "env", envfile, sizeof(envfile));
+    char var[330];
+    snprintf(var, sizeof(var), "T_ENV=%s", envfile);
+    char *env[] = {var, NULL};
+    struct res r;
+    fl_env(f, &r, env, "--ttl", "4s", "run", "cli:env", "--", "sh", "-c",
+           "env | grep -E '^FENCELOCK_(TOKEN|RESOURCE|LOCK_ID|VALIDITY_MS)=' | sort > \"$T_ENV\"; exit 7",
+           NULL);
+    assert_int_equal(r.code, 7); /* the command's own status */
+    assert_string_equal(r.out, "");
+    char got[4096];
+    read_file(envfile, got, sizeof(got));
+    char id[41] = "", res[64] = "";
+    unsigned long long token = 0, validity = 0;
+    assert_int_equal(sscanf(got,
+                            "FENCELOCK_LOCK_ID=%40s\nFENCELOCK_RESOURCE=%63s\nFENCELOCK_TOKEN=%llu\n"
+                            "FENCELOCK_VALIDITY_MS=%llu\n",
+                            id, res, &token, &validity),
+                     4);
+    assert_int_equal(strspn(id, "0123456789abcdef"), 40);
+    assert_string_equal(res, "cli:env");
+    assert_true(validity > 3500 && validity < 4000);
+    char fence[32];
+    rh_get(f->rc, 0, "{cli:env}:fence", fence, sizeof(fence));
+    assert_int_equal(strtoull(fence, NULL, 10), token);
+    /* Released when the command ended. */
+    assert_int_equal(rh_holders(f->rc, "cli:env", id), 0);
+
+    /* Death by signal is 128 + N; a command that cannot be found is 127. */
+    fl(f, &r, "run", "cli:env", "sh", "-c", "kill -USR1 $$", NULL);
+    assert_int_equal(r.code, 128 + SIGUSR1);
+    fl(f, &r, "run", "cli:env", "--", "/nonexistent/fencelock-test-command", NULL);
+    assert_int_equal(r.code, 127);
+    assert_non_null(strstr(r.err, "/nonexistent/fencelock-test-command"));
+}
+
+struct span {
+    unsigned long long token, start, end;
+};
+
+static int by_start(const void *a, const void *b)
+{
+    const struct span *x = a, *y = b;
+    return x->start < y->start ? -1 : x->start > y->start;
+}
+
+static void test_cli_runs_never_overlap(void **state)
+{
+    struct fixture *f = *state;
+    enum { K = 4 };
+    char log[300], var[330];
+    path_in(f, "spans", log, sizeof(log));
+    snprintf(var, sizeof(var), "T_LOG=%s", log);
+    char *env[] = {var, NULL};
+    const char *script = "echo \"S $FENCELOCK_TOKEN $(date +%s%N)\" >> \"$T_LOG\"; sleep 0.4; "
+                         "echo \"E $FENCELOCK_TOKEN $(date +%s%N)\" >> \"$T_LOG\"";
+    const char *args[] = {"--ttl",    "3s", "--wait", "15s", "--retry-delay", "50ms", "run",
+                          "cli:excl", "--", "sh",     "-c",  script,          NULL};
+    struct child ch[K];
+    for (int i = 0; i < K; i++)
+        spawn(f, &ch[i], env, args);
+    for (int i = 0; i < K; i++) {
+        struct res r;
+        collect(&ch[i], RUN_TIMEOUT_MS, &r);
+        if (r.code != 0)
+            fail_msg("run %d exited %d: %s", i, r.code, r.err);
+    }
+    char text[4096];
+    read_file(log, text, sizeof(text));
+    struct span s[K];
+    memset(s, 0, sizeof(s));
+    int n = 0;
+    for (char *save = NULL, *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+        char kind;
+        unsigned long long tok, t;
+        assert_int_equal(sscanf(line, "%c %llu %llu", &kind, &tok, &t), 3);
+        int i = 0;
+        while (i < n && s[i].token != tok)
+            i++;
+        if (i == n) {
+            assert_true(n < K);
+            s[n++].token = tok;
+        }
+        if (kind == 'S')
+            s[i].start = t;
+        else
+            s[i].end = t;
+    }
+    assert_int_equal(n, K); /* four runs, four distinct tokens */
+    qsort(s, K, sizeof(s[0]), by_start);
+    for (int i = 0; i < K; i++) {
+        assert_true(s[i].start > 0 && s[i].end >= s[i].start + 400000000ULL);
+        if (i > 0) {
+            assert_true(s[i].start >= s[i - 1].end);  /* never two at once */
+            assert_true(s[i].token > s[i - 1].token); /* and the token only grows */
+        }
+    }
+}
+
+static void test_cli_run_keeps_the_lock_past_its_ttl(void **state)
+{
+    struct fixture *f = *state;
+    char idfile[300], var[330];
+    path_in(f, "id", idfile, sizeof(idfile));
+    snprintf(var, sizeof(var), "T_ID=%s", idfile);
+    char *env[] = {var, NULL};
+    const char *args[] = {
+        "--ttl", "1s", "run", "cli:long", "sh", "-c", "echo $FENCELOCK_LOCK_ID > \"$T_ID\"; sleep 3.5", NULL};
+    struct child ch;
+    spawn(f, &ch, env, args);
+    char id[64];
+    assert_int_equal(wait_file(idfile, id, sizeof(id), 5000), 0);
+    id[strcspn(id, "\n")] = '\0';
+    assert_int_equal(strlen(id), 40);
+    /* Check at 1.2, 2.2 and 3.2 TTLs: each time a majority holds our id with
+     * time left, so the lock was extended, more than once. */
+    long long t0 = hp_now_ms();
+    for (int k = 1; k <= 3; k++) {
+        long long at = t0 + 1000 * k + 200;
+        while (hp_now_ms() < at)
+            hp_sleep_ms(10);
+        assert_true(rh_holders(f->rc, "cli:long", id) >= 2);
+        long long pttl = rh_pttl(f->rc, 0, "cli:long");
+        assert_true(pttl > 0 && pttl <= 1000);
+    }
+    struct res r;
+    collect(&ch, RUN_TIMEOUT_MS, &r);
+    assert_int_equal(r.code, 0);
+    assert_true(r.ms >= 3500);
+    assert_string_equal(r.err, "");
+    assert_int_equal(rh_holders(f->rc, "cli:long", id), 0);
+}
+
+/* Start a run whose command writes "ready" to $T_READY and then runs
+ * `rest`, kill a majority of nodes once it is ready, and collect it. */
+static void run_and_kill_majority(struct fixture *f, const char *ready, const char *kill_after,
+                                  const char *rest, char *const *env, struct res *r, long long *killed_ms)
+{
+    char script[512];
+    snprintf(script, sizeof(script), "echo ready > \"$T_READY\"; %s", rest);
+    const char *args[] = {"--ttl",    "1s", "--kill-after", kill_after, "run",
+                          "cli:lost", "sh", "-c",           script,     NULL};
+    struct child ch;
+    spawn(f, &ch, env, args);
+    char buf[16];
+    assert_int_equal(wait_file(ready, buf, sizeof(buf), 5000), 0);
+    assert_int_equal(rh_kill(f->rc, 0), 0);
+    assert_int_equal(rh_kill(f->rc, 1), 0);
+    *killed_ms = hp_now_ms();
+    collect(&ch, RUN_TIMEOUT_MS, r);
+}
+
+static void test_cli_run_signals_the_command_when_the_lock_is_lost(void **state)
+{
+    struct fixture *f = *state;
+    char ready[300], term[300], v1[330], v2[330];
+    path_in(f, "ready", ready, sizeof(ready));
+    path_in(f, "term", term, sizeof(term));
+    snprintf(v1, sizeof(v1), "T_READY=%s", ready);
+    snprintf(v2, sizeof(v2), "T_TERM=%s", term);
+    char *env[] = {v1, v2, NULL};
+    struct res r;
+    long long killed;
+    run_and_kill_majority(f, ready, "10s",
+                          "trap 'echo TERM > \"$T_TERM\"; exit 0' TERM; "
+                          "i=0; while [ $i -lt 200 ]; do sleep 0.05; i=$((i+1)); done",
+                          env, &r, &killed);
+    /* Lost when the validity (under 1 s) runs out without a majority. */
+    assert_int_equal(r.code, X_LOST);
+    long long after = hp_now_ms() - killed;
+    assert_true(after < 2500);
+    char got[16];
+    read_file(term, got, sizeof(got));
+    assert_string_equal(got, "TERM\n");
+    assert_non_null(strstr(r.err, "lost"));
+    assert_non_null(strstr(r.err, "SIGTERM"));
+    assert_null(strstr(r.err, "SIGKILL"));
+    assert_string_equal(r.out, "");
+}
+
+static void test_cli_run_kills_a_command_that_ignores_sigterm(void **state)
+{
+    struct fixture *f = *state;
+    char ready[300], v1[330];
+    path_in(f, "ready", ready, sizeof(ready));
+    snprintf(v1, sizeof(v1), "T_READY=%s", ready);
+    char *env[] = {v1, NULL};
+    struct res r;
+    long long killed;
+    /* exec: the command itself ignores SIGTERM (and leaves no child). */
+    run_and_kill_majority(f, ready, "500ms", "trap '' TERM; exec sleep 30", env, &r, &killed);
+    assert_int_equal(r.code, X_LOST);
+    long long after = hp_now_ms() - killed;
+    assert_true(after >= 500);
+    assert_true(after < 3000);
+    assert_non_null(strstr(r.err, "SIGTERM"));
+    assert_non_null(strstr(r.err, "SIGKILL"));
+}
+
+/* SIGTERM to fencelock reaches the command; fencelock waits for it, exits
+ * with its status and releases the lock. */
+static void test_cli_run_passes_signals_on(void **state)
+{
+    struct fixture *f = *state;
+    char ready[300], term[300], v1[330], v2[330];
+    path_in(f, "ready", ready, sizeof(ready));
+    path_in(f, "term", term, sizeof(term));
+    snprintf(v1, sizeof(v1), "T_READY=%s", ready);
+    snprintf(v2, sizeof(v2), "T_TERM=%s", term);
+    char *env[] = {v1, v2, NULL};
+    const char *args[] = {
+        "--ttl",
+        "2s",
+        "run",
+        "cli:sig",
+        "sh",
+        "-c",
+        "trap 'echo TERM > \"$T_TERM\"; exit 3' TERM; echo $FENCELOCK_LOCK_ID > \"$T_READY\"; "
+        "i=0; while [ $i -lt 200 ]; do sleep 0.05; i=$((i+1)); done",
+        NULL};
+    struct child ch;
+    spawn(f, &ch, env, args);
+    char id[64];
+    assert_int_equal(wait_file(ready, id, sizeof(id), 5000), 0);
+    id[strcspn(id, "\n")] = '\0';
+    assert_true(rh_holders(f->rc, "cli:sig", id) >= 2);
+    assert_int_equal(kill(ch.pid, SIGTERM), 0);
+    struct res r;
+    collect(&ch, RUN_TIMEOUT_MS, &r);
+    assert_int_equal(r.code, 3);
+    assert_true(r.ms < 5000);
+    char got[16];
+    read_file(term, got, sizeof(got));
+    assert_string_equal(got, "TERM\n");
+    assert_int_equal(rh_holders(f->rc, "cli:sig", id), 0);
+}
+
+/* ---- exit codes ---- */
+
+static void test_cli_bad_arguments_are_usage_errors(void **state)
+{
+    struct fixture *f = *state;
+    static const char *const cases[][8] = {
+        {NULL},
+        {"frobnicate", "x", NULL},
+        {"acquire", NULL},
+        {"acquire", "a", "b", NULL},
+        {"status", NULL},
+        {"extend", "x", NULL},
+        {"extend", "x", "not-a-lock-id", NULL},
+        {"release", "x", "0123456789ABCDEF0123456789ABCDEF01234567", NULL},
+        {"run", "x", NULL},
+        {"run", "x", "--", NULL},
+        {"--bogus", "acquire", "x", NULL},
+        {"--ttl", NULL},
+        {"--ttl", "ten", "acquire", "x", NULL},
+        {"--ttl", "0", "acquire", "x", NULL},
+        {"--ttl", "5h", "acquire", "x", NULL},
+        {"--wait", "-1s", "acquire", "x", NULL},
+        {"--retry-count", "-2", "acquire", "x", NULL},
+        {"--retry-count", "3x", "acquire", "x", NULL},
+        {"--ttl", "1s", "--extend-at", "1s", "run", "x", "true", NULL},
+        {"--nodes", "redis://", "acquire", "x", NULL},
+        {"acquire", "--", "x", NULL},
+    };
+    struct res r;
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        struct child ch;
+        spawn(f, &ch, NULL, cases[i]);
+        collect(&ch, RUN_TIMEOUT_MS, &r);
+        if (r.code != X_USAGE)
+            fail_msg("case %zu (%s %s): exit %d, not %d", i, cases[i][0] ? cases[i][0] : "",
+                     cases[i][0] && cases[i][1] ? cases[i][1] : "", r.code, X_USAGE);
+        assert_string_equal(r.out, "");
+        assert_true(strlen(r.err) > 10);
+        assert_true(r.ms < 5000); /* never reaches for a node */
+    }
+    /* No nodes at all. */
+    char *no_nodes[] = {"FENCELOCK_NODES=", NULL};
+    fl_env(f, &r, no_nodes, "acquire", "x", NULL);
+    assert_int_equal(r.code, X_USAGE);
+    assert_non_null(strstr(r.err, "FENCELOCK_NODES"));
+
+    /* Help and version go to stdout and succeed. */
+    fl(f, &r, "--help", NULL);
+    assert_int_equal(r.code, 0);
+    assert_non_null(strstr(r.out, "usage: fencelock"));
+    assert_non_null(strstr(r.out, "--kill-after"));
+    static const char *const cmds[] = {"acquire", "extend", "release", "status", "run"};
+    for (size_t i = 0; i < 5; i++) {
+        fl(f, &r, cmds[i], "--help", NULL);
+        assert_int_equal(r.code, 0);
+        char want[64];
+        snprintf(want, sizeof(want), "usage: fencelock [options] %s", cmds[i]);
+        assert_non_null(strstr(r.out, want));
+        assert_string_equal(r.err, "");
+    }
+    fl(f, &r, "--version", NULL);
+    assert_int_equal(r.code, 0);
+    assert_int_equal(strncmp(r.out, "fencelock ", 10), 0);
+}
+
+static void test_cli_gives_up_after_wait(void **state)
+{
+    struct fixture *f = *state;
+    struct res r;
+    fl(f, &r, "--ttl", "30s", "acquire", "cli:busy", NULL);
+    assert_int_equal(r.code, 0);
+
+    /* Attempts every 50..150 ms; none starts after the wait ran out, so the
+     * last one ends at most one delay before it. */
+    fl(f, &r, "--wait", "700ms", "--retry-delay", "50ms", "acquire", "cli:busy", NULL);
+    assert_int_equal(r.code, X_NOT_HELD);
+    assert_string_equal(r.out, "");
+    assert_non_null(strstr(r.err, "cli:busy"));
+    assert_true(r.ms >= 700 - 150);
+    assert_true(r.ms < 3000);
+
+    /* --wait 0: one attempt. */
+    fl(f, &r, "--wait", "0", "acquire", "cli:busy", NULL);
+    assert_int_equal(r.code, X_NOT_HELD);
+    assert_true(r.ms < 1000);
+
+    /* run never starts its command. */
+    char marker[300];
+    path_in(f, "marker", marker, sizeof(marker));
+    fl(f, &r, "--wait", "500ms", "--retry-delay", "50ms", "run", "cli:busy", "--", "touch", marker, NULL);
+    assert_int_equal(r.code, X_NOT_HELD);
+    assert_true(r.ms >= 500 - 150);
+    assert_false(file_exists(marker));
+}
+
+static void test_cli_unreachable_nodes_have_their_code(void **state)
+{
+    struct fixture *f = *state;
+    struct res r;
+    fl(f, &r, "--ttl", "30s", "acquire", "cli:down", NULL);
+    assert_int_equal(r.code, 0);
+    json_t *j = one_json_line(&r);
+    char id[41];
+    snprintf(id, sizeof(id), "%s", jstr(j, "lock_id"));
+    json_decref(j);
+    assert_int_equal(rh_kill(f->rc, 0), 0);
+    assert_int_equal(rh_kill(f->rc, 2), 0);
+
+    fl(f, &r, "acquire", "cli:other", NULL);
+    assert_int_equal(r.code, X_UNREACHABLE);
+    assert_string_equal(r.out, "");
+    assert_non_null(strstr(r.err, "unreachable"));
+
+    char marker[300];
+    path_in(f, "marker", marker, sizeof(marker));
+    fl(f, &r, "--wait", "600ms", "run", "cli:other", "touch", marker, NULL);
+    assert_int_equal(r.code, X_UNREACHABLE);
+    assert_false(file_exists(marker));
+
+    fl(f, &r, "extend", "cli:down", id, NULL);
+    assert_int_equal(r.code, X_UNREACHABLE);
+    j = one_json_line(&r);
+    assert_false(jbool(j, "extended"));
+    /* Decided as soon as a majority could no longer agree: the one live
+     * node's answer may come after that. */
+    assert_true(jint(j, "nodes_extended") <= 1);
+    assert_int_equal(jint(j, "nodes"), 3);
+    json_decref(j);
+
+    fl(f, &r, "status", "cli:down", NULL);
+    assert_int_equal(r.code, X_UNREACHABLE);
+    j = one_json_line(&r);
+    assert_int_equal(jint(j, "reachable"), 1);
+    assert_false(jbool(j, "held_by_majority"));
+    json_t *n0 = json_array_get(json_object_get(j, "nodes"), 0);
+    assert_false(jbool(n0, "reachable"));
+    has_keys(n0, "node", "reachable", "error", NULL);
+    assert_true(strlen(jstr(n0, "error")) > 0);
+    json_t *n1 = json_array_get(json_object_get(j, "nodes"), 1);
+    assert_string_equal(jstr(n1, "holder"), id);
+    json_decref(j);
+
+    fl(f, &r, "release", "cli:down", id, NULL);
+    assert_int_equal(r.code, X_UNREACHABLE);
+    j = one_json_line(&r);
+    assert_int_equal(jint(j, "nodes_released"), 1);
+    json_decref(j);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_cli_acquire_prints_the_lock, setup3, teardown),
+        cmocka_unit_test_setup_teardown(test_cli_extend_and_release_print_the_outcome, setup3, teardown),
+        cmocka_unit_test_setup_teardown(test_cli_status_reports_a_foreign_holder, setup3, teardown),
+        cmocka_unit_test_setup_teardown(test_cli_run_passes_the_lock_to_the_command, setup3, teardown),
+        cmocka_unit_test_setup_teardown(test_cli_runs_never_overlap, setup3, teardown),
+        cmocka_unit_test_setup_teardown(test_cli_run_keeps_the_lock_past_its_ttl, setup3, teardown),
+        cmocka_unit_test_setup_teardown(test_cli_run_signals_the_command_when_the_lock_is_lost, setup3,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_cli_run_kills_a_command_that_ignores_sigterm, setup3, teardown),
+        cmocka_unit_test_setup_teardown(test_cli_run_passes_signals_on, setup3, teardown),
+        cmocka_unit_test_setup_teardown(test_cli_bad_arguments_are_usage_errors, setup_none, teardown),
+        cmocka_unit_test_setup_teardown(test_cli_gives_up_after_wait, setup3, teardown),
+        cmocka_unit_test_setup_teardown(test_cli_unreachable_nodes_have_their_code, setup3, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

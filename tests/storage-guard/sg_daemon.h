@@ -1,0 +1,39 @@
+/*
+ * A real storage-guard process for the tests: started with hp_spawn in a
+ * temporary directory, found through its --port-file, stopped by PID.
+ */
+#ifndef SG_TEST_DAEMON_H
+#define SG_TEST_DAEMON_H
+
+#include <stdint.h>
+#include <sys/types.h>
+
+struct sgd {
+    pid_t pid;
+    uint16_t port;
+    char dir[256];
+    char db[512];
+    char port_file[512];
+    char log[512];
+};
+
+/* Make a fresh temporary directory for d (database, port file, log). */
+void sgd_init(struct sgd *d);
+
+/*
+ * Start storage-guard on a free loopback port with d's database, plus
+ * extra_args (NULL-terminated, may be NULL), and wait (bounded) until it
+ * writes its port. Fails the test on error.
+ */
+void sgd_start(struct sgd *d, const char *const *extra_args);
+
+/* SIGTERM and wait; returns the exit status as waitpid reports it. */
+int sgd_stop(struct sgd *d);
+
+/* SIGKILL and reap. */
+void sgd_kill9(struct sgd *d);
+
+/* Stop if running, then remove the temporary directory. */
+void sgd_destroy(struct sgd *d);
+
+#endif
