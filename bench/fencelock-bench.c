@@ -728,7 +728,6 @@ static void *w4_writer_main(void *arg)
     snprintf(path, sizeof(path), "/v1/records/%s", key);
     struct samples lat = {0};
     uint64_t writes = 0, refused = 0, errors = 0;
-    static const char *const headers[] = {"Content-Type: application/json", NULL};
     for (uint64_t i = 0;; i++) {
         uint64_t a = now_ns();
         if (a >= r->end)
@@ -739,7 +738,8 @@ static void *w4_writer_main(void *arg)
                          ",\"resource\":\"%s\"}",
                          w->id, i, token, resource);
         struct hc_response resp;
-        int rc = hc_request("127.0.0.1", r->port, "PUT", path, headers, body, (size_t)n, 10000, &resp);
+        int rc = hc_request((uint16_t)r->port, "PUT", path, "Content-Type: application/json\r\n", body,
+                            (size_t)n, &resp);
         uint64_t e = now_ns();
         int ok = rc == 0 && resp.status == 200;
         if (ok)
@@ -749,7 +749,7 @@ static void *w4_writer_main(void *arg)
         else if (!ok)
             errors++;
         if (rc == 0)
-            hc_response_free(&resp);
+            hc_response_clear(&resp);
         if (ok && e >= r->warm_end && e < r->end) {
             writes++;
             samples_add(&lat, e - a);
