@@ -109,8 +109,15 @@ NODE_LIST=$(IFS=,; echo "${NODES[*]}")
 CAD_SCRIPT=$'if redis.call(\'GET\', KEYS[1]) == ARGV[1] then\n  return redis.call(\'DEL\', KEYS[1])\nend\nreturn 0\n'
 
 run_ceiling() { # round
-  local p=${PORTS[0]} n1=200000 n16=1000000
-  [ -n "$QUICK" ] && n1=50000 n16=200000
+  local p=${PORTS[0]} n1=200000 n16=1000000 nrt=20000
+  [ -n "$QUICK" ] && n1=50000 n16=200000 nrt=5000
+  # One client, one command at a time: the round trip to one node, the
+  # floor under W1's latency.
+  redis-cli -p "$p" FLUSHALL >/dev/null
+  local line
+  line=$(redis-benchmark -h 127.0.0.1 -p "$p" -c 1 -n "$nrt" -P 1 -r 1000000 --csv \
+    SET 'lk:__rand_int__' v NX PX 10000 | tail -n 1 | tr -d '"')
+  echo "{\"bench\":\"redis-benchmark\",\"round\":$1,\"workload\":\"ceiling\",\"mode\":\"rtt\",\"clients\":1,\"pipeline\":1,\"set_nx_per_s\":$(echo "$line" | cut -d, -f2),\"set_nx_p50_us\":$(echo "$line" | cut -d, -f5 | awk '{print $1 * 1000}')}" >>"$OUT"
   for pipe in 1 16; do
     local n=$n1
     [ $pipe = 16 ] && n=$n16

@@ -108,6 +108,8 @@ for (const pp of [1, 16]) {
   p(`| pipeline ${pp} | ${cell("redis-benchmark", "ceiling", `P${pp}`, undefined, "set_nx_per_s")} | ` +
     `${cell("redis-benchmark", "ceiling", `P${pp}`, undefined, "cad_per_s")} | ${fmt(ceiling(pp))} |`);
 }
+p(`| one client, pipeline 1 (round trip) | ${cell("redis-benchmark", "ceiling", "rtt", undefined, "set_nx_per_s")} ` +
+  `(p50 ${fmt(med("redis-benchmark", "ceiling", "rtt", undefined, "set_nx_p50_us"))} µs) | | |`);
 p();
 p("| workload | fencelock / ceiling | node-redlock / ceiling | target | met |");
 p("| --- | --- | --- | --- | --- |");
@@ -116,6 +118,12 @@ const vsC = [
   ["w2", "threads", "W2 client per worker vs pipeline-1 ceiling", C1, null],
   ["w2", "shared", "W2 shared client vs pipeline-16 ceiling", C16, 0.6],
 ];
+{
+  const rtt = med("redis-benchmark", "ceiling", "rtt", undefined, "set_nx_p50_us");
+  const a = med("fencelock", "w1", "single", 0, "acquire_p50_us") / rtt;
+  const b = med("node-redlock", "w1", "single", 0, "acquire_p50_us") / rtt;
+  p(`| W1 acquire p50 vs one node's round trip p50 (lower is better) | ${fmtR(a)} | ${fmtR(b)} | | |`);
+}
 for (const [w, m, label, c, target] of vsC) {
   const a = med("fencelock", w, m, 0, "cycles_per_s") / c, b = med("node-redlock", w, m, 0, "cycles_per_s") / c;
   p(`| ${label} | ${fmtR(a)} | ${fmtR(b)} | ${target ? `≥ ${target}×` : ""} | ` +
