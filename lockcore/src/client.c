@@ -124,6 +124,7 @@ int lockcore_client_new(const struct lockcore_options *o, lockcore_client **out,
         goto fail;
     }
     c->rng |= 1; /* xorshift must not start at 0 */
+    c->idpool = lockcore__idpool_new();
     *out = c;
     return 0;
 fail:
@@ -145,6 +146,7 @@ void lockcore_client_free(lockcore_client *c)
         free(c->nodes[i].q);
     }
     lockcore__ops_free(c);
+    lockcore__idpool_free(c->idpool);
     free(c->nodes);
     free(c);
 }
@@ -364,7 +366,7 @@ int lockcore_acquire_async(lockcore_client *c, const char *resource, lockcore_cb
     if (rc < 0)
         return rc;
     unsigned char raw[LOCKCORE_ID_LEN / 2];
-    if ((rc = lockcore__random_bytes(raw, sizeof(raw))) < 0) {
+    if ((rc = lockcore__id_bytes(c->idpool, raw, sizeof(raw))) < 0) {
         lockcore__fmt(c->errmsg, sizeof(c->errmsg), "no randomness for the lock id: %s", strerror(-rc));
         return rc;
     }

@@ -28,6 +28,10 @@ int lockcore__parse_address(const char *s, struct address *a, char *err, size_t 
 /* ---- utilities ---- */
 uint64_t lockcore__wall_us(void *arg);
 int lockcore__random_bytes(void *buf, size_t n);
+struct lockcore__idpool;
+struct lockcore__idpool *lockcore__idpool_new(void); /* NULL: read ids directly */
+void lockcore__idpool_free(struct lockcore__idpool *pool);
+int lockcore__id_bytes(struct lockcore__idpool *pool, void *out, size_t n);
 uint64_t lockcore__rand64(uint64_t *state);
 void lockcore__fmt(char *buf, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
@@ -134,6 +138,7 @@ struct lockcore_client {
     char sha[SCRIPT_COUNT][41]; /* learned from SCRIPT LOAD; "" until known */
     uint64_t serial;
     uint64_t rng;
+    struct lockcore__idpool *idpool;  /* random bytes for lock ids; may be NULL */
     struct op *active;                /* doubly linked */
     struct op *done_head, *done_tail; /* ended, callbacks not yet run */
     struct op *free_ops;
@@ -147,8 +152,9 @@ struct lockcore_client {
 void lockcore__node_init(lockcore_client *c, struct node *n, unsigned index);
 void lockcore__node_close(lockcore_client *c, struct node *n, enum fail_kind kind, const char *why);
 int lockcore__node_usable(lockcore_client *c, struct node *n, uint64_t now);
+/* now: the caller's lockcore_now_ms(), kept as the command's send time. */
 int lockcore__node_send(lockcore_client *c, struct node *n, int argc, const char **argv, const size_t *lens,
-                        struct op *op, enum step step, uint8_t arg);
+                        struct op *op, enum step step, uint8_t arg, uint64_t now);
 void lockcore__node_flush(lockcore_client *c, struct node *n);
 void lockcore__node_on_events(lockcore_client *c, struct node *n, short revents, uint64_t now);
 void lockcore__node_check_timers(lockcore_client *c, struct node *n, uint64_t now);
@@ -163,7 +169,7 @@ void lockcore__op_node_failed(struct op *op, unsigned node, enum fail_kind kind,
 void lockcore__op_check_timers(struct op *op, uint64_t now);
 uint64_t lockcore__op_next_timer(const struct op *op);
 void lockcore__op_cancel(struct op *op);
-int lockcore__op_resend(struct op *op, unsigned node, enum step step, int use_eval);
+int lockcore__op_resend(struct op *op, unsigned node, enum step step, int use_eval, uint64_t now);
 void lockcore__ops_free(lockcore_client *c);
 
 /* keepalive.c */

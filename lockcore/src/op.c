@@ -11,7 +11,6 @@
  * nodes that have not answered count as failed.
  */
 #include <errno.h>
-#include <inttypes.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -70,14 +69,26 @@ void lockcore__ops_free(lockcore_client *c)
 
 /* ---- sending ---- */
 
+/* v in decimal (buf holds at least 21 bytes). Not printf: this runs for
+ * every command of every operation. */
 static void u64s(char *buf, size_t cap, uint64_t v)
 {
-    lockcore__fmt(buf, cap, "%" PRIu64, v);
+    char tmp[24];
+    size_t n = 0;
+    do {
+        tmp[n++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v > 0 && n < sizeof(tmp));
+    if (n >= cap)
+        n = cap - 1;
+    for (size_t k = 0; k < n; k++)
+        buf[k] = tmp[n - 1 - k];
+    buf[n] = '\0';
 }
 
 /* Build and queue the command of `step` for one node. EVALSHA when the
  * script's sha is known, else EVAL (which also caches the script). */
-int lockcore__op_resend(struct op *op, unsigned i, enum step step, int use_eval)
+int lockcore__op_resend(struct op *op, unsigned i, enum step step, int use_eval, uint64_t now)
 {
     lockcore_client *c = op->c;
     struct node *n = &c->nodes[i];
@@ -96,7 +107,7 @@ int lockcore__op_resend(struct op *op, unsigned i, enum step step, int use_eval)
             /* Plain Redlock: the classic SET NX PX, no script needed. */
             const char *v[] = {"SET", op->key, op->lock.id, "NX", "PX", ttl};
             size_t l[] = {3, op->key_len, LOCKCORE_ID_LEN, 2, 2, strlen(ttl)};
-            return lockcore__node_send(c, n, 6, v, l, op, step, 0);
+            return lockcore__node_send(c, n, 6, v, l, op, step, 0, now);
         }
         u64s(prop, sizeof(prop), op->proposal);
         u64s(idle, sizeof(idle), c->o.fence_idle_ms);
@@ -137,8 +148,7 @@ int lockcore__op_resend(struct op *op, unsigned i, enum step step, int use_eval)
         return -EINVAL;
     }
 
-    char nk[4];
-    lockcore__fmt(nk, sizeof(nk), "%d", nkeys);
+    const char *nk = nkeys == 2 ? "2" : "1";
     if (use_eval || c->sha[script][0] == '\0') {
         argv[argc] = "EVAL", lens[argc++] = 4;
         argv[argc] = lockcore__scripts[script], lens[argc++] = strlen(lockcore__scripts[script]);
@@ -156,7 +166,7 @@ int lockcore__op_resend(struct op *op, unsigned i, enum step step, int use_eval)
     }
     for (int k = 0; k < nargs; k++)
         argv[argc] = args[k], lens[argc++] = alens[k];
-    return lockcore__node_send(c, n, argc, argv, lens, step == STEP_IGNORE ? NULL : op, step, 0);
+    return lockcore__node_send(c, n, argc, argv, lens, step == STEP_IGNORE ? NULL : op, step, 0, now);
 }
 
 static void note_failure(struct op *op, unsigned i, const char *why)
@@ -188,7 +198,7 @@ static void phase_begin(struct op *op, enum phase ph, enum step step, uint64_t n
             continue;
         }
         connecting |= n->state == NODE_CONNECTING;
-        if (lockcore__op_resend(op, i, step, 0) < 0) {
+        if (lockcore__op_resend(op, i, step, 0, now) < 0) {
             op->slot[i] = SLOT_NET;
             note_failure(op, i, "out of memory");
         }
@@ -226,7 +236,7 @@ static void attempt_failed(struct op *op, int rc, uint64_t now)
     lockcore_client *c = op->c;
     for (unsigned i = 0; i < c->n; i++)
         if (c->nodes[i].state != NODE_DOWN)
-            lockcore__op_resend(op, i, STEP_IGNORE, 0);
+            lockcore__op_resend(op, i, STEP_IGNORE, 0, now);
 
     int retries_left = c->o.retry_count < 0 || op->lock.attempts <= (unsigned)c->o.retry_count;
     uint64_t delay = c->o.retry_delay_ms;
@@ -333,6 +343,29 @@ static void raise_begin(struct op *op, uint64_t now)
     phase_begin(op, PH_RAISE, STEP_RAISE, now);
 }
 
+static int same_key(const struct op *a, const struct op *b)
+{
+    return a->key_len == b->key_len && memcmp(a->key, b->key, a->key_len) == 0;
+}
+
+/* A release of this client frees the resource for the acquisitions of the
+ * same client that wait to retry it: the oldest of them tries again now
+ * instead of sleeping out its retry delay. It need not wait for the release
+ * to be answered: on every connection its command goes out after the
+ * release's compare-and-delete, so each node runs the two in that order,
+ * and the lock passes within one round trip. Its command also goes out
+ * before anything the release's callback starts, so waiters of one client
+ * get the resource in the order they asked for it. */
+static void wake_local_waiter(const struct op *rel, uint64_t now)
+{
+    struct op *oldest = NULL;
+    for (struct op *o = rel->c->active; o != NULL; o = o->next) /* newest first */
+        if (o->kind == OP_ACQUIRE && o->phase == PH_RETRY_WAIT && same_key(o, rel))
+            oldest = o;
+    if (oldest != NULL && oldest->retry_at_ms > now)
+        oldest->retry_at_ms = now;
+}
+
 static void decide(struct op *op, uint64_t now)
 {
     lockcore_client *c = op->c;
@@ -425,11 +458,40 @@ static void decide(struct op *op, uint64_t now)
     }
 }
 
+/* An acquisition that may retry, started while another operation of this
+ * client is acquiring, waiting for or releasing the same resource, would
+ * only lose to it: its command queues behind the other's on every
+ * connection. It waits its retry delay instead, without an attempt, and is
+ * woken early by the release that frees the resource. */
+static int queue_behind_local(struct op *op, uint64_t now)
+{
+    lockcore_client *c = op->c;
+    if (c->o.retry_count == 0)
+        return 0;
+    int busy = 0;
+    for (const struct op *o = c->active; o != NULL && !busy; o = o->next)
+        busy = o != op && same_key(o, op) &&
+               ((o->kind == OP_ACQUIRE && o->phase != PH_DONE) ||
+                (o->kind == OP_RELEASE && o->phase == PH_RELEASE));
+    if (!busy)
+        return 0;
+    uint64_t delay = c->o.retry_delay_ms;
+    if (c->o.retry_jitter_ms > 0)
+        delay += lockcore__rand64(&c->rng) % (c->o.retry_jitter_ms + 1);
+    if (op->wait_deadline_ms != 0 && now + delay >= op->wait_deadline_ms)
+        return 0;
+    op->phase = PH_RETRY_WAIT;
+    op->serial = ++c->serial;
+    op->retry_at_ms = now + delay;
+    return 1;
+}
+
 void lockcore__op_start(struct op *op, uint64_t now)
 {
     switch (op->kind) {
     case OP_ACQUIRE:
-        attempt_begin(op, now);
+        if (!queue_behind_local(op, now))
+            attempt_begin(op, now);
         break;
     case OP_EXTEND:
         if (lockcore_remaining_ms(&op->lock) == 0) {
@@ -443,6 +505,7 @@ void lockcore__op_start(struct op *op, uint64_t now)
         break;
     case OP_RELEASE:
         phase_begin(op, PH_RELEASE, STEP_RELEASE, now);
+        wake_local_waiter(op, now);
         break;
     case OP_STATUS:
         for (unsigned i = 0; i < op->c->n; i++) {
@@ -519,7 +582,7 @@ void lockcore__op_reply(struct op *op, unsigned i, enum step step, redisReply *r
     if (is_noscript(r)) {
         /* The node lost its script cache (SCRIPT FLUSH, or a restart we
          * have not seen): send the whole script this once. */
-        if (lockcore__op_resend(op, i, step, 1) < 0)
+        if (lockcore__op_resend(op, i, step, 1, now) < 0)
             slot_error(op, i, r);
         else
             return;

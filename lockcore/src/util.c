@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/random.h>
 #include <time.h>
 
@@ -63,6 +64,52 @@ int lockcore__random_bytes(void *buf, size_t n)
         p += r;
         n -= (size_t)r;
     }
+    return 0;
+}
+
+/* Lock ids come from the OS random source, read a page at a time: one
+ * getrandom() per ~200 acquisitions instead of one each. The page is marked
+ * MADV_WIPEONFORK, so a forked child finds it zeroed ("nothing left") and
+ * reads fresh bytes instead of repeating its parent's ids. Where the kernel
+ * cannot wipe on fork there is no pool and every id is read directly. */
+struct lockcore__idpool {
+    size_t left; /* unread bytes at the end of buf; 0 after a fork */
+    unsigned char buf[4096 - sizeof(size_t)];
+};
+
+struct lockcore__idpool *lockcore__idpool_new(void)
+{
+    void *p = mmap(NULL, sizeof(struct lockcore__idpool), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                   -1, 0);
+    if (p == MAP_FAILED)
+        return NULL;
+    if (madvise(p, sizeof(struct lockcore__idpool), MADV_WIPEONFORK) != 0) {
+        munmap(p, sizeof(struct lockcore__idpool));
+        return NULL;
+    }
+    return p;
+}
+
+void lockcore__idpool_free(struct lockcore__idpool *pool)
+{
+    if (pool != NULL)
+        munmap(pool, sizeof(*pool));
+}
+
+int lockcore__id_bytes(struct lockcore__idpool *pool, void *out, size_t n)
+{
+    if (pool == NULL || n > sizeof(pool->buf))
+        return lockcore__random_bytes(out, n);
+    if (pool->left < n) {
+        int rc = lockcore__random_bytes(pool->buf, sizeof(pool->buf));
+        if (rc < 0)
+            return rc;
+        pool->left = sizeof(pool->buf);
+    }
+    unsigned char *src = pool->buf + sizeof(pool->buf) - pool->left;
+    memcpy(out, src, n);
+    memset(src, 0, n); /* an id handed out is not kept */
+    pool->left -= n;
     return 0;
 }
 

@@ -534,6 +534,72 @@ static void test_redlock_async_keeps_hundreds_in_flight(void **state)
     lockcore_client_free(c);
 }
 
+struct queue {
+    int order[8];
+    unsigned attempts[8];
+    int granted, released, failed;
+};
+
+struct waiter_arg {
+    struct queue *q;
+    int index;
+};
+
+static void on_queue_released(lockcore_client *c, int rc, const struct lockcore_lock *l, void *arg)
+{
+    (void)c, (void)l;
+    struct queue *q = ((struct waiter_arg *)arg)->q;
+    if (rc == 0)
+        q->released++;
+    else
+        q->failed++;
+}
+
+static void on_queue_granted(lockcore_client *c, int rc, const struct lockcore_lock *l, void *arg)
+{
+    struct waiter_arg *w = arg;
+    if (rc != 0) {
+        w->q->failed++;
+        return;
+    }
+    w->q->attempts[w->q->granted] = l->attempts;
+    w->q->order[w->q->granted++] = w->index;
+    assert_int_equal(lockcore_release_async(c, l, on_queue_released, w), 0);
+}
+
+static void long_retries(struct lockcore_options *o)
+{
+    o->retry_count = -1;
+    o->retry_delay_ms = 600000; /* only a release of this client can wake a waiter in time */
+    o->retry_jitter_ms = 0;
+}
+
+/* Acquisitions of one client on one resource queue behind each other and
+ * are granted in the order they were started, each at its first attempt,
+ * as the release before it frees the resource. */
+static void test_redlock_waiters_of_one_client_are_served_in_order(void **state)
+{
+    struct fixture *f = *state;
+    lockcore_client *c = client(f, long_retries);
+    struct queue q = {0};
+    struct waiter_arg args[8];
+    for (int i = 0; i < 8; i++) {
+        args[i] = (struct waiter_arg){&q, i};
+        assert_int_equal(lockcore_acquire_async(c, "fifo", on_queue_granted, &args[i]), 0);
+    }
+    uint64_t deadline = lockcore_now_ms() + 10000;
+    while (lockcore_inflight(c) > 0 && lockcore_now_ms() < deadline)
+        lockcore_run(c, 100);
+    assert_int_equal(q.granted, 8);
+    assert_int_equal(q.released, 8);
+    assert_int_equal(q.failed, 0);
+    for (int i = 0; i < 8; i++) {
+        assert_int_equal(q.order[i], i);
+        assert_int_equal(q.attempts[i], 1);
+    }
+    lockcore_client_free(c);
+}
+
 static void on_canceled(lockcore_client *c, int rc, const struct lockcore_lock *l, void *arg)
 {
     (void)c, (void)l;
@@ -569,6 +635,8 @@ int main(void)
         cmocka_unit_test(test_redlock_auth_and_select_work),
         cmocka_unit_test_setup_teardown(test_redlock_async_keeps_hundreds_in_flight, setup3, teardown),
         cmocka_unit_test_setup_teardown(test_redlock_free_cancels_operations_in_flight, setup3, teardown),
+        cmocka_unit_test_setup_teardown(test_redlock_waiters_of_one_client_are_served_in_order, setup3,
+                                        teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

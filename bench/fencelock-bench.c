@@ -1,0 +1,951 @@
+/*
+ * fencelock-bench: lockcore's latency, throughput and contention against
+ * real redis-server masters, one JSON line per workload on stdout.
+ *
+ *   fencelock-bench [--nodes host:port,...] [--workloads w1,w2,w3,w4]
+ *                   [--fencing off|on|both] [--modes shared,threads]
+ *                   [--quick] [--round N]
+ *                   [--storage-guard PATH]
+ *
+ * Without --nodes it starts 5 redis-server processes of its own (the test
+ * harness: free loopback ports, no persistence, stopped by PID at exit).
+ * With --nodes it uses the given masters, so that bench/compare.sh can run
+ * fencelock and node-redlock against the same servers. Every workload
+ * starts with FLUSHALL on every node.
+ *
+ * Workloads (see docs/benchmarks.md):
+ *   w1  one client, sequential acquire + release of a fresh resource
+ *   w2  64 cycles always in flight, each on its own resource (slot i always
+ *       locks "w2:i", so no two cycles in flight share one): one shared client
+ *       (non-blocking API, one connection per node) and one blocking client
+ *       per worker thread
+ *   w3  16 workers on one resource with retries: one shared client, and
+ *       one client per worker thread
+ *   w4  64 concurrent fenced writes to storage-guard over HTTP
+ *
+ * Times come from CLOCK_MONOTONIC; percentiles are nearest-rank.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <signal.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <hiredis/hiredis.h>
+
+#include "http.h"
+#include "proc.h"
+#include "redis_harness.h"
+#include <lockcore/lockcore.h>
+
+#define MAX_NODES 16
+
+/* ---- settings ---- */
+
+struct settings {
+    const char *nodes[MAX_NODES];
+    size_t n_nodes;
+    int w[5];            /* w[1..4]: run workload */
+    int fencing[2];      /* fencing[0]: off, fencing[1]: on */
+    int shared, threads; /* modes of w2 and w3 */
+    int quick;
+    int round;
+    const char *storage_guard;
+    /* durations, shortened by --quick */
+    int w1_warmup, w1_cycles;
+    double warmup_s, measure_s;
+};
+
+static struct settings S;
+
+/* ---- time and statistics ---- */
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+struct samples {
+    uint64_t *v; /* nanoseconds */
+    size_t n, cap;
+};
+
+static void samples_add(struct samples *s, uint64_t v)
+{
+    if (s->n == s->cap) {
+        size_t cap = s->cap ? s->cap * 2 : 4096;
+        uint64_t *nv = realloc(s->v, cap * sizeof(*nv));
+        if (nv == NULL) {
+            fprintf(stderr, "fencelock-bench: out of memory\n");
+            exit(2);
+        }
+        s->v = nv;
+        s->cap = cap;
+    }
+    s->v[s->n++] = v;
+}
+
+static void samples_merge(struct samples *into, const struct samples *from)
+{
+    for (size_t i = 0; i < from->n; i++)
+        samples_add(into, from->v[i]);
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+static void samples_sort(struct samples *s)
+{
+    qsort(s->v, s->n, sizeof(*s->v), cmp_u64);
+}
+
+/* Nearest-rank percentile of sorted samples, in microseconds. */
+static double pct_us(const struct samples *s, double p)
+{
+    if (s->n == 0)
+        return 0;
+    size_t rank = (size_t)ceil(p / 100.0 * (double)s->n);
+    if (rank < 1)
+        rank = 1;
+    if (rank > s->n)
+        rank = s->n;
+    return (double)s->v[rank - 1] / 1000.0;
+}
+
+static void samples_free(struct samples *s)
+{
+    free(s->v);
+    memset(s, 0, sizeof(*s));
+}
+
+/* ---- output: one JSON object per line, built piece by piece ---- */
+
+static char J[4096];
+static size_t Jn;
+
+static void jadd(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void jadd(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int w = vsnprintf(J + Jn, sizeof(J) - Jn, fmt, ap);
+    va_end(ap);
+    if (w > 0)
+        Jn += (size_t)w < sizeof(J) - Jn ? (size_t)w : sizeof(J) - Jn - 1;
+}
+
+static double self_cpu_s(void);
+static double servers_cpu_s(void);
+static atomic_ullong ops_total;
+static double mark_client_s, mark_servers_s;
+
+/* Starts the line with the CPU per operation since the workload began:
+ * this process's, and the redis-server nodes' together. */
+static void jbegin(const char *workload, const char *mode, int fencing)
+{
+    double ops = (double)atomic_load(&ops_total);
+    double client = self_cpu_s() - mark_client_s, servers = servers_cpu_s() - mark_servers_s;
+    Jn = 0;
+    jadd("{\"bench\":\"fencelock\",\"round\":%d,\"workload\":\"%s\",\"mode\":\"%s\",\"fencing\":%d", S.round,
+         workload, mode, fencing);
+    jadd(",\"client_cpu_us_per_op\":%.1f,\"servers_cpu_us_per_op\":%.1f", ops > 0 ? client / ops * 1e6 : 0,
+         ops > 0 ? servers / ops * 1e6 : 0);
+}
+
+static void jpct(const char *name, struct samples *s)
+{
+    samples_sort(s);
+    jadd(",\"%s_p50_us\":%.1f,\"%s_p90_us\":%.1f,\"%s_p99_us\":%.1f", name, pct_us(s, 50), name,
+         pct_us(s, 90), name, pct_us(s, 99));
+}
+
+static void jend(void)
+{
+    jadd("}");
+    printf("%s\n", J);
+    fflush(stdout);
+}
+
+/* ---- nodes and clients ---- */
+
+static redisContext *node_connect(size_t i)
+{
+    char host[256];
+    const char *a = S.nodes[i];
+    const char *colon = strrchr(a, ':');
+    if (colon == NULL || (size_t)(colon - a) >= sizeof(host)) {
+        fprintf(stderr, "fencelock-bench: bad node %s\n", a);
+        exit(2);
+    }
+    memcpy(host, a, (size_t)(colon - a));
+    host[colon - a] = '\0';
+    redisContext *ctx = redisConnect(host, atoi(colon + 1));
+    if (ctx == NULL || ctx->err) {
+        fprintf(stderr, "fencelock-bench: cannot reach %s\n", a);
+        exit(2);
+    }
+    return ctx;
+}
+
+/* CPU seconds used so far by all redis-server nodes (INFO cpu), and by
+ * this process (all threads). */
+static double servers_cpu_s(void)
+{
+    double total = 0;
+    for (size_t i = 0; i < S.n_nodes; i++) {
+        redisContext *ctx = node_connect(i);
+        redisReply *r = redisCommand(ctx, "INFO cpu");
+        if (r != NULL && r->type == REDIS_REPLY_STRING) {
+            const char *k;
+            if ((k = strstr(r->str, "used_cpu_sys:")) != NULL)
+                total += atof(k + 13);
+            if ((k = strstr(r->str, "used_cpu_user:")) != NULL)
+                total += atof(k + 14);
+        }
+        freeReplyObject(r);
+        redisFree(ctx);
+    }
+    return total;
+}
+
+static double self_cpu_s(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 + (double)ru.ru_stime.tv_sec +
+           (double)ru.ru_stime.tv_usec / 1e6;
+}
+
+/* ops_total: every operation a workload completed, warm-up included;
+ * mark_*: the CPU used when it started (see jbegin). */
+
+static void flushall(void)
+{
+    for (size_t i = 0; i < S.n_nodes; i++) {
+        redisContext *ctx = node_connect(i);
+        redisReply *r = redisCommand(ctx, "FLUSHALL");
+        if (r == NULL || r->type == REDIS_REPLY_ERROR) {
+            fprintf(stderr, "fencelock-bench: FLUSHALL on %s failed\n", S.nodes[i]);
+            exit(2);
+        }
+        freeReplyObject(r);
+        redisFree(ctx);
+    }
+    atomic_store(&ops_total, 0);
+    mark_client_s = self_cpu_s();
+    mark_servers_s = servers_cpu_s();
+}
+
+/* retry_count 0 for the cycle workloads; w3 retries without limit. */
+static lockcore_client *client_new(int fencing, int contention)
+{
+    struct lockcore_options o;
+    lockcore_options_init(&o);
+    o.nodes = S.nodes;
+    o.n_nodes = S.n_nodes;
+    o.ttl_ms = 10000;
+    o.drift_factor = 0.01;
+    o.fencing = fencing;
+    if (contention) {
+        o.retry_count = -1;
+        o.retry_delay_ms = 5;
+        o.retry_jitter_ms = 5;
+    } else {
+        o.retry_count = 0;
+    }
+    lockcore_client *c;
+    char err[256];
+    if (lockcore_client_new(&o, &c, err, sizeof(err)) < 0) {
+        fprintf(stderr, "fencelock-bench: client: %s\n", err);
+        exit(2);
+    }
+    return c;
+}
+
+/* Failures are counted, and the first few named on stderr. */
+static void note_error(const char *what, lockcore_client *c, int rc)
+{
+    static atomic_int shown;
+    if (atomic_fetch_add(&shown, 1) < 5)
+        fprintf(stderr, "fencelock-bench: %s: %s: %s\n", what, lockcore_strerror(rc), lockcore_errmsg(c));
+}
+
+static void die_rc(const char *what, lockcore_client *c, int rc)
+{
+    fprintf(stderr, "fencelock-bench: %s: %s: %s\n", what, lockcore_strerror(rc), lockcore_errmsg(c));
+    exit(1);
+}
+
+/* ---- W1: latency of one client, sequential ---- */
+
+static void w1(int fencing)
+{
+    flushall();
+    lockcore_client *c = client_new(fencing, 0);
+    struct samples acq = {0}, rel = {0};
+    char res[64];
+    uint64_t t0 = 0;
+    for (int i = 0; i < S.w1_warmup + S.w1_cycles; i++) {
+        if (i == S.w1_warmup)
+            t0 = now_ns();
+        snprintf(res, sizeof(res), "w1:%d:%d", fencing, i);
+        struct lockcore_lock lock;
+        uint64_t a = now_ns();
+        int rc = lockcore_acquire(c, res, &lock);
+        uint64_t b = now_ns();
+        if (rc < 0)
+            die_rc("w1 acquire", c, rc);
+        rc = lockcore_release(c, &lock);
+        uint64_t e = now_ns();
+        if (rc < 0)
+            die_rc("w1 release", c, rc);
+        atomic_fetch_add(&ops_total, 1);
+        if (i >= S.w1_warmup) {
+            samples_add(&acq, b - a);
+            samples_add(&rel, e - b);
+        }
+    }
+    double secs = (double)(now_ns() - t0) / 1e9;
+    jbegin("w1", "single", fencing);
+    jadd(",\"cycles\":%d,\"cycles_per_s\":%.1f", S.w1_cycles, S.w1_cycles / secs);
+    jpct("acquire", &acq);
+    jpct("release", &rel);
+    jend();
+    samples_free(&acq);
+    samples_free(&rel);
+    lockcore_client_free(c);
+}
+
+/* ---- W2: 64 cycles in flight ---- */
+
+#define W2_INFLIGHT 64
+
+/* Shared client: every slot is a chain of acquire_async -> release_async ->
+ * next acquire, all on one client in this thread. */
+struct w2_slot {
+    struct w2_run *run;
+    int id;
+    uint64_t started;
+};
+
+struct w2_run {
+    uint64_t warm_end, end;
+    int fencing;
+    struct samples lat;
+    uint64_t cycles, errors;
+    struct w2_slot slots[W2_INFLIGHT];
+};
+
+static void w2_start(lockcore_client *c, struct w2_slot *s);
+
+static void w2_released(lockcore_client *c, int rc, const struct lockcore_lock *lock, void *arg)
+{
+    (void)lock;
+    struct w2_slot *s = arg;
+    uint64_t t = now_ns();
+    if (rc == 0)
+        atomic_fetch_add(&ops_total, 1);
+    if (rc < 0) {
+        s->run->errors++;
+        note_error("w2 release", c, rc);
+    } else if (t >= s->run->warm_end && t < s->run->end) {
+        s->run->cycles++;
+        samples_add(&s->run->lat, t - s->started);
+    }
+    if (t < s->run->end)
+        w2_start(c, s);
+}
+
+static void w2_acquired(lockcore_client *c, int rc, const struct lockcore_lock *lock, void *arg)
+{
+    struct w2_slot *s = arg;
+    if (rc < 0) {
+        s->run->errors++;
+        note_error("w2 acquire", c, rc);
+        if (now_ns() < s->run->end)
+            w2_start(c, s);
+        return;
+    }
+    rc = lockcore_release_async(c, lock, w2_released, s);
+    if (rc < 0)
+        die_rc("w2 release_async", c, rc);
+}
+
+static void w2_start(lockcore_client *c, struct w2_slot *s)
+{
+    char res[64];
+    snprintf(res, sizeof(res), "w2:%d:%d", s->run->fencing, s->id);
+    s->started = now_ns();
+    int rc = lockcore_acquire_async(c, res, w2_acquired, s);
+    if (rc < 0)
+        die_rc("w2 acquire_async", c, rc);
+}
+
+static void w2_shared(int fencing)
+{
+    flushall();
+    lockcore_client *c = client_new(fencing, 0);
+    struct w2_run *run = calloc(1, sizeof(*run));
+    run->fencing = fencing;
+    uint64_t t0 = now_ns();
+    run->warm_end = t0 + (uint64_t)(S.warmup_s * 1e9);
+    run->end = run->warm_end + (uint64_t)(S.measure_s * 1e9);
+    for (int i = 0; i < W2_INFLIGHT; i++) {
+        run->slots[i].run = run;
+        run->slots[i].id = i;
+        w2_start(c, &run->slots[i]);
+    }
+    while (lockcore_inflight(c) > 0) {
+        int rc = lockcore_run(c, 100);
+        if (rc < 0)
+            die_rc("w2 run", c, rc);
+    }
+    jbegin("w2", "shared", fencing);
+    jadd(",\"inflight\":%d,\"cycles\":%" PRIu64 ",\"cycles_per_s\":%.1f,\"errors\":%" PRIu64, W2_INFLIGHT,
+         run->cycles, (double)run->cycles / S.measure_s, run->errors);
+    jpct("cycle", &run->lat);
+    jend();
+    samples_free(&run->lat);
+    free(run);
+    lockcore_client_free(c);
+}
+
+/* One blocking client per worker thread. */
+struct w2_worker {
+    pthread_t th;
+    int id, fencing;
+    uint64_t warm_end, end;
+    struct samples lat;
+    uint64_t cycles, errors;
+};
+
+static void *w2_worker_main(void *arg)
+{
+    struct w2_worker *w = arg;
+    lockcore_client *c = client_new(w->fencing, 0);
+    char res[64];
+    for (uint64_t i = 0;; i++) {
+        uint64_t a = now_ns();
+        if (a >= w->end)
+            break;
+        snprintf(res, sizeof(res), "w2t:%d:%d", w->fencing, w->id);
+        struct lockcore_lock lock;
+        int rc = lockcore_acquire(c, res, &lock);
+        if (rc == 0)
+            rc = lockcore_release(c, &lock);
+        uint64_t e = now_ns();
+        if (rc == 0)
+            atomic_fetch_add(&ops_total, 1);
+        if (rc < 0) {
+            w->errors++;
+            note_error("w2 cycle", c, rc);
+        } else if (e >= w->warm_end && e < w->end) {
+            w->cycles++;
+            samples_add(&w->lat, e - a);
+        }
+    }
+    lockcore_client_free(c);
+    return NULL;
+}
+
+static void w2_threads(int fencing)
+{
+    flushall();
+    struct w2_worker *ws = calloc(W2_INFLIGHT, sizeof(*ws));
+    uint64_t t0 = now_ns();
+    for (int i = 0; i < W2_INFLIGHT; i++) {
+        ws[i].id = i;
+        ws[i].fencing = fencing;
+        ws[i].warm_end = t0 + (uint64_t)(S.warmup_s * 1e9);
+        ws[i].end = ws[i].warm_end + (uint64_t)(S.measure_s * 1e9);
+        pthread_create(&ws[i].th, NULL, w2_worker_main, &ws[i]);
+    }
+    struct samples lat = {0};
+    uint64_t cycles = 0, errors = 0;
+    for (int i = 0; i < W2_INFLIGHT; i++) {
+        pthread_join(ws[i].th, NULL);
+        samples_merge(&lat, &ws[i].lat);
+        cycles += ws[i].cycles;
+        errors += ws[i].errors;
+        samples_free(&ws[i].lat);
+    }
+    jbegin("w2", "threads", fencing);
+    jadd(",\"inflight\":%d,\"cycles\":%" PRIu64 ",\"cycles_per_s\":%.1f,\"errors\":%" PRIu64, W2_INFLIGHT,
+         cycles, (double)cycles / S.measure_s, errors);
+    jpct("cycle", &lat);
+    jend();
+    samples_free(&lat);
+    free(ws);
+}
+
+/* ---- W3: 16 workers on one resource ---- */
+
+#define W3_WORKERS 16
+
+/* Grants in the measured window, shared by all workers of a run (the
+ * per-thread variant takes the mutex; the shared one runs in one thread). */
+struct w3_run {
+    pthread_mutex_t mu;
+    uint64_t warm_end, end;
+    int fencing;
+    struct samples wait;
+    uint64_t grants[W3_WORKERS];
+    uint64_t attempts, errors;
+    uint64_t last_grant, max_gap; /* ns; the longest time without a grant */
+};
+
+static void w3_note(struct w3_run *r, int worker, uint64_t started, uint64_t t, unsigned attempts)
+{
+    atomic_fetch_add(&ops_total, 1);
+    if (t < r->warm_end || t >= r->end)
+        return;
+    samples_add(&r->wait, t - started);
+    r->grants[worker]++;
+    r->attempts += attempts;
+    uint64_t since = t - (r->last_grant > r->warm_end ? r->last_grant : r->warm_end);
+    if (since > r->max_gap)
+        r->max_gap = since;
+    r->last_grant = t;
+}
+
+static void w3_report(struct w3_run *r, const char *mode)
+{
+    uint64_t total = 0, mn = UINT64_MAX, mx = 0;
+    for (int i = 0; i < W3_WORKERS; i++) {
+        total += r->grants[i];
+        if (r->grants[i] < mn)
+            mn = r->grants[i];
+        if (r->grants[i] > mx)
+            mx = r->grants[i];
+    }
+    /* The tail after the last grant counts as a gap too. */
+    uint64_t tail = r->end - (r->last_grant > r->warm_end ? r->last_grant : r->warm_end);
+    if (tail > r->max_gap)
+        r->max_gap = tail;
+    jbegin("w3", mode, r->fencing);
+    jadd(",\"workers\":%d,\"handoffs\":%" PRIu64 ",\"handoffs_per_s\":%.1f,\"worker_min\":%" PRIu64
+         ",\"worker_max\":%" PRIu64 ",\"min_max_ratio\":%.3f,\"attempts_per_grant\":%.2f,\"max_gap_ms\":%.1f"
+         ",\"errors\":%" PRIu64,
+         W3_WORKERS, total, (double)total / S.measure_s, mn, mx, mx ? (double)mn / (double)mx : 0,
+         total ? (double)r->attempts / (double)total : 0, (double)r->max_gap / 1e6, r->errors);
+    jpct("wait", &r->wait);
+    jend();
+}
+
+struct w3_shared_worker {
+    struct w3_run *run;
+    int id;
+    uint64_t started;
+};
+
+static void w3_acquire(lockcore_client *c, struct w3_shared_worker *w);
+
+static void w3_released(lockcore_client *c, int rc, const struct lockcore_lock *lock, void *arg)
+{
+    (void)lock;
+    struct w3_shared_worker *w = arg;
+    if (rc < 0 && rc != LOCKCORE_ECANCELED) {
+        w->run->errors++;
+        note_error("w3 release", c, rc);
+    }
+    if (now_ns() < w->run->end)
+        w3_acquire(c, w);
+}
+
+static void w3_acquired(lockcore_client *c, int rc, const struct lockcore_lock *lock, void *arg)
+{
+    struct w3_shared_worker *w = arg;
+    if (rc < 0) {
+        if (rc != LOCKCORE_ECANCELED) {
+            w->run->errors++;
+            note_error("w3 acquire", c, rc);
+        }
+        if (now_ns() < w->run->end)
+            w3_acquire(c, w);
+        return;
+    }
+    w3_note(w->run, w->id, w->started, now_ns(), lock->attempts);
+    rc = lockcore_release_async(c, lock, w3_released, w);
+    if (rc < 0)
+        die_rc("w3 release_async", c, rc);
+}
+
+static void w3_acquire(lockcore_client *c, struct w3_shared_worker *w)
+{
+    w->started = now_ns();
+    int rc = lockcore_acquire_async(c, "w3", w3_acquired, w);
+    if (rc < 0)
+        die_rc("w3 acquire_async", c, rc);
+}
+
+static void w3_run_init(struct w3_run *r, int fencing)
+{
+    memset(r, 0, sizeof(*r));
+    pthread_mutex_init(&r->mu, NULL);
+    r->fencing = fencing;
+    r->warm_end = now_ns() + (uint64_t)(S.warmup_s * 1e9);
+    r->end = r->warm_end + (uint64_t)(S.measure_s * 1e9);
+}
+
+static void w3_shared(int fencing)
+{
+    flushall();
+    lockcore_client *c = client_new(fencing, 1);
+    struct w3_run r;
+    struct w3_shared_worker ws[W3_WORKERS];
+    w3_run_init(&r, fencing);
+    for (int i = 0; i < W3_WORKERS; i++) {
+        ws[i].run = &r;
+        ws[i].id = i;
+        w3_acquire(c, &ws[i]);
+    }
+    /* Waiters still retrying at the end are canceled by freeing the client. */
+    while (lockcore_inflight(c) > 0 && now_ns() < r.end) {
+        int rc = lockcore_run(c, 100);
+        if (rc < 0)
+            die_rc("w3 run", c, rc);
+    }
+    r.end = now_ns() < r.end ? now_ns() : r.end;
+    uint64_t end = r.end;
+    r.end = 0; /* callbacks of canceled operations start nothing new */
+    lockcore_client_free(c);
+    r.end = end;
+    w3_report(&r, "shared");
+    samples_free(&r.wait);
+    pthread_mutex_destroy(&r.mu);
+}
+
+struct w3_thread {
+    pthread_t th;
+    struct w3_run *run;
+    int id;
+};
+
+static void *w3_thread_main(void *arg)
+{
+    struct w3_thread *w = arg;
+    struct w3_run *r = w->run;
+    lockcore_client *c = client_new(r->fencing, 1);
+    /* A waiter still retrying at the end gets the lock once the others
+     * have stopped, so every thread ends. */
+    while (now_ns() < r->end) {
+        uint64_t a = now_ns();
+        struct lockcore_lock lock;
+        int rc = lockcore_acquire(c, "w3t", &lock);
+        uint64_t t = now_ns();
+        if (rc < 0) {
+            note_error("w3 acquire", c, rc);
+            pthread_mutex_lock(&r->mu);
+            r->errors++;
+            pthread_mutex_unlock(&r->mu);
+            continue;
+        }
+        pthread_mutex_lock(&r->mu);
+        w3_note(r, w->id, a, t, lock.attempts);
+        pthread_mutex_unlock(&r->mu);
+        rc = lockcore_release(c, &lock);
+        if (rc < 0) {
+            note_error("w3 release", c, rc);
+            pthread_mutex_lock(&r->mu);
+            r->errors++;
+            pthread_mutex_unlock(&r->mu);
+        }
+    }
+    lockcore_client_free(c);
+    return NULL;
+}
+
+static void w3_threads(int fencing)
+{
+    flushall();
+    struct w3_run r;
+    struct w3_thread ws[W3_WORKERS];
+    w3_run_init(&r, fencing);
+    for (int i = 0; i < W3_WORKERS; i++) {
+        ws[i].run = &r;
+        ws[i].id = i;
+        pthread_create(&ws[i].th, NULL, w3_thread_main, &ws[i]);
+    }
+    for (int i = 0; i < W3_WORKERS; i++)
+        pthread_join(ws[i].th, NULL);
+    w3_report(&r, "threads");
+    samples_free(&r.wait);
+    pthread_mutex_destroy(&r.mu);
+}
+
+/* ---- W4: fenced writes to storage-guard over HTTP ---- */
+
+#define W4_WRITERS 64
+
+struct w4_run {
+    int port;
+    uint64_t warm_end, end;
+    int shared; /* 1: every writer writes under one resource and its token */
+    uint64_t shared_token;
+    pthread_mutex_t mu;
+    struct samples lat;
+    uint64_t writes, refused, errors;
+};
+
+struct w4_writer {
+    pthread_t th;
+    struct w4_run *run;
+    int id;
+};
+
+static void *w4_writer_main(void *arg)
+{
+    struct w4_writer *w = arg;
+    struct w4_run *r = w->run;
+    lockcore_client *c = NULL;
+    struct lockcore_lock lock;
+    char key[64], resource[64], path[128];
+    uint64_t token = r->shared_token;
+    snprintf(key, sizeof(key), "w4-%s-%d", r->shared ? "s" : "d", w->id);
+    snprintf(resource, sizeof(resource), "%s", r->shared ? "w4-shared" : key);
+    if (!r->shared) {
+        /* Each writer holds the lock of its own record; the token of that
+         * grant goes with every write. */
+        c = client_new(1, 0);
+        int rc = lockcore_acquire(c, resource, &lock);
+        if (rc < 0)
+            die_rc("w4 acquire", c, rc);
+        token = lock.token;
+    }
+    snprintf(path, sizeof(path), "/v1/records/%s", key);
+    struct samples lat = {0};
+    uint64_t writes = 0, refused = 0, errors = 0;
+    for (uint64_t i = 0;; i++) {
+        uint64_t a = now_ns();
+        if (a >= r->end)
+            break;
+        char body[256];
+        int n = snprintf(body, sizeof(body),
+                         "{\"value\":{\"writer\":%d,\"n\":%" PRIu64 "},\"token\":%" PRIu64
+                         ",\"resource\":\"%s\"}",
+                         w->id, i, token, resource);
+        struct hc_response resp;
+        int rc = hc_request((uint16_t)r->port, "PUT", path, "Content-Type: application/json\r\n", body,
+                            (size_t)n, &resp);
+        uint64_t e = now_ns();
+        int ok = rc == 0 && resp.status == 200;
+        if (ok)
+            atomic_fetch_add(&ops_total, 1);
+        if (rc == 0 && resp.status == 409)
+            refused++;
+        else if (!ok)
+            errors++;
+        if (rc == 0)
+            hc_response_clear(&resp);
+        if (ok && e >= r->warm_end && e < r->end) {
+            writes++;
+            samples_add(&lat, e - a);
+        }
+    }
+    if (c != NULL) {
+        lockcore_release(c, &lock);
+        lockcore_client_free(c);
+    }
+    pthread_mutex_lock(&r->mu);
+    samples_merge(&r->lat, &lat);
+    r->writes += writes;
+    r->refused += refused;
+    r->errors += errors;
+    pthread_mutex_unlock(&r->mu);
+    samples_free(&lat);
+    return NULL;
+}
+
+/* Start storage-guard on a fresh database in dir; returns its PID and
+ * writes its port. */
+static pid_t sg_start(const char *dir, int *port)
+{
+    char db[512], portfile[512], log[512];
+    snprintf(db, sizeof(db), "%s/records.db", dir);
+    snprintf(portfile, sizeof(portfile), "%s/port", dir);
+    snprintf(log, sizeof(log), "%s/storage-guard.log", dir);
+    char *argv[] = {(char *)S.storage_guard, "--db", db,  "--listen", "127.0.0.1:0", "--port-file", portfile,
+                    "--log-level",           "warn", NULL};
+    pid_t pid = hp_spawn(argv, NULL, log);
+    if (pid < 0)
+        return pid;
+    for (int i = 0; i < 500; i++) {
+        FILE *f = fopen(portfile, "r");
+        if (f != NULL) {
+            int ok = fscanf(f, "%d", port) == 1;
+            fclose(f);
+            if (ok)
+                return pid;
+        }
+        hp_sleep_ms(10);
+    }
+    fprintf(stderr, "fencelock-bench: storage-guard wrote no port (see %s)\n", log);
+    hp_signal(pid, SIGKILL, 0);
+    return -ETIMEDOUT;
+}
+
+static void w4(int shared)
+{
+    flushall();
+    char dir[256];
+    if (rh_mkdtemp("bench-sg", dir, sizeof(dir)) < 0)
+        exit(2);
+    struct w4_run r;
+    memset(&r, 0, sizeof(r));
+    pthread_mutex_init(&r.mu, NULL);
+    r.shared = shared;
+    pid_t pid = sg_start(dir, &r.port);
+    if (pid < 0)
+        exit(2);
+    lockcore_client *c = NULL;
+    struct lockcore_lock lock;
+    if (shared) {
+        /* One holder of the shared resource; its 64 writers write under its
+         * token (an equal token is the same holder writing again). */
+        c = client_new(1, 0);
+        int rc = lockcore_acquire(c, "w4-shared", &lock);
+        if (rc < 0)
+            die_rc("w4 acquire", c, rc);
+        r.shared_token = lock.token;
+    }
+    r.warm_end = now_ns() + (uint64_t)(S.warmup_s * 1e9);
+    r.end = r.warm_end + (uint64_t)(S.measure_s * 1e9);
+    struct w4_writer ws[W4_WRITERS];
+    for (int i = 0; i < W4_WRITERS; i++) {
+        ws[i].run = &r;
+        ws[i].id = i;
+        pthread_create(&ws[i].th, NULL, w4_writer_main, &ws[i]);
+    }
+    for (int i = 0; i < W4_WRITERS; i++)
+        pthread_join(ws[i].th, NULL);
+    if (c != NULL) {
+        lockcore_release(c, &lock);
+        lockcore_client_free(c);
+    }
+    hp_signal(pid, SIGTERM, 10000);
+    rh_rmtree(dir);
+    jbegin("w4", shared ? "shared-resource" : "distinct-keys", 1);
+    jadd(",\"writers\":%d,\"writes\":%" PRIu64 ",\"writes_per_s\":%.1f,\"refused\":%" PRIu64
+         ",\"errors\":%" PRIu64,
+         W4_WRITERS, r.writes, (double)r.writes / S.measure_s, r.refused, r.errors);
+    jpct("write", &r.lat);
+    jend();
+    samples_free(&r.lat);
+    pthread_mutex_destroy(&r.mu);
+}
+
+/* ---- main ---- */
+
+static void usage(void)
+{
+    fprintf(stderr, "usage: fencelock-bench [--nodes host:port,...] [--workloads w1,w2,w3,w4]\n"
+                    "                       [--fencing off|on|both] [--modes shared,threads]\n"
+                    "                       [--quick] [--round N]\n"
+                    "                       [--storage-guard PATH]\n");
+    exit(2);
+}
+
+int main(int argc, char **argv)
+{
+    char *nodes_arg = NULL;
+    const char *workloads = "w1,w2,w3";
+    const char *fencing = "both";
+    const char *modes = "shared,threads";
+    S.round = 1;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--nodes") == 0 && i + 1 < argc)
+            nodes_arg = strdup(argv[++i]);
+        else if (strcmp(argv[i], "--workloads") == 0 && i + 1 < argc)
+            workloads = argv[++i];
+        else if (strcmp(argv[i], "--fencing") == 0 && i + 1 < argc)
+            fencing = argv[++i];
+        else if (strcmp(argv[i], "--modes") == 0 && i + 1 < argc)
+            modes = argv[++i];
+        else if (strcmp(argv[i], "--quick") == 0)
+            S.quick = 1;
+        else if (strcmp(argv[i], "--round") == 0 && i + 1 < argc)
+            S.round = atoi(argv[++i]);
+        else if (strcmp(argv[i], "--storage-guard") == 0 && i + 1 < argc)
+            S.storage_guard = argv[++i];
+        else
+            usage();
+    }
+    for (int k = 1; k <= 4; k++) {
+        char name[4];
+        snprintf(name, sizeof(name), "w%d", k);
+        S.w[k] = strstr(workloads, name) != NULL;
+    }
+    S.shared = strstr(modes, "shared") != NULL;
+    S.threads = strstr(modes, "threads") != NULL;
+    S.fencing[0] = strcmp(fencing, "on") != 0;
+    S.fencing[1] = strcmp(fencing, "off") != 0;
+    S.w1_warmup = S.quick ? 50 : 200;
+    S.w1_cycles = S.quick ? 300 : 2000;
+    S.warmup_s = S.quick ? 0.3 : 1.0;
+    S.measure_s = S.quick ? 1.0 : 5.0;
+
+    struct rh_cluster *cluster = NULL;
+    if (nodes_arg != NULL) {
+        for (char *save = NULL, *t = strtok_r(nodes_arg, ",", &save); t != NULL;
+             t = strtok_r(NULL, ",", &save)) {
+            if (S.n_nodes == MAX_NODES)
+                usage();
+            S.nodes[S.n_nodes++] = t;
+        }
+    } else {
+        if (rh_cluster_start(5, NULL, &cluster) < 0) {
+            fprintf(stderr, "fencelock-bench: cannot start redis-server\n");
+            return 2;
+        }
+        for (int i = 0; i < 5; i++) {
+            char a[64];
+            snprintf(a, sizeof(a), "127.0.0.1:%d", rh_port(cluster, i));
+            S.nodes[S.n_nodes++] = strdup(a);
+        }
+    }
+    if (S.n_nodes == 0)
+        usage();
+
+    /* Fencing off and on run back to back for each workload, in an order
+     * that alternates with the round, so that a change in the machine's
+     * load falls on both alike. */
+    int order[2] = {S.round % 2 ? 0 : 1, S.round % 2 ? 1 : 0};
+#define BOTH(call)                                                                                           \
+    for (int k = 0; k < 2; k++)                                                                              \
+        if (S.fencing[order[k]])                                                                             \
+            call(order[k]);
+    if (S.w[1])
+        BOTH(w1);
+    if (S.w[2] && S.shared)
+        BOTH(w2_shared);
+    if (S.w[2] && S.threads)
+        BOTH(w2_threads);
+    if (S.w[3] && S.shared)
+        BOTH(w3_shared);
+    if (S.w[3] && S.threads)
+        BOTH(w3_threads);
+#undef BOTH
+    if (S.w[4]) {
+        if (S.storage_guard == NULL) {
+            fprintf(stderr, "fencelock-bench: w4 needs --storage-guard PATH\n");
+            return 2;
+        }
+        w4(0);
+        w4(1);
+    }
+    rh_cluster_free(cluster);
+    return 0;
+}
