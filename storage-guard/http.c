@@ -94,15 +94,24 @@ static enum MHD_Result collect_arg(void *cls, enum MHD_ValueKind kind, const cha
     return MHD_YES;
 }
 
+/* Our own limits on the request head, answered as JSON. libmicrohttpd's
+ * per-connection pool (MHD_POOL) is larger, so only a head over that ever
+ * gets its built-in HTML page. */
+#define SG_HEAD_MAX (32 * 1024)
+#define SG_URL_MAX (16 * 1024)
+#define MHD_POOL (256 * 1024)
+
 struct header_scan {
     const char *token;
     int count;
+    size_t bytes; /* names and values of every header */
 };
 
 static enum MHD_Result scan_header(void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
 {
     (void)kind;
     struct header_scan *h = cls;
+    h->bytes += (key ? strlen(key) : 0) + (value ? strlen(value) : 0) + 4;
     if (key != NULL && strcasecmp(key, "Fencing-Token") == 0) {
         h->token = value ? value : "";
         h->count++;
@@ -157,6 +166,17 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         clock_gettime(CLOCK_MONOTONIC, &st->start);
         atomic_fetch_add(&h->in_flight, 1);
         *con_cls = st;
+        struct header_scan head = {NULL, 0, 0};
+        MHD_get_connection_values(c, MHD_HEADER_KIND, scan_header, &head);
+        if (strlen(url) > SG_URL_MAX) {
+            sg_api_error(&resp, 414, "uri_too_long", "the URL is over the limit of %d bytes", SG_URL_MAX);
+            return answer(c, st, method, "(long URL)", &resp);
+        }
+        if (head.bytes > SG_HEAD_MAX) {
+            sg_api_error(&resp, 431, "headers_too_large", "the headers are over the limit of %d bytes",
+                         SG_HEAD_MAX);
+            return answer(c, st, method, url, &resp);
+        }
         /* Refuse a declared oversize body before reading it; a client that
          * sent "Expect: 100-continue" never has to send it at all. */
         const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
@@ -199,7 +219,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     /* The whole request is in: map it to an answer. */
     struct arg_vec args = {.n = 0};
     MHD_get_connection_values(c, MHD_GET_ARGUMENT_KIND, collect_arg, &args);
-    struct header_scan hs = {NULL, 0};
+    struct header_scan hs = {NULL, 0, 0};
     MHD_get_connection_values(c, MHD_HEADER_KIND, scan_header, &hs);
     if (args.overflow) {
         sg_api_error(&resp, 400, "bad_parameter", "more than %d query parameters", MAX_ARGS);
@@ -285,7 +305,7 @@ int sg_http_start(const struct sg_http_options *o, sg_http **out, char *errbuf, 
                                  MHD_OPTION_NOTIFY_COMPLETED, on_completed, h,
                                  MHD_OPTION_UNESCAPE_CALLBACK, keep_escaped, NULL,
                                  MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)30,
-                                 MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)64 * 1024,
+                                 MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)MHD_POOL,
                                  MHD_OPTION_CONNECTION_LIMIT, (unsigned)1000,
                                  MHD_OPTION_END);
     // clang-format on
