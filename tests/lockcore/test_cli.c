@@ -273,6 +273,18 @@ static int file_exists(const char *path)
 
 /* ---- acquire, extend, release, status ---- */
 
+/* `fencelock --ttl TTL acquire RESOURCE`, which must succeed; its lock id
+ * into id (41 bytes). */
+static void acquire_id(struct fixture *f, const char *ttl, const char *resource, char *id)
+{
+    struct res r;
+    fl(f, &r, "--ttl", ttl, "acquire", resource, NULL);
+    assert_int_equal(r.code, 0);
+    json_t *j = one_json_line(&r);
+    snprintf(id, 41, "%s", jstr(j, "lock_id"));
+    json_decref(j);
+}
+
 static void test_cli_acquire_prints_the_lock(void **state)
 {
     struct fixture *f = *state;
@@ -336,12 +348,8 @@ static void test_cli_extend_and_release_print_the_outcome(void **state)
 {
     struct fixture *f = *state;
     struct res r;
-    fl(f, &r, "--ttl", "5s", "acquire", "cli:ext", NULL);
-    assert_int_equal(r.code, 0);
-    json_t *a = one_json_line(&r);
     char id[41];
-    snprintf(id, sizeof(id), "%s", jstr(a, "lock_id"));
-    json_decref(a);
+    acquire_id(f, "5s", "cli:ext", id);
 
     fl(f, &r, "extend", "cli:ext", id, "--ttl", "30s", NULL);
     assert_int_equal(r.code, 0);
@@ -795,12 +803,8 @@ static void test_cli_unreachable_nodes_have_their_code(void **state)
 {
     struct fixture *f = *state;
     struct res r;
-    fl(f, &r, "--ttl", "30s", "acquire", "cli:down", NULL);
-    assert_int_equal(r.code, 0);
-    json_t *j = one_json_line(&r);
     char id[41];
-    snprintf(id, sizeof(id), "%s", jstr(j, "lock_id"));
-    json_decref(j);
+    acquire_id(f, "30s", "cli:down", id);
     assert_int_equal(rh_kill(f->rc, 0), 0);
     assert_int_equal(rh_kill(f->rc, 2), 0);
 
@@ -817,7 +821,7 @@ static void test_cli_unreachable_nodes_have_their_code(void **state)
 
     fl(f, &r, "extend", "cli:down", id, NULL);
     assert_int_equal(r.code, X_UNREACHABLE);
-    j = one_json_line(&r);
+    json_t *j = one_json_line(&r);
     assert_false(jbool(j, "extended"));
     /* Decided as soon as a majority could no longer agree: the one live
      * node's answer may come after that. */
