@@ -36,16 +36,8 @@ for tool in redis-server redis-benchmark redis-cli node npm meson ninja; do
   command -v "$tool" >/dev/null || { echo "compare.sh: $tool not found" >&2; exit 2; }
 done
 
-WORK=$(mktemp -d /tmp/fencelock-compare-XXXXXX)
-PIDS=()
-cleanup() {
-  for pid in "${PIDS[@]}"; do
-    kill "$pid" 2>/dev/null || true
-    wait "$pid" 2>/dev/null || true
-  done
-  [ "${KEEP:-0}" = 1 ] || rm -rf "$WORK"
-}
-trap cleanup EXIT
+. "$ROOT/bench/lib.sh"
+bench_workdir compare
 OUT=${OUT:-$WORK/results.jsonl}
 : >"$OUT"
 
@@ -66,43 +58,13 @@ else
 fi
 
 # ---- node-redlock, in the temporary folder ----
-mkdir -p "$WORK/peer"
-echo '{"name":"fencelock-peer","private":true,"type":"module"}' >"$WORK/peer/package.json"
-(cd "$WORK/peer" && npm install --silent --no-audit --no-fund --no-package-lock \
-  redlock@5.0.0-beta.2 ioredis@5 >/dev/null)
+install_node_redlock
 cp "$ROOT/bench/redlock-peer.mjs" "$WORK/peer/"
 REDLOCK_VERSION=$(node -p "require('$WORK/peer/node_modules/redlock/package.json').version")
 IOREDIS_VERSION=$(node -p "require('$WORK/peer/node_modules/ioredis/package.json').version")
 
 # ---- five masters ----
-port_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
-NODES=()
-PORTS=()
-port=$((20000 + RANDOM % 20000))
-while [ ${#PORTS[@]} -lt 5 ]; do
-  port=$((port + 1))
-  port_free "$port" || continue
-  dir="$WORK/node-$port"
-  mkdir -p "$dir"
-  redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no --dir "$dir" \
-    --daemonize no >"$dir/log" 2>&1 &
-  pid=$!
-  ok=0
-  for _ in $(seq 50); do
-    if redis-cli -p "$port" ping >/dev/null 2>&1; then ok=1; break; fi
-    kill -0 "$pid" 2>/dev/null || break
-    sleep 0.1
-  done
-  if [ $ok = 1 ]; then
-    PIDS+=("$pid")
-    PORTS+=("$port")
-    NODES+=("127.0.0.1:$port")
-  else
-    kill "$pid" 2>/dev/null || true
-    wait "$pid" 2>/dev/null || true
-  fi
-done
-NODE_LIST=$(IFS=,; echo "${NODES[*]}")
+start_masters 5
 
 # ---- contestants ----
 # The compare-and-delete every Redlock client runs to release.

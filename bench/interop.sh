@@ -14,37 +14,13 @@ BUILD=${BUILD:-$ROOT/build}
 ninja -C "$BUILD" tools/fencelock >/dev/null
 FENCELOCK=$BUILD/tools/fencelock
 
-WORK=$(mktemp -d /tmp/fencelock-interop-XXXXXX)
-PIDS=()
-cleanup() {
-  for pid in "${PIDS[@]}"; do
-    kill "$pid" 2>/dev/null || true
-    wait "$pid" 2>/dev/null || true
-  done
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
-
-mkdir -p "$WORK/peer"
-echo '{"name":"fencelock-interop","private":true,"type":"module"}' >"$WORK/peer/package.json"
-(cd "$WORK/peer" && npm install --silent --no-audit --no-fund --no-package-lock \
-  redlock@5.0.0-beta.2 ioredis@5 >/dev/null)
+. "$ROOT/bench/lib.sh"
+bench_workdir interop
+install_node_redlock
 cp "$ROOT/bench/interop-peer.mjs" "$WORK/peer/"
 
-port_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
-NODES=()
-port=$((20000 + RANDOM % 20000))
-while [ ${#NODES[@]} -lt 3 ]; do
-  port=$((port + 1))
-  port_free "$port" || continue
-  mkdir -p "$WORK/node-$port"
-  redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no --dir "$WORK/node-$port" \
-    --daemonize no >"$WORK/node-$port/log" 2>&1 &
-  PIDS+=($!)
-  for _ in $(seq 50); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.1; done
-  NODES+=("127.0.0.1:$port")
-done
-LIST=$(IFS=,; echo "${NODES[*]}")
+start_masters 3
+LIST=$NODE_LIST
 
 pass=0 fail=0
 check() { # description, command...
