@@ -619,15 +619,30 @@ static void run_and_kill_majority(struct fixture *f, const char *ready, const ch
     collect(&ch, RUN_TIMEOUT_MS, r);
 }
 
+/* Two files a `run` command reports to, and the environment naming them:
+ * T_READY (it started) and T_TERM (it got SIGTERM). */
+struct ready_term {
+    char ready[300], term[300], v1[330], v2[330];
+    char *env[3];
+};
+
+static void ready_term(struct fixture *f, struct ready_term *rt)
+{
+    path_in(f, "ready", rt->ready, sizeof(rt->ready));
+    path_in(f, "term", rt->term, sizeof(rt->term));
+    snprintf(rt->v1, sizeof(rt->v1), "T_READY=%s", rt->ready);
+    snprintf(rt->v2, sizeof(rt->v2), "T_TERM=%s", rt->term);
+    rt->env[0] = rt->v1;
+    rt->env[1] = rt->v2;
+    rt->env[2] = NULL;
+}
+
 static void test_cli_run_signals_the_command_when_the_lock_is_lost(void **state)
 {
     struct fixture *f = *state;
-    char ready[300], term[300], v1[330], v2[330];
-    path_in(f, "ready", ready, sizeof(ready));
-    path_in(f, "term", term, sizeof(term));
-    snprintf(v1, sizeof(v1), "T_READY=%s", ready);
-    snprintf(v2, sizeof(v2), "T_TERM=%s", term);
-    char *env[] = {v1, v2, NULL};
+    struct ready_term rt;
+    ready_term(f, &rt);
+    char *ready = rt.ready, *term = rt.term, **env = rt.env;
     struct res r;
     long long killed;
     run_and_kill_majority(f, ready, "10s",
@@ -671,12 +686,9 @@ static void test_cli_run_kills_a_command_that_ignores_sigterm(void **state)
 static void test_cli_run_passes_signals_on(void **state)
 {
     struct fixture *f = *state;
-    char ready[300], term[300], v1[330], v2[330];
-    path_in(f, "ready", ready, sizeof(ready));
-    path_in(f, "term", term, sizeof(term));
-    snprintf(v1, sizeof(v1), "T_READY=%s", ready);
-    snprintf(v2, sizeof(v2), "T_TERM=%s", term);
-    char *env[] = {v1, v2, NULL};
+    struct ready_term rt;
+    ready_term(f, &rt);
+    char *ready = rt.ready, *term = rt.term, **env = rt.env;
     const char *args[] = {
         "--ttl",
         "2s",
