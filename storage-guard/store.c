@@ -3,7 +3,7 @@
  *
  * Every write is one BEGIN IMMEDIATE transaction: the write lock is taken
  * before the last token is read, so no other connection can admit a token
- * between our check and our write; fencing_store_admit() raises the last
+ * between our check and our write; fencestore_admit() raises the last
  * token, the record is written, and the audit row is appended, and all three
  * commit together. A stale write commits too, with only its audit row.
  *
@@ -19,7 +19,7 @@
 
 #include <sqlite3.h>
 
-#include <fencing/fencing.h>
+#include <fencestore/fencestore.h>
 
 #include "store.h"
 
@@ -77,7 +77,7 @@ static const char schema_sql[] = "CREATE TABLE IF NOT EXISTS sg_records ("
 
 struct sg_store {
     sqlite3 *db;
-    fencing_store *fence;
+    fencestore *fence;
     sqlite3_stmt *st[ST_COUNT];
     /* Shared by the connections of one pool; NULL for a lone store. */
     pthread_mutex_t *write_lock;
@@ -178,7 +178,7 @@ int sg_store_open(const char *path, sg_store **out, char *errbuf, size_t errcap)
     if (sqlite3_exec(s->db, schema_sql, NULL, NULL, NULL) != SQLITE_OK)
         goto fail;
     char ferr[256];
-    rc = fencing_store_new(s->db, &s->fence, ferr, sizeof(ferr));
+    rc = fencestore_new(s->db, &s->fence, ferr, sizeof(ferr));
     if (rc != 0) {
         fmt(errbuf, errcap, "%s: %s", path, ferr);
         rc = rc == -ENOMEM ? -ENOMEM : SG_STORE_EFAIL;
@@ -205,7 +205,7 @@ void sg_store_close(sg_store *s)
         return;
     for (int i = 0; i < ST_COUNT; i++)
         sqlite3_finalize(s->st[i]);
-    fencing_store_free(s->fence);
+    fencestore_free(s->fence);
     sqlite3_close(s->db);
     free(s);
 }
@@ -286,13 +286,13 @@ static int admit(sg_store *s, const char *resource, size_t resource_len, uint64_
     if (s->unfenced) {
         /* Accept everything, leave the fence where it is. */
         res->outcome = SG_OUTCOME_ACCEPTED;
-        int rc = fencing_store_last(s->fence, resource, resource_len, &res->last_token);
+        int rc = fencestore_last(s->fence, resource, resource_len, &res->last_token);
         if (rc == 0)
             return 0;
-        fmt(s->errmsg, sizeof(s->errmsg), "fencing: %s", fencing_store_errmsg(s->fence));
+        fmt(s->errmsg, sizeof(s->errmsg), "fencing: %s", fencestore_errmsg(s->fence));
         return SG_STORE_EFAIL;
     }
-    int rc = fencing_store_admit(s->fence, resource, resource_len, token, &last);
+    int rc = fencestore_admit(s->fence, resource, resource_len, token, &last);
     res->last_token = last;
     if (rc == 0) {
         res->outcome = SG_OUTCOME_ACCEPTED;
@@ -302,7 +302,7 @@ static int admit(sg_store *s, const char *resource, size_t resource_len, uint64_
         res->outcome = SG_OUTCOME_STALE;
         return 0;
     }
-    fmt(s->errmsg, sizeof(s->errmsg), "fencing: %s", fencing_store_errmsg(s->fence));
+    fmt(s->errmsg, sizeof(s->errmsg), "fencing: %s", fencestore_errmsg(s->fence));
     return rc == -EINVAL || rc == FENCING_ENOTOKEN ? -EINVAL : SG_STORE_EFAIL;
 }
 
@@ -463,10 +463,10 @@ int sg_store_fence(sg_store *s, const char *resource, size_t resource_len, uint6
     if (s == NULL || out == NULL || !valid_name(resource, resource_len))
         return -EINVAL;
     s->errmsg[0] = '\0';
-    int rc = fencing_store_last(s->fence, resource, resource_len, out);
+    int rc = fencestore_last(s->fence, resource, resource_len, out);
     if (rc == 0)
         return 0;
-    fmt(s->errmsg, sizeof(s->errmsg), "fencing: %s", fencing_store_errmsg(s->fence));
+    fmt(s->errmsg, sizeof(s->errmsg), "fencing: %s", fencestore_errmsg(s->fence));
     return rc == -EINVAL ? -EINVAL : SG_STORE_EFAIL;
 }
 
@@ -521,7 +521,7 @@ out:
 /*
  * One connection per concurrent request rather than one connection behind a
  * mutex: under WAL, plain reads, fence and log queries run in parallel with
- * a writer that is waiting for its fsync, and each fencing_store stays with
+ * a writer that is waiting for its fsync, and each fencestore stays with
  * one thread at a time as fencing.h requires. Writers still go one at a time,
  * through the pool's write lock (see begin_write).
  */

@@ -1,6 +1,6 @@
 /*
  * The SQLite side of storage-guard: records, the audit log, and the fencing
- * check (fencing_store_admit) run together in one BEGIN IMMEDIATE
+ * check (fencestore_admit) run together in one BEGIN IMMEDIATE
  * transaction. No HTTP and no JSON parsing here; values are stored as the
  * JSON text the caller gives.
  *
@@ -112,7 +112,7 @@ const char *sg_store_errmsg(const sg_store *s);
 
 /*
  * A fenced write: in one BEGIN IMMEDIATE transaction, admit token for the
- * resource (fencing_store_admit), on admission insert or replace the record
+ * resource (fencestore_admit), on admission insert or replace the record
  * (version + 1), and in both cases append an audit log row, then commit.
  * All buffers are borrowed for the call. key and resource: 1..1024 bytes;
  * value: JSON text; token: 1 .. 2^53-1 (0 too in unfenced mode). Returns 0 with *res filled (an

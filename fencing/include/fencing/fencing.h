@@ -11,10 +11,11 @@
  *   1. token arithmetic and the pure decision logic of the issuing protocol
  *      (no I/O; lockcore drives it over Redis);
  *   2. the Lua scripts the issuing protocol runs on each node;
- *   3. the resource-side check, pure and backed by SQLite.
+ *   3. the resource-side check, pure (the SQLite-backed store of last
+ *      tokens is a library of its own, fencestore, so that a lock client
+ *      links hiredis only).
  *
- * Thread safety: the pure functions are reentrant. A fencing_store handle
- * must be used by one thread at a time; open one handle per thread.
+ * Thread safety: every function here is reentrant.
  */
 #ifndef FENCING_FENCING_H
 #define FENCING_FENCING_H
@@ -147,46 +148,7 @@ FENCING_API int fencing_token_parse(const char *s, size_t len, uint64_t *out);
  */
 FENCING_API int fencing_check(uint64_t last, uint64_t token);
 
-/* A store of the last admitted token per resource, in an SQLite database. */
-typedef struct fencing_store fencing_store;
-
-/*
- * Open (creating if needed) the table `fencing_last_token` in an SQLite
- * database. db is borrowed: it must stay open until fencing_store_free(),
- * and the caller keeps owning it. The store prepares its statements once.
- * Writes *out only on success. Returns 0, -EINVAL, -ENOMEM or
- * FENCING_ESTORE (message via fencing_store_errmsg on a NULL store is
- * unavailable, so the detail is written to errbuf if errbuf != NULL).
- */
-FENCING_API int fencing_store_new(void *sqlite3_db, fencing_store **out, char *errbuf, size_t errcap);
-
-/* Finalize the store's statements. Accepts NULL. Does not close the db. */
-FENCING_API void fencing_store_free(fencing_store *s);
-
-/*
- * Admit a token for a resource inside the caller's transaction: read the
- * last token, apply fencing_check(), and on admission store the token (if
- * greater). Call it inside a BEGIN IMMEDIATE transaction so that check and
- * write are one atomic step together with the caller's own write; the
- * caller commits or rolls back.
- * resource: bytes [resource, resource+len), borrowed for the call; any
- * bytes, len 1..FENCING_RESOURCE_MAX.
- * *last_out (if not NULL) receives the last token before this call (0 if
- * none) on success and on FENCING_ESTALE.
- * Returns 0, -EINVAL, FENCING_ENOTOKEN, FENCING_ESTALE or FENCING_ESTORE.
- */
-FENCING_API int fencing_store_admit(fencing_store *s, const char *resource, size_t len, uint64_t token,
-                                    uint64_t *last_out);
-
-/*
- * Read the last admitted token of a resource (0 if none) into *out.
- * Returns 0, -EINVAL or FENCING_ESTORE.
- */
-FENCING_API int fencing_store_last(fencing_store *s, const char *resource, size_t len, uint64_t *out);
-
-/* The detail of the last error on this store; valid until the next call. */
-FENCING_API const char *fencing_store_errmsg(const fencing_store *s);
-
+/* Longest resource name a resource-side store accepts, in bytes. */
 #define FENCING_RESOURCE_MAX 1024
 
 #ifdef __cplusplus

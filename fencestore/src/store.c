@@ -1,6 +1,6 @@
 /*
  * The resource-side check backed by SQLite: the last admitted token per
- * resource in one table. fencing_store_admit() runs inside the caller's
+ * resource in one table. fencestore_admit() runs inside the caller's
  * transaction, so the check, the new last token and the caller's own write
  * commit or roll back together.
  */
@@ -12,11 +12,11 @@
 
 #include <sqlite3.h>
 
-#include <fencing/fencing.h>
+#include <fencestore/fencestore.h>
 
 #define STORE_ERRMSG_MAX 256
 
-struct fencing_store {
+struct fencestore {
     sqlite3 *db;
     sqlite3_stmt *get;
     sqlite3_stmt *put;
@@ -42,16 +42,16 @@ static void fmt(char *buf, size_t cap, const char *f, ...)
     va_end(ap);
 }
 
-int fencing_store_new(void *sqlite3_db, fencing_store **out, char *errbuf, size_t errcap)
+int fencestore_new(void *sqlite3_db, fencestore **out, char *errbuf, size_t errcap)
 {
     if (sqlite3_db == NULL || out == NULL) {
-        fmt(errbuf, errcap, "fencing_store_new: %s is NULL", sqlite3_db == NULL ? "db" : "out");
+        fmt(errbuf, errcap, "fencestore_new: %s is NULL", sqlite3_db == NULL ? "db" : "out");
         return -EINVAL;
     }
     sqlite3 *db = sqlite3_db;
-    fencing_store *s = calloc(1, sizeof(*s));
+    fencestore *s = calloc(1, sizeof(*s));
     if (s == NULL) {
-        fmt(errbuf, errcap, "fencing_store_new: out of memory");
+        fmt(errbuf, errcap, "fencestore_new: out of memory");
         return -ENOMEM;
     }
     s->db = db;
@@ -65,12 +65,12 @@ int fencing_store_new(void *sqlite3_db, fencing_store **out, char *errbuf, size_
     *out = s;
     return 0;
 fail:
-    fmt(errbuf, errcap, "fencing_store_new: %s: %s", step, sqlite3_errmsg(db));
-    fencing_store_free(s);
+    fmt(errbuf, errcap, "fencestore_new: %s: %s", step, sqlite3_errmsg(db));
+    fencestore_free(s);
     return FENCING_ESTORE;
 }
 
-void fencing_store_free(fencing_store *s)
+void fencestore_free(fencestore *s)
 {
     if (s == NULL)
         return;
@@ -79,18 +79,18 @@ void fencing_store_free(fencing_store *s)
     free(s);
 }
 
-const char *fencing_store_errmsg(const fencing_store *s)
+const char *fencestore_errmsg(const fencestore *s)
 {
     return s == NULL ? "no store" : s->errmsg;
 }
 
-static int store_fail(fencing_store *s, const char *what)
+static int store_fail(fencestore *s, const char *what)
 {
     fmt(s->errmsg, sizeof(s->errmsg), "%s: %s", what, sqlite3_errmsg(s->db));
     return FENCING_ESTORE;
 }
 
-static int check_args(fencing_store *s, const char *resource, size_t len)
+static int check_args(fencestore *s, const char *resource, size_t len)
 {
     if (s == NULL)
         return -EINVAL;
@@ -102,7 +102,7 @@ static int check_args(fencing_store *s, const char *resource, size_t len)
 }
 
 /* Read the last token into *out (0 if none). */
-static int read_last(fencing_store *s, const char *resource, size_t len, uint64_t *out)
+static int read_last(fencestore *s, const char *resource, size_t len, uint64_t *out)
 {
     sqlite3_stmt *st = s->get;
     int rc = sqlite3_bind_blob(st, 1, resource, (int)len, SQLITE_STATIC);
@@ -126,7 +126,7 @@ out:
     return rc;
 }
 
-int fencing_store_last(fencing_store *s, const char *resource, size_t len, uint64_t *out)
+int fencestore_last(fencestore *s, const char *resource, size_t len, uint64_t *out)
 {
     int rc = check_args(s, resource, len);
     if (rc != 0)
@@ -139,8 +139,7 @@ int fencing_store_last(fencing_store *s, const char *resource, size_t len, uint6
     return read_last(s, resource, len, out);
 }
 
-int fencing_store_admit(fencing_store *s, const char *resource, size_t len, uint64_t token,
-                        uint64_t *last_out)
+int fencestore_admit(fencestore *s, const char *resource, size_t len, uint64_t token, uint64_t *last_out)
 {
     int rc = check_args(s, resource, len);
     if (rc != 0)

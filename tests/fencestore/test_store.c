@@ -10,11 +10,11 @@
 #include <cmocka.h>
 #include <sqlite3.h>
 
-#include <fencing/fencing.h>
+#include <fencestore/fencestore.h>
 
 struct fx {
     sqlite3 *db;
-    fencing_store *s;
+    fencestore *s;
 };
 
 static int setup(void **state)
@@ -22,7 +22,7 @@ static int setup(void **state)
     static struct fx f;
     assert_int_equal(sqlite3_open(":memory:", &f.db), SQLITE_OK);
     char err[256];
-    assert_int_equal(fencing_store_new(f.db, &f.s, err, sizeof(err)), 0);
+    assert_int_equal(fencestore_new(f.db, &f.s, err, sizeof(err)), 0);
     *state = &f;
     return 0;
 }
@@ -30,7 +30,7 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     struct fx *f = *state;
-    fencing_store_free(f->s);
+    fencestore_free(f->s);
     sqlite3_close(f->db);
     return 0;
 }
@@ -44,21 +44,21 @@ static void test_store_admits_newer_refuses_older(void **state)
 {
     struct fx *f = *state;
     uint64_t last = 99, got = 0;
-    assert_int_equal(fencing_store_last(f->s, "r", 1, &got), 0);
+    assert_int_equal(fencestore_last(f->s, "r", 1, &got), 0);
     assert_true(got == 0);
-    assert_int_equal(fencing_store_admit(f->s, "r", 1, 10, &last), 0);
+    assert_int_equal(fencestore_admit(f->s, "r", 1, 10, &last), 0);
     assert_true(last == 0);
-    assert_int_equal(fencing_store_admit(f->s, "r", 1, 10, &last), 0); /* same holder again */
+    assert_int_equal(fencestore_admit(f->s, "r", 1, 10, &last), 0); /* same holder again */
     assert_true(last == 10);
-    assert_int_equal(fencing_store_admit(f->s, "r", 1, 9, &last), FENCING_ESTALE);
+    assert_int_equal(fencestore_admit(f->s, "r", 1, 9, &last), FENCING_ESTALE);
     assert_true(last == 10);
-    assert_non_null(strstr(fencing_store_errmsg(f->s), "older"));
-    assert_int_equal(fencing_store_admit(f->s, "r", 1, 12, &last), 0);
-    assert_int_equal(fencing_store_last(f->s, "r", 1, &got), 0);
+    assert_non_null(strstr(fencestore_errmsg(f->s), "older"));
+    assert_int_equal(fencestore_admit(f->s, "r", 1, 12, &last), 0);
+    assert_int_equal(fencestore_last(f->s, "r", 1, &got), 0);
     assert_true(got == 12);
     /* Another resource has its own fence. */
-    assert_int_equal(fencing_store_admit(f->s, "s", 1, 3, NULL), 0);
-    assert_int_equal(fencing_store_last(f->s, "s", 1, &got), 0);
+    assert_int_equal(fencestore_admit(f->s, "s", 1, 3, NULL), 0);
+    assert_int_equal(fencestore_last(f->s, "s", 1, &got), 0);
     assert_true(got == 3);
 }
 
@@ -66,13 +66,13 @@ static void test_store_resources_are_bytes(void **state)
 {
     struct fx *f = *state;
     const char a[] = {'x', '\0', 'y'}, b[] = {'x', '\0', 'z'};
-    assert_int_equal(fencing_store_admit(f->s, a, 3, 50, NULL), 0);
-    assert_int_equal(fencing_store_admit(f->s, b, 3, 5, NULL), 0); /* not the same resource */
-    assert_int_equal(fencing_store_admit(f->s, "x", 1, 1, NULL), 0);
+    assert_int_equal(fencestore_admit(f->s, a, 3, 50, NULL), 0);
+    assert_int_equal(fencestore_admit(f->s, b, 3, 5, NULL), 0); /* not the same resource */
+    assert_int_equal(fencestore_admit(f->s, "x", 1, 1, NULL), 0);
     const char *sql = "'; DROP TABLE fencing_last_token; --";
-    assert_int_equal(fencing_store_admit(f->s, sql, strlen(sql), 7, NULL), 0);
+    assert_int_equal(fencestore_admit(f->s, sql, strlen(sql), 7, NULL), 0);
     uint64_t got = 0;
-    assert_int_equal(fencing_store_last(f->s, a, 3, &got), 0);
+    assert_int_equal(fencestore_last(f->s, a, 3, &got), 0);
     assert_true(got == 50);
 }
 
@@ -80,15 +80,15 @@ static void test_store_rollback_undoes_admission(void **state)
 {
     struct fx *f = *state;
     exec(f->db, "BEGIN IMMEDIATE");
-    assert_int_equal(fencing_store_admit(f->s, "t", 1, 100, NULL), 0);
+    assert_int_equal(fencestore_admit(f->s, "t", 1, 100, NULL), 0);
     exec(f->db, "ROLLBACK");
     uint64_t got = 1;
-    assert_int_equal(fencing_store_last(f->s, "t", 1, &got), 0);
+    assert_int_equal(fencestore_last(f->s, "t", 1, &got), 0);
     assert_true(got == 0);
     exec(f->db, "BEGIN IMMEDIATE");
-    assert_int_equal(fencing_store_admit(f->s, "t", 1, 100, NULL), 0);
+    assert_int_equal(fencestore_admit(f->s, "t", 1, 100, NULL), 0);
     exec(f->db, "COMMIT");
-    assert_int_equal(fencing_store_last(f->s, "t", 1, &got), 0);
+    assert_int_equal(fencestore_last(f->s, "t", 1, &got), 0);
     assert_true(got == 100);
 }
 
@@ -98,21 +98,21 @@ static void test_store_rejects_bad_arguments(void **state)
     uint64_t got;
     char big[FENCING_RESOURCE_MAX + 1];
     memset(big, 'a', sizeof(big));
-    assert_int_equal(fencing_store_admit(NULL, "r", 1, 1, NULL), -EINVAL);
-    assert_int_equal(fencing_store_admit(f->s, NULL, 1, 1, NULL), -EINVAL);
-    assert_int_equal(fencing_store_admit(f->s, "r", 0, 1, NULL), -EINVAL);
-    assert_int_equal(fencing_store_admit(f->s, big, sizeof(big), 1, NULL), -EINVAL);
-    assert_int_equal(fencing_store_admit(f->s, big, sizeof(big) - 1, 1, NULL), 0);
-    assert_int_equal(fencing_store_admit(f->s, "r", 1, 0, NULL), FENCING_ENOTOKEN);
-    assert_int_equal(fencing_store_admit(f->s, "r", 1, FENCING_TOKEN_MAX, NULL), -EINVAL);
-    assert_int_equal(fencing_store_last(f->s, "r", 1, NULL), -EINVAL);
-    assert_int_equal(fencing_store_last(NULL, "r", 1, &got), -EINVAL);
-    fencing_store *s = (fencing_store *)1;
+    assert_int_equal(fencestore_admit(NULL, "r", 1, 1, NULL), -EINVAL);
+    assert_int_equal(fencestore_admit(f->s, NULL, 1, 1, NULL), -EINVAL);
+    assert_int_equal(fencestore_admit(f->s, "r", 0, 1, NULL), -EINVAL);
+    assert_int_equal(fencestore_admit(f->s, big, sizeof(big), 1, NULL), -EINVAL);
+    assert_int_equal(fencestore_admit(f->s, big, sizeof(big) - 1, 1, NULL), 0);
+    assert_int_equal(fencestore_admit(f->s, "r", 1, 0, NULL), FENCING_ENOTOKEN);
+    assert_int_equal(fencestore_admit(f->s, "r", 1, FENCING_TOKEN_MAX, NULL), -EINVAL);
+    assert_int_equal(fencestore_last(f->s, "r", 1, NULL), -EINVAL);
+    assert_int_equal(fencestore_last(NULL, "r", 1, &got), -EINVAL);
+    fencestore *s = (fencestore *)1;
     char err[128] = "";
-    assert_int_equal(fencing_store_new(NULL, &s, err, sizeof(err)), -EINVAL);
-    assert_true(s == (fencing_store *)1); /* not written on failure */
+    assert_int_equal(fencestore_new(NULL, &s, err, sizeof(err)), -EINVAL);
+    assert_true(s == (fencestore *)1); /* not written on failure */
     assert_true(err[0] != '\0');
-    fencing_store_free(NULL);
+    fencestore_free(NULL);
 }
 
 static void test_store_reports_sqlite_failure(void **state)
@@ -120,9 +120,9 @@ static void test_store_reports_sqlite_failure(void **state)
     (void)state;
     sqlite3 *db;
     assert_int_equal(sqlite3_open_v2(":memory:", &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
-    fencing_store *s = NULL;
+    fencestore *s = NULL;
     char err[256] = "";
-    assert_int_equal(fencing_store_new(db, &s, err, sizeof(err)), FENCING_ESTORE);
+    assert_int_equal(fencestore_new(db, &s, err, sizeof(err)), FENCING_ESTORE);
     assert_null(s);
     assert_non_null(strstr(err, "readonly"));
     sqlite3_close(db);
