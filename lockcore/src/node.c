@@ -7,6 +7,7 @@
  * dropped, and never reach the next operation.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
@@ -132,7 +133,8 @@ static void queue_setup(lockcore_client *c, struct node *n, uint64_t now)
     /* Load the scripts on every new connection, ahead of any EVALSHA: the
      * node may have restarted and forgotten them. */
     for (int s = 0; s < SCRIPT_COUNT; s++) {
-        if (s == SCRIPT_STATUS || (!c->o.fencing && (s == SCRIPT_ACQUIRE_FENCED || s == SCRIPT_RAISE)))
+        if (s == SCRIPT_STATUS || (!c->o.fencing && (s == SCRIPT_ACQUIRE_FENCED || s == SCRIPT_RAISE)) ||
+            (s == SCRIPT_SET_INFO && c->info_len == 0))
             continue;
         argv[0] = "SCRIPT";
         argv[1] = "LOAD";
@@ -146,7 +148,8 @@ static void queue_setup(lockcore_client *c, struct node *n, uint64_t now)
 
 static int node_connect(lockcore_client *c, struct node *n, uint64_t now)
 {
-    redisContext *ctx = redisConnectNonBlock(n->addr.host, n->addr.port);
+    /* A numeric address (resolved at client creation): no DNS here. */
+    redisContext *ctx = redisConnectNonBlock(n->addr.ip, n->addr.port);
     if (ctx == NULL) {
         lockcore__node_close(c, n, FAIL_NET, "out of memory");
         return 0;
@@ -155,6 +158,15 @@ static int node_connect(lockcore_client *c, struct node *n, uint64_t now)
     if (ctx->err) {
         char why[256];
         lockcore__fmt(why, sizeof(why), "connect: %s", ctx->errstr);
+        lockcore__node_close(c, n, FAIL_NET, why);
+        return 0;
+    }
+    /* hiredis 0.14 opens sockets without SOCK_CLOEXEC: a program that
+     * embeds lockcore and execs must not leak the connections. */
+    int fl = fcntl(ctx->fd, F_GETFD);
+    if (fl < 0 || fcntl(ctx->fd, F_SETFD, fl | FD_CLOEXEC) < 0) {
+        char why[256];
+        lockcore__fmt(why, sizeof(why), "connect: close-on-exec: %s", strerror(errno));
         lockcore__node_close(c, n, FAIL_NET, why);
         return 0;
     }
@@ -276,8 +288,14 @@ static int reply_is_error(const redisReply *r)
 static int dispatch(lockcore_client *c, struct node *n, const struct pending *p, redisReply *r, uint64_t now)
 {
     char why[300];
+    /* The reconnect backoff ends with the first good reply, not with the
+     * TCP connect: a node that accepts and then refuses every client (AUTH,
+     * maxclients) keeps backing off. */
+    if (!reply_is_error(r))
+        n->backoff_ms = 0;
     switch ((enum step)p->step) {
     case STEP_IGNORE:
+    case STEP_INFO:
         return 0;
     case STEP_AUTH:
     case STEP_SELECT:
@@ -346,7 +364,6 @@ void lockcore__node_on_events(lockcore_client *c, struct node *n, short revents,
             return;
         }
         n->state = NODE_UP;
-        n->backoff_ms = 0;
         lockcore__node_flush(c, n);
         return;
     }
