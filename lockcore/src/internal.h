@@ -93,6 +93,7 @@ struct node {
     uint64_t next_attempt_ms;
     uint64_t backoff_ms;
     char err[256]; /* why the node last failed */
+    char refused[160]; /* why the reply builders refused a reply, "" if not */
     enum fail_kind err_kind;
     struct pending *q; /* ring buffer */
     size_t q_head, q_len, q_cap;

@@ -146,6 +146,98 @@ static void queue_setup(lockcore_client *c, struct node *n, uint64_t now)
     }
 }
 
+/* ---- bounded replies ----
+ * No lockcore command gets a reply bigger than a few hundred bytes: arrays
+ * of at most 5 elements, strings up to the holder info or a server error.
+ * hiredis 0.14 would allocate whatever a node announces (8 bytes per
+ * element of "*2147483647", a buffer for a "$1073741824" bulk). These reply
+ * builders refuse anything larger than lockcore can use, which fails that
+ * node with a protocol error instead of an allocation; read_replies caps
+ * what may sit unparsed in the read buffer. */
+#define REPLY_ARRAY_MAX 16
+#define REPLY_STRING_MAX 16384
+#define REPLY_BUFFER_MAX (64 * 1024)
+
+static void refuse(const redisReadTask *t, const char *what, long long size)
+{
+    struct node *n = t->privdata;
+    if (n != NULL)
+        lockcore__fmt(n->refused, sizeof(n->refused), "reply refused: %s of %lld (at most %d)", what, size,
+                      strcmp(what, "array") == 0 ? REPLY_ARRAY_MAX : REPLY_STRING_MAX);
+}
+
+static void *attach(const redisReadTask *t, redisReply *r)
+{
+    if (t->parent != NULL) {
+        redisReply *parent = t->parent->obj;
+        parent->element[t->idx] = r;
+    }
+    return r;
+}
+
+static void *make_string(const redisReadTask *t, char *str, size_t len)
+{
+    if (len > REPLY_STRING_MAX) {
+        refuse(t, "string", (long long)len);
+        return NULL;
+    }
+    redisReply *r = calloc(1, sizeof(*r));
+    char *copy = malloc(len + 1);
+    if (r == NULL || copy == NULL) {
+        free(r);
+        free(copy);
+        return NULL;
+    }
+    memcpy(copy, str, len);
+    copy[len] = '\0';
+    r->type = t->type;
+    r->str = copy;
+    r->len = len;
+    return attach(t, r);
+}
+
+static void *make_array(const redisReadTask *t, int elements)
+{
+    if (elements < 0 || elements > REPLY_ARRAY_MAX) {
+        refuse(t, "array", elements);
+        return NULL;
+    }
+    redisReply *r = calloc(1, sizeof(*r));
+    if (r == NULL)
+        return NULL;
+    if (elements > 0 && (r->element = calloc((size_t)elements, sizeof(*r->element))) == NULL) {
+        free(r);
+        return NULL;
+    }
+    r->type = REDIS_REPLY_ARRAY;
+    r->elements = (size_t)elements;
+    return attach(t, r);
+}
+
+static void *make_integer(const redisReadTask *t, long long v)
+{
+    redisReply *r = calloc(1, sizeof(*r));
+    if (r == NULL)
+        return NULL;
+    r->type = REDIS_REPLY_INTEGER;
+    r->integer = v;
+    return attach(t, r);
+}
+
+static void *make_nil(const redisReadTask *t)
+{
+    redisReply *r = calloc(1, sizeof(*r));
+    if (r == NULL)
+        return NULL;
+    r->type = REDIS_REPLY_NIL;
+    return attach(t, r);
+}
+
+/* The objects are redisReply as hiredis makes them, so freeReplyObject
+ * frees them. */
+static redisReplyObjectFunctions bounded_replies = {make_string, make_array, make_integer, make_nil,
+                                                     freeReplyObject};
+
 static int node_connect(lockcore_client *c, struct node *n, uint64_t now)
 {
     /* A numeric address (resolved at client creation): no DNS here. */
@@ -170,6 +262,9 @@ static int node_connect(lockcore_client *c, struct node *n, uint64_t now)
         lockcore__node_close(c, n, FAIL_NET, why);
         return 0;
     }
+    ctx->reader->fn = &bounded_replies;
+    ctx->reader->privdata = n;
+    n->refused[0] = '\0';
     n->state = NODE_CONNECTING;
     n->connect_deadline_ms = now + c->o.connect_timeout_ms;
     queue_setup(c, n, now);
@@ -329,12 +424,23 @@ static void read_replies(lockcore_client *c, struct node *n, uint64_t now)
         void *reply = NULL;
         if (redisGetReplyFromReader(n->ctx, &reply) != REDIS_OK) {
             char why[256];
-            lockcore__fmt(why, sizeof(why), "protocol: %s", n->ctx->errstr);
+            lockcore__fmt(why, sizeof(why), "protocol: %s", n->refused[0] ? n->refused : n->ctx->errstr);
             lockcore__node_close(c, n, FAIL_PROTO, why);
             return;
         }
-        if (reply == NULL)
+        if (reply == NULL) {
+            /* What is left is one reply still arriving: bounded, so that a
+             * node announcing a huge bulk (or sending without end) cannot
+             * grow the buffer. */
+            redisReader *rd = n->ctx->reader;
+            if (rd->len - rd->pos > REPLY_BUFFER_MAX) {
+                char why[128];
+                lockcore__fmt(why, sizeof(why), "protocol: reply refused: more than %d bytes unparsed",
+                              REPLY_BUFFER_MAX);
+                lockcore__node_close(c, n, FAIL_PROTO, why);
+            }
             return;
+        }
         struct pending p;
         if (!q_pop(n, &p)) {
             freeReplyObject(reply);

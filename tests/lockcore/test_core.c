@@ -24,6 +24,7 @@
 
 #include <cmocka.h>
 
+#include "proc.h"
 #include "redis_harness.h"
 #include <lockcore/lockcore.h>
 
@@ -359,6 +360,102 @@ static void test_core_backoff_survives_connect_then_refuse(void **state)
     lockcore_client_free(c);
 }
 
+/* ---- hostile nodes: replies bigger than lockcore can use ---- */
+
+enum hostile { HOSTILE_ARRAY, HOSTILE_BULK, HOSTILE_ENDLESS_LINE };
+
+struct hostile_node {
+    int fd;
+    enum hostile mode;
+    volatile int stop;
+    pthread_t th;
+};
+
+/* Answers every connection with one hostile reply, then keeps streaming
+ * filler for up to 3 s or until the client hangs up. */
+static void *hostile_loop(void *arg)
+{
+    struct hostile_node *h = arg;
+    static const char array[] = "*2147483647\r\n";
+    static const char bulk[] = "$1073741824\r\n";
+    static const char line[] = "+";
+    char filler[16384];
+    memset(filler, 'x', sizeof(filler));
+    while (!h->stop) {
+        struct pollfd p = {h->fd, POLLIN, 0};
+        if (poll(&p, 1, 20) <= 0)
+            continue;
+        int s = accept(h->fd, NULL, NULL);
+        if (s < 0)
+            continue;
+        const char *head = h->mode == HOSTILE_ARRAY ? array : h->mode == HOSTILE_BULK ? bulk : line;
+        ssize_t w = send(s, head, strlen(head), MSG_NOSIGNAL);
+        long long end = hp_now_ms() + 3000;
+        while (w >= 0 && h->mode != HOSTILE_ARRAY && !h->stop && hp_now_ms() < end)
+            w = send(s, filler, sizeof(filler), MSG_NOSIGNAL);
+        close(s);
+    }
+    return NULL;
+}
+
+static long rss_kb(void)
+{
+    FILE *fp = fopen("/proc/self/statm", "r");
+    long size = 0, resident = 0;
+    if (fp != NULL) {
+        if (fscanf(fp, "%ld %ld", &size, &resident) != 2)
+            resident = 0;
+        fclose(fp);
+    }
+    return resident * (sysconf(_SC_PAGESIZE) / 1024);
+}
+
+static void test_core_hostile_replies_fail_the_node_not_the_memory(void **state)
+{
+    (void)state;
+    for (int mode = HOSTILE_ARRAY; mode <= HOSTILE_ENDLESS_LINE; mode++) {
+        struct hostile_node h = {.mode = (enum hostile)mode};
+        h.fd = socket(AF_INET, SOCK_STREAM, 0);
+        assert_true(h.fd >= 0);
+        struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+        assert_int_equal(bind(h.fd, (struct sockaddr *)&a, sizeof(a)), 0);
+        socklen_t al = sizeof(a);
+        assert_int_equal(getsockname(h.fd, (struct sockaddr *)&a, &al), 0);
+        assert_int_equal(listen(h.fd, 16), 0);
+        assert_int_equal(pthread_create(&h.th, NULL, hostile_loop, &h), 0);
+
+        char url[64];
+        snprintf(url, sizeof(url), "127.0.0.1:%d", ntohs(a.sin_port));
+        const char *nodes[] = {url};
+        struct lockcore_options o;
+        lockcore_options_init(&o);
+        o.nodes = nodes;
+        o.n_nodes = 1;
+        o.retry_count = 0;
+        o.request_timeout_ms = 500;
+        lockcore_client *c = NULL;
+        char err[256];
+        assert_int_equal(lockcore_client_new(&o, &c, err, sizeof(err)), 0);
+        long before = rss_kb();
+        uint64_t t0 = lockcore_now_ms();
+        struct lockcore_lock l;
+        int rc = lockcore_acquire(c, "hostile", &l);
+        uint64_t took = lockcore_now_ms() - t0;
+        long grew = rss_kb() - before;
+        h.stop = 1;
+        pthread_join(h.th, NULL);
+        close(h.fd);
+        /* A protocol error for that node, within the step's deadline (plus
+         * the connect budget), and no big allocation (it took 2 GiB and more
+         * before the reply builders were bounded). */
+        assert_int_equal(rc, LOCKCORE_EPROTO);
+        assert_non_null(strstr(lockcore_errmsg(c), "reply refused"));
+        assert_true(took <= 500 + 200 + 300);
+        assert_true(grew < 16 * 1024);
+        lockcore_client_free(c);
+    }
+}
+
 /* ---- 6. close-on-exec ---- */
 
 static void test_core_node_sockets_are_close_on_exec(void **state)
@@ -646,6 +743,7 @@ int main(void)
                                         setup3, teardown),
         cmocka_unit_test_setup_teardown(test_core_failed_poll_ends_the_blocking_operation, setup3, teardown),
         cmocka_unit_test(test_core_backoff_survives_connect_then_refuse),
+        cmocka_unit_test(test_core_hostile_replies_fail_the_node_not_the_memory),
         cmocka_unit_test_setup_teardown(test_core_node_sockets_are_close_on_exec, setup3, teardown),
         cmocka_unit_test_setup_teardown(test_core_host_names_resolve_only_at_creation, setup3, teardown),
         cmocka_unit_test_setup_teardown(test_core_keepalive_start_checks_its_arguments, setup3, teardown),
