@@ -34,6 +34,7 @@ int lockcore_options_init(struct lockcore_options *o)
     o->reconnect_max_ms = 1000;
     o->clock_us = NULL;
     o->clock_arg = NULL;
+    o->tls_verify = 1;
     return 0;
 }
 
@@ -75,27 +76,50 @@ static int check_options(const struct lockcore_options *o, char *err, size_t cap
         BAD("reconnect_min_ms must be at least 1 and at most reconnect_max_ms");
     if (o->fencing != 0 && o->fencing != 1)
         BAD("fencing must be 0 or 1");
+    if (o->tls_verify != 0 && o->tls_verify != 1)
+        BAD("tls_verify must be 0 or 1");
+    if ((o->tls_cert_file == NULL) != (o->tls_key_file == NULL))
+        BAD("tls_cert_file and tls_key_file go together");
     return 0;
 #undef BAD
+}
+
+/* What lockcore_client_new allocated, freed (also for a half-built one). */
+static void client_release(lockcore_client *c)
+{
+    lockcore__tls_ctx_free(c);
+    for (size_t i = 0; i < 4; i++)
+        free(c->tls_strings[i]);
+    lockcore__idpool_free(c->idpool);
+    free(c->nodes);
+    free(c);
+}
+
+/* Copy an optional string option into the client; *dst keeps the copy. */
+static int copy_opt(lockcore_client *c, size_t slot, const char **dst)
+{
+    if (*dst == NULL)
+        return 0;
+    c->tls_strings[slot] = strdup(*dst);
+    *dst = c->tls_strings[slot];
+    return *dst == NULL ? -ENOMEM : 0;
 }
 
 int lockcore_client_new(const struct lockcore_options *o, lockcore_client **out, char *errbuf, size_t errcap)
 {
     char err[ERRMSG_MAX] = "";
     int rc;
+    lockcore_client *c = NULL;
     if (o == NULL || out == NULL) {
         lockcore__fmt(errbuf, errcap, "options and out must not be NULL");
         return -EINVAL;
     }
     if ((rc = check_options(o, err, sizeof(err))) < 0)
         goto fail;
-
-    lockcore_client *c = calloc(1, sizeof(*c));
-    if (c == NULL) {
-        rc = -ENOMEM;
-        lockcore__fmt(err, sizeof(err), "out of memory");
+    rc = -ENOMEM;
+    lockcore__fmt(err, sizeof(err), "out of memory");
+    if ((c = calloc(1, sizeof(*c))) == NULL)
         goto fail;
-    }
     c->o = *o;
     c->o.nodes = NULL; /* copied below; the caller's array is not kept */
     if (c->o.clock_us == NULL)
@@ -110,27 +134,26 @@ int lockcore_client_new(const struct lockcore_options *o, lockcore_client **out,
         memcpy(c->info, o->holder_info, c->info_len + 1);
     }
     c->o.holder_info = c->info;
+    if (copy_opt(c, 0, &c->o.tls_ca_file) < 0 || copy_opt(c, 1, &c->o.tls_cert_file) < 0 ||
+        copy_opt(c, 2, &c->o.tls_key_file) < 0 || copy_opt(c, 3, &c->o.tls_server_name) < 0)
+        goto fail;
     c->n = (unsigned)o->n_nodes;
     c->quorum = fencing_quorum(c->n);
-    c->nodes = calloc(c->n, sizeof(*c->nodes));
-    if (c->nodes == NULL) {
-        free(c);
-        rc = -ENOMEM;
-        lockcore__fmt(err, sizeof(err), "out of memory");
+    if ((c->nodes = calloc(c->n, sizeof(*c->nodes))) == NULL)
         goto fail;
-    }
+    int tls = 0;
     for (unsigned i = 0; i < c->n; i++) {
         if ((rc = lockcore__parse_address(o->nodes[i], &c->nodes[i].addr, err, sizeof(err))) < 0 ||
-            (rc = lockcore__resolve(&c->nodes[i].addr, err, sizeof(err))) < 0) {
-            free(c->nodes);
-            free(c);
+            (rc = lockcore__resolve(&c->nodes[i].addr, err, sizeof(err))) < 0)
             goto fail;
-        }
+        tls |= c->nodes[i].addr.tls;
         lockcore__node_init(c, &c->nodes[i], i);
     }
+    /* Certificates and keys are read now: a bad file is an error here,
+     * not a failed handshake later. */
+    if (tls && (rc = lockcore__tls_ctx_new(c, err, sizeof(err))) < 0)
+        goto fail;
     if ((rc = lockcore__random_bytes(&c->rng, sizeof(c->rng))) < 0) {
-        free(c->nodes);
-        free(c);
         lockcore__fmt(err, sizeof(err), "no randomness: %s", strerror(-rc));
         goto fail;
     }
@@ -139,6 +162,8 @@ int lockcore_client_new(const struct lockcore_options *o, lockcore_client **out,
     *out = c;
     return 0;
 fail:
+    if (c != NULL)
+        client_release(c);
     lockcore__fmt(errbuf, errcap, "%s", err);
     return rc;
 }
@@ -155,14 +180,13 @@ static void client_destroy(lockcore_client *c)
         lockcore__deliver(c);
     }
     for (unsigned i = 0; i < c->n; i++) {
+        lockcore__tls_free(&c->nodes[i]);
         if (c->nodes[i].ctx != NULL)
             redisFree(c->nodes[i].ctx);
         free(c->nodes[i].q);
     }
     lockcore__ops_free(c);
-    lockcore__idpool_free(c->idpool);
-    free(c->nodes);
-    free(c);
+    client_release(c);
 }
 
 void lockcore_client_free(lockcore_client *c)
@@ -297,9 +321,12 @@ static int pollfds(lockcore_client *c, struct pollfd *fds, size_t cap, int *time
         if (k == cap)
             return -ENOSPC;
         fds[k].fd = n->ctx->fd;
-        fds[k].events = POLLIN;
-        if (n->state == NODE_CONNECTING || sdslen(n->ctx->obuf) > 0)
-            fds[k].events |= POLLOUT;
+        if (n->state == NODE_CONNECTING)
+            fds[k].events = POLLOUT;
+        else if (n->state == NODE_HANDSHAKE)
+            fds[k].events = (short)n->tls_want;
+        else
+            fds[k].events = (short)(POLLIN | (sdslen(n->ctx->obuf) > 0 ? POLLOUT : 0) | n->tls_want);
         fds[k].revents = 0;
         k++;
         uint64_t t = lockcore__node_next_timer(c, n);

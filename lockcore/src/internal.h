@@ -5,6 +5,7 @@
 
 #include <stdarg.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include <hiredis/hiredis.h>
 
@@ -20,6 +21,7 @@
 struct address {
     char host[256]; /* as given, for messages */
     char ip[64];    /* numeric, resolved once at client creation: connects never block on DNS */
+    int tls;        /* rediss:// */
     int port;
     char user[128];
     char pass[256];
@@ -53,7 +55,8 @@ enum script {
 extern const char *const lockcore__scripts[SCRIPT_COUNT];
 
 /* ---- nodes ---- */
-enum node_state { NODE_DOWN, NODE_CONNECTING, NODE_UP };
+/* CONNECTING: TCP connect in progress; HANDSHAKE: TLS handshake (rediss://). */
+enum node_state { NODE_DOWN, NODE_CONNECTING, NODE_HANDSHAKE, NODE_UP };
 
 /* Why a node could not answer a step: decides the error code reported. */
 enum fail_kind { FAIL_NET, FAIL_PROTO };
@@ -89,10 +92,12 @@ struct node {
     unsigned index;
     enum node_state state;
     redisContext *ctx;
+    void *ssl;    /* SSL * for rediss:// nodes, else NULL */
+    int tls_want; /* POLLIN / POLLOUT a TLS call waits for, 0 if none */
     uint64_t connect_deadline_ms;
     uint64_t next_attempt_ms;
     uint64_t backoff_ms;
-    char err[256]; /* why the node last failed */
+    char err[256];     /* why the node last failed */
     char refused[160]; /* why the reply builders refused a reply, "" if not */
     enum fail_kind err_kind;
     struct pending *q; /* ring buffer */
@@ -159,6 +164,9 @@ struct lockcore_client {
     size_t inflight;
     uint64_t fence_seen[256];         /* largest fence value seen, by resource hash */
     char info[LOCKCORE_INFO_MAX + 1]; /* holder_info, "" for none */
+    char *tls_strings[4];             /* copies of the tls_* file and name options */
+    void *ssl_ctx;                    /* SSL_CTX *, if any node is rediss:// */
+    void *bio_method;                 /* BIO_METHOD * of our MSG_NOSIGNAL socket BIO */
     size_t info_len;
     /* The callback contract (lockcore.h): in_cb counts callbacks running,
      * depth the public calls that are running the loop. A client freed
@@ -195,6 +203,17 @@ void lockcore__op_cancel(struct op *op);
 void lockcore__op_abort(struct op *op, int rc, const char *why);
 int lockcore__op_resend(struct op *op, unsigned node, enum step step, int use_eval, uint64_t now);
 void lockcore__ops_free(lockcore_client *c);
+
+/* tls.c: 0 / 1 done / -1 failed (err says why); reads and writes return the
+ * bytes moved, 0 when they must wait for n->tls_want, -1 on failure. */
+int lockcore__tls_ctx_new(lockcore_client *c, char *err, size_t cap);
+void lockcore__tls_ctx_free(lockcore_client *c);
+int lockcore__tls_start(lockcore_client *c, struct node *n, char *err, size_t cap);
+int lockcore__tls_handshake(struct node *n, char *err, size_t cap);
+ssize_t lockcore__tls_write(struct node *n, const void *buf, size_t len, char *err, size_t cap);
+ssize_t lockcore__tls_read(struct node *n, void *buf, size_t len, char *err, size_t cap);
+int lockcore__tls_pending(const struct node *n);
+void lockcore__tls_free(struct node *n);
 
 /* keepalive.c */
 uint64_t lockcore__keepalive_next_timer(const lockcore_client *c);

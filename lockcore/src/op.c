@@ -223,7 +223,7 @@ static void phase_begin(struct op *op, enum phase ph, enum step step, uint64_t n
             note_failure(op, i, n->err[0] ? n->err : "unreachable");
             continue;
         }
-        connecting |= n->state == NODE_CONNECTING;
+        connecting |= n->state == NODE_CONNECTING || n->state == NODE_HANDSHAKE;
         if (lockcore__op_resend(op, i, step, 0, now) < 0) {
             op->slot[i] = SLOT_NET;
             note_failure(op, i, "out of memory");

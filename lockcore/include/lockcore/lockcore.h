@@ -105,7 +105,8 @@ enum {
  * the strings it points to may be freed once the client exists.
  */
 struct lockcore_options {
-    /* Node addresses: "redis://[user:password@]host:port[/db]" or "host:port".
+    /* Node addresses: "redis://[user:password@]host:port[/db]" or "host:port";
+     * "rediss://..." for TLS (see the tls_* options).
      * Required; 1..LOCKCORE_NODES_MAX entries. Host names are resolved once,
      * by lockcore_client_new() (IPv4 first, as hiredis does), so that no
      * later call blocks on DNS; a node that moves needs a new client.
@@ -143,6 +144,19 @@ struct lockcore_options {
      * stays the lock id (other Redlock clients interoperate). At most
      * LOCKCORE_INFO_MAX bytes, copied; NULL or "" for none (default). */
     const char *holder_info;
+
+    /* TLS to rediss:// nodes (OpenSSL; TLS 1.2 or later). Paths and names
+     * are copied. */
+    const char *tls_ca_file;     /* PEM CAs to verify nodes with; NULL: the
+                                    system's default CA paths */
+    const char *tls_cert_file;   /* client certificate chain (PEM), for nodes
+                                    that require one; with tls_key_file */
+    const char *tls_key_file;    /* its private key (PEM) */
+    const char *tls_server_name; /* the name to verify (and send as SNI);
+                                    NULL: each node's host as given */
+    int tls_verify;              /* 1 (default): verify each node's certificate
+                                    and name; 0: do not (encryption without
+                                    authentication: testing only) */
 
     /* Wall clock for first-round token proposals, in microseconds since the
      * epoch. NULL uses CLOCK_REALTIME. Tests inject a clock that is behind. */
