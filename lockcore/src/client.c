@@ -630,6 +630,7 @@ static struct op *start_acquire(lockcore_client *c, const char *resource, lockco
     /* The ticket orders waiters; a fair acquisition waits its turn from the
      * first attempt on. */
     op->ticket = c->o.clock_us(c->o.clock_arg);
+    op->lock.ticket = op->ticket;
     op->queued = c->o.wait_mode == LOCKCORE_WAIT_FAIR;
     lockcore__op_start(op, now);
     return op;

@@ -208,6 +208,8 @@ struct lockcore_lock {
     unsigned nodes_ok;                        /* nodes that granted / extended / released */
     unsigned attempts;                        /* attempts the acquisition took */
     unsigned flags;                           /* LOCKCORE_LOCK_* below */
+    uint64_t ticket;                          /* the acquisition's place among waiters
+                                                 (wall µs at its start) */
 };
 
 /* lockcore_lock.flags: built by lockcore_lock_from_id, validity unknown
