@@ -275,15 +275,20 @@ static int lock_fence(fencefile *f, int dirfd, const char *lockname, const char 
                         (unsigned long long)f->o.lock_timeout_ms);
         }
         sleep_ms(pause);
-        pause = pause < 20 ? pause * 2 : 20;
+        pause = pause < 10 ? pause * 2 : 10;
     }
     *fd = lfd;
     return 0;
 }
 
+/* A stored token: decimal digits, zero-padded in the sidecar. */
 static int parse_token(const char *s, size_t len, uint64_t *out)
 {
-    return fencing_token_parse(s, len, out) == 0 && len > 0 ? 0 : -1;
+    if (len == 0)
+        return -1;
+    while (len > 1 && *s == '0')
+        s++, len--;
+    return fencing_token_parse(s, len, out) == 0 ? 0 : -1;
 }
 
 /* The token in a sidecar lock file; 0 when it is empty. */
