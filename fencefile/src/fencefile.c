@@ -382,9 +382,9 @@ struct target {
     char dir[PATH_MAX];
     char base[NAME_MAX + 1];
     int dirfd;
-    int ddirfd;                    /* the fenced directory, or -1 */
-    char lockname[NAME_MAX + 1];   /* lock file, in dirfd or ddirfd */
-    char lockshown[PATH_MAX + 32]; /* the lock file, for messages */
+    int ddirfd;                              /* the fenced directory, or -1 */
+    char lockname[NAME_MAX + 1];             /* lock file, in dirfd or ddirfd */
+    char lockshown[PATH_MAX + NAME_MAX + 2]; /* the lock file, for messages */
 };
 
 static int is_lock_name(const char *base)
