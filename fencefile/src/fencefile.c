@@ -231,13 +231,11 @@ static int slurp_fd(int in, char **buf, size_t *len)
 
 /* Take the OFD lock of the fence's lock file lockname in dirfd: exclusive
  * (creating the file) for a write, shared for a read. *fd is -1 after a
- * shared request when there is no lock file yet (nothing to read from it).
- * *created tells whether this call created the lock file. */
+ * shared request when there is no lock file yet (nothing to read from it). */
 static int lock_fence(fencefile *f, int dirfd, const char *lockname, const char *shown, int exclusive,
-                      int *fd, int *created)
+                      int *fd)
 {
     *fd = -1;
-    *created = 0;
     int lfd = -1;
     for (int tries = 0; lfd < 0 && tries < 10; tries++) {
         lfd = openat(dirfd, lockname, (exclusive ? O_RDWR : O_RDONLY) | O_NOFOLLOW | O_CLOEXEC);
@@ -246,9 +244,7 @@ static int lock_fence(fencefile *f, int dirfd, const char *lockname, const char 
         if (!exclusive)
             return 0;
         lfd = openat(dirfd, lockname, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
-        if (lfd >= 0)
-            *created = 1;
-        else if (errno != EEXIST)
+        if (lfd < 0 && errno != EEXIST)
             break;
     }
     if (lfd < 0)
@@ -476,17 +472,16 @@ static int check_call(fencefile *f, const char *path, uint64_t token, const void
     return 0;
 }
 
-/* The fence of t under its lock (lfd): the larger of the xattr and the
- * sidecar. xfd is the file or directory that carries the xattr (-1: none
- * yet). */
+/* The fence of t under its lock (lfd): the larger of the xattr (*xtok) and
+ * the sidecar (*stok). xfd is the file or directory that carries the xattr
+ * (-1: none yet). */
 static int read_fence(fencefile *f, struct target *t, int lfd, int xfd, const char *xshown, uint64_t *last,
-                      int *xsupported, uint64_t *xtok)
+                      int *xsupported, uint64_t *xtok, uint64_t *stok)
 {
-    uint64_t stok = 0;
     int rc = read_xattr(f, xfd, xshown, xtok, xsupported);
     if (rc == 0)
-        rc = read_sidecar(f, lfd, t->lockshown, &stok);
-    *last = *xtok > stok ? *xtok : stok;
+        rc = read_sidecar(f, lfd, t->lockshown, stok);
+    *last = *xtok > *stok ? *xtok : *stok;
     return rc;
 }
 
@@ -528,7 +523,7 @@ static int do_write(fencefile *f, const char *path, uint64_t token, const void *
         return rc;
     struct target t;
     char tmp[2 * NAME_MAX] = "";
-    int tfd = -1, lfd = -1, cur = -1, created = 0;
+    int tfd = -1, lfd = -1, cur = -1;
     rc = target_open(f, path, &t);
     if (rc != 0)
         goto out;
@@ -551,7 +546,7 @@ static int do_write(fencefile *f, const char *path, uint64_t token, const void *
         goto out;
     }
 
-    rc = lock_fence(f, t.ddirfd >= 0 ? t.ddirfd : t.dirfd, t.lockname, t.lockshown, 1, &lfd, &created);
+    rc = lock_fence(f, t.ddirfd >= 0 ? t.ddirfd : t.dirfd, t.lockname, t.lockshown, 1, &lfd);
     if (rc != 0)
         goto out;
     cur = openat(t.dirfd, t.base, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
@@ -571,12 +566,12 @@ static int do_write(fencefile *f, const char *path, uint64_t token, const void *
             goto out;
         }
     }
-    uint64_t last = 0, xtok = 0;
+    uint64_t last = 0, xtok = 0, stok = 0;
     int xsupported = 1;
     if (t.ddirfd >= 0)
-        rc = read_fence(f, &t, lfd, t.ddirfd, f->dir_fence, &last, &xsupported, &xtok);
+        rc = read_fence(f, &t, lfd, t.ddirfd, f->dir_fence, &last, &xsupported, &xtok, &stok);
     else
-        rc = read_fence(f, &t, lfd, cur >= 0 ? cur : tfd, path, &last, &xsupported, &xtok);
+        rc = read_fence(f, &t, lfd, cur >= 0 ? cur : tfd, path, &last, &xsupported, &xtok, &stok);
     if (rc != 0)
         goto out;
     if (last_out != NULL)
@@ -605,10 +600,13 @@ static int do_write(fencefile *f, const char *path, uint64_t token, const void *
     } else if (use_xattr) {
         if (token > xtok && (rc = write_xattr(f, t.ddirfd, f->dir_fence, token)) == 0 && fsync(t.ddirfd) < 0)
             rc = sys_fail(f, "fsync", f->dir_fence);
-    } else if (token > last || created) {
+    } else if (token > stok) {
+        /* Compared with the sidecar, not the fence: a file fence that was in
+         * the old file's xattr goes away with the old file. */
         rc = write_sidecar(f, lfd, t.lockshown, token);
-        /* A new lock file must survive a power loss as well as its data. */
-        if (rc == 0 && created && fsync(t.ddirfd >= 0 ? t.ddirfd : t.dirfd) < 0)
+        /* The lock file's first fence must survive a power loss as well as
+         * the data: its directory entry may be as new as this call. */
+        if (rc == 0 && stok == 0 && fsync(t.ddirfd >= 0 ? t.ddirfd : t.dirfd) < 0)
             rc = sys_fail(f, "fsync", t.ddirfd >= 0 ? f->dir_fence : t.dir);
     }
     if (rc != 0)
@@ -659,11 +657,11 @@ static int do_append(fencefile *f, const char *path, uint64_t token, const void 
     if (rc != 0)
         return rc;
     struct target t;
-    int lfd = -1, fd = -1, created = 0, made = 0;
+    int lfd = -1, fd = -1, made = 0;
     rc = target_open(f, path, &t);
     if (rc != 0)
         goto out;
-    rc = lock_fence(f, t.ddirfd >= 0 ? t.ddirfd : t.dirfd, t.lockname, t.lockshown, 1, &lfd, &created);
+    rc = lock_fence(f, t.ddirfd >= 0 ? t.ddirfd : t.dirfd, t.lockname, t.lockshown, 1, &lfd);
     if (rc != 0)
         goto out;
     fd = openat(t.dirfd, t.base, O_WRONLY | O_APPEND | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
@@ -677,11 +675,11 @@ static int do_append(fencefile *f, const char *path, uint64_t token, const void 
         rc = fail(f, -EINVAL, "%s is not a regular file", path);
         goto out;
     }
-    uint64_t last = 0, xtok = 0;
+    uint64_t last = 0, xtok = 0, stok = 0;
     int xsupported = 1;
     int xfd = t.ddirfd >= 0 ? t.ddirfd : fd;
     const char *xshown = t.ddirfd >= 0 ? f->dir_fence : path;
-    rc = read_fence(f, &t, lfd, xfd, xshown, &last, &xsupported, &xtok);
+    rc = read_fence(f, &t, lfd, xfd, xshown, &last, &xsupported, &xtok, &stok);
     if (rc != 0)
         goto out;
     if (last_out != NULL)
@@ -716,9 +714,9 @@ static int do_append(fencefile *f, const char *path, uint64_t token, const void 
     if (use_xattr) {
         if (token > xtok && (rc = write_xattr(f, xfd, xshown, token)) == 0 && fsync(xfd) < 0)
             rc = sys_fail(f, "fsync", xshown);
-    } else if (token > last || created) {
+    } else if (token > stok) {
         rc = write_sidecar(f, lfd, t.lockshown, token);
-        if (rc == 0 && created && fsync(t.ddirfd >= 0 ? t.ddirfd : t.dirfd) < 0)
+        if (rc == 0 && stok == 0 && fsync(t.ddirfd >= 0 ? t.ddirfd : t.dirfd) < 0)
             rc = sys_fail(f, "fsync", t.ddirfd >= 0 ? f->dir_fence : t.dir);
     }
     if (rc != 0)
@@ -769,14 +767,14 @@ int fencefile_append_fd(fencefile *f, const char *path, uint64_t token, int fd, 
 
 static int last_of_dir(fencefile *f, const char *dir, struct fencefile_fence *out)
 {
-    int lfd = -1, created = 0, supported = 1;
+    int lfd = -1, supported = 1;
     uint64_t xtok = 0, stok = 0;
     char shown[PATH_MAX + 32];
     snprintf(shown, sizeof(shown), "%s/%s", dir, DIR_LOCK);
     int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (dfd < 0)
         return sys_fail(f, "open directory", dir);
-    int rc = lock_fence(f, dfd, DIR_LOCK, shown, 0, &lfd, &created);
+    int rc = lock_fence(f, dfd, DIR_LOCK, shown, 0, &lfd);
     if (rc == 0)
         rc = read_xattr(f, dfd, dir, &xtok, &supported);
     if (rc == 0)
@@ -829,12 +827,12 @@ int fencefile_last(fencefile *f, const char *path, struct fencefile_fence *out)
         return last_of_dir(f, path, out);
 
     struct target t;
-    int lfd = -1, created = 0, fd = -1, supported = 1;
+    int lfd = -1, fd = -1, supported = 1;
     uint64_t xtok = 0, stok = 0;
     int rc = target_open(f, path, &t);
     if (rc != 0)
         goto out;
-    rc = lock_fence(f, t.dirfd, t.lockname, t.lockshown, 0, &lfd, &created);
+    rc = lock_fence(f, t.dirfd, t.lockname, t.lockshown, 0, &lfd);
     if (rc != 0)
         goto out;
     fd = openat(t.dirfd, t.base, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);

@@ -358,7 +358,13 @@ static void test_fencefile_sidecar_keeps_the_fence_in_the_lock_file(void **state
     assert_int_equal(fencefile_write(f->ff, p, 10, "x10", 3, NULL), FENCING_ESTALE);
     assert_int_equal(fencefile_write(f->ff, p, 12, "x12", 3, NULL), 0);
     assert_int_equal(xattr_token(p), 12);
+    /* The same token through the sidecar replaces the file and its xattr:
+     * the fence must move to the sidecar, not fall back to 11. */
+    assert_int_equal(fencefile_write(h, p, 12, "s12", 3, NULL), 0);
+    assert_int_equal(xattr_token(p), 0);
     assert_int_equal(fencefile_write(h, p, 11, "s11", 3, NULL), FENCING_ESTALE);
+    assert_int_equal(fencefile_write(f->ff, p, 11, "x11", 3, NULL), FENCING_ESTALE);
+    assert_int_equal(fencefile_write(f->ff, p, 12, "x12", 3, NULL), 0);
     assert_int_equal(fencefile_last(h, p, &fe), 0);
     assert_int_equal(fe.store, FENCEFILE_STORE_XATTR);
     slurp(p, got, sizeof(got));
