@@ -625,7 +625,7 @@ static void kill9(struct fx *f, const struct fencefile_options *o, const char *n
     uint64_t next = 1, acked = 0;
     int mid = 0;
     srand(12345);
-    for (int round = 0; round < 12; round++) {
+    for (int round = 0; round < 16; round++) {
         int pfd[2];
         assert_int_equal(pipe(pfd), 0);
         pid_t pid = fork();
@@ -635,7 +635,21 @@ static void kill9(struct fx *f, const struct fencefile_options *o, const char *n
             crasher(o, p, next, append, pfd[1]);
         }
         close(pfd[1]);
-        hp_sleep_ms(5 + rand() % 40);
+        if (round % 2 == 0) {
+            hp_sleep_ms(5 + rand() % 40);
+        } else {
+            /* Kill the moment new data shows (a new inode after the rename,
+             * or a larger size after an append): the writer is then right
+             * after publishing, where a fence raised too late would show. */
+            struct stat st0, st1;
+            int had = stat(p, &st0) == 0;
+            long long end = hp_now_ms() + 3000;
+            while (hp_now_ms() < end) {
+                if (stat(p, &st1) == 0 &&
+                    (!had || (append ? st1.st_size != st0.st_size : st1.st_ino != st0.st_ino)))
+                    break;
+            }
+        }
         assert_int_equal(kill(pid, SIGKILL), 0);
         int st;
         assert_int_equal(waitpid(pid, &st, 0), pid);
@@ -674,7 +688,7 @@ static void kill9(struct fx *f, const struct fencefile_options *o, const char *n
             assert_int_equal(fence, top); /* data and fence in one inode */
         next = fence + 1;
     }
-    print_message("%s: 12 kills, %d %s\n", name, mid,
+    print_message("%s: 16 kills, %d %s\n", name, mid,
                   append ? "with a torn record at the end" : "between the rename and the return");
     free(buf);
     fencefile_free(h);
