@@ -17,6 +17,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -49,6 +50,11 @@ static int setup_n(void **state, int n)
     struct fixture *f = calloc(1, sizeof(*f));
     assert_non_null(f);
     assert_int_equal(rh_mkdtemp("filecli", f->dir, sizeof(f->dir)), 0);
+    /* The tests expect fences in xattrs where the file system keeps them. */
+    if (setxattr(f->dir, "user.fencelock.probe", "1", 1, 0) < 0)
+        fail_msg(
+            "%s: no user xattrs (%s): run the tests with TMPDIR on ext4, XFS, btrfs or tmpfs (Linux 6.6+)",
+            f->dir, strerror(errno));
     if (n > 0) {
         assert_int_equal(rh_cluster_start(n, NULL, &f->rc), 0);
         size_t len = 0;
@@ -123,7 +129,7 @@ struct res {
  * its stdout and stderr are collected. */
 static void sh(struct fixture *f, struct res *r, const char *script)
 {
-    char wrapped[4096], out[300], err[300], fl[600], d[300], nodes[1100];
+    char wrapped[4096], out[300], err[300], fl[600], d[300], nodes[1100], nx[600];
     in_dir(f, "sh.out", out, sizeof(out));
     in_dir(f, "sh.err", err, sizeof(err));
     snprintf(wrapped, sizeof(wrapped), "( %s ) >\"$D/sh.out\" 2>\"$D/sh.err\"", script);
@@ -131,7 +137,9 @@ static void sh(struct fixture *f, struct res *r, const char *script)
     snprintf(d, sizeof(d), "D=%s", f->dir);
     snprintf(nodes, sizeof(nodes), "FENCELOCK_NODES=%s", f->nodes);
     char *argv[] = {"sh", "-c", wrapped, NULL};
-    char *env[] = {fl, d, nodes, NULL};
+    const char *so = getenv("NOXATTR_SO");
+    snprintf(nx, sizeof(nx), "NOXATTR=%s", so != NULL ? so : "");
+    char *env[] = {fl, d, nodes, nx, NULL};
     pid_t pid = hp_spawn(argv, env, NULL);
     assert_true(pid > 0);
     int st = 0;
@@ -265,6 +273,58 @@ static void test_cli_file_commands_print_json_and_exit_codes(void **state)
     sh(f, &r, "\"$FL\" write --help");
     assert_int_equal(r.code, 0);
     assert_non_null(strstr(r.out, "65 refused"));
+}
+
+/* On a file system without user xattrs (simulated by a preloaded shim that
+ * makes fgetxattr/fsetxattr answer ENOTSUP), the fence goes to the sidecar
+ * by itself, and holds. */
+static void test_cli_file_fence_falls_back_to_the_sidecar_without_xattrs(void **state)
+{
+    struct fixture *f = *state;
+    struct res r;
+    char got[256], p[300], lock[300];
+    const char *so = getenv("NOXATTR_SO");
+    if (so == NULL || *so == '\0')
+        fail_msg("NOXATTR_SO is not set: run this test through meson");
+    /* The shim comes before an ASan runtime in the load order. */
+    const char *nx =
+        "LD_PRELOAD=\"$NOXATTR\" ASAN_OPTIONS=\"${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0\"";
+    char script[1024];
+    in_dir(f, "nx", p, sizeof(p));
+    in_dir(f, ".nx.fencelock", lock, sizeof(lock));
+
+    snprintf(script, sizeof(script), "printf one | %s \"$FL\" write --token 5 \"$D/nx\"", nx);
+    sh(f, &r, script);
+    assert_int_equal(r.code, 0);
+    slurp(lock, got, sizeof(got));
+    assert_string_equal(got, "00000000000000000005\n");
+    char x[32];
+    assert_int_equal(getxattr(p, "user.fencelock.token", x, sizeof(x)), -1);
+    snprintf(script, sizeof(script), "printf two | %s \"$FL\" write --token 4 \"$D/nx\"", nx);
+    sh(f, &r, script);
+    assert_int_equal(r.code, X_STALE);
+    snprintf(script, sizeof(script), "printf +3 | %s \"$FL\" append --token 6 \"$D/nx\"", nx);
+    sh(f, &r, script);
+    assert_int_equal(r.code, 0);
+    slurp(p, got, sizeof(got));
+    assert_string_equal(got, "one+3");
+    snprintf(script, sizeof(script), "%s \"$FL\" fence \"$D/nx\"", nx);
+    sh(f, &r, script);
+    assert_int_equal(r.code, 0);
+    assert_non_null(strstr(r.out, "\"token\":6,\"store\":\"sidecar\""));
+    /* Without the shim (xattrs work) the fence is still 6: the larger of
+     * the two places counts. */
+    sh(f, &r, "printf four | \"$FL\" write --token 5 \"$D/nx\"");
+    assert_int_equal(r.code, X_STALE);
+
+    /* A directory fence falls back the same way. */
+    snprintf(script, sizeof(script),
+             "mkdir \"$D/nxd\" && printf a | %s \"$FL\" write --dir \"$D/nxd\" --token 9 \"$D/nxd/a\"", nx);
+    sh(f, &r, script);
+    assert_int_equal(r.code, 0);
+    in_dir(f, "nxd/.fencelock", lock, sizeof(lock));
+    slurp(lock, got, sizeof(got));
+    assert_string_equal(got, "00000000000000000009\n");
 }
 
 /* ---- the nightly report ---- */
@@ -430,6 +490,8 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_cli_file_commands_print_json_and_exit_codes, setup0, teardown),
+        cmocka_unit_test_setup_teardown(test_cli_file_fence_falls_back_to_the_sidecar_without_xattrs, setup0,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_cli_nightly_report_stale_job_is_refused, setup3, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
