@@ -11,21 +11,50 @@
 /* Compare-then-act scripts of the standard Redlock layout: a key holds the
  * lock id of its holder, and only that holder may delete or extend it. The
  * same layout is used by node-redlock and redsync, so their clients and
- * fencelock exclude each other. */
+ * fencelock exclude each other. The keys beside it (the fence key and the
+ * holder info key) are fencelock's own; other clients never read them. */
 const char *const lockcore__scripts[SCRIPT_COUNT] = {
+    /* KEYS[1] lock, KEYS[2] holder info; ARGV[1] lock id. */
     [SCRIPT_RELEASE] = "if redis.call('GET', KEYS[1]) == ARGV[1] then\n"
+                       "  redis.call('DEL', KEYS[2])\n"
                        "  return redis.call('DEL', KEYS[1])\n"
                        "end\n"
                        "return 0\n",
-    [SCRIPT_EXTEND] = "if redis.call('GET', KEYS[1]) == ARGV[1] then\n"
-                      "  return redis.call('PEXPIRE', KEYS[1], ARGV[2])\n"
-                      "end\n"
-                      "return 0\n",
+    /* KEYS[1] lock, KEYS[2] fence, KEYS[3] holder info; ARGV[1] lock id,
+     * ARGV[2] ttl ms, ARGV[3] fence expiry ms (0: the fence never expires),
+     * ARGV[4] the lock's token (0: unknown or plain Redlock).
+     * A lock kept alive for longer than the fence's idle expiry must not
+     * outlive its fence key: every extension pushes the fence's expiry out
+     * (never in), and puts the lock's own token back where the fence is
+     * lower (a node that forgot it). That is a "set if greater" of a token
+     * a majority already accepted, so it can only make later proposals
+     * larger (docs/fencing.md, T1 and T2). */
+    [SCRIPT_EXTEND] =
+        "if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end\n"
+        "redis.call('PEXPIRE', KEYS[3], ARGV[2])\n"
+        "local t = tonumber(ARGV[4])\n"
+        "local f = tonumber(redis.call('GET', KEYS[2]) or '0') or 0\n"
+        "if t > f then\n"
+        "  if ARGV[3] ~= '0' then redis.call('SET', KEYS[2], ARGV[4], 'PX', ARGV[3])\n"
+        "  else redis.call('SET', KEYS[2], ARGV[4]) end\n"
+        "elseif ARGV[3] ~= '0' then\n"
+        "  local pt = redis.call('PTTL', KEYS[2])\n"
+        "  if pt >= 0 and pt < tonumber(ARGV[3]) then redis.call('PEXPIRE', KEYS[2], ARGV[3]) end\n"
+        "end\n"
+        "return redis.call('PEXPIRE', KEYS[1], ARGV[2])\n",
     [SCRIPT_ACQUIRE_FENCED] = fencing_script_acquire,
     [SCRIPT_RAISE] = fencing_script_raise,
-    /* Read-only view for diagnostics: holder, remaining ms, fence value. */
+    /* Read-only view for diagnostics: holder, remaining ms, fence value,
+     * holder info. */
     [SCRIPT_STATUS] = "return {redis.call('GET', KEYS[1]) or '', redis.call('PTTL', KEYS[1]),\n"
-                      "        redis.call('GET', KEYS[2]) or ''}\n",
+                      "        redis.call('GET', KEYS[2]) or '', redis.call('GET', KEYS[3]) or ''}\n",
+    /* KEYS[1] lock, KEYS[2] holder info; ARGV[1] lock id, ARGV[2] info,
+     * ARGV[3] ttl ms. Sent right behind the acquire on each connection, so
+     * it runs after it and stores the info only where the lock was set. */
+    [SCRIPT_SET_INFO] = "if redis.call('GET', KEYS[1]) == ARGV[1] then\n"
+                        "  return redis.call('SET', KEYS[2], ARGV[2], 'PX', ARGV[3])\n"
+                        "end\n"
+                        "return 0\n",
 };
 
 uint64_t lockcore_now_ms(void)
