@@ -487,6 +487,9 @@ static int read_fence(fencefile *f, struct target *t, int lfd, int xfd, const ch
 
 static int refuse(fencefile *f, const char *op, const char *path, uint64_t token, uint64_t last, int rc)
 {
+    if (rc == FENCING_ESTALE && f->dir_fence != NULL)
+        return fail(f, rc, "%s %s refused: token %llu is older than %llu, the last token that wrote under %s",
+                    op, path, (unsigned long long)token, (unsigned long long)last, f->dir_fence);
     if (rc == FENCING_ESTALE)
         return fail(f, rc, "%s %s refused: token %llu is older than %llu, the last token that wrote it", op,
                     path, (unsigned long long)token, (unsigned long long)last);

@@ -306,6 +306,7 @@ static void test_fencefile_directory_fence_covers_every_file_under_it(void **sta
     /* a was last written with 10, but the directory has seen 20. */
     assert_int_equal(fencefile_write(h, a, 15, "a15", 3, &last), FENCING_ESTALE);
     assert_int_equal(last, 20);
+    assert_non_null(strstr(fencefile_errmsg(h), "the last token that wrote under"));
     assert_int_equal(fencefile_write(h, a, 20, "a20", 3, NULL), 0);
 
     struct fencefile_fence fe;
