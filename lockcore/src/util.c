@@ -76,7 +76,9 @@ const char *const lockcore__scripts[SCRIPT_COUNT] = {
     /* The acquire of a waiter: it takes (or refreshes) its place in this
      * node's queue, a sorted set scored by its ticket with a deadline per
      * member, drops dead waiters from the head, and then tries the lock;
-     * with ARGV[7] = 1 (fair) only if it is the head. The lock and fence
+     * with ARGV[7] = 1 (fair) only if it is the head. It keeps its place
+     * when granted here: the acquisition may still fail on the majority,
+     * and it leaves every queue (SCRIPT_DEQUEUE) once it ends. The lock and fence
      * steps are those of the fenced acquire (fencing_script_acquire), or of
      * plain SET NX PX with ARGV[3] = 0.
      * KEYS[1] lock, KEYS[2] fence, KEYS[3] queue, KEYS[4] deadlines;
@@ -105,8 +107,6 @@ const char *const lockcore__scripts[SCRIPT_COUNT] = {
         "   not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then\n"
         "  return {0, 0, fs, redis.call('GET', KEYS[1]) or '', redis.call('PTTL', KEYS[1]), head}\n"
         "end\n"
-        "redis.call('ZREM', KEYS[3], ARGV[1])\n"
-        "redis.call('HDEL', KEYS[4], ARGV[1])\n"
         "if ARGV[3] == '0' then return {1, 1, fs} end\n"
         "local p = tonumber(ARGV[3])\n"
         "if p > f then\n"
