@@ -6,11 +6,14 @@
  */
 #include <errno.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <jansson.h>
@@ -245,22 +248,36 @@ static int spawn_client(struct world *w, struct client *c, const char *name, con
 
 static void client_go(struct client *c)
 {
-    ssize_t wr = write(c->in, "go\n", 3);
-    (void)wr;
+    /* A client that has already exited must not take the replay down with
+     * SIGPIPE: block it for this write and drop the one the write raised. */
+    sigset_t pipe, old;
+    sigemptyset(&pipe);
+    sigaddset(&pipe, SIGPIPE);
+    pthread_sigmask(SIG_BLOCK, &pipe, &old);
+    if (write(c->in, "go\n", 3) < 0 && errno == EPIPE) {
+        struct timespec zero = {0, 0};
+        sigtimedwait(&pipe, NULL, &zero);
+    }
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
 }
 
-/* Put one client event on the timeline. */
+/* Put one client event on the timeline. A client that cannot read
+ * CLOCK_MONOTONIC leaves out "t" (and "valid_until"): the event is then
+ * stamped when it is read, and the lease ends validity_ms after that. */
 static void record(struct world *w, struct client *c, json_t *ev)
 {
     const char *kind = json_string_value(json_object_get(ev, "ev"));
-    long long t = json_integer_value(json_object_get(ev, "t")) - w->t0;
+    json_t *jt = json_object_get(ev, "t");
+    long long t = (json_is_integer(jt) ? json_integer_value(jt) : hp_now_ms()) - w->t0;
     int is_a = c->name[0] == 'A';
     struct sc_result *r = w->r;
     if (kind == NULL)
         return;
     if (strcmp(kind, "acquired") == 0) {
         uint64_t token = (uint64_t)json_integer_value(json_object_get(ev, "token"));
-        long long until = json_integer_value(json_object_get(ev, "valid_until")) - w->t0;
+        json_t *ju = json_object_get(ev, "valid_until");
+        long long until = json_is_integer(ju) ? json_integer_value(ju) - w->t0
+                                              : t + json_integer_value(json_object_get(ev, "validity_ms"));
         int both = 0;
         if (is_a) {
             r->token_a = token;
@@ -389,6 +406,30 @@ static void read_final_value(struct world *w)
     event(w, now_run(w), -1, "storage", "note", "holds \"%s\"", w->r->final_value);
 }
 
+/* Stop a client and wait until it is stopped: kill() returns before the
+ * stop takes effect, and a client woken meanwhile could still read what the
+ * replay sends or releases next. */
+static int stop_client(struct world *w, struct client *c)
+{
+    int rc = hp_signal(c->pid, SIGSTOP, 0);
+    if (rc != 0)
+        return rc;
+    char path[64], buf[512];
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int)c->pid);
+    for (long long deadline = hp_now_ms() + 5000; hp_now_ms() < deadline; hp_sleep_ms(1)) {
+        FILE *f = fopen(path, "r");
+        size_t n = f ? fread(buf, 1, sizeof(buf) - 1, f) : 0;
+        if (f)
+            fclose(f);
+        buf[n] = '\0';
+        const char *paren = strrchr(buf, ')'); /* the state follows the command name */
+        if (paren && paren[1] == ' ' && (paren[2] == 'T' || paren[2] == 't'))
+            return 0;
+    }
+    fail(w, "client %s did not stop within 5 s", c->name);
+    return -ETIMEDOUT;
+}
+
 static void sleep_until_run(struct world *w, long long t)
 {
     long long d = t - now_run(w);
@@ -407,7 +448,7 @@ static int gc_pause(struct world *w)
     if ((rc = spawn_client(w, &w->a, "A", "before-write", 0, 0)) || (rc = await(w, &w->a, "checked", 10000)))
         return rc;
     long long paused = now_run(w);
-    if ((rc = hp_signal(w->a.pid, SIGSTOP, 0)) != 0)
+    if ((rc = stop_client(w, &w->a)) != 0)
         return rc;
     client_go(&w->a); /* it will write as soon as it runs again */
     sleep_until_run(w, w->r->a_valid_until + 100);
@@ -528,6 +569,14 @@ static int acquire_pause(struct world *w)
     long long deadline = hp_now_ms() + 10000;
     int have = 0;
     while (have < n && hp_now_ms() < deadline) {
+        int status;
+        if (hp_wait(w->a.pid, 0, &status) == 0) {
+            w->a.pid = 0;
+            fail(w,
+                 "client A exited (status %d) before its lock request reached the nodes; see %s/client-A.log",
+                 WIFEXITED(status) ? WEXITSTATUS(status) : -1, w->dir);
+            return -EPIPE;
+        }
         have = 0;
         for (int i = 0; i < n; i++)
             have += rh_pttl(w->rc, i, RESOURCE) >= 0;
@@ -539,7 +588,7 @@ static int acquire_pause(struct world *w)
         return -ETIMEDOUT;
     }
     long long sent = now_run(w);
-    if ((rc = hp_signal(w->a.pid, SIGSTOP, 0)) != 0)
+    if ((rc = stop_client(w, &w->a)) != 0)
         return rc;
     event(w, sent, -1, "A", "note",
           "its lock request is granted by all %d nodes; the grants are on their way", n);
