@@ -661,13 +661,13 @@ static void judge(struct sc_result *r)
 
 int sc_as_predicted(const struct sc_result *r)
 {
-    int split = two_holders(r->scenario);
+    int two = two_holders(r->scenario);
     switch (r->mode) {
     case SC_UNFENCED:
-        return r->lost_update && (!split || r->double_grant);
+        return r->lost_update && (!two || r->double_grant);
     case SC_FENCED:
         return r->status_b == 200 && r->status_a == 409 && r->token_a < r->token_b &&
-               strcmp(r->final_value, "written by B") == 0 && (!split || r->double_grant);
+               strcmp(r->final_value, "written by B") == 0 && (!two || r->double_grant);
     case SC_DELAYED:
         return !r->double_grant && r->b_acquired >= r->a_valid_until && r->status_b == 200;
     case SC_CHECKED:
