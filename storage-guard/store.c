@@ -76,12 +76,14 @@ static const char schema_sql[] = "CREATE TABLE IF NOT EXISTS sg_records ("
                                  "CREATE INDEX IF NOT EXISTS sg_log_by_key ON sg_log (key, seq);";
 
 struct sg_store {
-    sqlite3 *db;
+    sqlite3 *db; /* NULL after a reopen failed (see recover) */
     fencestore *fence;
     sqlite3_stmt *st[ST_COUNT];
     /* Shared by the connections of one pool; NULL for a lone store. */
     pthread_mutex_t *write_lock;
     int unfenced;
+    int busy_ms;
+    char *path; /* to reopen the connection after a failed rollback */
     char errmsg[ERRMSG_MAX];
 };
 
@@ -136,17 +138,26 @@ out:
     return rc;
 }
 
-int sg_store_open(const char *path, sg_store **out, char *errbuf, size_t errcap)
+/* Close the connection and everything prepared on it; s itself stays. */
+static void disconnect(sg_store *s)
 {
-    if (path == NULL || out == NULL) {
-        fmt(errbuf, errcap, "sg_store_open: NULL argument");
-        return -EINVAL;
+    for (int i = 0; i < ST_COUNT; i++) {
+        sqlite3_finalize(s->st[i]);
+        s->st[i] = NULL;
     }
-    sg_store *s = calloc(1, sizeof(*s));
-    if (s == NULL) {
-        fmt(errbuf, errcap, "out of memory");
-        return -ENOMEM;
-    }
+    fencestore_free(s->fence);
+    s->fence = NULL;
+    /* close_v2: a statement someone else prepared on this connection must
+     * not keep it open forever; it closes when that one is finalized. */
+    sqlite3_close_v2(s->db);
+    s->db = NULL;
+}
+
+/* Open s->path on s, set and check the durability pragmas, create the
+ * schema and prepare the statements. On failure everything is closed again. */
+static int connect_db(sg_store *s, char *errbuf, size_t errcap)
+{
+    const char *path = s->path;
     int rc = SG_STORE_EFAIL;
     const char *step = "open";
     char val[32];
@@ -154,7 +165,7 @@ int sg_store_open(const char *path, sg_store **out, char *errbuf, size_t errcap)
                         NULL) != SQLITE_OK)
         goto fail;
     sqlite3_extended_result_codes(s->db, 1);
-    sqlite3_busy_timeout(s->db, SG_STORE_BUSY_TIMEOUT_MS);
+    sqlite3_busy_timeout(s->db, s->busy_ms);
 
     /* WAL lets readers run while a writer syncs; synchronous=FULL makes every
      * commit fsync the WAL, so an answered write survives power loss
@@ -189,37 +200,80 @@ int sg_store_open(const char *path, sg_store **out, char *errbuf, size_t errcap)
         if (sqlite3_prepare_v3(s->db, stmt_sql[i], -1, SQLITE_PREPARE_PERSISTENT, &s->st[i], NULL) !=
             SQLITE_OK)
             goto fail;
-    *out = s;
     return 0;
 fail:
     rc = s->db != NULL && (sqlite3_errcode(s->db) & 0xff) == SQLITE_BUSY ? SG_STORE_EBUSY : SG_STORE_EFAIL;
     fmt(errbuf, errcap, "%s: %s: %s", path, step, s->db ? sqlite3_errmsg(s->db) : "out of memory");
 out_fail:
-    sg_store_close(s);
+    disconnect(s);
     return rc;
+}
+
+int sg_store_open(const char *path, sg_store **out, char *errbuf, size_t errcap)
+{
+    if (path == NULL || out == NULL) {
+        fmt(errbuf, errcap, "sg_store_open: NULL argument");
+        return -EINVAL;
+    }
+    sg_store *s = calloc(1, sizeof(*s));
+    if (s == NULL || (s->path = strdup(path)) == NULL) {
+        free(s);
+        fmt(errbuf, errcap, "out of memory");
+        return -ENOMEM;
+    }
+    s->busy_ms = SG_STORE_BUSY_TIMEOUT_MS;
+    int rc = connect_db(s, errbuf, errcap);
+    if (rc != 0) {
+        sg_store_close(s);
+        return rc;
+    }
+    *out = s;
+    return 0;
 }
 
 void sg_store_close(sg_store *s)
 {
     if (s == NULL)
         return;
-    for (int i = 0; i < ST_COUNT; i++)
-        sqlite3_finalize(s->st[i]);
-    fencestore_free(s->fence);
-    sqlite3_close(s->db);
+    disconnect(s);
+    free(s->path);
     free(s);
 }
 
 void sg_store_set_busy_timeout(sg_store *s, int ms)
 {
-    if (s != NULL)
+    if (s == NULL)
+        return;
+    s->busy_ms = ms;
+    if (s->db != NULL)
         sqlite3_busy_timeout(s->db, ms);
+}
+
+void *sg_store_handle(sg_store *s)
+{
+    return s == NULL ? NULL : s->db;
+}
+
+/* A connection whose reopen failed tries again before each use; until it
+ * succeeds every call fails with SG_STORE_EFAIL. */
+static int usable(sg_store *s)
+{
+    if (s->db != NULL)
+        return 0;
+    char err[ERRMSG_MAX - 64];
+    if (connect_db(s, err, sizeof(err)) == 0)
+        return 0;
+    fmt(s->errmsg, sizeof(s->errmsg), "the connection is closed and cannot be reopened: %s", err);
+    return SG_STORE_EFAIL;
 }
 
 int sg_store_health(sg_store *s, char *journal, size_t cap, int *synchronous)
 {
     if (s == NULL || journal == NULL || cap == 0 || synchronous == NULL)
         return -EINVAL;
+    int rc = usable(s);
+    if (rc != 0)
+        return rc;
     char sync[16];
     if (pragma_text(s->db, "PRAGMA journal_mode", journal, cap) != SQLITE_OK ||
         pragma_text(s->db, "PRAGMA synchronous", sync, sizeof(sync)) != SQLITE_OK)
@@ -256,10 +310,55 @@ static int begin_write(sg_store *s)
 {
     if (s->write_lock)
         pthread_mutex_lock(s->write_lock);
-    int rc = run(s, ST_BEGIN, "begin immediate");
+    int rc = usable(s);
+    if (rc == 0)
+        rc = run(s, ST_BEGIN, "begin immediate");
     if (rc != 0 && s->write_lock)
         pthread_mutex_unlock(s->write_lock);
     return rc;
+}
+
+/* Step ROLLBACK once; its result code. */
+static int rollback_once(sg_store *s)
+{
+    int rc = sqlite3_step(s->st[ST_ROLLBACK]);
+    done(s->st[ST_ROLLBACK]);
+    return rc;
+}
+
+/*
+ * Roll back the open transaction, and make sure the connection leaves it.
+ * A connection still inside a transaction holds SQLite's write lock, and
+ * every later writer, in this pool or in another process, would wait for
+ * it until its busy timeout, forever. ROLLBACK itself can fail: with
+ * SQLITE_INTERRUPT while another statement on the connection is still
+ * running, with SQLITE_AUTH when an authorizer denies it, with SQLITE_NOMEM.
+ * So: try; then reset every statement still running on the connection and
+ * try again; then close the connection (closing rolls back) and open a new
+ * one on the same file. Returns 0 when the transaction was rolled back by
+ * the first two steps, else SG_STORE_EFAIL with the reason appended to
+ * s->errmsg (the caller's error stays first).
+ */
+static int rollback(sg_store *s)
+{
+    int rc = rollback_once(s);
+    if (sqlite3_get_autocommit(s->db))
+        return 0;
+    char why[160];
+    fmt(why, sizeof(why), "%s (%d)", sqlite3_errmsg(s->db), rc);
+    for (sqlite3_stmt *st = sqlite3_next_stmt(s->db, NULL); st != NULL; st = sqlite3_next_stmt(s->db, st))
+        if (sqlite3_stmt_busy(st) && st != s->st[ST_ROLLBACK])
+            sqlite3_reset(st);
+    rollback_once(s);
+    if (sqlite3_get_autocommit(s->db))
+        return 0;
+    size_t n = strlen(s->errmsg);
+    char err[256] = "";
+    disconnect(s);
+    int reopened = connect_db(s, err, sizeof(err)) == 0;
+    fmt(s->errmsg + n, sizeof(s->errmsg) - n, "%srollback failed: %s; connection closed%s%s",
+        n > 0 ? "; " : "", why, reopened ? " and reopened" : ", reopen failed: ", reopened ? "" : err);
+    return SG_STORE_EFAIL;
 }
 
 /* Commit if rc == 0, else roll back; release the write lock either way. */
@@ -268,9 +367,9 @@ static int end_write(sg_store *s, int rc)
     if (rc == 0)
         rc = run(s, ST_COMMIT, "commit");
     if (rc != 0 && !sqlite3_get_autocommit(s->db)) {
-        /* Keep the first error's message; a failed rollback adds nothing. */
-        sqlite3_step(s->st[ST_ROLLBACK]);
-        done(s->st[ST_ROLLBACK]);
+        int rb = rollback(s);
+        if (rb != 0 && rc != SG_STORE_EFAIL && rc != SG_STORE_EBUSY)
+            rc = rb;
     }
     if (s->write_lock)
         pthread_mutex_unlock(s->write_lock);
@@ -430,6 +529,9 @@ int sg_store_get(sg_store *s, const char *key, size_t key_len, const char *resou
         return -EINVAL;
     s->errmsg[0] = '\0';
     *found = 0;
+    int rc = usable(s);
+    if (rc != 0)
+        return rc;
     if (token == 0) {
         if (res)
             memset(res, 0, sizeof(*res));
@@ -438,7 +540,7 @@ int sg_store_get(sg_store *s, const char *key, size_t key_len, const char *resou
         return read_record(s, key, key_len, found, rec);
     }
     memset(res, 0, sizeof(*res));
-    int rc = begin_write(s);
+    rc = begin_write(s);
     if (rc != 0)
         return rc;
     rc = admit(s, resource, resource_len, token, res);
@@ -463,7 +565,10 @@ int sg_store_fence(sg_store *s, const char *resource, size_t resource_len, uint6
     if (s == NULL || out == NULL || !valid_name(resource, resource_len))
         return -EINVAL;
     s->errmsg[0] = '\0';
-    int rc = fencestore_last(s->fence, resource, resource_len, out);
+    int rc = usable(s);
+    if (rc != 0)
+        return rc;
+    rc = fencestore_last(s->fence, resource, resource_len, out);
     if (rc == 0)
         return 0;
     fmt(s->errmsg, sizeof(s->errmsg), "fencing: %s", fencestore_errmsg(s->fence));
@@ -476,8 +581,10 @@ int sg_store_log(sg_store *s, const struct sg_log_filter *f,
     if (s == NULL || f == NULL || fn == NULL || f->limit <= 0)
         return -EINVAL;
     s->errmsg[0] = '\0';
+    int rc = usable(s);
+    if (rc != 0)
+        return rc;
     sqlite3_stmt *st = s->st[ST_LOG_QUERY];
-    int rc = 0;
     if (sqlite3_bind_int64(st, 1, f->after) != SQLITE_OK ||
         (f->resource &&
          sqlite3_bind_blob(st, 2, f->resource, (int)f->resource_len, SQLITE_STATIC) != SQLITE_OK) ||

@@ -97,7 +97,8 @@ void sg_store_close(sg_store *s);
  * scenario replays to compare against. Off by default. */
 void sg_store_set_unfenced(sg_store *s, int on);
 
-/* Wait up to ms for a lock held elsewhere (default SG_STORE_BUSY_TIMEOUT_MS). */
+/* Wait up to ms for a lock held elsewhere (default SG_STORE_BUSY_TIMEOUT_MS);
+ * kept across a reopen. */
 void sg_store_set_busy_timeout(sg_store *s, int ms);
 
 /*
@@ -107,6 +108,14 @@ void sg_store_set_busy_timeout(sg_store *s, int ms);
  */
 int sg_store_health(sg_store *s, char *journal, size_t cap, int *synchronous);
 
+/*
+ * The store's SQLite connection (an sqlite3 *), borrowed: for diagnostics
+ * and for tests that must drive the connection into states the store's own
+ * calls never reach. It changes when the store reopens its connection (after
+ * a rollback that failed), and is NULL while a reopen keeps failing.
+ */
+void *sg_store_handle(sg_store *s);
+
 /* The detail of the last failure on this store; valid until the next call. */
 const char *sg_store_errmsg(const sg_store *s);
 
@@ -114,6 +123,10 @@ const char *sg_store_errmsg(const sg_store *s);
  * A fenced write: in one BEGIN IMMEDIATE transaction, admit token for the
  * resource (fencestore_admit), on admission insert or replace the record
  * (version + 1), and in both cases append an audit log row, then commit.
+ * If the transaction cannot be rolled back after a failure, the connection
+ * is closed (which rolls it back) and reopened, and SG_STORE_EFAIL says so:
+ * a connection is never left inside a transaction, where it would hold the
+ * write lock against every other writer.
  * All buffers are borrowed for the call. key and resource: 1..1024 bytes;
  * value: JSON text; token: 1 .. 2^53-1 (0 too in unfenced mode). Returns 0 with *res filled (an
  * accepted or a stale outcome both return 0), -EINVAL, SG_STORE_EFAIL or
