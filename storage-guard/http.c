@@ -150,73 +150,69 @@ static enum MHD_Result answer(struct MHD_Connection *c, struct req_state *st, co
     return ok;
 }
 
-static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url, const char *method,
-                                  const char *version, const char *upload_data, size_t *upload_data_size,
-                                  void **con_cls)
+/* The first call of a request, once its head is in: set up its state and
+ * refuse, as JSON, heads and declared bodies over our limits. */
+static enum MHD_Result start_request(struct sg_http *h, struct MHD_Connection *c, const char *url,
+                                     const char *method, void **con_cls)
 {
-    (void)version;
-    struct sg_http *h = cls;
-    struct req_state *st = *con_cls;
     struct sg_response resp = {0};
+    struct req_state *st = calloc(1, sizeof(*st));
+    if (st == NULL)
+        return MHD_NO;
+    clock_gettime(CLOCK_MONOTONIC, &st->start);
+    atomic_fetch_add(&h->in_flight, 1);
+    *con_cls = st;
+    struct header_scan head = {NULL, 0, 0};
+    MHD_get_connection_values(c, MHD_HEADER_KIND, scan_header, &head);
+    if (strlen(url) > SG_URL_MAX) {
+        sg_api_error(&resp, 414, "uri_too_long", "the URL is over the limit of %d bytes", SG_URL_MAX);
+        return answer(c, st, method, "(long URL)", &resp);
+    }
+    if (head.bytes > SG_HEAD_MAX) {
+        sg_api_error(&resp, 431, "headers_too_large", "the headers are over the limit of %d bytes",
+                     SG_HEAD_MAX);
+        return answer(c, st, method, url, &resp);
+    }
+    /* Refuse a declared oversize body before reading it; a client that
+     * sent "Expect: 100-continue" never has to send it at all. */
+    const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+    if (cl != NULL && strtoull(cl, NULL, 10) > h->max_body) {
+        sg_api_error(&resp, 413, "body_too_large", "the body is over the limit of %zu bytes", h->max_body);
+        return answer(c, st, method, url, &resp);
+    }
+    return MHD_YES;
+}
 
-    if (st == NULL) {
-        st = calloc(1, sizeof(*st));
-        if (st == NULL)
+/* Append one piece of the body. A body over the limit (chunked, without a
+ * declared length) is read to its end and dropped; dispatch answers 413. */
+static enum MHD_Result collect_body(const struct sg_http *h, struct req_state *st, const char *data, size_t n)
+{
+    if (st->too_large || n > h->max_body - st->len) {
+        st->too_large = 1;
+        return MHD_YES;
+    }
+    if (st->len + n > st->cap) {
+        size_t cap = st->cap ? st->cap : 4096;
+        while (cap < st->len + n)
+            cap *= 2;
+        if (cap > h->max_body)
+            cap = h->max_body;
+        char *b = realloc(st->body, cap);
+        if (b == NULL)
             return MHD_NO;
-        clock_gettime(CLOCK_MONOTONIC, &st->start);
-        atomic_fetch_add(&h->in_flight, 1);
-        *con_cls = st;
-        struct header_scan head = {NULL, 0, 0};
-        MHD_get_connection_values(c, MHD_HEADER_KIND, scan_header, &head);
-        if (strlen(url) > SG_URL_MAX) {
-            sg_api_error(&resp, 414, "uri_too_long", "the URL is over the limit of %d bytes", SG_URL_MAX);
-            return answer(c, st, method, "(long URL)", &resp);
-        }
-        if (head.bytes > SG_HEAD_MAX) {
-            sg_api_error(&resp, 431, "headers_too_large", "the headers are over the limit of %d bytes",
-                         SG_HEAD_MAX);
-            return answer(c, st, method, url, &resp);
-        }
-        /* Refuse a declared oversize body before reading it; a client that
-         * sent "Expect: 100-continue" never has to send it at all. */
-        const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
-        if (cl != NULL && strtoull(cl, NULL, 10) > h->max_body) {
-            sg_api_error(&resp, 413, "body_too_large", "the body is over the limit of %zu bytes",
-                         h->max_body);
-            return answer(c, st, method, url, &resp);
-        }
-        return MHD_YES;
+        st->body = b;
+        st->cap = cap;
     }
-    if (st->answered) {
-        *upload_data_size = 0; /* drop whatever follows an early answer */
-        return MHD_YES;
-    }
-    if (*upload_data_size != 0) {
-        size_t n = *upload_data_size;
-        *upload_data_size = 0;
-        if (st->too_large || n > h->max_body - st->len) {
-            /* A chunked body without a length: drop the rest, answer 413 at the end. */
-            st->too_large = 1;
-            return MHD_YES;
-        }
-        if (st->len + n > st->cap) {
-            size_t cap = st->cap ? st->cap : 4096;
-            while (cap < st->len + n)
-                cap *= 2;
-            if (cap > h->max_body)
-                cap = h->max_body;
-            char *b = realloc(st->body, cap);
-            if (b == NULL)
-                return MHD_NO;
-            st->body = b;
-            st->cap = cap;
-        }
-        memcpy(st->body + st->len, upload_data, n);
-        st->len += n;
-        return MHD_YES;
-    }
+    memcpy(st->body + st->len, data, n);
+    st->len += n;
+    return MHD_YES;
+}
 
-    /* The whole request is in: map it to an answer. */
+/* The whole request is in: hand it to api.c and send its answer. */
+static enum MHD_Result dispatch(struct sg_http *h, struct MHD_Connection *c, struct req_state *st,
+                                const char *url, const char *method)
+{
+    struct sg_response resp = {0};
     struct arg_vec args = {.n = 0};
     MHD_get_connection_values(c, MHD_GET_ARGUMENT_KIND, collect_arg, &args);
     struct header_scan hs = {NULL, 0, 0};
@@ -250,6 +246,29 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     if (resp.body == NULL)
         sg_api_error(&resp, 500, "internal", "no answer");
     return answer(c, st, method, url, &resp);
+}
+
+/* libmicrohttpd calls this once when the head is in, once per piece of the
+ * body, and once more when the body is complete (size 0). */
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url, const char *method,
+                                  const char *version, const char *upload_data, size_t *upload_data_size,
+                                  void **con_cls)
+{
+    (void)version;
+    struct sg_http *h = cls;
+    struct req_state *st = *con_cls;
+    if (st == NULL)
+        return start_request(h, c, url, method, con_cls);
+    if (st->answered) {
+        *upload_data_size = 0; /* drop whatever follows an early answer */
+        return MHD_YES;
+    }
+    if (*upload_data_size != 0) {
+        size_t n = *upload_data_size;
+        *upload_data_size = 0;
+        return collect_body(h, st, upload_data, n);
+    }
+    return dispatch(h, c, st, url, method);
 }
 
 static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
