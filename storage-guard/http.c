@@ -104,6 +104,8 @@ static enum MHD_Result collect_arg(void *cls, enum MHD_ValueKind kind, const cha
 struct header_scan {
     const char *token;
     int count;
+    const char *if_match, *if_none_match;
+    int n_if_match, n_if_none_match;
     size_t bytes; /* names and values of every header */
 };
 
@@ -115,6 +117,12 @@ static enum MHD_Result scan_header(void *cls, enum MHD_ValueKind kind, const cha
     if (key != NULL && strcasecmp(key, "Fencing-Token") == 0) {
         h->token = value ? value : "";
         h->count++;
+    } else if (key != NULL && strcasecmp(key, MHD_HTTP_HEADER_IF_MATCH) == 0) {
+        h->if_match = value ? value : "";
+        h->n_if_match++;
+    } else if (key != NULL && strcasecmp(key, MHD_HTTP_HEADER_IF_NONE_MATCH) == 0) {
+        h->if_none_match = value ? value : "";
+        h->n_if_none_match++;
     }
     return MHD_YES;
 }
@@ -134,6 +142,8 @@ static enum MHD_Result answer(struct MHD_Connection *c, struct req_state *st, co
     MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
     if (resp->allow)
         MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, resp->allow);
+    if (resp->etag[0] != '\0')
+        MHD_add_response_header(r, MHD_HTTP_HEADER_ETAG, resp->etag);
     enum MHD_Result ok = MHD_queue_response(c, (unsigned)resp->status, r);
     MHD_destroy_response(r);
     st->answered = 1;
@@ -142,7 +152,7 @@ static enum MHD_Result answer(struct MHD_Connection *c, struct req_state *st, co
     sg_metrics_observe(resp->status, secs);
     if (resp->status >= 500)
         sg_metrics_inc(SG_M_STORE_ERRORS);
-    else if (resp->status >= 400 && resp->status != 409)
+    else if (resp->status >= 400 && resp->status != 409 && resp->status != 412)
         sg_metrics_inc(SG_M_BAD_REQUESTS);
     if (sg_log_enabled(SG_LOG_DEBUG))
         sg_log(SG_LOG_DEBUG, "%.8s %.200s -> %d (%.1f ms)", method, url, resp->status, secs * 1e3);
@@ -162,7 +172,7 @@ static enum MHD_Result start_request(struct sg_http *h, struct MHD_Connection *c
     clock_gettime(CLOCK_MONOTONIC, &st->start);
     atomic_fetch_add(&h->in_flight, 1);
     *con_cls = st;
-    struct header_scan head = {NULL, 0, 0};
+    struct header_scan head = {0};
     MHD_get_connection_values(c, MHD_HEADER_KIND, scan_header, &head);
     if (strlen(url) > SG_URL_MAX) {
         sg_api_error(&resp, 414, "uri_too_long", "the URL is over the limit of %d bytes", SG_URL_MAX);
@@ -215,7 +225,7 @@ static enum MHD_Result dispatch(struct sg_http *h, struct MHD_Connection *c, str
     struct sg_response resp = {0};
     struct arg_vec args = {.n = 0};
     MHD_get_connection_values(c, MHD_GET_ARGUMENT_KIND, collect_arg, &args);
-    struct header_scan hs = {NULL, 0, 0};
+    struct header_scan hs = {0};
     MHD_get_connection_values(c, MHD_HEADER_KIND, scan_header, &hs);
     if (args.overflow) {
         sg_api_error(&resp, 400, "bad_parameter", "more than %d query parameters", MAX_ARGS);
@@ -225,12 +235,18 @@ static enum MHD_Result dispatch(struct sg_http *h, struct MHD_Connection *c, str
         sg_api_error(&resp, 400, "token_mismatch", "more than one Fencing-Token header");
         return answer(c, st, method, url, &resp);
     }
+    if (hs.n_if_match > 1 || hs.n_if_none_match > 1) {
+        sg_api_error(&resp, 400, "bad_precondition", "more than one If-Match or If-None-Match header");
+        return answer(c, st, method, url, &resp);
+    }
     struct sg_request req = {
         .method = method,
         .path = url,
         .args = args.a,
         .n_args = args.n,
         .token_header = hs.token,
+        .if_match = hs.if_match,
+        .if_none_match = hs.if_none_match,
         .body = st->body,
         .body_len = st->len,
         .body_too_large = st->too_large,

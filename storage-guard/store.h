@@ -26,8 +26,15 @@ enum {
 /* Outcome of a fenced operation, as written to the audit log. */
 enum sg_outcome {
     SG_OUTCOME_ACCEPTED = 0,
-    SG_OUTCOME_STALE,
+    SG_OUTCOME_STALE,     /* the token was older than the resource's last one */
+    SG_OUTCOME_MISMATCH,  /* its version precondition did not hold */
+    SG_OUTCOME_ABORTED,   /* not applied: another operation of its batch failed */
+    SG_OUTCOME_NOT_FOUND, /* a delete of a key without a record: token admitted, nothing deleted */
 };
+
+/* The audit log's name of an outcome ("accepted", "stale", "mismatch",
+ * "aborted", "not_found"). */
+const char *sg_outcome_name(enum sg_outcome o);
 
 /* What a write or fenced read did. */
 struct sg_write_result {
@@ -56,15 +63,16 @@ void sg_record_clear(struct sg_record *r);
 struct sg_log_entry {
     int64_t seq;
     int64_t time_ms;
-    const char *op; /* "write" or "read" */
+    const char *op; /* "write", "delete", "check" or "read" */
     const char *key;
     size_t key_len;
     const char *resource;
     size_t resource_len;
     uint64_t token;
     uint64_t last_token;
-    const char *outcome; /* "accepted" or "stale" */
-    int64_t version;     /* 0 unless an accepted write */
+    const char *outcome; /* see sg_outcome_name() */
+    int64_t version;     /* written, deleted or checked; 0 unless accepted */
+    int64_t batch;       /* the batch of the row (the seq of its first row), 0 if none */
 };
 
 /* Filter of sg_store_log(); a NULL pointer means "any". */
@@ -135,6 +143,67 @@ const char *sg_store_errmsg(const sg_store *s);
 int sg_store_put(sg_store *s, const char *key, size_t key_len, const char *resource, size_t resource_len,
                  uint64_t token, const char *value, size_t value_len, int64_t now_ms,
                  struct sg_write_result *res);
+
+/* ---- several operations in one transaction ---- */
+
+enum sg_op_kind {
+    SG_OP_PUT = 1,
+    SG_OP_DELETE,
+    SG_OP_CHECK,
+};
+
+/* Version preconditions (sg_store_op.expect): a version n >= 1 ("the
+ * record's version is n"), 0 ("there is no record"), or: */
+#define SG_EXPECT_NONE (-1)   /* no condition */
+#define SG_EXPECT_EXISTS (-2) /* a record exists, any version */
+
+/* Largest number of operations of one sg_store_apply() call. */
+#define SG_STORE_OPS_MAX 1000
+
+/* One operation; the inputs are borrowed for the call. */
+struct sg_store_op {
+    enum sg_op_kind kind;
+    const char *key; /* 1..1024 bytes */
+    size_t key_len;
+    const char *resource; /* 1..1024 bytes: the fence it goes through */
+    size_t resource_len;
+    const char *value; /* SG_OP_PUT: JSON text */
+    size_t value_len;
+    int64_t expect; /* precondition; SG_OP_CHECK needs one */
+    /* Outputs: */
+    enum sg_outcome outcome;
+    uint64_t last_token;   /* the resource's last token before the call */
+    int64_t found_version; /* the record's version just before this op, 0: none */
+    int64_t version;       /* put: the new version; delete: the one deleted; check: the one found */
+};
+
+/* What sg_store_apply() did as a whole. */
+struct sg_apply_result {
+    enum sg_outcome outcome; /* SG_OUTCOME_ACCEPTED, _STALE or _MISMATCH */
+    size_t failed;           /* on STALE or MISMATCH: the index of the op that failed */
+    uint64_t last_token;     /* on STALE: that op's resource's last token */
+    int64_t batch;           /* the batch's id in the log (as_batch), else 0 */
+};
+
+/*
+ * Apply ops[0..n) atomically, in one BEGIN IMMEDIATE transaction, all or
+ * nothing. First token is admitted for the resource of every op, in order
+ * (fencestore_admit): one stale resource makes every op SG_OUTCOME_STALE.
+ * Then the ops run in order, each seeing the ones before it; each first
+ * checks its precondition against the record as it is at that point, and
+ * the first that does not hold makes the call SG_OUTCOME_MISMATCH (that op
+ * MISMATCH, the others ABORTED). Then nothing is written, no fence raised
+ * either, and the call still commits one audit row per op, with its outcome.
+ * A put writes the record with version + 1 (versions continue across a
+ * delete: a key's version numbers are never reused); a delete of a key with
+ * no record is SG_OUTCOME_NOT_FOUND and does not fail the call; a check
+ * writes nothing. With as_batch, the rows carry a batch id.
+ * token: 1 .. 2^53-1 (0 too in unfenced mode); n: 1..SG_STORE_OPS_MAX.
+ * Returns 0 with *res and every op's outputs filled, -EINVAL, -ENOMEM,
+ * SG_STORE_EFAIL or SG_STORE_EBUSY (nothing was written then).
+ */
+int sg_store_apply(sg_store *s, uint64_t token, struct sg_store_op *ops, size_t n, int as_batch,
+                   int64_t now_ms, struct sg_apply_result *res);
 
 /*
  * Read a record. With token != 0 the read is fenced: in one BEGIN IMMEDIATE
