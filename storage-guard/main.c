@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "http.h"
@@ -31,6 +32,7 @@ struct config {
     size_t max_body;
     enum sg_log_level level;
     int unfenced;
+    mode_t umask;
 };
 
 static void usage(FILE *f)
@@ -48,6 +50,8 @@ static void usage(FILE *f)
             "  --threads N         worker threads and database connections (default 4, 1..256)\n"
             "  --max-body BYTES    largest request body (default 1048576)\n"
             "  --log-level LEVEL   error, warn, info (default) or debug\n"
+            "  --umask OCTAL       file mode mask of the files it creates (default 077: the database,\n"
+            "                      its -wal and -shm files and the port file are 0600)\n"
             "  --unfenced          accept every write, token or not, and never refuse one: the store\n"
             "                      as it is without fencing, to compare against (never in production)\n"
             "  --help              show this help\n"
@@ -80,6 +84,7 @@ static int parse_args(int argc, char **argv, struct config *c)
         {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, 'V'},
         {"unfenced", no_argument, NULL, 'U'},
+        {"umask", required_argument, NULL, 'u'},
         {NULL, 0, NULL, 0},
     };
     long long n;
@@ -118,6 +123,17 @@ static int parse_args(int argc, char **argv, struct config *c)
         case 'U':
             c->unfenced = 1;
             break;
+        case 'u': {
+            char *end = NULL;
+            errno = 0;
+            long v = strtol(optarg, &end, 8);
+            if (errno != 0 || end == optarg || *end != '\0' || v < 0 || v > 0777) {
+                fprintf(stderr, "storage-guard: --umask must be an octal mode mask 0..0777\n");
+                return 2;
+            }
+            c->umask = (mode_t)v;
+            break;
+        }
         case 'h':
             usage(stdout);
             return 0;
@@ -174,19 +190,29 @@ static int resolve(const char *listen, struct sockaddr_storage *ss, socklen_t *l
     return 0;
 }
 
-/* Write the port to path atomically, so a reader never sees half a number. */
-static int write_port_file(const char *path, unsigned port)
+/*
+ * Write the port to path atomically, so a reader never sees half a number.
+ * The temporary file is made by mkstemp next to path: a name nobody can
+ * guess and plant a symlink at beforehand (a fixed PATH.tmp could be one,
+ * and fopen would write through it). Its mode follows the umask.
+ */
+static int write_port_file(const char *path, unsigned port, mode_t mask)
 {
     char tmp[PATH_MAX];
-    if (snprintf(tmp, sizeof(tmp), "%s.tmp", path) >= (int)sizeof(tmp))
+    if (snprintf(tmp, sizeof(tmp), "%s.XXXXXX", path) >= (int)sizeof(tmp))
         return -ENAMETOOLONG;
-    FILE *f = fopen(tmp, "w");
-    if (f == NULL)
+    int fd = mkstemp(tmp);
+    if (fd < 0)
         return -errno;
-    int bad = fprintf(f, "%u\n", port) < 0;
-    bad |= fclose(f) != 0;
-    if (bad || rename(tmp, path) != 0) {
-        int e = errno ? errno : EIO;
+    char text[16];
+    int n = snprintf(text, sizeof(text), "%u\n", port);
+    int bad = fchmod(fd, 0666 & ~mask) != 0 || write(fd, text, (size_t)n) != n;
+    int e = bad ? (errno ? errno : EIO) : 0;
+    if (close(fd) != 0 && e == 0)
+        e = errno;
+    if (e == 0 && rename(tmp, path) != 0)
+        e = errno;
+    if (e != 0) {
         unlink(tmp);
         return -e;
     }
@@ -200,6 +226,7 @@ int main(int argc, char **argv)
         .threads = 4,
         .max_body = 1024 * 1024,
         .level = SG_LOG_INFO,
+        .umask = 077,
     };
     int rc = parse_args(argc, argv, &c);
     if (rc >= 0)
@@ -222,6 +249,11 @@ int main(int argc, char **argv)
     pthread_sigmask(SIG_BLOCK, &stop_set, NULL);
     signal(SIGPIPE, SIG_IGN);
 
+    /* Records and the audit log are nobody else's business: the database,
+     * the -wal and -shm files SQLite makes next to it, and the port file are
+     * created 0600 unless --umask says otherwise. (SQLite gives -wal and -shm
+     * the mode of an existing database file.) */
+    umask(c.umask);
     if (c.port_file)
         unlink(c.port_file); /* never leave a previous run's port for a reader */
 
@@ -234,6 +266,10 @@ int main(int argc, char **argv)
         sg_log(SG_LOG_ERROR, "database: %s", err);
         goto out;
     }
+    struct stat sb;
+    if (stat(c.db, &sb) == 0 && (sb.st_mode & 0777 & c.umask) != 0)
+        sg_log(SG_LOG_WARN, "database %s is mode %04o, more open than --umask %03o allows; chmod it", c.db,
+               (unsigned)(sb.st_mode & 0777), (unsigned)c.umask);
     struct sg_http_options ho = {
         .addr = (const struct sockaddr *)&ss,
         .addr_len = ss_len,
@@ -252,7 +288,7 @@ int main(int argc, char **argv)
         goto out;
     }
     unsigned port = sg_http_port(http);
-    if (c.port_file && (rc = write_port_file(c.port_file, port)) != 0) {
+    if (c.port_file && (rc = write_port_file(c.port_file, port, c.umask)) != 0) {
         sg_log(SG_LOG_ERROR, "port file %s: %s", c.port_file, strerror(-rc));
         goto out;
     }
