@@ -299,8 +299,10 @@ static int load_object(const struct sg_request *req, const char *const *allowed,
         for (const char *const *a = allowed; *a; a++)
             ok |= strcmp(*a, name) == 0;
         if (!ok) {
+            /* name belongs to body: answer before releasing it. */
+            int rc = sg_api_error(resp, 400, "unknown_field", "unknown field \"%.64s\" in the body", name);
             json_decref(body);
-            return sg_api_error(resp, 400, "unknown_field", "unknown field \"%.64s\" in the body", name);
+            return rc;
         }
     }
     *out = body;
