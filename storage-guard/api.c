@@ -1152,6 +1152,8 @@ static int log_row(void *arg, const struct sg_log_entry *e)
         json_object_set_new(o, "version", json_integer(e->version));
     if (e->batch > 0)
         json_object_set_new(o, "batch", json_integer(e->batch));
+    if (e->client[0] != '\0')
+        set_bytes(o, "client", e->client, strlen(e->client));
     w->last_seq = e->seq;
     return json_array_append_new(w->entries, o) == 0 ? 0 : -ENOMEM;
 }

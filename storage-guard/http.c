@@ -26,6 +26,7 @@ struct sg_http {
     sg_store_pool *pool;
     size_t max_body;
     int unfenced;
+    const sg_auth *auth;
     uint16_t port;
     int quiesced;
     atomic_int in_flight;
@@ -37,6 +38,7 @@ struct req_state {
     size_t len, cap;
     int too_large;
     int answered;
+    const struct sg_client *client; /* who it is, with --auth-file */
 };
 
 static double since(const struct timespec *t0)
@@ -144,6 +146,8 @@ static enum MHD_Result answer(struct MHD_Connection *c, struct req_state *st, co
         MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, resp->allow);
     if (resp->etag[0] != '\0')
         MHD_add_response_header(r, MHD_HTTP_HEADER_ETAG, resp->etag);
+    if (resp->status == 401)
+        MHD_add_response_header(r, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer realm=\"storage-guard\"");
     enum MHD_Result ok = MHD_queue_response(c, (unsigned)resp->status, r);
     MHD_destroy_response(r);
     st->answered = 1;
@@ -182,6 +186,18 @@ static enum MHD_Result start_request(struct sg_http *h, struct MHD_Connection *c
         sg_api_error(&resp, 431, "headers_too_large", "the headers are over the limit of %d bytes",
                      SG_HEAD_MAX);
         return answer(c, st, method, url, &resp);
+    }
+    /* With --auth-file, everything but the health check needs a known
+     * bearer token, and a stranger's body is never read. */
+    if (h->auth != NULL && strcmp(url, "/healthz") != 0) {
+        const char *ah = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
+        st->client = sg_auth_check(h->auth, ah);
+        if (st->client == NULL) {
+            sg_api_error(&resp, 401, "unauthorized", "%s",
+                         ah == NULL ? "this server needs an Authorization: Bearer header"
+                                    : "the bearer token is not known to this server");
+            return answer(c, st, method, url, &resp);
+        }
     }
     /* Refuse a declared oversize body before reading it; a client that
      * sent "Expect: 100-continue" never has to send it at all. */
@@ -255,7 +271,9 @@ static enum MHD_Result dispatch(struct sg_http *h, struct MHD_Connection *c, str
     struct sg_op op;
     if (sg_api_parse(&req, &op, &resp) == 0) {
         sg_store *s = sg_api_needs_store(&op) ? sg_store_pool_get(h->pool) : NULL;
+        sg_store_set_client(s, st->client ? st->client->name : NULL);
         sg_api_execute(s, &op, wall_ms(), &resp);
+        sg_store_set_client(s, NULL);
         sg_store_pool_put(h->pool, s);
         sg_op_clear(&op);
     }
@@ -316,6 +334,7 @@ int sg_http_start(const struct sg_http_options *o, sg_http **out, char *errbuf, 
     h->pool = o->pool;
     h->max_body = o->max_body;
     h->unfenced = o->unfenced;
+    h->auth = o->auth;
     atomic_init(&h->in_flight, 0);
     /* poll(), not epoll: libmicrohttpd 0.9.75's edge-triggered epoll can miss
      * the end of a half-closed connection whose bytes and FIN arrive

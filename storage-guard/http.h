@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include <sys/socket.h>
 
+#include "auth.h"
 #include "store.h"
 
 struct sg_http_options {
@@ -19,6 +20,7 @@ struct sg_http_options {
     size_t max_body;     /* largest accepted request body in bytes */
     sg_store_pool *pool; /* borrowed until sg_http_stop(); >= threads connections */
     int unfenced;        /* writes need no token (see sg_store_set_unfenced) */
+    const sg_auth *auth; /* borrowed until sg_http_stop(); NULL: no authentication */
 };
 
 typedef struct sg_http sg_http;

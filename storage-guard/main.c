@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "auth.h"
 #include "http.h"
 #include "log.h"
 #include "store.h"
@@ -33,6 +34,7 @@ struct config {
     enum sg_log_level level;
     int unfenced;
     mode_t umask;
+    const char *auth_file;
 };
 
 static void usage(FILE *f)
@@ -50,6 +52,8 @@ static void usage(FILE *f)
             "  --threads N         worker threads and database connections (default 4, 1..256)\n"
             "  --max-body BYTES    largest request body (default 1048576)\n"
             "  --log-level LEVEL   error, warn, info (default) or debug\n"
+            "  --auth-file FILE    clients and their bearer tokens, one per line: TOKEN [NAME [admin]];\n"
+            "                      without a known token every route but /healthz answers 401\n"
             "  --umask OCTAL       file mode mask of the files it creates (default 077: the database,\n"
             "                      its -wal and -shm files and the port file are 0600)\n"
             "  --unfenced          accept every write, token or not, and never refuse one: the store\n"
@@ -85,6 +89,7 @@ static int parse_args(int argc, char **argv, struct config *c)
         {"version", no_argument, NULL, 'V'},
         {"unfenced", no_argument, NULL, 'U'},
         {"umask", required_argument, NULL, 'u'},
+        {"auth-file", required_argument, NULL, 'a'},
         {NULL, 0, NULL, 0},
     };
     long long n;
@@ -122,6 +127,9 @@ static int parse_args(int argc, char **argv, struct config *c)
             break;
         case 'U':
             c->unfenced = 1;
+            break;
+        case 'a':
+            c->auth_file = optarg;
             break;
         case 'u': {
             char *end = NULL;
@@ -258,9 +266,21 @@ int main(int argc, char **argv)
         unlink(c.port_file); /* never leave a previous run's port for a reader */
 
     int status = 1;
+    sg_auth *auth = NULL;
     sg_store_pool *pool = NULL;
     sg_http *http = NULL;
     char err[512] = "";
+    if (c.auth_file != NULL) {
+        rc = sg_auth_load(c.auth_file, &auth, err, sizeof(err));
+        if (rc != 0) {
+            sg_log(SG_LOG_ERROR, "auth file: %s", err);
+            goto out;
+        }
+        struct stat ab;
+        if (stat(c.auth_file, &ab) == 0 && (ab.st_mode & 077) != 0)
+            sg_log(SG_LOG_WARN, "auth file %s is mode %04o: others can read the tokens; chmod 600 it",
+                   c.auth_file, (unsigned)(ab.st_mode & 0777));
+    }
     rc = sg_store_pool_open(c.db, c.threads, &pool, err, sizeof(err));
     if (rc != 0) {
         sg_log(SG_LOG_ERROR, "database: %s", err);
@@ -277,6 +297,7 @@ int main(int argc, char **argv)
         .max_body = c.max_body,
         .pool = pool,
         .unfenced = c.unfenced,
+        .auth = auth,
     };
     if (c.unfenced) {
         sg_store_pool_set_unfenced(pool, 1);
@@ -308,6 +329,7 @@ int main(int argc, char **argv)
 out:
     sg_http_stop(http);
     sg_store_pool_close(pool);
+    sg_auth_free(auth);
     if (status == 0 && c.port_file)
         unlink(c.port_file);
     if (status == 0)

@@ -56,13 +56,13 @@ static const char *const stmt_sql[ST_COUNT] = {
         " token = excluded.token, version = version + 1, updated_at_ms = excluded.updated_at_ms"
         " RETURNING version",
     [ST_LOG_APPEND] =
-        "INSERT INTO sg_log (time_ms, op, key, resource, token, last_token, outcome, version, batch)"
-        " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+        "INSERT INTO sg_log (time_ms, op, key, resource, token, last_token, outcome, version, batch, client)"
+        " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
     [ST_GET] = "SELECT key, resource, value, token, version, updated_at_ms FROM sg_records WHERE key = ?1",
-    [ST_LOG_QUERY] =
-        "SELECT seq, time_ms, op, key, resource, token, last_token, outcome, version, batch FROM sg_log"
-        " WHERE seq > ?1 AND (?2 IS NULL OR resource = ?2) AND (?3 IS NULL OR key = ?3)"
-        " ORDER BY seq LIMIT ?4",
+    [ST_LOG_QUERY] = "SELECT seq, time_ms, op, key, resource, token, last_token, outcome, version, batch, "
+                     "client FROM sg_log"
+                     " WHERE seq > ?1 AND (?2 IS NULL OR resource = ?2) AND (?3 IS NULL OR key = ?3)"
+                     " ORDER BY seq LIMIT ?4",
     [ST_SAVEPOINT] = "SAVEPOINT sg_ops",
     [ST_ROLLBACK_TO] = "ROLLBACK TO sg_ops",
     [ST_RELEASE] = "RELEASE sg_ops",
@@ -95,7 +95,8 @@ static const char schema_sql[] = "CREATE TABLE IF NOT EXISTS sg_records ("
                                  " last_token INTEGER NOT NULL,"
                                  " outcome TEXT NOT NULL,"
                                  " version INTEGER NOT NULL,"
-                                 " batch INTEGER NOT NULL DEFAULT 0);"
+                                 " batch INTEGER NOT NULL DEFAULT 0,"
+                                 " client TEXT NOT NULL DEFAULT '');"
                                  /* The last version of each deleted key, so that
                                   * a new record goes on from it: an If-Match taken
                                   * before a delete can never match its successor. */
@@ -113,7 +114,8 @@ struct sg_store {
     pthread_mutex_t *write_lock;
     int unfenced;
     int busy_ms;
-    char *path; /* to reopen the connection after a failed rollback */
+    char *path;                           /* to reopen the connection after a failed rollback */
+    char client[SG_STORE_CLIENT_MAX + 1]; /* written in audit rows */
     char errmsg[ERRMSG_MAX];
 };
 
@@ -168,20 +170,23 @@ out:
     return rc;
 }
 
-/* A database made before batches has no sg_log.batch column: add it. */
-static int add_batch_column(sqlite3 *db)
+/* A database made by an older storage-guard lacks the newer sg_log columns
+ * (batch, client): add them. */
+static int add_column(sqlite3 *db, const char *name, const char *decl)
 {
+    char probe[128], alter[192];
+    snprintf(probe, sizeof(probe), "SELECT %s FROM sg_log LIMIT 0", name);
+    snprintf(alter, sizeof(alter), "ALTER TABLE sg_log ADD COLUMN %s %s", name, decl);
     sqlite3_stmt *st = NULL;
-    if (sqlite3_prepare_v2(db, "SELECT batch FROM sg_log LIMIT 0", -1, &st, NULL) == SQLITE_OK) {
+    if (sqlite3_prepare_v2(db, probe, -1, &st, NULL) == SQLITE_OK) {
         sqlite3_finalize(st);
         return SQLITE_OK;
     }
-    int rc =
-        sqlite3_exec(db, "ALTER TABLE sg_log ADD COLUMN batch INTEGER NOT NULL DEFAULT 0", NULL, NULL, NULL);
+    int rc = sqlite3_exec(db, alter, NULL, NULL, NULL);
     if (rc == SQLITE_OK)
         return rc;
     /* Another process may have added it meanwhile. */
-    if (sqlite3_prepare_v2(db, "SELECT batch FROM sg_log LIMIT 0", -1, &st, NULL) == SQLITE_OK) {
+    if (sqlite3_prepare_v2(db, probe, -1, &st, NULL) == SQLITE_OK) {
         sqlite3_finalize(st);
         return SQLITE_OK;
     }
@@ -237,7 +242,8 @@ static int connect_db(sg_store *s, char *errbuf, size_t errcap)
     }
     step = "schema";
     if (sqlite3_exec(s->db, schema_sql, NULL, NULL, NULL) != SQLITE_OK ||
-        add_batch_column(s->db) != SQLITE_OK)
+        add_column(s->db, "batch", "INTEGER NOT NULL DEFAULT 0") != SQLITE_OK ||
+        add_column(s->db, "client", "TEXT NOT NULL DEFAULT ''") != SQLITE_OK)
         goto fail;
     char ferr[256];
     rc = fencestore_new(s->db, &s->fence, ferr, sizeof(ferr));
@@ -298,6 +304,12 @@ void sg_store_set_busy_timeout(sg_store *s, int ms)
     s->busy_ms = ms;
     if (s->db != NULL)
         sqlite3_busy_timeout(s->db, ms);
+}
+
+void sg_store_set_client(sg_store *s, const char *name)
+{
+    if (s != NULL)
+        snprintf(s->client, sizeof(s->client), "%s", name ? name : "");
 }
 
 void *sg_store_handle(sg_store *s)
@@ -497,7 +509,8 @@ static int log_append(sg_store *s, int64_t now_ms, const struct log_row *r)
         sqlite3_bind_int64(st, 6, (sqlite3_int64)r->last_token) != SQLITE_OK ||
         sqlite3_bind_text(st, 7, sg_outcome_name(r->outcome), -1, SQLITE_STATIC) != SQLITE_OK ||
         sqlite3_bind_int64(st, 8, r->outcome == SG_OUTCOME_ACCEPTED ? r->version : 0) != SQLITE_OK ||
-        sqlite3_bind_int64(st, 9, r->batch) != SQLITE_OK) {
+        sqlite3_bind_int64(st, 9, r->batch) != SQLITE_OK ||
+        sqlite3_bind_text(st, 10, s->client, -1, SQLITE_STATIC) != SQLITE_OK) {
         int rc = fail(s, "bind log row");
         done(st);
         return rc;
@@ -903,8 +916,9 @@ int sg_store_log(sg_store *s, const struct sg_log_filter *f,
             .outcome = (const char *)sqlite3_column_text(st, 7),
             .version = sqlite3_column_int64(st, 8),
             .batch = sqlite3_column_int64(st, 9),
+            .client = (const char *)sqlite3_column_text(st, 10),
         };
-        if (e.op == NULL || e.outcome == NULL || e.key == NULL || e.resource == NULL) {
+        if (e.op == NULL || e.outcome == NULL || e.key == NULL || e.resource == NULL || e.client == NULL) {
             rc = fail(s, "read log row");
             goto out;
         }

@@ -73,6 +73,7 @@ struct sg_log_entry {
     const char *outcome; /* see sg_outcome_name() */
     int64_t version;     /* written, deleted or checked; 0 unless accepted */
     int64_t batch;       /* the batch of the row (the seq of its first row), 0 if none */
+    const char *client;  /* who sent it (see sg_store_set_client); "" if unknown */
 };
 
 /* Filter of sg_store_log(); a NULL pointer means "any". */
@@ -104,6 +105,13 @@ void sg_store_close(sg_store *s);
  * checked nor raised. The store as it would be without fencing, for the
  * scenario replays to compare against. Off by default. */
 void sg_store_set_unfenced(sg_store *s, int on);
+
+/* Longest client name kept in the audit log, in bytes. */
+#define SG_STORE_CLIENT_MAX 64
+
+/* The client name written in the audit rows of the calls that follow on s
+ * (copied, cut at SG_STORE_CLIENT_MAX bytes; NULL or "" for none). */
+void sg_store_set_client(sg_store *s, const char *name);
 
 /* Wait up to ms for a lock held elsewhere (default SG_STORE_BUSY_TIMEOUT_MS);
  * kept across a reopen. */

@@ -1,6 +1,7 @@
 /* storage-guard as a real process against a hostile neighbour or client:
  * file modes, the port file, header tricks. */
 #include <errno.h>
+#include <signal.h>
 #include <fcntl.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -141,6 +142,123 @@ static void test_security_port_file_ignores_planted_symlink(void **state)
     unlink(planted);
 }
 
+/* ---- --auth-file ---- */
+
+#define ALICE "alice-0123456789abcdef"
+#define BOB "bob-0123456789abcdefXY"
+
+static void write_file(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs(text, f);
+    fclose(f);
+    chmod(path, 0600);
+}
+
+/* Start with an auth file holding text; returns 0 or the exit status when
+ * storage-guard refused to start. */
+static int start_with_auth(struct sgd *d, const char *text)
+{
+    char path[600];
+    snprintf(path, sizeof(path), "%s/clients", d->dir);
+    write_file(path, text);
+    char *argv[] = {getenv("SG_EXE"), "--db", d->db, "--listen", "127.0.0.1:0", "--auth-file", path, NULL};
+    pid_t pid = hp_spawn(argv, NULL, d->log);
+    assert_true(pid > 0);
+    int st = 0;
+    int rc = hp_wait(pid, 1500, &st);
+    if (rc == -ETIMEDOUT) {
+        hp_signal(pid, SIGKILL, 0);
+        return 0;
+    }
+    assert_int_equal(rc, 0);
+    return st;
+}
+
+static void test_security_auth_file_is_checked_at_start(void **state)
+{
+    struct sgd *d = *state;
+    static const char *const bad[] = {
+        "",                              /* no client */
+        "# only a comment\n",            /* no client */
+        "short alice\n",                 /* token under 16 bytes */
+        ALICE " alice\n" ALICE " bob\n", /* the same token twice */
+        ALICE " alice root\n",           /* an unknown flag */
+        ALICE " alice admin extra\n",    /* too many fields */
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        int st = start_with_auth(d, bad[i]);
+        if (!WIFEXITED(st) || WEXITSTATUS(st) != 1)
+            fail_msg("auth file %zu (%s) was accepted", i, bad[i]);
+    }
+    char *argv[] = {getenv("SG_EXE"), "--db", d->db, "--auth-file", "/nonexistent/clients", NULL};
+    pid_t pid = hp_spawn(argv, NULL, d->log);
+    int st = 0;
+    assert_int_equal(hp_wait(pid, 10000, &st), 0);
+    assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 1);
+}
+
+static void test_security_auth_file_guards_every_route(void **state)
+{
+    struct sgd *d = *state;
+    char path[600];
+    snprintf(path, sizeof(path), "%s/clients", d->dir);
+    write_file(path, "# clients of the test\n" ALICE " alice\n\n" BOB "\n");
+    const char *args[] = {"--auth-file", path, NULL};
+    sgd_start(d, args);
+    uint16_t p = d->port;
+    const char *A = "Authorization: Bearer " ALICE "\r\n";
+
+    /* Everything but /healthz needs a known token. */
+    struct hc_response r;
+    assert_int_equal(hc_request(p, "PUT", "/v1/records/k", NULL, "{\"value\":1,\"token\":5}", 21, &r), 0);
+    assert_int_equal(r.status, 401);
+    assert_string_equal(json_string_value(json_object_get(r.json, "error")), "unauthorized");
+    char www[128];
+    assert_non_null(hc_header(&r, "WWW-Authenticate", www, sizeof(www)));
+    assert_non_null(strstr(www, "Bearer"));
+    hc_response_clear(&r);
+    const char *paths[] = {"/v1/records/k", "/v1/fences/k", "/v1/log", "/metrics", "/nowhere"};
+    for (size_t i = 0; i < sizeof(paths) / sizeof(paths[0]); i++)
+        expect(p, "GET", paths[i], NULL, NULL, 401, "unauthorized");
+    expect(p, "POST", "/v1/batch", NULL, "{}", 401, "unauthorized");
+    expect(p, "DELETE", "/v1/records/k?token=5", NULL, NULL, 401, "unauthorized");
+    expect(p, "GET", "/healthz", NULL, NULL, 200, NULL);
+
+    /* Wrong tokens, near misses and other schemes. */
+    const char *wrong[] = {
+        "Authorization: Bearer alice-0123456789abcdeF\r\n",  /* one byte off */
+        "Authorization: Bearer alice-0123456789abcde\r\n",   /* a prefix */
+        "Authorization: Bearer alice-0123456789abcdef0\r\n", /* longer */
+        "Authorization: Basic YWxpY2U6cGFzcw==\r\n",
+        "Authorization: " ALICE "\r\n",
+        "Authorization: Bearer\r\n",
+        "Authorization: Bearer " ALICE " " BOB "\r\n",
+    };
+    for (size_t i = 0; i < sizeof(wrong) / sizeof(wrong[0]); i++)
+        expect(p, "GET", "/v1/fences/k", wrong[i], NULL, 401, "unauthorized");
+    /* A stranger's declared body is refused before it is read. */
+    expect(p, "PUT", "/v1/records/k", "Content-Length: 1000000\r\n", NULL, 401, "unauthorized");
+
+    /* Known clients; the scheme is case-insensitive. */
+    expect(p, "PUT", "/v1/records/k", A, "{\"value\":1,\"token\":5}", 200, NULL);
+    expect(p, "PUT", "/v1/records/k", "Authorization: bearer " BOB "\r\n", "{\"value\":2,\"token\":4}", 409,
+           "stale_token");
+    expect(p, "POST", "/v1/batch", A, "{\"token\":6,\"ops\":[{\"op\":\"delete\",\"key\":\"k\"}]}", 200, NULL);
+    expect(p, "GET", "/v1/records/k?token=6", "Authorization: Bearer " BOB "\r\n", NULL, 404, "not_found");
+
+    /* The audit log names each row's client. */
+    assert_int_equal(hc_request(p, "GET", "/v1/log", A, NULL, 0, &r), 0);
+    assert_int_equal(r.status, 200);
+    json_t *e = json_object_get(r.json, "entries");
+    assert_int_equal(json_array_size(e), 4);
+    const char *who[] = {"alice", "line-4", "alice", "line-4"};
+    for (size_t i = 0; i < 4; i++)
+        assert_string_equal(json_string_value(json_object_get(json_array_get(e, i), "client")), who[i]);
+    hc_response_clear(&r);
+}
+
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
 
 int main(void)
@@ -149,6 +267,8 @@ int main(void)
         T(test_security_files_are_private),
         T(test_security_umask_option),
         T(test_security_port_file_ignores_planted_symlink),
+        T(test_security_auth_file_is_checked_at_start),
+        T(test_security_auth_file_guards_every_route),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
