@@ -638,6 +638,28 @@ out:
     return rc;
 }
 
+/* POST /v1/fences/{resource}/reset {"token": T}: only an operator. */
+static int parse_reset(const struct sg_request *req, struct sg_op *op, struct sg_response *resp)
+{
+    if (!req->auth_enabled)
+        return sg_api_error(resp, 403, "forbidden",
+                            "lowering a fence needs --auth-file and a client marked admin in it");
+    if (!req->admin)
+        return sg_api_error(resp, 403, "forbidden", "lowering a fence needs a client marked admin");
+    static const char *const fields[] = {"token", NULL};
+    json_t *body = NULL;
+    int rc = load_object(req, fields, "\"token\": the new last token", &body, resp);
+    if (rc != 0)
+        return rc;
+    int given = 0;
+    rc = json_token(json_object_get(body, "token"), &op->token, &given, resp);
+    if (rc == 0 && !given)
+        rc = sg_api_error(resp, 400, "missing_token",
+                          "give the new last token as \"token\" (0 clears the fence)");
+    json_decref(body);
+    return rc;
+}
+
 static int parse_get_record(const struct sg_request *req, struct sg_op *op, struct sg_response *resp)
 {
     static const char *const allowed[] = {"token", "resource", NULL};
@@ -733,6 +755,7 @@ int sg_api_parse(const struct sg_request *req, struct sg_op *op, struct sg_respo
 {
     memset(op, 0, sizeof(*op));
     memset(resp, 0, sizeof(*resp));
+    op->max_ahead_ms = req->unfenced ? 0 : req->max_token_ahead_ms;
     const char *m = req->method ? req->method : "";
     const char *path = req->path ? req->path : "";
     int rc;
@@ -763,14 +786,22 @@ int sg_api_parse(const struct sg_request *req, struct sg_op *op, struct sg_respo
             }
         }
     } else if (starts(path, fence_prefix)) {
-        if (!is_get(m))
+        static const char reset_suffix[] = "/reset";
+        const char *r = path + sizeof(fence_prefix) - 1;
+        size_t rlen = strlen(r);
+        int reset = strcmp(m, "POST") == 0 && rlen > sizeof(reset_suffix) - 1 &&
+                    strcmp(r + rlen - (sizeof(reset_suffix) - 1), reset_suffix) == 0;
+        if (!is_get(m) && !reset)
             return method_not_allowed(resp, m, "GET, HEAD");
         static const char *const no_args[] = {NULL};
-        const char *r = path + sizeof(fence_prefix) - 1;
+        if (reset)
+            rlen -= sizeof(reset_suffix) - 1;
         rc = check_args(req, no_args, resp);
         if (rc == 0)
-            rc = decode_name(r, strlen(r), "resource", &op->resource, &op->resource_len, resp);
-        op->route = SG_ROUTE_GET_FENCE;
+            rc = decode_name(r, rlen, "resource", &op->resource, &op->resource_len, resp);
+        if (rc == 0 && reset)
+            rc = parse_reset(req, op, resp);
+        op->route = reset ? SG_ROUTE_RESET_FENCE : SG_ROUTE_GET_FENCE;
     } else if (strcmp(path, "/v1/batch") == 0) {
         if (strcmp(m, "POST") != 0)
             return method_not_allowed(resp, m, "POST");
@@ -1201,9 +1232,53 @@ static void exec_health(sg_store *store, struct sg_response *resp)
                        "synchronous", sync == 2 ? "full" : "not full"));
 }
 
+static void exec_reset(sg_store *store, const struct sg_op *op, int64_t now_ms, struct sg_response *resp)
+{
+    uint64_t old = 0;
+    int rc = sg_store_reset_fence(store, op->resource, op->resource_len, op->token, now_ms, &old);
+    if (rc != 0) {
+        store_error(resp, store, rc);
+        return;
+    }
+    sg_metrics_inc(SG_M_FENCE_RESETS);
+    json_t *o = json_object();
+    if (o == NULL) {
+        set_oom(resp);
+        return;
+    }
+    set_bytes(o, "resource", op->resource, op->resource_len);
+    json_object_set_new(o, "last_token", jtoken(op->token));
+    json_object_set_new(o, "previous_token", jtoken(old));
+    set_json(resp, 200, o);
+}
+
+/*
+ * Tokens are wall-clock microseconds (lockcore's). One far in the future
+ * would raise a fence that no honest holder reaches until that time comes:
+ * refuse tokens more than max_ahead_ms past our own clock, so a poisoned
+ * fence locks writers out for at most that long. Small tokens (counters,
+ * tests) are far behind the clock and never refused.
+ */
+static int token_too_far_ahead(const struct sg_op *op, int64_t now_ms, struct sg_response *resp)
+{
+    if (op->token == 0 || op->max_ahead_ms <= 0 || now_ms <= 0)
+        return 0;
+    uint64_t limit_us = ((uint64_t)now_ms + (uint64_t)op->max_ahead_ms) * 1000u;
+    if (op->token <= limit_us)
+        return 0;
+    sg_api_error(resp, 400, "token_too_far_ahead",
+                 "token %llu is %.1f s past this server's clock (%lld us), more than the %lld ms allowed; "
+                 "is a clock wrong?",
+                 (unsigned long long)op->token, (double)(op->token - (uint64_t)now_ms * 1000u) / 1e6,
+                 (long long)now_ms * 1000, (long long)op->max_ahead_ms);
+    return -1;
+}
+
 void sg_api_execute(sg_store *store, const struct sg_op *op, int64_t now_ms, struct sg_response *resp)
 {
     memset(resp, 0, sizeof(*resp));
+    if (token_too_far_ahead(op, now_ms, resp) != 0)
+        return;
     switch (op->route) {
     case SG_ROUTE_PUT_RECORD:
         exec_put(store, op, now_ms, resp);
@@ -1216,6 +1291,9 @@ void sg_api_execute(sg_store *store, const struct sg_op *op, int64_t now_ms, str
         return;
     case SG_ROUTE_BATCH:
         exec_batch(store, op, now_ms, resp);
+        return;
+    case SG_ROUTE_RESET_FENCE:
+        exec_reset(store, op, now_ms, resp);
         return;
     case SG_ROUTE_GET_FENCE:
         exec_fence(store, op, resp);

@@ -43,6 +43,11 @@ struct sg_request {
     size_t body_len;
     int body_too_large; /* the body went over the limit and was dropped */
     int unfenced;       /* the server runs unfenced: a write needs no token */
+    /* Refuse tokens (microsecond timestamps) more than this far past the
+     * server's clock; 0: no bound. */
+    int64_t max_token_ahead_ms;
+    int auth_enabled; /* the server runs with --auth-file */
+    int admin;        /* the client is an operator (an admin entry) */
 };
 
 /* An answer. body is malloc'ed and owned by the struct; content_type and
@@ -68,6 +73,7 @@ enum sg_route {
     SG_ROUTE_METRICS,
     SG_ROUTE_DELETE_RECORD,
     SG_ROUTE_BATCH,
+    SG_ROUTE_RESET_FENCE,
 };
 
 /* A validated request. Every pointer is malloc'ed and owned: sg_op_clear. */
@@ -83,7 +89,8 @@ struct sg_op {
     int64_t after; /* GET /v1/log */
     int limit;
     int has_key_filter, has_resource_filter;
-    int64_t expect; /* PUT and DELETE: the precondition (SG_EXPECT_NONE if none) */
+    int64_t expect;       /* PUT and DELETE: the precondition (SG_EXPECT_NONE if none) */
+    int64_t max_ahead_ms; /* from the request: 0 or the bound on the token */
     /* POST /v1/batch: every key, resource and value is malloc'ed and owned. */
     struct sg_store_op *ops;
     size_t n_ops;

@@ -27,6 +27,7 @@ struct sg_http {
     size_t max_body;
     int unfenced;
     const sg_auth *auth;
+    int64_t max_token_ahead_ms;
     uint16_t port;
     int quiesced;
     atomic_int in_flight;
@@ -267,6 +268,9 @@ static enum MHD_Result dispatch(struct sg_http *h, struct MHD_Connection *c, str
         .body_len = st->len,
         .body_too_large = st->too_large,
         .unfenced = h->unfenced,
+        .max_token_ahead_ms = h->max_token_ahead_ms,
+        .auth_enabled = h->auth != NULL,
+        .admin = st->client != NULL && st->client->admin,
     };
     struct sg_op op;
     if (sg_api_parse(&req, &op, &resp) == 0) {
@@ -335,6 +339,7 @@ int sg_http_start(const struct sg_http_options *o, sg_http **out, char *errbuf, 
     h->max_body = o->max_body;
     h->unfenced = o->unfenced;
     h->auth = o->auth;
+    h->max_token_ahead_ms = o->max_token_ahead_ms;
     atomic_init(&h->in_flight, 0);
     /* poll(), not epoll: libmicrohttpd 0.9.75's edge-triggered epoll can miss
      * the end of a half-closed connection whose bytes and FIN arrive

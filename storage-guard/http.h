@@ -16,11 +16,12 @@
 struct sg_http_options {
     const struct sockaddr *addr; /* where to listen; port 0 picks one */
     socklen_t addr_len;
-    int threads;         /* worker threads, >= 1 */
-    size_t max_body;     /* largest accepted request body in bytes */
-    sg_store_pool *pool; /* borrowed until sg_http_stop(); >= threads connections */
-    int unfenced;        /* writes need no token (see sg_store_set_unfenced) */
-    const sg_auth *auth; /* borrowed until sg_http_stop(); NULL: no authentication */
+    int threads;                /* worker threads, >= 1 */
+    size_t max_body;            /* largest accepted request body in bytes */
+    sg_store_pool *pool;        /* borrowed until sg_http_stop(); >= threads connections */
+    int unfenced;               /* writes need no token (see sg_store_set_unfenced) */
+    const sg_auth *auth;        /* borrowed until sg_http_stop(); NULL: no authentication */
+    int64_t max_token_ahead_ms; /* see sg_request; 0: no bound */
 };
 
 typedef struct sg_http sg_http;

@@ -35,6 +35,7 @@ struct config {
     int unfenced;
     mode_t umask;
     const char *auth_file;
+    long long max_ahead_ms;
 };
 
 static void usage(FILE *f)
@@ -54,6 +55,9 @@ static void usage(FILE *f)
             "  --log-level LEVEL   error, warn, info (default) or debug\n"
             "  --auth-file FILE    clients and their bearer tokens, one per line: TOKEN [NAME [admin]];\n"
             "                      without a known token every route but /healthz answers 401\n"
+            "  --max-token-ahead DURATION\n"
+            "                      refuse tokens (microsecond timestamps) further than this past the\n"
+            "                      server's clock, e.g. 30s, 10m, 1h (default), 2d; 0 for no bound\n"
             "  --umask OCTAL       file mode mask of the files it creates (default 077: the database,\n"
             "                      its -wal and -shm files and the port file are 0600)\n"
             "  --unfenced          accept every write, token or not, and never refuse one: the store\n"
@@ -76,6 +80,35 @@ static int parse_num(const char *s, long long min, long long max, long long *out
     return 0;
 }
 
+/* A duration: digits and a unit (ms, s, m, h, d), or 0. At most 10 years. */
+static int parse_duration_ms(const char *s, long long *out)
+{
+    char *end = NULL;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (errno != 0 || end == s || v < 0 || *s == '-' || *s == '+' || *s == ' ')
+        return -EINVAL;
+    long long unit;
+    if (strcmp(end, "ms") == 0)
+        unit = 1;
+    else if (strcmp(end, "s") == 0)
+        unit = 1000;
+    else if (strcmp(end, "m") == 0)
+        unit = 60 * 1000;
+    else if (strcmp(end, "h") == 0)
+        unit = 3600 * 1000;
+    else if (strcmp(end, "d") == 0)
+        unit = 86400 * 1000;
+    else if (*end == '\0' && v == 0)
+        unit = 1;
+    else
+        return -EINVAL;
+    if (v > 3650LL * 86400 * 1000 / unit)
+        return -EINVAL;
+    *out = v * unit;
+    return 0;
+}
+
 static int parse_args(int argc, char **argv, struct config *c)
 {
     static const struct option opts[] = {
@@ -90,6 +123,7 @@ static int parse_args(int argc, char **argv, struct config *c)
         {"unfenced", no_argument, NULL, 'U'},
         {"umask", required_argument, NULL, 'u'},
         {"auth-file", required_argument, NULL, 'a'},
+        {"max-token-ahead", required_argument, NULL, 'A'},
         {NULL, 0, NULL, 0},
     };
     long long n;
@@ -130,6 +164,13 @@ static int parse_args(int argc, char **argv, struct config *c)
             break;
         case 'a':
             c->auth_file = optarg;
+            break;
+        case 'A':
+            if (parse_duration_ms(optarg, &c->max_ahead_ms) != 0) {
+                fprintf(stderr,
+                        "storage-guard: --max-token-ahead wants a duration such as 90s, 10m, 1h, 2d or 0\n");
+                return 2;
+            }
             break;
         case 'u': {
             char *end = NULL;
@@ -235,6 +276,7 @@ int main(int argc, char **argv)
         .max_body = 1024 * 1024,
         .level = SG_LOG_INFO,
         .umask = 077,
+        .max_ahead_ms = 3600 * 1000,
     };
     int rc = parse_args(argc, argv, &c);
     if (rc >= 0)
@@ -298,6 +340,7 @@ int main(int argc, char **argv)
         .pool = pool,
         .unfenced = c.unfenced,
         .auth = auth,
+        .max_token_ahead_ms = c.max_ahead_ms,
     };
     if (c.unfenced) {
         sg_store_pool_set_unfenced(pool, 1);

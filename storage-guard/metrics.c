@@ -25,6 +25,7 @@ static const struct {
                             "Batches refused because their token was stale for one of their resources."},
     [SG_M_PRECONDITIONS] = {"storage_guard_preconditions_failed_total",
                             "Writes, deletes and batches refused because a version did not match (412)."},
+    [SG_M_FENCE_RESETS] = {"storage_guard_fence_resets_total", "Fences set (lowered) by an operator."},
     [SG_M_BAD_REQUESTS] = {"storage_guard_bad_requests_total",
                            "Requests answered with a 4xx status other than 409 and 412."},
     [SG_M_STORE_ERRORS] = {"storage_guard_errors_total", "Requests answered with a 5xx status."},

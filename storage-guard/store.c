@@ -41,6 +41,7 @@ enum {
     ST_TOMB_SET,
     ST_TOMB_CLEAR,
     ST_NEXT_SEQ,
+    ST_FENCE_SET,
     ST_COUNT,
 };
 
@@ -74,6 +75,10 @@ static const char *const stmt_sql[ST_COUNT] = {
     /* AUTOINCREMENT: the next seq is one above sqlite_sequence's, and no
      * other writer can take it inside our BEGIN IMMEDIATE. */
     [ST_NEXT_SEQ] = "SELECT COALESCE((SELECT seq FROM sqlite_sequence WHERE name = 'sg_log'), 0) + 1",
+    /* fencestore only ever raises a fence (max); an operator's reset sets it.
+     * fencestore keeps no cache, so the table is the whole truth. */
+    [ST_FENCE_SET] = "INSERT INTO fencing_last_token (resource, token) VALUES (?1, ?2)"
+                     " ON CONFLICT (resource) DO UPDATE SET token = excluded.token",
 };
 
 /* Keys and resources are BLOBs: any bytes, compared bytewise. The log keeps
@@ -866,6 +871,47 @@ out:
         *found = 0;
     }
     return rc;
+}
+
+int sg_store_reset_fence(sg_store *s, const char *resource, size_t resource_len, uint64_t token,
+                         int64_t now_ms, uint64_t *old)
+{
+    if (s == NULL || old == NULL || !valid_name(resource, resource_len) || token >= FENCING_TOKEN_MAX)
+        return -EINVAL;
+    s->errmsg[0] = '\0';
+    *old = 0;
+    int rc = begin_write(s);
+    if (rc != 0)
+        return rc;
+    rc = fencestore_last(s->fence, resource, resource_len, old);
+    if (rc != 0) {
+        fmt(s->errmsg, sizeof(s->errmsg), "fencing: %s", fencestore_errmsg(s->fence));
+        rc = SG_STORE_EFAIL;
+        goto out;
+    }
+    sqlite3_stmt *st = s->st[ST_FENCE_SET];
+    if (sqlite3_bind_blob(st, 1, resource, (int)resource_len, SQLITE_STATIC) != SQLITE_OK ||
+        sqlite3_bind_int64(st, 2, (sqlite3_int64)token) != SQLITE_OK) {
+        rc = fail(s, "bind fence");
+        done(st);
+        goto out;
+    }
+    rc = run(s, ST_FENCE_SET, "reset fence");
+    if (rc != 0)
+        goto out;
+    struct log_row row = {
+        .op = "reset",
+        .key = resource,
+        .key_len = resource_len,
+        .resource = resource,
+        .resource_len = resource_len,
+        .token = token,
+        .last_token = *old,
+        .outcome = SG_OUTCOME_ACCEPTED,
+    };
+    rc = log_append(s, now_ms, &row);
+out:
+    return end_write(s, rc);
 }
 
 int sg_store_fence(sg_store *s, const char *resource, size_t resource_len, uint64_t *out)

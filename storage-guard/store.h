@@ -226,6 +226,16 @@ int sg_store_get(sg_store *s, const char *key, size_t key_len, const char *resou
                  uint64_t token, int64_t now_ms, struct sg_write_result *res, int *found,
                  struct sg_record *rec);
 
+/*
+ * Set the last token of a resource to token, lower or higher, in one
+ * BEGIN IMMEDIATE transaction with an audit row (op "reset", last_token the
+ * old value). For an operator undoing a poisoned fence: it breaks the
+ * guarantee that a fence never moves back. *old gets the previous last
+ * token. Returns 0, -EINVAL, SG_STORE_EFAIL or SG_STORE_EBUSY.
+ */
+int sg_store_reset_fence(sg_store *s, const char *resource, size_t resource_len, uint64_t token,
+                         int64_t now_ms, uint64_t *old);
+
 /* The last admitted token of a resource (0 if none). Returns 0, -EINVAL or
  * SG_STORE_EFAIL. */
 int sg_store_fence(sg_store *s, const char *resource, size_t resource_len, uint64_t *out);

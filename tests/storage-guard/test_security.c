@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -259,6 +260,140 @@ static void test_security_auth_file_guards_every_route(void **state)
     hc_response_clear(&r);
 }
 
+/* ---- fence poisoning ---- */
+
+static long long now_us(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_REALTIME, &t);
+    return (long long)t.tv_sec * 1000000 + t.tv_nsec / 1000;
+}
+
+static long long fence_of(uint16_t port, const char *resource, const char *headers)
+{
+    char path[256];
+    snprintf(path, sizeof(path), "/v1/fences/%s", resource);
+    struct hc_response r;
+    assert_int_equal(hc_request(port, "GET", path, headers, NULL, 0, &r), 0);
+    assert_int_equal(r.status, 200);
+    long long t = json_integer_value(json_object_get(r.json, "last_token"));
+    hc_response_clear(&r);
+    return t;
+}
+
+static void put_token(uint16_t port, const char *key, long long token, const char *headers, int status,
+                      const char *code)
+{
+    char path[128], body[128];
+    snprintf(path, sizeof(path), "/v1/records/%s", key);
+    snprintf(body, sizeof(body), "{\"value\":1,\"token\":%lld}", token);
+    expect(port, "PUT", path, headers, body, status, code);
+}
+
+static void test_security_token_far_ahead_is_refused(void **state)
+{
+    struct sgd *d = *state;
+    sgd_start(d, NULL);
+    uint16_t p = d->port;
+    const long long hour = 3600LL * 1000000;
+    /* By default, an hour past the server's clock is the limit. */
+    put_token(p, "k", now_us() + 2 * hour, NULL, 400, "token_too_far_ahead");
+    put_token(p, "k", 9007199254740991LL, NULL, 400, "token_too_far_ahead");
+    assert_int_equal(fence_of(p, "k", NULL), 0);
+    char path[128], body[256];
+    snprintf(path, sizeof(path), "/v1/records/k?token=%lld", now_us() + 2 * hour);
+    expect(p, "GET", path, NULL, NULL, 400, "token_too_far_ahead");
+    expect(p, "DELETE", path, NULL, NULL, 400, "token_too_far_ahead");
+    snprintf(body, sizeof(body), "{\"token\":%lld,\"ops\":[{\"op\":\"put\",\"key\":\"k\",\"value\":1}]}",
+             now_us() + 2 * hour);
+    expect(p, "POST", "/v1/batch", NULL, body, 400, "token_too_far_ahead");
+    assert_int_equal(fence_of(p, "k", NULL), 0);
+    /* A token from a clock a little ahead still passes, and small tokens
+     * (counters) are never ahead. */
+    long long t = now_us() + hour / 2;
+    put_token(p, "k", t, NULL, 200, NULL);
+    put_token(p, "j", 7, NULL, 200, NULL);
+    assert_int_equal(sgd_stop(d), 0);
+
+    static const char *const tight[] = {"--max-token-ahead", "10s", NULL};
+    sgd_start(d, tight);
+    put_token(d->port, "m", now_us() + 60LL * 1000000, NULL, 400, "token_too_far_ahead");
+    put_token(d->port, "m", now_us() + 1000000, NULL, 200, NULL);
+    assert_int_equal(sgd_stop(d), 0);
+
+    static const char *const off[] = {"--max-token-ahead", "0", NULL};
+    sgd_start(d, off);
+    put_token(d->port, "n", 9007199254740991LL, NULL, 200, NULL);
+    assert_int_equal(sgd_stop(d), 0);
+
+    static const char *const bad[] = {"1", "1x", "-1s", "h", "1 h", "99999d", ""};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        char *argv[] = {getenv("SG_EXE"), "--db", d->db, "--max-token-ahead", (char *)bad[i], NULL};
+        pid_t pid = hp_spawn(argv, NULL, d->log);
+        int st = 0;
+        assert_int_equal(hp_wait(pid, 10000, &st), 0);
+        if (!WIFEXITED(st) || WEXITSTATUS(st) != 2)
+            fail_msg("--max-token-ahead '%s' was accepted", bad[i]);
+    }
+}
+
+#define OPS "ops-0123456789abcdefgh"
+
+static void test_security_admin_lowers_a_poisoned_fence(void **state)
+{
+    struct sgd *d = *state;
+    /* Without --auth-file nobody may lower a fence. */
+    sgd_start(d, NULL);
+    expect(d->port, "POST", "/v1/fences/k/reset", NULL, "{\"token\":0}", 403, "forbidden");
+    assert_int_equal(sgd_stop(d), 0);
+
+    char path[600];
+    snprintf(path, sizeof(path), "%s/clients", d->dir);
+    write_file(path, ALICE " alice\n" OPS " ops admin\n");
+    const char *args[] = {"--auth-file", path, "--max-token-ahead", "0", NULL};
+    sgd_start(d, args);
+    uint16_t p = d->port;
+    const char *A = "Authorization: Bearer " ALICE "\r\n", *O = "Authorization: Bearer " OPS "\r\n";
+
+    /* A poisoned fence: the largest token there is. Honest writers are out. */
+    put_token(p, "k", 9007199254740991LL, A, 200, NULL);
+    put_token(p, "k", now_us(), A, 409, "stale_token");
+
+    expect(p, "POST", "/v1/fences/k/reset", A, "{\"token\":0}", 403, "forbidden");
+    expect(p, "POST", "/v1/fences/k/reset", NULL, "{\"token\":0}", 401, "unauthorized");
+    expect(p, "POST", "/v1/fences/k/reset", O, "{}", 400, "missing_token");
+    expect(p, "POST", "/v1/fences/k/reset", O, "{\"token\":-1}", 400, "bad_token");
+    expect(p, "POST", "/v1/fences/k/reset", O, "{\"token\":0,\"why\":1}", 400, "unknown_field");
+    expect(p, "POST", "/v1/fences/k", O, "{\"token\":0}", 405, "method_not_allowed");
+    expect(p, "PUT", "/v1/fences/k/reset", O, "{\"token\":0}", 405, "method_not_allowed");
+    assert_int_equal(fence_of(p, "k", A), 9007199254740991LL);
+
+    struct hc_response r;
+    long long honest = now_us() - 1000000;
+    char body[64];
+    snprintf(body, sizeof(body), "{\"token\":%lld}", honest);
+    assert_int_equal(hc_request(p, "POST", "/v1/fences/k/reset", O, body, strlen(body), &r), 0);
+    assert_int_equal(r.status, 200);
+    assert_int_equal(json_integer_value(json_object_get(r.json, "previous_token")), 9007199254740991LL);
+    assert_int_equal(json_integer_value(json_object_get(r.json, "last_token")), honest);
+    hc_response_clear(&r);
+    assert_int_equal(fence_of(p, "k", A), honest);
+    put_token(p, "k", now_us(), A, 200, NULL);
+
+    /* The reset is in the audit log, with who did it. */
+    assert_int_equal(hc_request(p, "GET", "/v1/log?resource=k", A, NULL, 0, &r), 0);
+    json_t *e = json_object_get(r.json, "entries");
+    assert_int_equal(json_array_size(e), 3 + 1);
+    json_t *row = json_array_get(e, 2);
+    assert_string_equal(json_string_value(json_object_get(row, "op")), "reset");
+    assert_string_equal(json_string_value(json_object_get(row, "client")), "ops");
+    assert_int_equal(json_integer_value(json_object_get(row, "token")), honest);
+    assert_int_equal(json_integer_value(json_object_get(row, "last_token")), 9007199254740991LL);
+    hc_response_clear(&r);
+    /* GET of a resource named ".../reset" still reads that resource's fence. */
+    assert_int_equal(fence_of(p, "k/reset", A), 0);
+}
+
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
 
 int main(void)
@@ -269,6 +404,8 @@ int main(void)
         T(test_security_port_file_ignores_planted_symlink),
         T(test_security_auth_file_is_checked_at_start),
         T(test_security_auth_file_guards_every_route),
+        T(test_security_token_far_ahead_is_refused),
+        T(test_security_admin_lowers_a_poisoned_fence),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
