@@ -109,6 +109,8 @@ struct header_scan {
     int count;
     const char *if_match, *if_none_match;
     int n_if_match, n_if_none_match;
+    const char *te; /* Transfer-Encoding */
+    int n_te, n_content_length, n_host;
     size_t bytes; /* names and values of every header */
 };
 
@@ -126,6 +128,13 @@ static enum MHD_Result scan_header(void *cls, enum MHD_ValueKind kind, const cha
     } else if (key != NULL && strcasecmp(key, MHD_HTTP_HEADER_IF_NONE_MATCH) == 0) {
         h->if_none_match = value ? value : "";
         h->n_if_none_match++;
+    } else if (key != NULL && strcasecmp(key, MHD_HTTP_HEADER_TRANSFER_ENCODING) == 0) {
+        h->te = value ? value : "";
+        h->n_te++;
+    } else if (key != NULL && strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH) == 0) {
+        h->n_content_length++;
+    } else if (key != NULL && strcasecmp(key, MHD_HTTP_HEADER_HOST) == 0) {
+        h->n_host++;
     }
     return MHD_YES;
 }
@@ -167,8 +176,44 @@ static enum MHD_Result answer(struct MHD_Connection *c, struct req_state *st, co
 
 /* The first call of a request, once its head is in: set up its state and
  * refuse, as JSON, heads and declared bodies over our limits. */
+/* Whether a Transfer-Encoding value is exactly "chunked" (any case,
+ * surrounding spaces allowed): the only coding libmicrohttpd decodes. */
+static int only_chunked(const char *te)
+{
+    while (*te == ' ' || *te == '\t')
+        te++;
+    size_t n = strlen(te);
+    while (n > 0 && (te[n - 1] == ' ' || te[n - 1] == '\t'))
+        n--;
+    return n == 7 && strncasecmp(te, "chunked", 7) == 0;
+}
+
+/*
+ * How the body is framed, checked before any of it is read. libmicrohttpd
+ * 0.9.75 takes the first of two Content-Length headers, frames a body sent
+ * with both Content-Length and chunked by its chunks, and waits for the end
+ * of a body in a coding it does not know until the idle timeout (30 s). Two
+ * parties that frame one request differently are how a request is smuggled
+ * past a proxy, so all of these are refused, as JSON. Returns 0 or the
+ * status with resp set.
+ */
+static int check_framing(const struct header_scan *head, const char *version, struct sg_response *resp)
+{
+    if (head->n_te > 0 && (head->n_te > 1 || !only_chunked(head->te)))
+        return sg_api_error(resp, 501, "unsupported_transfer_encoding",
+                            "the only Transfer-Encoding understood is chunked");
+    if (head->n_te > 0 && head->n_content_length > 0)
+        return sg_api_error(resp, 400, "bad_framing",
+                            "a request has Content-Length or Transfer-Encoding, not both");
+    if (head->n_content_length > 1)
+        return sg_api_error(resp, 400, "bad_framing", "more than one Content-Length header");
+    if (strcmp(version, MHD_HTTP_VERSION_1_1) == 0 && head->n_host != 1)
+        return sg_api_error(resp, 400, "bad_host", "an HTTP/1.1 request needs exactly one Host header");
+    return 0;
+}
+
 static enum MHD_Result start_request(struct sg_http *h, struct MHD_Connection *c, const char *url,
-                                     const char *method, void **con_cls)
+                                     const char *method, const char *version, void **con_cls)
 {
     struct sg_response resp = {0};
     struct req_state *st = calloc(1, sizeof(*st));
@@ -188,6 +233,8 @@ static enum MHD_Result start_request(struct sg_http *h, struct MHD_Connection *c
                      SG_HEAD_MAX);
         return answer(c, st, method, url, &resp);
     }
+    if (check_framing(&head, version, &resp) != 0)
+        return answer(c, st, method, url, &resp);
     /* With --auth-file, everything but the health check needs a known
      * bearer token, and a stranger's body is never read. */
     if (h->auth != NULL && strcmp(url, "/healthz") != 0) {
@@ -292,11 +339,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
                                   const char *version, const char *upload_data, size_t *upload_data_size,
                                   void **con_cls)
 {
-    (void)version;
     struct sg_http *h = cls;
     struct req_state *st = *con_cls;
     if (st == NULL)
-        return start_request(h, c, url, method, con_cls);
+        return start_request(h, c, url, method, version, con_cls);
     if (st->answered) {
         *upload_data_size = 0; /* drop whatever follows an early answer */
         return MHD_YES;

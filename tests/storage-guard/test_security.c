@@ -394,6 +394,91 @@ static void test_security_admin_lowers_a_poisoned_fence(void **state)
     assert_int_equal(fence_of(p, "k/reset", A), 0);
 }
 
+/* ---- request framing ---- */
+
+/* Send raw bytes, half-close, and return the status (0: no answer) and
+ * the error code of a JSON answer; *ms gets how long it took. */
+static int raw_status(uint16_t port, const char *bytes, char *code, size_t cap, long long *ms)
+{
+    struct hc_response r;
+    long long t0 = hp_now_ms();
+    int rc = hc_raw(port, bytes, strlen(bytes), 1, &r);
+    *ms = hp_now_ms() - t0;
+    code[0] = '\0';
+    if (rc != 0)
+        return 0;
+    int status = r.status;
+    char ct[64];
+    if (r.json != NULL && hc_header(&r, "Content-Type", ct, sizeof(ct)) != NULL &&
+        strcmp(ct, "application/json") == 0)
+        snprintf(code, cap, "%s", json_string_value(json_object_get(r.json, "error")));
+    hc_response_clear(&r);
+    return status;
+}
+
+static void test_security_ambiguous_framing_is_refused_as_json(void **state)
+{
+    struct sgd *d = *state;
+    sgd_start(d, NULL);
+    uint16_t p = d->port;
+    static const struct {
+        const char *req;
+        int status;
+        const char *code;
+    } cases[] = {
+        /* A coding libmicrohttpd cannot decode: it used to wait 30 s. */
+        {"PUT /v1/records/k HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip\r\n\r\n{\"value\":1,\"token\":5}",
+         501, "unsupported_transfer_encoding"},
+        {"PUT /v1/records/k HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip, chunked\r\n\r\n0\r\n\r\n", 501,
+         "unsupported_transfer_encoding"},
+        {"PUT /v1/records/k HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: "
+         "chunked\r\n\r\n"
+         "0\r\n\r\n",
+         501, "unsupported_transfer_encoding"},
+        /* Two framings: both were accepted, each read its own way. */
+        {"PUT /v1/records/k HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n"
+         "15\r\n{\"value\":1,\"token\":5}\r\n0\r\n\r\n",
+         400, "bad_framing"},
+        {"PUT /v1/records/k HTTP/1.1\r\nHost: x\r\nContent-Length: 21\r\nContent-Length: 22\r\n\r\n"
+         "{\"value\":1,\"token\":5} ",
+         400, "bad_framing"},
+        {"PUT /v1/records/k HTTP/1.1\r\nHost: x\r\nContent-Length: 21\r\nContent-Length: 21\r\n\r\n"
+         "{\"value\":1,\"token\":5}",
+         400, "bad_framing"},
+        /* HTTP/1.1 needs exactly one Host. */
+        {"PUT /v1/records/k HTTP/1.1\r\nContent-Length: 21\r\n\r\n{\"value\":1,\"token\":5}", 400,
+         "bad_host"},
+        {"GET /healthz HTTP/1.1\r\nHost: x\r\nHost: y\r\n\r\n", 400, "bad_host"},
+        /* What stays fine. */
+        {"GET /healthz HTTP/1.0\r\n\r\n", 200, ""},
+        {"GET /healthz HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: Chunked\r\n\r\n0\r\n\r\n", 200, ""},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char code[64];
+        long long ms = 0;
+        int status = raw_status(p, cases[i].req, code, sizeof(code), &ms);
+        if (status != cases[i].status || (cases[i].code[0] != '\0' && strcmp(code, cases[i].code) != 0))
+            fail_msg("case %zu: want %d %s, got %d %s after %lld ms", i, cases[i].status, cases[i].code,
+                     status, code, ms);
+        if (ms > 5000)
+            fail_msg("case %zu took %lld ms", i, ms);
+    }
+    /* None of them wrote anything. */
+    expect(p, "GET", "/v1/records/k", NULL, NULL, 404, "not_found");
+
+    /* A request hidden in a body framed two ways is never run: the
+     * connection closes after the refusal. */
+    static const char smuggle[] = "PUT /v1/records/k HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n"
+                                  "Content-Length: 73\r\n\r\n"
+                                  "PUT /v1/records/s HTTP/1.1\r\nHost: x\r\nContent-Length: 21\r\n\r\n"
+                                  "{\"value\":1,\"token\":5}";
+    struct hc_response r;
+    assert_int_equal(hc_raw(p, smuggle, sizeof(smuggle) - 1, 0, &r), 0);
+    assert_int_equal(r.status, 400);
+    hc_response_clear(&r);
+    expect(p, "GET", "/v1/records/s", NULL, NULL, 404, "not_found");
+}
+
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
 
 int main(void)
@@ -406,6 +491,7 @@ int main(void)
         T(test_security_auth_file_guards_every_route),
         T(test_security_token_far_ahead_is_refused),
         T(test_security_admin_lowers_a_poisoned_fence),
+        T(test_security_ambiguous_framing_is_refused_as_json),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
