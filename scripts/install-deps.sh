@@ -7,7 +7,7 @@ pkgs=(
   build-essential meson ninja-build pkg-config clang-format
   redis-server redis-tools
   libhiredis-dev libsqlite3-dev libjansson-dev libcmocka-dev libmicrohttpd-dev
-  faketime libfaketime iproute2 curl valgrind
+  faketime libfaketime iproute2 curl valgrind openssl
 )
 
 missing=()

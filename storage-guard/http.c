@@ -393,6 +393,28 @@ int sg_http_start(const struct sg_http_options *o, sg_http **out, char *errbuf, 
     unsigned flags = MHD_USE_POLL_INTERNAL_THREAD | MHD_USE_ERROR_LOG | MHD_USE_ITC;
     if (o->addr->sa_family == AF_INET6)
         flags |= MHD_USE_IPv6;
+    if ((o->tls_cert_pem == NULL) != (o->tls_key_pem == NULL)) {
+        snprintf(errbuf, errcap, "HTTPS needs both a certificate and a key");
+        free(h);
+        return -EINVAL;
+    }
+    /* HTTPS through libmicrohttpd's GnuTLS, TLS 1.2 and 1.3 only. */
+    struct MHD_OptionItem tls_opt[] = {
+        {MHD_OPTION_HTTPS_MEM_CERT, 0, (void *)o->tls_cert_pem},
+        {MHD_OPTION_HTTPS_MEM_KEY, 0, (void *)o->tls_key_pem},
+        {MHD_OPTION_HTTPS_PRIORITIES, 0, (void *)"NORMAL:-VERS-ALL:+VERS-TLS1.3:+VERS-TLS1.2"},
+        {MHD_OPTION_END, 0, NULL},
+    };
+    if (o->tls_cert_pem != NULL) {
+        if (MHD_is_feature_supported(MHD_FEATURE_TLS) != MHD_YES) {
+            snprintf(errbuf, errcap, "this libmicrohttpd was built without TLS");
+            free(h);
+            return -EINVAL;
+        }
+        flags |= MHD_USE_TLS;
+    } else {
+        tls_opt[0].option = MHD_OPTION_END;
+    }
     /* The logger comes first so that every message of libmicrohttpd goes
      * through it. The header buffer must hold a 1024-byte key
      * percent-encoded (3 KiB) plus headers: 64 KiB leaves room without
@@ -407,6 +429,7 @@ int sg_http_start(const struct sg_http_options *o, sg_http **out, char *errbuf, 
                                  MHD_OPTION_EXTERNAL_LOGGER, mhd_logger, NULL,
                                  MHD_OPTION_SOCK_ADDR, o->addr,
                                  MHD_OPTION_ARRAY, pool_opt,
+                                 MHD_OPTION_ARRAY, tls_opt,
                                  MHD_OPTION_NOTIFY_COMPLETED, on_completed, h,
                                  MHD_OPTION_UNESCAPE_CALLBACK, keep_escaped, NULL,
                                  MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)30,
@@ -415,7 +438,9 @@ int sg_http_start(const struct sg_http_options *o, sg_http **out, char *errbuf, 
                                  MHD_OPTION_END);
     // clang-format on
     if (h->daemon == NULL) {
-        snprintf(errbuf, errcap, "cannot listen (address in use or not available?)");
+        snprintf(errbuf, errcap, "%s",
+                 o->tls_cert_pem ? "cannot listen (address in use, or a bad TLS certificate or key?)"
+                                 : "cannot listen (address in use or not available?)");
         free(h);
         return -EIO;
     }

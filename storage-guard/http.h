@@ -22,6 +22,10 @@ struct sg_http_options {
     int unfenced;               /* writes need no token (see sg_store_set_unfenced) */
     const sg_auth *auth;        /* borrowed until sg_http_stop(); NULL: no authentication */
     int64_t max_token_ahead_ms; /* see sg_request; 0: no bound */
+    /* HTTPS: the certificate chain and its private key as PEM text, both
+     * or neither; borrowed until sg_http_stop(). NULL: plain HTTP. */
+    const char *tls_cert_pem;
+    const char *tls_key_pem;
 };
 
 typedef struct sg_http sg_http;

@@ -36,6 +36,7 @@ struct config {
     mode_t umask;
     const char *auth_file;
     long long max_ahead_ms;
+    const char *tls_cert, *tls_key;
 };
 
 static void usage(FILE *f)
@@ -58,6 +59,8 @@ static void usage(FILE *f)
             "  --max-token-ahead DURATION\n"
             "                      refuse tokens (microsecond timestamps) further than this past the\n"
             "                      server's clock, e.g. 30s, 10m, 1h (default), 2d; 0 for no bound\n"
+            "  --tls-cert FILE     serve HTTPS with this PEM certificate (chain); needs --tls-key\n"
+            "  --tls-key FILE      the PEM private key of --tls-cert\n"
             "  --umask OCTAL       file mode mask of the files it creates (default 077: the database,\n"
             "                      its -wal and -shm files and the port file are 0600)\n"
             "  --unfenced          accept every write, token or not, and never refuse one: the store\n"
@@ -124,6 +127,8 @@ static int parse_args(int argc, char **argv, struct config *c)
         {"umask", required_argument, NULL, 'u'},
         {"auth-file", required_argument, NULL, 'a'},
         {"max-token-ahead", required_argument, NULL, 'A'},
+        {"tls-cert", required_argument, NULL, 'c'},
+        {"tls-key", required_argument, NULL, 'k'},
         {NULL, 0, NULL, 0},
     };
     long long n;
@@ -165,6 +170,12 @@ static int parse_args(int argc, char **argv, struct config *c)
         case 'a':
             c->auth_file = optarg;
             break;
+        case 'c':
+            c->tls_cert = optarg;
+            break;
+        case 'k':
+            c->tls_key = optarg;
+            break;
         case 'A':
             if (parse_duration_ms(optarg, &c->max_ahead_ms) != 0) {
                 fprintf(stderr,
@@ -198,12 +209,56 @@ static int parse_args(int argc, char **argv, struct config *c)
         fprintf(stderr, "storage-guard: unexpected argument '%s'\n", argv[optind]);
         return 2;
     }
+    if ((c->tls_cert == NULL) != (c->tls_key == NULL)) {
+        fprintf(stderr, "storage-guard: --tls-cert and --tls-key go together\n");
+        return 2;
+    }
     if (c->db == NULL) {
         fprintf(stderr, "storage-guard: --db PATH is required\n");
         usage(stderr);
         return 2;
     }
     return -1; /* go on */
+}
+
+/* Read a whole (small) file into a new NUL-terminated buffer. */
+static int read_file(const char *path, char **out)
+{
+    FILE *f = fopen(path, "r");
+    if (f == NULL)
+        return -errno;
+    size_t cap = 4096, len = 0;
+    char *buf = malloc(cap);
+    int rc = 0;
+    while (buf != NULL) {
+        len += fread(buf + len, 1, cap - len - 1, f);
+        if (len < cap - 1)
+            break;
+        if (cap >= (1u << 20)) {
+            rc = -EFBIG;
+            break;
+        }
+        char *b = realloc(buf, cap * 2);
+        if (b == NULL) {
+            free(buf);
+            buf = NULL;
+            break;
+        }
+        buf = b;
+        cap *= 2;
+    }
+    if (buf == NULL)
+        rc = -ENOMEM;
+    else if (rc == 0 && ferror(f))
+        rc = -EIO;
+    fclose(f);
+    if (rc != 0) {
+        free(buf);
+        return rc;
+    }
+    buf[len] = '\0';
+    *out = buf;
+    return 0;
 }
 
 /* Resolve HOST:PORT (or [HOST]:PORT) to a socket address. */
@@ -308,6 +363,7 @@ int main(int argc, char **argv)
         unlink(c.port_file); /* never leave a previous run's port for a reader */
 
     int status = 1;
+    char *tls_cert = NULL, *tls_key = NULL;
     sg_auth *auth = NULL;
     sg_store_pool *pool = NULL;
     sg_http *http = NULL;
@@ -322,6 +378,20 @@ int main(int argc, char **argv)
         if (stat(c.auth_file, &ab) == 0 && (ab.st_mode & 077) != 0)
             sg_log(SG_LOG_WARN, "auth file %s is mode %04o: others can read the tokens; chmod 600 it",
                    c.auth_file, (unsigned)(ab.st_mode & 0777));
+    }
+    if (c.tls_cert != NULL) {
+        if ((rc = read_file(c.tls_cert, &tls_cert)) != 0) {
+            sg_log(SG_LOG_ERROR, "--tls-cert %s: %s", c.tls_cert, strerror(-rc));
+            goto out;
+        }
+        if ((rc = read_file(c.tls_key, &tls_key)) != 0) {
+            sg_log(SG_LOG_ERROR, "--tls-key %s: %s", c.tls_key, strerror(-rc));
+            goto out;
+        }
+        struct stat kb;
+        if (stat(c.tls_key, &kb) == 0 && (kb.st_mode & 077) != 0)
+            sg_log(SG_LOG_WARN, "TLS key %s is mode %04o: others can read it; chmod 600 it", c.tls_key,
+                   (unsigned)(kb.st_mode & 0777));
     }
     rc = sg_store_pool_open(c.db, c.threads, &pool, err, sizeof(err));
     if (rc != 0) {
@@ -341,6 +411,8 @@ int main(int argc, char **argv)
         .unfenced = c.unfenced,
         .auth = auth,
         .max_token_ahead_ms = c.max_ahead_ms,
+        .tls_cert_pem = tls_cert,
+        .tls_key_pem = tls_key,
     };
     if (c.unfenced) {
         sg_store_pool_set_unfenced(pool, 1);
@@ -356,8 +428,8 @@ int main(int argc, char **argv)
         sg_log(SG_LOG_ERROR, "port file %s: %s", c.port_file, strerror(-rc));
         goto out;
     }
-    sg_log(SG_LOG_INFO, "listening on port %u, database %s (WAL, synchronous=FULL), %d threads", port, c.db,
-           c.threads);
+    sg_log(SG_LOG_INFO, "listening on port %u (%s), database %s (WAL, synchronous=FULL), %d threads", port,
+           tls_cert ? "HTTPS" : "HTTP", c.db, c.threads);
 
     int sig = 0;
     while (sigwait(&stop_set, &sig) != 0) {
@@ -373,6 +445,10 @@ out:
     sg_http_stop(http);
     sg_store_pool_close(pool);
     sg_auth_free(auth);
+    if (tls_key != NULL)
+        memset(tls_key, 0, strlen(tls_key)); /* a secret: not left in freed memory */
+    free(tls_key);
+    free(tls_cert);
     if (status == 0 && c.port_file)
         unlink(c.port_file);
     if (status == 0)

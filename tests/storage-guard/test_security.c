@@ -479,6 +479,153 @@ static void test_security_ambiguous_framing_is_refused_as_json(void **state)
     expect(p, "GET", "/v1/records/s", NULL, NULL, 404, "not_found");
 }
 
+/* ---- HTTPS ---- */
+
+/* Run argv to its end (bounded), stdout and stderr to out_path; returns the
+ * exit status. */
+static int run_tool(char *const argv[], const char *out_path)
+{
+    unlink(out_path);
+    pid_t pid = hp_spawn(argv, NULL, out_path);
+    if (pid <= 0)
+        fail_msg("cannot run %s (is it installed? scripts/install-deps.sh)", argv[0]);
+    int st = 0;
+    if (hp_wait(pid, 30000, &st) != 0) {
+        hp_signal(pid, SIGKILL, 0);
+        fail_msg("%s did not finish in 30 s", argv[0]);
+    }
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+}
+
+static char *slurp(const char *path)
+{
+    static char buf[8192];
+    FILE *f = fopen(path, "r");
+    assert_non_null(f);
+    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    return buf;
+}
+
+/* curl over HTTPS; returns curl's exit status, the answer in d->dir/body. */
+static int curl(struct sgd *d, const char *cacert, const char *method, const char *path, const char *body)
+{
+    char url[256], out[600], log[600];
+    snprintf(url, sizeof(url), "https://127.0.0.1:%u%s", d->port, path);
+    snprintf(out, sizeof(out), "%s/body", d->dir);
+    snprintf(log, sizeof(log), "%s/curl.log", d->dir);
+    unlink(out);
+    char *argv[20];
+    int n = 0;
+    argv[n++] = "curl";
+    argv[n++] = "-sS";
+    argv[n++] = "--max-time";
+    argv[n++] = "10";
+    argv[n++] = "-o";
+    argv[n++] = out;
+    argv[n++] = "-X";
+    argv[n++] = (char *)method;
+    if (cacert != NULL) {
+        argv[n++] = "--cacert";
+        argv[n++] = (char *)cacert;
+    }
+    if (body != NULL) {
+        argv[n++] = "-d";
+        argv[n++] = (char *)body;
+    }
+    argv[n++] = url;
+    argv[n] = NULL;
+    return run_tool(argv, log);
+}
+
+static void test_security_https(void **state)
+{
+    struct sgd *d = *state;
+    char cert[600], key[600], log[600], other_cert[600], other_key[600];
+    snprintf(cert, sizeof(cert), "%s/cert.pem", d->dir);
+    snprintf(key, sizeof(key), "%s/key.pem", d->dir);
+    snprintf(other_cert, sizeof(other_cert), "%s/other.pem", d->dir);
+    snprintf(other_key, sizeof(other_key), "%s/other-key.pem", d->dir);
+    snprintf(log, sizeof(log), "%s/openssl.log", d->dir);
+    /* A certificate for 127.0.0.1, and a second one to mismatch keys. */
+    char *mk[] = {"openssl",
+                  "req",
+                  "-x509",
+                  "-newkey",
+                  "ec",
+                  "-pkeyopt",
+                  "ec_paramgen_curve:P-256",
+                  "-nodes",
+                  "-keyout",
+                  key,
+                  "-out",
+                  cert,
+                  "-days",
+                  "2",
+                  "-subj",
+                  "/CN=127.0.0.1",
+                  "-addext",
+                  "subjectAltName=IP:127.0.0.1",
+                  NULL};
+    if (run_tool(mk, log) != 0)
+        fail_msg("openssl req failed: %s", slurp(log));
+    char *mk2[] = {
+        "openssl", "req",           "-x509",   "-newkey", "ec",       "-pkeyopt", "ec_paramgen_curve:P-256",
+        "-nodes",  "-keyout",       other_key, "-out",    other_cert, "-days",    "2",
+        "-subj",   "/CN=127.0.0.1", NULL};
+    if (run_tool(mk2, log) != 0)
+        fail_msg("openssl req failed: %s", slurp(log));
+
+    const char *args[] = {"--tls-cert", cert, "--tls-key", key, NULL};
+    sgd_start(d, args);
+    assert_int_equal(curl(d, cert, "PUT", "/v1/records/k", "{\"value\":{\"n\":1},\"token\":5}"), 0);
+    snprintf(log, sizeof(log), "%s/body", d->dir);
+    assert_non_null(strstr(slurp(log), "\"version\":1"));
+    assert_int_equal(curl(d, cert, "GET", "/v1/records/k", NULL), 0);
+    snprintf(log, sizeof(log), "%s/body", d->dir);
+    assert_non_null(strstr(slurp(log), "{\"n\":1}"));
+    /* A client that does not trust the certificate stops (curl: 60). */
+    assert_int_equal(curl(d, NULL, "GET", "/healthz", NULL), 60);
+    assert_int_equal(curl(d, other_cert, "GET", "/healthz", NULL), 60);
+    /* Plain HTTP to the HTTPS port gets no HTTP answer. */
+    struct hc_response r;
+    if (hc_get(d->port, "/healthz", &r) == 0) {
+        assert_int_not_equal(r.status, 200);
+        hc_response_clear(&r);
+    }
+    assert_int_equal(curl(d, cert, "GET", "/healthz", NULL), 0);
+    assert_int_equal(sgd_stop(d), 0);
+
+    /* Bad combinations are refused at start. */
+    struct {
+        const char *a[5];
+        int status;
+    } bad[] = {
+        {{"--tls-cert", cert, NULL}, 2},
+        {{"--tls-key", key, NULL}, 2},
+        {{"--tls-cert", "/nonexistent.pem", "--tls-key", key, NULL}, 1},
+        {{"--tls-cert", cert, "--tls-key", other_key, NULL}, 1},
+        {{"--tls-cert", key, "--tls-key", cert, NULL}, 1},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        char *argv[12] = {getenv("SG_EXE"), "--db", d->db, "--listen", "127.0.0.1:0"};
+        int n = 5;
+        for (int j = 0; bad[i].a[j] != NULL; j++)
+            argv[n++] = (char *)bad[i].a[j];
+        argv[n] = NULL;
+        pid_t pid = hp_spawn(argv, NULL, d->log);
+        int st = 0;
+        if (hp_wait(pid, 10000, &st) != 0) {
+            hp_signal(pid, SIGKILL, 0);
+            fail_msg("bad TLS setup %zu was accepted", i);
+        }
+        if (!WIFEXITED(st) || WEXITSTATUS(st) != bad[i].status)
+            fail_msg("bad TLS setup %zu: exit %d, want %d", i, WIFEXITED(st) ? WEXITSTATUS(st) : -1,
+                     bad[i].status);
+    }
+}
+
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
 
 int main(void)
@@ -492,6 +639,7 @@ int main(void)
         T(test_security_token_far_ahead_is_refused),
         T(test_security_admin_lowers_a_poisoned_fence),
         T(test_security_ambiguous_framing_is_refused_as_json),
+        T(test_security_https),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
