@@ -1072,8 +1072,7 @@ static void exec_batch(sg_store *store, const struct sg_op *op, int64_t now_ms, 
     if (ar.outcome == SG_OUTCOME_STALE) {
         const struct sg_store_op *o = &op->ops[ar.failed];
         char msg[200];
-        snprintf(msg, sizeof(msg),
-                 "token %llu is older than the last token %llu of resource ops[%zu].resource",
+        snprintf(msg, sizeof(msg), "token %llu is older than the last token %llu of the resource of ops[%zu]",
                  (unsigned long long)op->token, (unsigned long long)ar.last_token, ar.failed);
         sg_metrics_inc(SG_M_BATCHES_STALE);
         json_object_set_new(obj, "error", json_string("stale_token"));

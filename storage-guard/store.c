@@ -42,6 +42,7 @@ enum {
     ST_TOMB_CLEAR,
     ST_NEXT_SEQ,
     ST_FENCE_SET,
+    ST_FENCE_CLEAR,
     ST_COUNT,
 };
 
@@ -79,6 +80,8 @@ static const char *const stmt_sql[ST_COUNT] = {
      * fencestore keeps no cache, so the table is the whole truth. */
     [ST_FENCE_SET] = "INSERT INTO fencing_last_token (resource, token) VALUES (?1, ?2)"
                      " ON CONFLICT (resource) DO UPDATE SET token = excluded.token",
+    /* Its table holds tokens > 0 only: no row is "no token yet". */
+    [ST_FENCE_CLEAR] = "DELETE FROM fencing_last_token WHERE resource = ?1",
 };
 
 /* Keys and resources are BLOBs: any bytes, compared bytewise. The log keeps
@@ -889,14 +892,15 @@ int sg_store_reset_fence(sg_store *s, const char *resource, size_t resource_len,
         rc = SG_STORE_EFAIL;
         goto out;
     }
-    sqlite3_stmt *st = s->st[ST_FENCE_SET];
+    int which = token == 0 ? ST_FENCE_CLEAR : ST_FENCE_SET;
+    sqlite3_stmt *st = s->st[which];
     if (sqlite3_bind_blob(st, 1, resource, (int)resource_len, SQLITE_STATIC) != SQLITE_OK ||
-        sqlite3_bind_int64(st, 2, (sqlite3_int64)token) != SQLITE_OK) {
+        (token != 0 && sqlite3_bind_int64(st, 2, (sqlite3_int64)token) != SQLITE_OK)) {
         rc = fail(s, "bind fence");
         done(st);
         goto out;
     }
-    rc = run(s, ST_FENCE_SET, "reset fence");
+    rc = run(s, which, "reset fence");
     if (rc != 0)
         goto out;
     struct log_row row = {

@@ -392,6 +392,11 @@ static void test_security_admin_lowers_a_poisoned_fence(void **state)
     hc_response_clear(&r);
     /* GET of a resource named ".../reset" still reads that resource's fence. */
     assert_int_equal(fence_of(p, "k/reset", A), 0);
+    /* 0 clears a fence. */
+    expect(p, "POST", "/v1/fences/k/reset", O, "{\"token\":0}", 200, NULL);
+    assert_int_equal(fence_of(p, "k", A), 0);
+    put_token(p, "k", 3, A, 200, NULL);
+    expect(p, "POST", "/v1/fences/never-seen/reset", O, "{\"token\":0}", 200, NULL);
 }
 
 /* ---- request framing ---- */
