@@ -168,7 +168,7 @@ static int start_with_auth(struct sgd *d, const char *text)
     pid_t pid = hp_spawn(argv, NULL, d->log);
     assert_true(pid > 0);
     int st = 0;
-    int rc = hp_wait(pid, 1500, &st);
+    int rc = hp_wait(pid, 10000, &st);
     if (rc == -ETIMEDOUT) {
         hp_signal(pid, SIGKILL, 0);
         return 0;
