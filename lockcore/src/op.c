@@ -96,9 +96,9 @@ int lockcore__op_resend(struct op *op, unsigned i, enum step step, int use_eval,
     size_t lens[16];
     char ttl[24], prop[24], idle[24], tok[24];
     int argc = 0, script = -1;
-    const char *keys[4], *args[7];
-    size_t klens[4], alens[7];
-    char ticket[24], qttl[24];
+    const char *keys[5], *args[7];
+    size_t klens[5], alens[7];
+    char ticket[24], qttl[24], reserve[24];
     int nkeys = 0, nargs = 0;
 #define KEY(p, l) (keys[nkeys] = (p), klens[nkeys++] = (l))
 #define ARG(p) (args[nargs] = (p), alens[nargs++] = strlen(p))
@@ -117,6 +117,7 @@ int lockcore__op_resend(struct op *op, unsigned i, enum step step, int use_eval,
             KEY(op->fkey, op->fkey_len);
             KEY(op->qkey, op->qkey_len);
             KEY(op->qexp, op->qexp_len);
+            KEY(op->nkey, op->nkey_len);
             ARG(op->lock.id);
             ARG(ttl);
             ARG(prop);
@@ -137,6 +138,7 @@ int lockcore__op_resend(struct op *op, unsigned i, enum step step, int use_eval,
         script = SCRIPT_ACQUIRE_FENCED;
         KEY(op->key, op->key_len);
         KEY(op->fkey, op->fkey_len);
+        KEY(op->nkey, op->nkey_len); /* a release may have reserved it for a waiter */
         ARG(op->lock.id);
         ARG(ttl);
         ARG(prop);
@@ -176,14 +178,22 @@ int lockcore__op_resend(struct op *op, unsigned i, enum step step, int use_eval,
         KEY(op->ikey, op->ikey_len);
         KEY(op->qkey, op->qkey_len);
         KEY(op->qexp, op->qexp_len);
+        KEY(op->nkey, op->nkey_len);
         ARG(op->lock.id);
         /* A real release tells the next waiter; a rollback does not (the
-         * lock may well be held by someone else). */
+         * lock may well be held by someone else). A notified release also
+         * keeps the lock for the waiter it names, for two request
+         * timeouts: the notice must beat newcomers, not the releaser's
+         * own next attempt, already on the wire behind it. */
         if (step == STEP_RELEASE && c->o.wait_mode != LOCKCORE_WAIT_POLL)
             args[nargs] = op->chan, alens[nargs++] = op->chan_len;
         else
             ARG("");
         ARG(step == STEP_RELEASE ? "1" : "0");
+        u64s(reserve, sizeof(reserve),
+             step == STEP_RELEASE && c->o.wait_mode == LOCKCORE_WAIT_NOTIFY ? 2 * c->o.request_timeout_ms
+                                                                            : 0);
+        ARG(reserve);
         break;
     case STEP_DEQUEUE:
         script = SCRIPT_DEQUEUE;
@@ -213,7 +223,7 @@ int lockcore__op_resend(struct op *op, unsigned i, enum step step, int use_eval,
 #undef KEY
 #undef ARG
 
-    static const char *const nk[] = {"0", "1", "2", "3", "4"};
+    static const char *const nk[] = {"0", "1", "2", "3", "4", "5"};
     if (use_eval || c->sha[script][0] == '\0') {
         argv[argc] = "EVAL", lens[argc++] = 4;
         argv[argc] = lockcore__scripts[script], lens[argc++] = strlen(lockcore__scripts[script]);
@@ -358,8 +368,11 @@ static uint64_t wait_delay(struct op *op, int rc)
 static void attempt_failed(struct op *op, int rc, uint64_t now)
 {
     lockcore_client *c = op->c;
+    /* A node that answered "refused" to the lock step did not set our key
+     * (the step is one atomic script): nothing to roll back there. After
+     * a raise, every node may hold the key set in the lock step. */
     for (unsigned i = 0; i < c->n; i++)
-        if (c->nodes[i].state != NODE_DOWN)
+        if (c->nodes[i].state != NODE_DOWN && !(op->phase == PH_LOCK && op->slot[i] == SLOT_NO))
             lockcore__op_resend(op, i, STEP_IGNORE, 0, now);
 
     int retries_left = c->o.retry_count < 0 || op->lock.attempts <= (unsigned)c->o.retry_count;
