@@ -517,6 +517,103 @@ static void wake_local_waiter(const struct op *rel, uint64_t now)
         oldest->retry_at_ms = now;
 }
 
+/* The lock step of an attempt: the verdict of fencing_decide. */
+static void decide_lock(struct op *op, const struct fencing_tally *t, unsigned no, unsigned net,
+                        unsigned proto, uint64_t now)
+{
+    lockcore_client *c = op->c;
+    switch (fencing_decide(t, c->o.fencing)) {
+    case FENCING_WAIT:
+        return;
+    case FENCING_GRANTED:
+        granted(op, t->granted, now);
+        return;
+    case FENCING_ROUND2:
+        if (validity(op, now) <= 0) {
+            granted(op, t->granted, now); /* reports no validity left */
+            return;
+        }
+        op->lock.nodes_ok = t->granted;
+        raise_begin(op, now);
+        return;
+    case FENCING_FAILED:
+        op->lock.nodes_ok = t->granted;
+        prefix_msg(op, "acquire", t->granted, no, net, proto);
+        attempt_failed(op, failure_code(op, no, net, proto, LOCKCORE_ELOCKED), now);
+        return;
+    }
+}
+
+/* A second-round proposal: the lock is held, only acceptance is open. */
+static void decide_raise(struct op *op, struct fencing_tally t, unsigned net, unsigned proto, uint64_t now)
+{
+    lockcore_client *c = op->c;
+    t.granted = c->n;
+    switch (fencing_decide(&t, 1)) {
+    case FENCING_WAIT:
+        return;
+    case FENCING_GRANTED:
+        granted(op, op->lock.nodes_ok, now);
+        return;
+    default:
+        if (op->raises < MAX_RAISES && validity(op, now) > 0) {
+            raise_begin(op, now);
+            return;
+        }
+        prefix_msg(op, "fencing token for", t.accepted, c->n - t.accepted - net - proto, net, proto);
+        attempt_failed(op, failure_code(op, 0, net, proto, LOCKCORE_EFENCE), now);
+        return;
+    }
+}
+
+/* An extension: a majority extended (with validity left), or can no longer. */
+static void decide_extend(struct op *op, unsigned yes, unsigned no, unsigned net, unsigned proto,
+                          unsigned answered, uint64_t now)
+{
+    lockcore_client *c = op->c;
+    if (yes >= c->quorum) {
+        int64_t v = validity(op, now);
+        if (v <= 0) {
+            lockcore__fmt(op->errmsg, sizeof(op->errmsg),
+                          "extend '%s': extended too slowly, no validity left", op->lock.resource);
+            lockcore__op_finish(op, LOCKCORE_ELOST);
+            return;
+        }
+        op->lock.validity_ms = (uint64_t)v;
+        op->lock.valid_until_ms = now + (uint64_t)v;
+        op->lock.ttl_ms = op->ttl_ms;
+        op->lock.nodes_ok = yes;
+        op->lock.flags &= ~LOCKCORE_LOCK_FROM_ID; /* validity known now */
+        op->errmsg[0] = '\0';
+        lockcore__op_finish(op, 0);
+    } else if (yes + (c->n - answered) < c->quorum) {
+        prefix_msg(op, "extend", yes, no, net, proto);
+        op->lock.nodes_ok = yes;
+        lockcore__op_finish(op, failure_code(op, no, net, proto, LOCKCORE_ELOST));
+    }
+}
+
+/* A release waits for every node: a majority that answered, whatever it
+ * said, is a release done. */
+static void decide_release(struct op *op, unsigned yes, unsigned no, unsigned net, unsigned proto,
+                           unsigned answered)
+{
+    lockcore_client *c = op->c;
+    if (answered < c->n)
+        return;
+    op->lock.nodes_ok = yes;
+    op->lock.validity_ms = 0;
+    op->lock.valid_until_ms = 0;
+    if (yes + no >= c->quorum) {
+        op->errmsg[0] = '\0';
+        lockcore__op_finish(op, 0);
+    } else {
+        prefix_msg(op, "release", yes, no, net, proto);
+        lockcore__op_finish(op, LOCKCORE_ENOQUORUM);
+    }
+}
+
+/* Decide the current phase as soon as its outcome is certain. */
 static void decide(struct op *op, uint64_t now)
 {
     lockcore_client *c = op->c;
@@ -527,80 +624,16 @@ static void decide(struct op *op, uint64_t now)
 
     switch (op->phase) {
     case PH_LOCK:
-        switch (fencing_decide(&t, c->o.fencing)) {
-        case FENCING_WAIT:
-            return;
-        case FENCING_GRANTED:
-            granted(op, yes, now);
-            return;
-        case FENCING_ROUND2:
-            if (validity(op, now) <= 0) {
-                granted(op, yes, now); /* reports no validity left */
-                return;
-            }
-            op->lock.nodes_ok = yes;
-            raise_begin(op, now);
-            return;
-        case FENCING_FAILED:
-            op->lock.nodes_ok = yes;
-            prefix_msg(op, "acquire", yes, no, net, proto);
-            attempt_failed(op, failure_code(op, no, net, proto, LOCKCORE_ELOCKED), now);
-            return;
-        }
+        decide_lock(op, &t, no, net, proto, now);
         return;
     case PH_RAISE:
-        /* The lock is held; only acceptance of the proposal is open. */
-        t.granted = c->n;
-        switch (fencing_decide(&t, 1)) {
-        case FENCING_WAIT:
-            return;
-        case FENCING_GRANTED:
-            granted(op, op->lock.nodes_ok, now);
-            return;
-        default:
-            if (op->raises < MAX_RAISES && validity(op, now) > 0) {
-                raise_begin(op, now);
-                return;
-            }
-            prefix_msg(op, "fencing token for", acc, c->n - acc - net - proto, net, proto);
-            attempt_failed(op, failure_code(op, 0, net, proto, LOCKCORE_EFENCE), now);
-            return;
-        }
+        decide_raise(op, t, net, proto, now);
+        return;
     case PH_EXTEND:
-        if (yes >= c->quorum) {
-            int64_t v = validity(op, now);
-            if (v <= 0) {
-                lockcore__fmt(op->errmsg, sizeof(op->errmsg),
-                              "extend '%s': extended too slowly, no validity left", op->lock.resource);
-                lockcore__op_finish(op, LOCKCORE_ELOST);
-                return;
-            }
-            op->lock.validity_ms = (uint64_t)v;
-            op->lock.valid_until_ms = now + (uint64_t)v;
-            op->lock.ttl_ms = op->ttl_ms;
-            op->lock.nodes_ok = yes;
-            op->lock.flags &= ~LOCKCORE_LOCK_FROM_ID; /* validity known now */
-            op->errmsg[0] = '\0';
-            lockcore__op_finish(op, 0);
-        } else if (yes + (c->n - answered) < c->quorum) {
-            prefix_msg(op, "extend", yes, no, net, proto);
-            op->lock.nodes_ok = yes;
-            lockcore__op_finish(op, failure_code(op, no, net, proto, LOCKCORE_ELOST));
-        }
+        decide_extend(op, yes, no, net, proto, answered, now);
         return;
     case PH_RELEASE:
-        if (answered < c->n)
-            return;
-        op->lock.nodes_ok = yes;
-        op->lock.validity_ms = 0;
-        op->lock.valid_until_ms = 0;
-        if (yes + no >= c->quorum) {
-            op->errmsg[0] = '\0';
-            lockcore__op_finish(op, 0);
-        } else {
-            prefix_msg(op, "release", yes, no, net, proto);
-            lockcore__op_finish(op, LOCKCORE_ENOQUORUM);
-        }
+        decide_release(op, yes, no, net, proto, answered);
         return;
     case PH_STATUS:
         if (answered == c->n)
