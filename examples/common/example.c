@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -168,6 +169,7 @@ pid_t ex_fork(int (*fn)(void *), void *arg, struct ex_barrier *close_in_child)
     fflush(stderr);
     pid_t pid = fork();
     if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL); /* no client outlives the example */
         if (close_in_child != NULL && close_in_child->fd[1] >= 0)
             close(close_in_child->fd[1]); /* else the barrier never opens */
         int rc = fn(arg);
