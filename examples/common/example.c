@@ -25,14 +25,13 @@ void ex_sleep_ms(long ms)
     hp_sleep_ms(ms);
 }
 
-/* $FENCELOCK_STORAGE_GUARD, else the storage-guard of the same build tree
- * (examples/X/prog -> storage-guard/storage-guard), else from PATH. */
-static const char *storage_guard_path(void)
+const char *ex_program(const char *env, const char *rel, const char *name)
 {
-    static char path[4096];
-    const char *env = getenv("FENCELOCK_STORAGE_GUARD");
-    if (env != NULL && *env != '\0')
-        return env;
+    static char path[8][4096];
+    static int next;
+    const char *v = getenv(env);
+    if (v != NULL && *v != '\0')
+        return v;
     char self[4000];
     ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
     if (n > 0) {
@@ -40,12 +39,13 @@ static const char *storage_guard_path(void)
         char *slash = strrchr(self, '/');
         if (slash != NULL) {
             *slash = '\0';
-            snprintf(path, sizeof(path), "%s/../../storage-guard/storage-guard", self);
-            if (access(path, X_OK) == 0)
-                return path;
+            char *p = path[next++ % 8];
+            snprintf(p, sizeof(path[0]), "%s/../../%s", self, rel);
+            if (access(p, X_OK) == 0)
+                return p;
         }
     }
-    return "storage-guard";
+    return name;
 }
 
 int ex_store_start(struct ex_store *s, const char *tag, int unfenced)
@@ -57,19 +57,20 @@ int ex_store_start(struct ex_store *s, const char *tag, int unfenced)
     snprintf(db, sizeof(db), "%s/records.db", s->dir);
     snprintf(port_file, sizeof(port_file), "%s/port", s->dir);
     snprintf(log, sizeof(log), "%s/storage-guard.log", s->dir);
-    char *argv[] = {(char *)storage_guard_path(),
-                    "--db",
-                    db,
-                    "--listen",
-                    "127.0.0.1:0",
-                    "--port-file",
-                    port_file,
-                    "--threads",
-                    "8",
-                    "--log-level",
-                    "warn",
-                    unfenced ? "--unfenced" : NULL,
-                    NULL};
+    char *argv[] = {
+        (char *)ex_program("FENCELOCK_STORAGE_GUARD", "storage-guard/storage-guard", "storage-guard"),
+        "--db",
+        db,
+        "--listen",
+        "127.0.0.1:0",
+        "--port-file",
+        port_file,
+        "--threads",
+        "8",
+        "--log-level",
+        "warn",
+        unfenced ? "--unfenced" : NULL,
+        NULL};
     s->pid = hp_spawn(argv, NULL, log);
     if (s->pid <= 0) {
         fprintf(stderr, "cannot start %s\n", argv[0]);

@@ -59,6 +59,11 @@ int ex_wait_stopped(pid_t pid, int timeout_ms);
  * end in time (then it is killed). Returns the number that ended in time. */
 int ex_wait_all(const pid_t *pids, int *status, int n, long long deadline_ms);
 
+/* A program of the build: $env if set, else rel under the top of the build
+ * tree this example runs from (examples/X/prog -> ../../rel), else name
+ * from PATH. The string stays valid for the next 7 calls. */
+const char *ex_program(const char *env, const char *rel, const char *name);
+
 long long ex_now_ms(void);
 void ex_sleep_ms(long ms);
 

@@ -11,6 +11,8 @@
  *   frozen  the same, but the first client freezes itself (SIGSTOP) after
  *           its read, stays stopped past its lock's TTL while the others
  *           join, and is resumed: its stale batch is refused (409).
+ *   cli     the locked join from the shell: each client is
+ *           `fencelock run room-1 -- sh join.sh NAME` (curl and sed).
  *
  * Exit status 0 when every run came out as above, 1 if not, 2 if the nodes
  * or storage-guard could not be started.
@@ -39,7 +41,7 @@ static const char *const outcome_name[] = {
     "joined", "full", "refused (409 stale token)", "refused (412 version mismatch)", "no lock", "error"};
 
 struct run {
-    const char *mode; /* "naive", "locked", "frozen" */
+    const char *mode; /* "naive", "locked", "frozen", "cli" */
     uint16_t port;
     const char **urls;
     struct ex_barrier start;
@@ -176,6 +178,24 @@ out:
     return outcome;
 }
 
+/* The same join as locked_join, from the shell under the fencelock command
+ * (join.sh); its exit status is the outcome, or fencelock's own (75: no
+ * lock). */
+static int cli_join(struct run *r, const char *name)
+{
+    char nodes[512] = "", sg[32];
+    for (int i = 0; i < NODES; i++)
+        snprintf(nodes + strlen(nodes), sizeof(nodes) - strlen(nodes), "%s%s", i ? "," : "", r->urls[i]);
+    snprintf(sg, sizeof(sg), "127.0.0.1:%u", (unsigned)r->port);
+    setenv("SG", sg, 1);
+    const char *fencelock = ex_program("FENCELOCK", "tools/fencelock", "fencelock");
+    const char *join = getenv("FENCELOCK_ROOM_JOIN") ? getenv("FENCELOCK_ROOM_JOIN") : ROOM_JOIN_SH;
+    execlp(fencelock, fencelock, "--nodes", nodes, "--ttl", "1s", "--wait", "15s", "run", "room-1", "--",
+           "sh", join, name, (char *)NULL);
+    fprintf(stderr, "%s: cannot run %s: %s\n", name, fencelock, strerror(errno));
+    return ERROR;
+}
+
 static int client_main(void *arg)
 {
     struct run *r = arg;
@@ -184,6 +204,8 @@ static int client_main(void *arg)
     int freeze = strcmp(r->mode, "frozen") == 0 && r->index == 0;
     if (!freeze)
         ex_barrier_wait(&r->start, RUN_MS);
+    if (strcmp(r->mode, "cli") == 0)
+        return cli_join(r, name);
     return strcmp(r->mode, "naive") == 0 ? naive_join(r, name) : locked_join(r, name, freeze);
 }
 
@@ -207,13 +229,15 @@ static void inspect(uint16_t port, int *players, json_int_t *count, size_t *memb
 /* One run; returns 0 if it came out as expected. */
 static int run(const char *mode, const char **urls)
 {
-    int naive = strcmp(mode, "naive") == 0, frozen = strcmp(mode, "frozen") == 0;
+    int naive = strcmp(mode, "naive") == 0, frozen = strcmp(mode, "frozen") == 0,
+        cli = strcmp(mode, "cli") == 0;
     struct ex_store store;
     if (ex_store_start(&store, "example-room", naive) != 0)
         exit(2);
     printf("== %s: %d clients join a room of capacity %d%s ==\n", mode, CLIENTS, CAPACITY,
            naive    ? ", no lock (read the count, wait 200 ms, add)"
            : frozen ? ", fencelock + one batch; client-00 frozen past its TTL"
+           : cli    ? ", each client fencelock run -- sh join.sh (curl: a fenced read, one batch)"
                     : ", fencelock + one storage-guard batch");
     struct run r = {.mode = mode, .port = store.port, .urls = urls};
     if (ex_barrier_init(&r.start) != 0) {
@@ -224,6 +248,7 @@ static int run(const char *mode, const char **urls)
     int status[CLIENTS];
     long long t0 = ex_now_ms(), deadline = t0 + RUN_MS;
     int first = 0;
+    long long stopped_at = 0;
     if (frozen) {
         /* client-00 goes first, takes the lock, reads the room, stops. */
         r.index = 0;
@@ -232,6 +257,7 @@ static int run(const char *mode, const char **urls)
             printf("  client-00 did not freeze\n");
             kill(pids[0], SIGKILL);
         }
+        stopped_at = ex_now_ms();
         first = 1;
     }
     for (int i = first; i < CLIENTS; i++) {
@@ -245,6 +271,10 @@ static int run(const char *mode, const char **urls)
         int done[CLIENTS - 1];
         ex_wait_all(pids + 1, done, CLIENTS - 1, deadline - 3000);
         memcpy(status + 1, done, sizeof(done));
+        /* The others cannot finish before its lease ran out (they need the
+         * lock), but say so outright: frozen at least TTL + 500 ms. */
+        while (ex_now_ms() < stopped_at + TTL_MS + 500)
+            ex_sleep_ms(10);
         kill(pids[0], SIGCONT);
         ex_wait_all(pids, status, 1, deadline);
     } else {
@@ -252,6 +282,10 @@ static int run(const char *mode, const char **urls)
     }
     close(r.start.fd[0]);
     int tally[ERROR + 2] = {0};
+    for (int i = 0; i < CLIENTS; i++) {
+        if (cli && status[i] == 75)
+            status[i] = NOLOCK; /* fencelock: not acquired within --wait */
+    }
     for (int i = 0; i < CLIENTS; i++)
         tally[status[i] >= 0 && status[i] <= ERROR ? status[i] : ERROR + 1]++;
     int players;
@@ -291,8 +325,8 @@ int main(int argc, char **argv)
 {
     const char *only = argc > 1 ? argv[1] : NULL;
     if (only != NULL && strcmp(only, "naive") != 0 && strcmp(only, "locked") != 0 &&
-        strcmp(only, "frozen") != 0) {
-        fprintf(stderr, "usage: %s [naive|locked|frozen]\n", argv[0]);
+        strcmp(only, "frozen") != 0 && strcmp(only, "cli") != 0) {
+        fprintf(stderr, "usage: %s [naive|locked|frozen|cli]\n", argv[0]);
         return 2;
     }
     setvbuf(stdout, NULL, _IOLBF, 0);
@@ -302,8 +336,8 @@ int main(int argc, char **argv)
         return 2;
     printf("%d redis-server nodes, lock TTL %d ms\n", NODES, TTL_MS);
     int failed = 0;
-    const char *modes[] = {"naive", "locked", "frozen"};
-    for (int i = 0; i < 3; i++)
+    const char *modes[] = {"naive", "locked", "frozen", "cli"};
+    for (int i = 0; i < 4; i++)
         if (only == NULL || strcmp(only, modes[i]) == 0)
             failed |= run(modes[i], urls);
     rh_cluster_free(redis);
