@@ -1,7 +1,7 @@
 #!/bin/sh
 # One join of the room from the shell, under the fencelock command:
 #
-#   SG=127.0.0.1:8080 fencelock run --ttl 1s --wait 15s room-1 -- sh join.sh client-07
+#   SG=127.0.0.1:8080 fencelock run --ttl 1s --wait 25s room-1 -- sh join.sh client-07
 #
 # fencelock holds the lock `room-1` while this runs and gives it the token in
 # FENCELOCK_TOKEN. The join reads the room with the token (a fenced read),

@@ -41,7 +41,7 @@
 #define NODES 3
 #define TTL_MS 1000
 #define NAIVE_DELAY_MS 20 /* between the naive spin's read and its write */
-#define RUN_MS 20000      /* each run ends within this, whatever happens */
+#define RUN_MS 30000      /* each run ends within this, whatever happens (it takes 1 to 3 s) */
 
 /* What a spin came to; one letter per spin goes back to the parent. */
 enum {
