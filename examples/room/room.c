@@ -11,6 +11,11 @@
  *   frozen  the same, but the first client freezes itself (SIGSTOP) after
  *           its read, stays stopped past its lock's TTL while the others
  *           join, and is resumed: its stale batch is refused (409).
+ *   steps   seed 004's "transaction manager": the locked join as steps with
+ *           undo (lockcore_steps_run), one of which writes a welcome letter
+ *           outside the store. client-00 freezes between two steps past its
+ *           TTL: the lock is found lost, the steps stop and its letter is
+ *           removed.
  *   cli     the locked join from the shell: each client is
  *           `fencelock run room-1 -- sh join.sh NAME` (curl and sed).
  *
@@ -22,6 +27,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
+#include <sys/stat.h>
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <lockcore/lockcore.h>
@@ -36,16 +44,22 @@
 #define RUN_MS 30000       /* each run ends within this, whatever happens (it takes 1 to 8 s) */
 
 /* A client's exit status. */
-enum { JOINED = 0, FULL = 1, STALE = 2, MISMATCH = 3, NOLOCK = 4, ERROR = 5 };
-static const char *const outcome_name[] = {
-    "joined", "full", "refused (409 stale token)", "refused (412 version mismatch)", "no lock", "error"};
+enum { JOINED = 0, FULL = 1, STALE = 2, MISMATCH = 3, NOLOCK = 4, LOST = 5, ERROR = 6 };
+static const char *const outcome_name[] = {"joined",
+                                           "full",
+                                           "refused (409 stale token)",
+                                           "refused (412 version mismatch)",
+                                           "no lock",
+                                           "lock lost, steps undone",
+                                           "error"};
 
 struct run {
-    const char *mode; /* "naive", "locked", "frozen", "cli" */
+    const char *mode; /* "naive", "locked", "frozen", "steps", "cli" */
     uint16_t port;
     const char **urls;
     struct ex_barrier start;
     int index;
+    char letters[300]; /* steps: the welcome letters' directory */
 };
 
 /* The room as stored: {"count": n, "members": [...]}; 404 is an empty room. */
@@ -178,6 +192,151 @@ out:
     return outcome;
 }
 
+/*
+ * Seed 004's transaction manager: the join as steps with undo under the
+ * lock. Step 1 has an effect outside the store (a welcome letter in a
+ * directory); if the join does not go through, its undo removes it.
+ * lockcore_steps_run checks the lock before each step and after it.
+ */
+#define STEP_FULL (-1001)
+#define STEP_STALE (-1409)
+#define STEP_MISMATCH (-1412)
+#define STEP_ERROR (-1500)
+
+struct join {
+    struct run *r;
+    const char *name;
+    int freeze;
+    json_int_t count;
+    json_t *members;
+    uint64_t version;
+    char letter[400];
+};
+
+static int step_read(const struct lockcore_step_ctx *ctx, void *arg)
+{
+    struct join *j = arg;
+    char path[96];
+    snprintf(path, sizeof(path), "/v1/records/room-1?token=%llu", (unsigned long long)ctx->lock->token);
+    json_decref(j->members);
+    int st = read_room(j->r->port, path, &j->count, &j->members, &j->version);
+    if (st == 409)
+        return STEP_STALE;
+    if (st != 200 && st != 404)
+        return STEP_ERROR;
+    return j->count >= CAPACITY ? STEP_FULL : 0;
+}
+
+static int step_letter(const struct lockcore_step_ctx *ctx, void *arg)
+{
+    struct join *j = arg;
+    int fd = open(j->letter, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd < 0)
+        return STEP_ERROR;
+    char text[128];
+    int n = snprintf(text, sizeof(text), "Welcome to room-1, %s (token %llu)\n", j->name,
+                     (unsigned long long)ctx->lock->token);
+    int ok = write(fd, text, (size_t)n) == n;
+    close(fd);
+    if (!ok) {
+        unlink(j->letter); /* a failed step leaves nothing behind */
+        return STEP_ERROR;
+    }
+    if (j->freeze) {
+        printf("  %s wrote its welcome letter (step 1 of 3), then freezes (SIGSTOP)\n", j->name);
+        kill(getpid(), SIGSTOP);
+        printf("  %s resumed %llu ms past its lease\n", j->name,
+               (unsigned long long)(lockcore_now_ms() - ctx->lock->valid_until_ms));
+    }
+    return 0;
+}
+
+static int undo_letter(const struct lockcore_step_ctx *ctx, void *arg)
+{
+    struct join *j = arg;
+    int rc = unlink(j->letter);
+    if (j->freeze)
+        printf("  %s: undo of step 1 (%s, token %llu): letter %s\n", j->name, lockcore_strerror(ctx->reason),
+               (unsigned long long)ctx->lock->token, rc == 0 ? "removed" : "NOT removed");
+    return rc == 0 ? 0 : -errno;
+}
+
+static int step_join(const struct lockcore_step_ctx *ctx, void *arg)
+{
+    struct join *j = arg;
+    char player_key[64];
+    snprintf(player_key, sizeof(player_key), "room-1/players/%s", j->name);
+    json_t *members = json_copy(j->members);
+    json_array_append_new(members, json_string(j->name));
+    json_t *batch =
+        json_pack("{s:I, s:[{s:s, s:s, s:o, s:I}, {s:s, s:s, s:s, s:{s:s}, s:i}]}", "token",
+                  (json_int_t)ctx->lock->token, "ops", "op", "put", "key", "room-1", "value",
+                  room_value(j->count + 1, members), "if_version", (json_int_t)j->version, "op", "put", "key",
+                  player_key, "resource", "room-1", "value", "name", j->name, "if_version", 0);
+    json_decref(members);
+    int st = ex_http(j->r->port, "POST", "/v1/batch", batch, NULL, NULL);
+    json_decref(batch);
+    return st == 200 ? 0 : st == 409 ? STEP_STALE : st == 412 ? STEP_MISMATCH : STEP_ERROR;
+}
+
+static int steps_join(struct run *r, const char *name, int freeze)
+{
+    struct lockcore_options o;
+    lockcore_options_init(&o);
+    o.nodes = r->urls;
+    o.n_nodes = NODES;
+    o.ttl_ms = TTL_MS;
+    o.retry_count = -1;
+    o.wait_ms = RUN_MS - 5000;
+    lockcore_client *c = NULL;
+    char err[256];
+    if (lockcore_client_new(&o, &c, err, sizeof(err)) != 0) {
+        fprintf(stderr, "%s: %s\n", name, err);
+        return ERROR;
+    }
+    struct join j = {.r = r, .name = name, .freeze = freeze};
+    snprintf(j.letter, sizeof(j.letter), "%s/%s", r->letters, name);
+    struct lockcore_step steps[] = {
+        {.name = "read the room", .run = step_read, .arg = &j},
+        {.name = "welcome letter", .run = step_letter, .undo = undo_letter, .arg = &j},
+        {.name = "join", .run = step_join, .arg = &j},
+    };
+    int outcome = ERROR;
+    struct lockcore_lock lock;
+    if (lockcore_acquire(c, "room-1", &lock) != 0) {
+        fprintf(stderr, "%s: no lock: %s\n", name, lockcore_errmsg(c));
+        outcome = NOLOCK;
+        goto out;
+    }
+    struct lockcore_steps_report rep;
+    int rc = lockcore_steps_run(c, &lock, steps, 3, NULL, &rep);
+    if (freeze)
+        printf("  %s: %s\n", name, rc == 0 ? "joined" : lockcore_errmsg(c));
+    outcome = rc == 0               ? JOINED
+              : rep.lost            ? LOST
+              : rc == STEP_FULL     ? FULL
+              : rc == STEP_STALE    ? STALE
+              : rc == STEP_MISMATCH ? MISMATCH
+                                    : ERROR;
+    lockcore_release(c, &lock);
+out:
+    json_decref(j.members);
+    lockcore_client_free(c);
+    return outcome;
+}
+
+static int count_letters(const char *dir)
+{
+    DIR *d = opendir(dir);
+    int n = 0;
+    if (d == NULL)
+        return -1;
+    for (struct dirent *e = readdir(d); e != NULL; e = readdir(d))
+        n += e->d_name[0] != '.';
+    closedir(d);
+    return n;
+}
+
 /* The same join as locked_join, from the shell under the fencelock command
  * (join.sh); its exit status is the outcome, or fencelock's own (75: no
  * lock). */
@@ -203,11 +362,13 @@ static int client_main(void *arg)
     struct run *r = arg;
     char name[32];
     snprintf(name, sizeof(name), "client-%02d", r->index);
-    int freeze = strcmp(r->mode, "frozen") == 0 && r->index == 0;
+    int freeze = (strcmp(r->mode, "frozen") == 0 || strcmp(r->mode, "steps") == 0) && r->index == 0;
     if (!freeze)
         ex_barrier_wait(&r->start, RUN_MS);
     if (strcmp(r->mode, "cli") == 0)
         return cli_join(r, name);
+    if (strcmp(r->mode, "steps") == 0)
+        return steps_join(r, name, freeze);
     return strcmp(r->mode, "naive") == 0 ? naive_join(r, name) : locked_join(r, name, freeze);
 }
 
@@ -232,16 +393,23 @@ static void inspect(uint16_t port, int *players, json_int_t *count, size_t *memb
 static int run(const char *mode, const char **urls)
 {
     int naive = strcmp(mode, "naive") == 0, frozen = strcmp(mode, "frozen") == 0,
-        cli = strcmp(mode, "cli") == 0;
+        cli = strcmp(mode, "cli") == 0, steps = strcmp(mode, "steps") == 0;
+    int freezes = frozen || steps; /* client-00 is frozen in these */
     struct ex_store store;
     if (ex_store_start(&store, "example-room", naive) != 0)
         exit(2);
     printf("== %s: %d clients join a room of capacity %d%s ==\n", mode, CLIENTS, CAPACITY,
            naive    ? ", no lock (read the count, wait 200 ms, add)"
            : frozen ? ", fencelock + one batch; client-00 frozen past its TTL"
+           : steps  ? ", steps with undo (read, welcome letter, batch); client-00 frozen between steps"
            : cli    ? ", each client fencelock run -- sh join.sh (curl: a fenced read, one batch)"
                     : ", fencelock + one storage-guard batch");
     struct run r = {.mode = mode, .port = store.port, .urls = urls};
+    snprintf(r.letters, sizeof(r.letters), "%s/letters", store.dir);
+    if (steps && mkdir(r.letters, 0700) != 0) {
+        perror(r.letters);
+        exit(2);
+    }
     if (ex_barrier_init(&r.start) != 0) {
         perror("pipe");
         exit(2);
@@ -251,7 +419,7 @@ static int run(const char *mode, const char **urls)
     long long t0 = ex_now_ms(), deadline = t0 + RUN_MS;
     int first = 0;
     long long stopped_at = 0;
-    if (frozen) {
+    if (freezes) {
         /* client-00 goes first, takes the lock, reads the room, stops. */
         r.index = 0;
         pids[0] = ex_fork(client_main, &r, &r.start);
@@ -267,7 +435,7 @@ static int run(const char *mode, const char **urls)
         pids[i] = ex_fork(client_main, &r, &r.start);
     }
     ex_barrier_open(&r.start); /* all at once */
-    if (frozen) {
+    if (freezes) {
         /* Resume client-00 once the others are done (bounded), well past
          * its lease. */
         int done[CLIENTS - 1];
@@ -310,14 +478,22 @@ static int run(const char *mode, const char **urls)
                (long long)count);
     } else {
         ok = tally[JOINED] == CAPACITY && players == CAPACITY && count == CAPACITY && members == CAPACITY &&
-             tally[FULL] == CLIENTS - CAPACITY - frozen && tally[ERROR] == 0 && tally[ERROR + 1] == 0;
+             tally[FULL] == CLIENTS - CAPACITY - freezes && tally[ERROR] == 0 && tally[ERROR + 1] == 0;
         if (frozen)
             ok = ok && status[0] == STALE;
+        int letters = steps ? count_letters(r.letters) : 0;
+        if (steps) {
+            printf("  welcome letters left: %d\n", letters);
+            ok = ok && status[0] == LOST && letters == CAPACITY;
+        }
         printf("verdict: %s: %s: %d of %d clients got in%s\n", mode, ok ? "ok" : "FAILED", tally[JOINED],
                CLIENTS,
-               frozen ? (status[0] == STALE ? "; the frozen client's stale batch was refused (409)"
-                                            : "; the frozen client was NOT refused as stale")
-                      : "");
+               frozen  ? (status[0] == STALE ? "; the frozen client's stale batch was refused (409)"
+                                             : "; the frozen client was NOT refused as stale")
+               : steps ? (status[0] == LOST && letters == CAPACITY
+                              ? "; the frozen client found its lock lost and undid its letter"
+                              : "; the frozen client's steps were NOT undone as they should be")
+                       : "");
     }
     ex_store_stop(&store);
     return ok ? 0 : 1;
@@ -327,8 +503,8 @@ int main(int argc, char **argv)
 {
     const char *only = argc > 1 ? argv[1] : NULL;
     if (only != NULL && strcmp(only, "naive") != 0 && strcmp(only, "locked") != 0 &&
-        strcmp(only, "frozen") != 0 && strcmp(only, "cli") != 0) {
-        fprintf(stderr, "usage: %s [naive|locked|frozen|cli]\n", argv[0]);
+        strcmp(only, "frozen") != 0 && strcmp(only, "steps") != 0 && strcmp(only, "cli") != 0) {
+        fprintf(stderr, "usage: %s [naive|locked|frozen|steps|cli]\n", argv[0]);
         return 2;
     }
     setvbuf(stdout, NULL, _IOLBF, 0);
@@ -338,8 +514,8 @@ int main(int argc, char **argv)
         return 2;
     printf("%d redis-server nodes, lock TTL %d ms\n", NODES, TTL_MS);
     int failed = 0;
-    const char *modes[] = {"naive", "locked", "frozen", "cli"};
-    for (int i = 0; i < 4; i++)
+    const char *modes[] = {"naive", "locked", "frozen", "steps", "cli"};
+    for (int i = 0; i < 5; i++)
         if (only == NULL || strcmp(only, modes[i]) == 0)
             failed |= run(modes[i], urls);
     rh_cluster_free(redis);

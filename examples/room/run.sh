@@ -1,7 +1,7 @@
 #!/bin/sh
 # Build (if needed) and run the room example from a meson build directory
 # (default: build/ at the top of the tree). Arguments go to the program:
-# naive, locked, frozen or cli for one run only.
+# naive, locked, frozen, steps or cli for one run only.
 set -e
 top=$(cd "$(dirname "$0")/../.." && pwd)
 build=${BUILD_DIR:-$top/build}
