@@ -455,6 +455,8 @@ static int run(const char *mode, const char **urls)
     for (int i = 0; i < CLIENTS; i++) {
         if (cli && status[i] == 75)
             status[i] = NOLOCK; /* fencelock: not acquired within --wait */
+        if (cli && status[i] == 79)
+            status[i] = LOST; /* fencelock: lost the lock while join.sh ran */
     }
     for (int i = 0; i < CLIENTS; i++)
         tally[status[i] >= 0 && status[i] <= ERROR ? status[i] : ERROR + 1]++;
@@ -478,7 +480,10 @@ static int run(const char *mode, const char **urls)
                (long long)count);
     } else {
         ok = tally[JOINED] == CAPACITY && players == CAPACITY && count == CAPACITY && members == CAPACITY &&
-             tally[FULL] == CLIENTS - CAPACITY - freezes && tally[ERROR] == 0 && tally[ERROR + 1] == 0;
+             tally[NOLOCK] == 0 && tally[ERROR] == 0 && tally[ERROR + 1] == 0;
+        /* The others find the room full. On a machine slow enough (valgrind)
+         * for a client to outlast its 1 s lease, some are refused (409, 412)
+         * or lose the lock instead: safe, and not a failure. */
         if (frozen)
             ok = ok && status[0] == STALE;
         int letters = steps ? count_letters(r.letters) : 0;
