@@ -74,7 +74,7 @@ static const char usage_options[] =
     "  --kill-after D       run: after SIGTERM for a lost lock, SIGKILL after D (default 5s)\n"
     "  -h, --help           help (for one command: fencelock COMMAND --help)\n"
     "  --version            print the version\n"
-    "durations: an integer with ms, s or m (a bare number is ms)\n";
+    "durations: an integer with ms, s, m or h (a bare number is ms); --ttl at most 24h\n";
 
 static const char usage_exit[] =
     "exit codes: 0 success (run: the command's own status, 128+N if killed by signal N);\n"
@@ -157,7 +157,7 @@ static void command_usage(FILE *to, const char *name)
               to);
 }
 
-/* A duration: digits and an optional unit (ms, s, m); a bare number is ms. */
+/* A duration: digits and an optional unit (ms, s, m, h); a bare number is ms. */
 static int parse_duration(const char *s, uint64_t *out)
 {
     char *end;
@@ -174,6 +174,8 @@ static int parse_duration(const char *s, uint64_t *out)
         mult = 1000;
     else if (strcmp(end, "m") == 0)
         mult = 60000;
+    else if (strcmp(end, "h") == 0)
+        mult = 3600000;
     else
         return -1;
     if (v > UINT64_MAX / mult / 1000)
@@ -584,11 +586,12 @@ enum {
     O_VERSION,
 };
 
+/* name: the option as "--ttl" (never the value: argv may hold "--ttl=5x"). */
 static int set_duration(struct args *a, int opt, const char *name, const char *val)
 {
     uint64_t d = 0;
     if (parse_duration(val, &d) < 0) {
-        fprintf(stderr, "%s: %s '%s': not a duration (like 500ms, 10s, 2m)\n", prog, name, val);
+        fprintf(stderr, "%s: %s: '%s' is not a duration (like 500ms, 10s, 2m, 1h)\n", prog, name, val);
         return -1;
     }
     switch (opt) {
@@ -656,7 +659,8 @@ int main(int argc, char **argv)
      * everything after its RESOURCE (and an optional "--") as the command. */
     while (optind < argc && cmd == NULL) {
         int prev = optind;
-        int opt = getopt_long(argc, argv, "+:h", longopts, NULL);
+        int longindex = -1;
+        int opt = getopt_long(argc, argv, "+:h", longopts, &longindex);
         if (opt == -1) {
             if (optind >= argc)
                 break;
@@ -710,10 +714,13 @@ int main(int argc, char **argv)
         case O_WAIT:
         case O_EXTEND_AT:
         case O_KILL_AFTER:
-        case O_TIMEOUT:
-            if (set_duration(&a, opt, argv[optind - 1], optarg) < 0)
+        case O_TIMEOUT: {
+            char name[32];
+            snprintf(name, sizeof(name), "--%s", longopts[longindex].name);
+            if (set_duration(&a, opt, name, optarg) < 0)
                 return EXIT_USAGE;
             break;
+        }
         case ':':
             fprintf(stderr, "%s: option '%s' needs a value (see --help)\n", prog, argv[optind - 1]);
             return EXIT_USAGE;

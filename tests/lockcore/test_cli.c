@@ -736,7 +736,8 @@ static void test_cli_bad_arguments_are_usage_errors(void **state)
         {"--ttl", NULL},
         {"--ttl", "ten", "acquire", "x", NULL},
         {"--ttl", "0", "acquire", "x", NULL},
-        {"--ttl", "5h", "acquire", "x", NULL},
+        {"--ttl", "25h", "acquire", "x", NULL},
+        {"--ttl", "5x", "acquire", "x", NULL},
         {"--wait", "-1s", "acquire", "x", NULL},
         {"--retry-count", "-2", "acquire", "x", NULL},
         {"--retry-count", "3x", "acquire", "x", NULL},
@@ -779,6 +780,33 @@ static void test_cli_bad_arguments_are_usage_errors(void **state)
     fl(f, &r, "--version", NULL);
     assert_int_equal(r.code, 0);
     assert_int_equal(strncmp(r.out, "fencelock ", 10), 0);
+}
+
+/* Hours are a unit (the largest TTL is 24 h), and a malformed duration is
+ * refused with the option's name, not only its value. */
+static void test_cli_durations_take_hours_and_name_the_option(void **state)
+{
+    struct fixture *f = *state;
+    struct res r;
+    fl(f, &r, "--ttl", "1h", "acquire", "cli:hour", NULL);
+    assert_int_equal(r.code, 0);
+    json_t *j = one_json_line(&r);
+    assert_int_equal(jint(j, "ttl_ms"), 3600000);
+    json_decref(j);
+    long long pttl = rh_pttl(f->rc, 0, "cli:hour");
+    assert_true(pttl > 3590000 && pttl <= 3600000);
+    fl(f, &r, "--ttl", "24h", "acquire", "cli:day", NULL);
+    assert_int_equal(r.code, 0);
+    fl(f, &r, "--ttl", "25h", "acquire", "cli:toolong", NULL);
+    assert_int_equal(r.code, X_USAGE);
+    assert_string_equal(r.out, "");
+
+    fl(f, &r, "--ttl", "5x", "acquire", "cli:x", NULL);
+    assert_int_equal(r.code, X_USAGE);
+    assert_non_null(strstr(r.err, "--ttl: '5x' is not a duration"));
+    fl(f, &r, "--wait=3d", "acquire", "cli:x", NULL);
+    assert_int_equal(r.code, X_USAGE);
+    assert_non_null(strstr(r.err, "--wait: '3d' is not a duration"));
 }
 
 static void test_cli_gives_up_after_wait(void **state)
@@ -875,6 +903,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_cli_run_kills_a_command_that_ignores_sigterm, setup3, teardown),
         cmocka_unit_test_setup_teardown(test_cli_run_passes_signals_on, setup3, teardown),
         cmocka_unit_test_setup_teardown(test_cli_bad_arguments_are_usage_errors, setup_none, teardown),
+        cmocka_unit_test_setup_teardown(test_cli_durations_take_hours_and_name_the_option, setup3, teardown),
         cmocka_unit_test_setup_teardown(test_cli_gives_up_after_wait, setup3, teardown),
         cmocka_unit_test_setup_teardown(test_cli_unreachable_nodes_have_their_code, setup3, teardown),
     };
