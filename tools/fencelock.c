@@ -27,14 +27,15 @@
 #endif
 
 /* Exit codes: the command's own status when `run` ran it, else these.
- * They are part of the interface: never renumber them. */
+ * They are part of the interface: never renumber them. code_for() maps
+ * lockcore's error codes onto them (the table in docs/cli.md). */
 enum {
     EXIT_OK = 0,
-    EXIT_USAGE = 64,       /* bad arguments */
-    EXIT_UNREACHABLE = 69, /* a majority of nodes unreachable */
-    EXIT_ERROR = 70,       /* protocol/server error, or anything else */
-    EXIT_NOT_HELD = 75,    /* not acquired (held by another) within --wait */
-    EXIT_LOST = 79,        /* the lock was lost (run: while the command ran) */
+    EXIT_USAGE = 64,       /* bad arguments (-EINVAL) */
+    EXIT_UNREACHABLE = 69, /* no majority in time: unreachable, or granted too slowly */
+    EXIT_ERROR = 70,       /* server/protocol error, no token, out of memory, anything else */
+    EXIT_NOT_HELD = 75,    /* not acquired: held by another (within --wait) */
+    EXIT_LOST = 79,        /* the lock was lost, or is not held under the given id */
 };
 
 /* The command line. Options that may legitimately be 0 have a *_set flag;
@@ -78,8 +79,12 @@ static const char usage_options[] =
 
 static const char usage_exit[] =
     "exit codes: 0 success (run: the command's own status, 128+N if killed by signal N);\n"
-    "  64 usage error; 69 nodes unreachable (no majority answered); 70 server or other error;\n"
-    "  75 not acquired: held by another (within --wait); 79 lock lost or not held.\n";
+    "  64 usage error;\n"
+    "  69 no majority in time: nodes unreachable or not answering, or granted too slowly\n"
+    "     (no validity left: slow nodes or a paused client);\n"
+    "  70 server or protocol error (AUTH/ACL refused, bad reply), no fencing token, other error;\n"
+    "  75 not acquired: held by another (also when --wait ran out while another held it);\n"
+    "  79 lock lost or not held.\n";
 
 static void usage(FILE *to)
 {
@@ -110,7 +115,8 @@ static void command_usage(FILE *to, const char *name)
             "`fencelock release` with the lock_id.\n"
             "Relevant options: --nodes --ttl --retry-count --retry-delay --wait --key-prefix\n"
             "  --no-fencing --timeout\n"
-            "Exit: 0 acquired; 75 held by another; 69 nodes unreachable; 64 usage; 70 error.\n",
+            "Exit: 0 acquired; 75 held by another; 69 no majority in time (unreachable, or\n"
+            "  granted too slowly); 64 usage; 70 error.\n",
             to);
     else if (strcmp(name, "extend") == 0)
         fputs("usage: fencelock [options] extend RESOURCE LOCK_ID [--ttl D]\n"
@@ -121,7 +127,7 @@ static void command_usage(FILE *to, const char *name)
               "{\"resource\",\"lock_id\",\"extended\",\"validity_ms\",\"ttl_ms\",\"nodes_extended\","
               "\"nodes\"}\n"
               "Exit: 0 extended on a majority; 79 not held under LOCK_ID on a majority;\n"
-              "  69 nodes unreachable; 64 usage; 70 error.\n",
+              "  69 no majority in time; 64 usage; 70 error.\n",
               to);
     else if (strcmp(name, "release") == 0)
         fputs("usage: fencelock [options] release RESOURCE LOCK_ID\n"
@@ -129,7 +135,7 @@ static void command_usage(FILE *to, const char *name)
               "Delete the lock on every node where the key still holds LOCK_ID. Prints:\n"
               "  {\"resource\",\"lock_id\",\"released\",\"nodes_released\",\"nodes\"}\n"
               "released is false when no node held LOCK_ID any more (expired or released).\n"
-              "Exit: 0 a majority answered (released or not); 69 nodes unreachable;\n"
+              "Exit: 0 a majority answered (released or not); 69 no majority answered;\n"
               "  64 usage; 70 error.\n",
               to);
     else if (strcmp(name, "status") == 0)
@@ -140,7 +146,7 @@ static void command_usage(FILE *to, const char *name)
               "{\"resource\",\"quorum\",\"nodes\":[{\"node\",\"reachable\",\"holder\",\"remaining_ms\","
               "\"fence\"\n"
               "   | \"error\"}],\"reachable\",\"held_by_majority\",\"majority_holder\"}\n"
-              "Exit: 0 a majority answered; 69 nodes unreachable; 64 usage; 70 error.\n",
+              "Exit: 0 a majority answered; 69 no majority answered; 64 usage; 70 error.\n",
               to);
     else
         fputs("usage: fencelock [options] run RESOURCE [--] COMMAND [ARG...]\n"
@@ -152,7 +158,7 @@ static void command_usage(FILE *to, const char *name)
               "majority), COMMAND gets SIGTERM, then SIGKILL after --kill-after, and fencelock\n"
               "exits with 79. SIGINT, SIGTERM and SIGHUP are passed on to COMMAND.\n"
               "Exit: COMMAND's own status (128+N if killed by signal N); 75 not acquired;\n"
-              "  79 lock lost; 69 nodes unreachable; 64 usage; 70 error;\n"
+              "  79 lock lost; 69 no majority in time; 64 usage; 70 error;\n"
               "  126/127 COMMAND could not be run / not found.\n",
               to);
 }
@@ -184,6 +190,8 @@ static int parse_duration(const char *s, uint64_t *out)
     return 0;
 }
 
+/* lockcore's error codes onto exit codes: the one table of docs/cli.md and
+ * docs/lockcore.md. */
 static int code_for(int rc)
 {
     switch (rc) {
@@ -192,13 +200,13 @@ static int code_for(int rc)
     case -EINVAL:
         return EXIT_USAGE;
     case LOCKCORE_ELOCKED:
-    case -ETIMEDOUT:
         return EXIT_NOT_HELD;
     case LOCKCORE_ENOQUORUM:
+    case -ETIMEDOUT: /* a majority granted, too slowly: no validity left */
         return EXIT_UNREACHABLE;
     case LOCKCORE_ELOST:
         return EXIT_LOST;
-    default:
+    default: /* LOCKCORE_EPROTO, LOCKCORE_EFENCE, -ENOMEM, LOCKCORE_ECANCELED, ... */
         return EXIT_ERROR;
     }
 }

@@ -15,6 +15,7 @@
 #include <cmocka.h>
 #include <jansson.h>
 
+#include "fault_proxy.h"
 #include "proc.h"
 #include "redis_harness.h"
 
@@ -839,6 +840,37 @@ static void test_cli_gives_up_after_wait(void **state)
     assert_false(file_exists(marker));
 }
 
+/* A majority that grants too slowly leaves no validity: lockcore's
+ * -ETIMEDOUT, exit 69 like other failures to reach a majority in time, not
+ * 75 (nobody else holds the lock). Every node answers 30 ms late each way
+ * (within the 90 ms timeout), and a fence value ahead of the wall clock
+ * makes the grant take a second round: 120 ms, past the 100 ms TTL. */
+static void test_cli_granted_too_slowly_is_no_majority_in_time(void **state)
+{
+    struct fixture *f = *state;
+    struct fp_proxy *p[3];
+    char nodes[200] = "FENCELOCK_NODES=";
+    for (int i = 0; i < 3; i++) {
+        redisReply *x = rh_command(f->rc, i, "SET {cli:slow}:fence 5000000000000000");
+        assert_non_null(x);
+        freeReplyObject(x);
+        assert_int_equal(fp_new(rh_port(f->rc, i), &p[i]), 0);
+        fp_set_delay(p[i], FP_BOTH, 30);
+        size_t len = strlen(nodes);
+        snprintf(nodes + len, sizeof(nodes) - len, "%s127.0.0.1:%d", i ? "," : "", fp_port(p[i]));
+    }
+    char *env[] = {nodes, NULL};
+    struct res r;
+    fl_env(f, &r, env, "--ttl", "100ms", "--timeout", "90ms", "--retry-count", "0", "acquire", "cli:slow",
+           NULL);
+    for (int i = 0; i < 3; i++)
+        fp_free(p[i]);
+    if (r.code != X_UNREACHABLE)
+        fail_msg("exit %d, not %d: %s", r.code, X_UNREACHABLE, r.err);
+    assert_string_equal(r.out, "");
+    assert_non_null(strstr(r.err, "too slowly"));
+}
+
 static void test_cli_unreachable_nodes_have_their_code(void **state)
 {
     struct fixture *f = *state;
@@ -905,6 +937,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_cli_bad_arguments_are_usage_errors, setup_none, teardown),
         cmocka_unit_test_setup_teardown(test_cli_durations_take_hours_and_name_the_option, setup3, teardown),
         cmocka_unit_test_setup_teardown(test_cli_gives_up_after_wait, setup3, teardown),
+        cmocka_unit_test_setup_teardown(test_cli_granted_too_slowly_is_no_majority_in_time, setup3, teardown),
         cmocka_unit_test_setup_teardown(test_cli_unreachable_nodes_have_their_code, setup3, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
