@@ -295,9 +295,19 @@ out:
     return c;
 }
 
+/* The client's message for a failure rc, or the code's name where the
+ * message has nothing to say about it (never a "success" left over). */
+static const char *errtext(const lockcore_client *c, int rc)
+{
+    const char *m = lockcore_errmsg(c);
+    if (*m == '\0' || strcmp(m, lockcore_strerror(0)) == 0)
+        return lockcore_strerror(rc);
+    return m;
+}
+
 static int fail(lockcore_client *c, const char *what, int rc)
 {
-    fprintf(stderr, "%s: %s: %s\n", prog, what, lockcore_errmsg(c));
+    fprintf(stderr, "%s: %s: %s\n", prog, what, errtext(c, rc));
     return code_for(rc);
 }
 
@@ -462,12 +472,23 @@ struct run_state {
     char why[1200];
 };
 
+/* The reason a keep-alive gave up. lockcore_errmsg() is the detail only if
+ * it says more than the code's own name (a lock whose validity ran out
+ * while no extension was in flight, e.g. after fencelock was paused, has
+ * no failed operation to tell of). */
 static void on_lost(lockcore_client *c, int rc, const struct lockcore_lock *l, void *arg)
 {
     struct run_state *s = arg;
     s->lost_rc = rc ? rc : LOCKCORE_ELOST;
-    snprintf(s->why, sizeof(s->why), "lock on '%s' lost: %s (%s)", l->resource, lockcore_strerror(s->lost_rc),
-             lockcore_errmsg(c));
+    const char *detail = lockcore_errmsg(c);
+    if (rc == 0 || *detail == '\0' || strcmp(detail, lockcore_strerror(0)) == 0 ||
+        strcmp(detail, lockcore_strerror(s->lost_rc)) == 0)
+        detail = lockcore_remaining_ms(l) == 0
+                     ? "its validity ran out before an extension reached a majority (was fencelock "
+                       "paused, or are the nodes slow?)"
+                     : NULL;
+    snprintf(s->why, sizeof(s->why), "lock on '%s' lost: %s%s%s", l->resource, lockcore_strerror(s->lost_rc),
+             detail ? ": " : "", detail ? detail : "");
 }
 
 /* The command must not inherit our connections to the nodes: a command
@@ -570,7 +591,7 @@ static int cmd_run(lockcore_client *c, const struct args *a, const char *resourc
     if (st.lost_rc != 0)
         return EXIT_LOST;
     if (rc < 0)
-        fprintf(stderr, "%s: release: %s\n", prog, lockcore_errmsg(c));
+        fprintf(stderr, "%s: release: %s\n", prog, errtext(c, rc));
     if (WIFEXITED(status))
         return WEXITSTATUS(status);
     if (WIFSIGNALED(status))

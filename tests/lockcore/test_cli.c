@@ -682,6 +682,39 @@ static void test_cli_run_kills_a_command_that_ignores_sigterm(void **state)
     assert_non_null(strstr(r.err, "SIGKILL"));
 }
 
+/* Start `fencelock --ttl 1s run cli:pause sh -c SCRIPT` where SCRIPT first
+ * writes "ready" to $T_READY, stop fencelock alone (SIGSTOP) for 2.5 TTLs
+ * once it is ready, let it go on, and collect it. */
+static void run_and_pause_fencelock(struct fixture *f, const char *rest, struct res *r)
+{
+    struct ready_term rt;
+    ready_term(f, &rt);
+    char script[512];
+    snprintf(script, sizeof(script), "echo ready > \"$T_READY\"; %s", rest);
+    const char *args[] = {"--ttl",     "1s", "--kill-after", "500ms", "run",
+                          "cli:pause", "sh", "-c",           script,  NULL};
+    struct child ch;
+    spawn(f, &ch, rt.env, args);
+    char buf[16];
+    assert_int_equal(wait_file(rt.ready, buf, sizeof(buf), 5000), 0);
+    assert_int_equal(kill(ch.pid, SIGSTOP), 0);
+    hp_sleep_ms(2500);
+    assert_int_equal(kill(ch.pid, SIGCONT), 0);
+    collect(&ch, RUN_TIMEOUT_MS, r);
+}
+
+/* A lock whose validity ran out while fencelock was stopped is lost, and
+ * the message says why: no "success" left over from an earlier call. */
+static void test_cli_run_says_why_a_paused_lock_was_lost(void **state)
+{
+    struct fixture *f = *state;
+    struct res r;
+    run_and_pause_fencelock(f, "sleep 5", &r);
+    assert_int_equal(r.code, X_LOST);
+    if (strstr(r.err, "lock on 'cli:pause' lost: lock lost: ") == NULL || strstr(r.err, "success") != NULL)
+        fail_msg("stderr: %s", r.err);
+}
+
 /* SIGTERM to fencelock reaches the command; fencelock waits for it, exits
  * with its status and releases the lock. */
 static void test_cli_run_passes_signals_on(void **state)
@@ -934,6 +967,7 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_cli_run_kills_a_command_that_ignores_sigterm, setup3, teardown),
         cmocka_unit_test_setup_teardown(test_cli_run_passes_signals_on, setup3, teardown),
+        cmocka_unit_test_setup_teardown(test_cli_run_says_why_a_paused_lock_was_lost, setup3, teardown),
         cmocka_unit_test_setup_teardown(test_cli_bad_arguments_are_usage_errors, setup_none, teardown),
         cmocka_unit_test_setup_teardown(test_cli_durations_take_hours_and_name_the_option, setup3, teardown),
         cmocka_unit_test_setup_teardown(test_cli_gives_up_after_wait, setup3, teardown),
