@@ -3,6 +3,7 @@
  * every exit code. The binary is $FENCELOCK_BIN; each invocation runs as a
  * child process with its stdout and stderr in files of a test directory. */
 #include <errno.h>
+#include <fcntl.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -11,6 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 #include <jansson.h>
@@ -270,6 +273,35 @@ static int file_exists(const char *path)
     if (fp != NULL)
         fclose(fp);
     return fp != NULL;
+}
+
+/* pid runs (a zombie does not count: nobody may reap orphans here). */
+static int alive(pid_t pid)
+{
+    char path[64], buf[256];
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+    read_file(path, buf, sizeof(buf));
+    const char *p = strrchr(buf, ')');
+    return p != NULL && p[1] == ' ' && p[2] != 'Z' && p[2] != 'X';
+}
+
+/* Wait up to ms for pid to be gone; returns 1 if it is. */
+static int gone_within(pid_t pid, long ms)
+{
+    long long end = hp_now_ms() + ms;
+    while (alive(pid) && hp_now_ms() < end)
+        hp_sleep_ms(10);
+    return !alive(pid);
+}
+
+/* A pid a command wrote to path (waits up to 5 s for it). */
+static pid_t pid_in(const char *path)
+{
+    char buf[32];
+    assert_int_equal(wait_file(path, buf, sizeof(buf), 5000), 0);
+    long v = strtol(buf, NULL, 10);
+    assert_true(v > 1);
+    return (pid_t)v;
 }
 
 /* ---- acquire, extend, release, status ---- */
@@ -715,6 +747,213 @@ static void test_cli_run_says_why_a_paused_lock_was_lost(void **state)
         fail_msg("stderr: %s", r.err);
 }
 
+/* fencelock stopped past its lock's validity while the command ran and
+ * ended: the loss is seen when fencelock goes on, and it says so, and
+ * that the command had already ended, and how. */
+static void test_cli_run_never_exits_without_saying_why(void **state)
+{
+    struct fixture *f = *state;
+    struct res r;
+    run_and_pause_fencelock(f, "sleep 0.3", &r);
+    assert_int_equal(r.code, X_LOST);
+    if (strstr(r.err, "lock on 'cli:pause' lost") == NULL ||
+        strstr(r.err, "sh had already ended (exited with status 0)") == NULL)
+        fail_msg("stderr: %s", r.err);
+
+    /* A command's own failure is named too. */
+    fl(f, &r, "run", "cli:pause", "sh", "-c", "exit 3", NULL);
+    assert_int_equal(r.code, 3);
+    assert_non_null(strstr(r.err, "sh exited with status 3"));
+}
+
+/* The job's children die with fencelock: SIGKILL of fencelock leaves no
+ * job running without a lock. */
+static void test_cli_run_job_does_not_outlive_fencelock(void **state)
+{
+    struct fixture *f = *state;
+    struct ready_term rt;
+    ready_term(f, &rt);
+    const char *args[] = {"--ttl",
+                          "2s",
+                          "run",
+                          "cli:orphan",
+                          "sh",
+                          "-c",
+                          "sleep 30 & echo $! > \"$T_TERM\"; echo $$ > \"$T_READY\"; wait",
+                          NULL};
+    struct child ch;
+    spawn(f, &ch, rt.env, args);
+    pid_t job = pid_in(rt.ready);
+    pid_t grandchild = pid_in(rt.term);
+    assert_true(alive(job) && alive(grandchild));
+    assert_int_equal(kill(ch.pid, SIGKILL), 0);
+    long long killed = hp_now_ms();
+    struct res r;
+    collect(&ch, RUN_TIMEOUT_MS, &r);
+    assert_int_equal(r.code, 128 + SIGKILL);
+    if (!gone_within(job, 1000) || !gone_within(grandchild, 1000 - (long)(hp_now_ms() - killed)))
+        fail_msg("the job (%d: %s) or its child (%d: %s) outlived fencelock by 1 s", (int)job,
+                 alive(job) ? "running" : "gone", (int)grandchild, alive(grandchild) ? "running" : "gone");
+}
+
+/* A lost lock and a signal to fencelock reach the job's children too. */
+static void test_cli_run_signals_the_whole_job(void **state)
+{
+    struct fixture *f = *state;
+    struct ready_term rt;
+    ready_term(f, &rt);
+    struct res r;
+    long long killed;
+    run_and_kill_majority(f, rt.ready, "10s", "sleep 30 & echo $! > \"$T_TERM\"; wait", rt.env, &r, &killed);
+    assert_int_equal(r.code, X_LOST);
+    pid_t grandchild = pid_in(rt.term);
+    if (!gone_within(grandchild, 1000))
+        fail_msg("the command's child %d runs on after the lock was lost", (int)grandchild);
+    /* Said while the command ran, and how it ended. */
+    if (strstr(r.err, "sh was still running: sending SIGTERM to its process group") == NULL ||
+        strstr(r.err, "sh was killed by signal 15") == NULL)
+        fail_msg("stderr: %s", r.err);
+}
+
+static void test_cli_run_passes_signals_to_the_whole_job(void **state)
+{
+    struct fixture *f = *state;
+    struct ready_term rt;
+    ready_term(f, &rt);
+    const char *args[] = {
+        "run", "cli:sigall", "sh", "-c", "sleep 30 & echo $! > \"$T_TERM\"; echo ready > \"$T_READY\"; wait",
+        NULL};
+    struct child ch;
+    spawn(f, &ch, rt.env, args);
+    char buf[16];
+    assert_int_equal(wait_file(rt.ready, buf, sizeof(buf), 5000), 0);
+    pid_t grandchild = pid_in(rt.term);
+    assert_int_equal(kill(ch.pid, SIGTERM), 0);
+    struct res r;
+    collect(&ch, RUN_TIMEOUT_MS, &r);
+    assert_int_equal(r.code, 128 + SIGTERM);
+    assert_true(gone_within(grandchild, 1000));
+}
+
+/* The job learns when its lock was granted, on the monotonic clock (the
+ * same for every process of the host) and the wall clock, and until when
+ * it is valid: enough to place its lease however late it started. */
+static void test_cli_run_tells_the_job_when_the_lock_was_granted(void **state)
+{
+    struct fixture *f = *state;
+    char envfile[300], var[330];
+    path_in(f, "env", envfile, sizeof(envfile));
+    snprintf(var, sizeof(var), "T_ENV=%s", envfile);
+    char *env[] = {var, NULL};
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    long long wall0 = (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+    long long mono0 = hp_now_ms();
+    struct res r;
+    fl_env(f, &r, env, "--ttl", "4s", "run", "cli:when", "--", "sh", "-c",
+           "env | grep -E '^FENCELOCK_(GRANTED_MONO_MS|GRANTED_WALL_MS|VALID_UNTIL_MONO_MS|VALIDITY_MS)=' "
+           "| sort > \"$T_ENV\"",
+           NULL);
+    long long mono1 = hp_now_ms();
+    clock_gettime(CLOCK_REALTIME, &ts);
+    long long wall1 = (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+    assert_int_equal(r.code, 0);
+    char got[1024];
+    read_file(envfile, got, sizeof(got));
+    long long mono = 0, wall = 0, until = 0, validity = 0;
+    if (sscanf(got,
+               "FENCELOCK_GRANTED_MONO_MS=%lld\nFENCELOCK_GRANTED_WALL_MS=%lld\n"
+               "FENCELOCK_VALIDITY_MS=%lld\nFENCELOCK_VALID_UNTIL_MONO_MS=%lld\n",
+               &mono, &wall, &validity, &until) != 4)
+        fail_msg("environment: %s", got);
+    assert_true(mono >= mono0 && mono <= mono1);
+    assert_true(wall >= wall0 && wall <= wall1);
+    assert_int_equal(until, mono + validity);
+    assert_true(validity > 3500 && validity < 4000);
+}
+
+/* In the foreground of a terminal the job gets the terminal: it reads the
+ * keyboard (a background process group would be stopped by SIGTTIN), and
+ * Ctrl-C ends it (and with it fencelock, which releases the lock). */
+static void test_cli_run_hands_the_terminal_to_the_job(void **state)
+{
+    struct fixture *f = *state;
+    struct ready_term rt;
+    ready_term(f, &rt);
+    int master = posix_openpt(O_RDWR | O_NOCTTY);
+    assert_true(master >= 0);
+    assert_int_equal(grantpt(master), 0);
+    assert_int_equal(unlockpt(master), 0);
+    char slave[128];
+    assert_int_equal(ptsname_r(master, slave, sizeof(slave)), 0);
+    char nodes[1100];
+    snprintf(nodes, sizeof(nodes), "FENCELOCK_NODES=%s", f->nodes);
+    char errpath[320];
+    path_in(f, "tty.err", errpath, sizeof(errpath));
+    long long started = hp_now_ms();
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        /* A new session whose controlling terminal is the pty: fencelock
+         * is in its foreground, as under an interactive shell. */
+        setsid();
+        /* As an interactive shell starts its jobs: Ctrl-C not ignored (a
+         * test runner may ignore or block it). */
+        signal(SIGINT, SIG_DFL);
+        sigset_t none;
+        sigemptyset(&none);
+        sigprocmask(SIG_SETMASK, &none, NULL);
+        int fd = open(slave, O_RDWR);
+        int err = open(errpath, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        if (fd < 0 || err < 0)
+            _exit(99);
+        dup2(fd, 0);
+        dup2(fd, 1);
+        dup2(err, 2);
+        putenv(nodes);
+        putenv(rt.v1);
+        /* exec: Ctrl-C must find sleep, not dash between two commands
+         * (dash -c catches SIGINT there). */
+        execl(fencelock_bin(), fencelock_bin(), "run", "cli:tty", "sh", "-c",
+              "read line; echo \"$$ $line\" > \"$T_READY\"; exec sleep 30", (char *)NULL);
+        _exit(98);
+    }
+    assert_int_equal(write(master, "hello\n", 6), 6);
+    char got[32];
+    int ok = wait_file(rt.ready, got, sizeof(got), 5000);
+    char buf[256];
+    if (ok == 0) {
+        char comm_path[64], comm[32] = "";
+        snprintf(comm_path, sizeof(comm_path), "/proc/%ld/comm", strtol(got, NULL, 10));
+        for (int i = 0; i < 500 && strcmp(comm, "sleep\n") != 0; i++) {
+            hp_sleep_ms(10);
+            read_file(comm_path, comm, sizeof(comm));
+        }
+        assert_int_equal(write(master, "\003", 1), 1); /* Ctrl-C */
+    }
+    int status = 0;
+    int rc = hp_wait(pid, 5000, &status);
+    if (rc == -ETIMEDOUT)
+        hp_signal(pid, SIGKILL, 0);
+    while (read(master, buf, sizeof(buf)) > 0 && hp_now_ms() - started < 10000)
+        ; /* the terminal's echo; EIO once no process has it open */
+    close(master);
+    char err[2048];
+    read_file(errpath, err, sizeof(err));
+    if (ok != 0)
+        fail_msg("the job could not read the terminal (stderr: %s)", err);
+    if (rc != 0)
+        fail_msg("fencelock still running 5 s after Ctrl-C (stderr: %s)", err);
+    assert_non_null(strstr(got, " hello\n"));
+    assert_int_equal(rc, 0);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 128 + SIGINT);
+    assert_non_null(strstr(err, "sh was killed by signal 2"));
+    redisReply *x = rh_command(f->rc, 0, "EXISTS cli:tty");
+    assert_int_equal(x->integer, 0);
+    freeReplyObject(x);
+}
+
 /* SIGTERM to fencelock reaches the command; fencelock waits for it, exits
  * with its status and releases the lock. */
 static void test_cli_run_passes_signals_on(void **state)
@@ -968,6 +1207,13 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_cli_run_kills_a_command_that_ignores_sigterm, setup3, teardown),
         cmocka_unit_test_setup_teardown(test_cli_run_passes_signals_on, setup3, teardown),
         cmocka_unit_test_setup_teardown(test_cli_run_says_why_a_paused_lock_was_lost, setup3, teardown),
+        cmocka_unit_test_setup_teardown(test_cli_run_never_exits_without_saying_why, setup3, teardown),
+        cmocka_unit_test_setup_teardown(test_cli_run_job_does_not_outlive_fencelock, setup3, teardown),
+        cmocka_unit_test_setup_teardown(test_cli_run_signals_the_whole_job, setup3, teardown),
+        cmocka_unit_test_setup_teardown(test_cli_run_passes_signals_to_the_whole_job, setup3, teardown),
+        cmocka_unit_test_setup_teardown(test_cli_run_tells_the_job_when_the_lock_was_granted, setup3,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_cli_run_hands_the_terminal_to_the_job, setup3, teardown),
         cmocka_unit_test_setup_teardown(test_cli_bad_arguments_are_usage_errors, setup_none, teardown),
         cmocka_unit_test_setup_teardown(test_cli_durations_take_hours_and_name_the_option, setup3, teardown),
         cmocka_unit_test_setup_teardown(test_cli_gives_up_after_wait, setup3, teardown),
