@@ -10,7 +10,8 @@
 const char fencing_script_acquire[] =
     "local f = tonumber(redis.call('GET', KEYS[2]) or '0') or 0\n"
     "if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then\n"
-    "  return {0, 0, string.format('%.0f', f)}\n"
+    "  return {0, 0, string.format('%.0f', f), redis.call('GET', KEYS[1]) or '',\n"
+    "          redis.call('PTTL', KEYS[1])}\n"
     "end\n"
     "local p = tonumber(ARGV[3])\n"
     "if p > f then\n"

@@ -1,9 +1,12 @@
 /* Node addresses: "redis://[user:password@]host:port[/db]" or "host:port".
  * IPv6 hosts go in brackets ("[::1]:6379"). User and password may be
  * percent-encoded. */
+#include <arpa/inet.h>
 #include <errno.h>
+#include <netdb.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 
 #include "internal.h"
 
@@ -57,19 +60,48 @@ static int parse_uint(const char *s, size_t len, long max, long *out)
     return 0;
 }
 
-int lockcore__parse_address(const char *s, struct address *a, char *err, size_t errcap)
+/* The address with its password (if any) replaced by "***". Messages show
+ * addresses; they must never show a secret. */
+void lockcore__mask_address(const char *s, char *out, size_t cap)
 {
+    if (s == NULL) {
+        lockcore__fmt(out, cap, "(null)");
+        return;
+    }
+    const char *p = strncmp(s, "redis://", 8) == 0 ? s + 8 : strncmp(s, "rediss://", 9) == 0 ? s + 9 : s;
+    const char *slash = strchr(p, '/');
+    const char *at = NULL;
+    for (const char *q = p; *q && (slash == NULL || q < slash); q++)
+        if (*q == '@')
+            at = q;
+    if (at == NULL) {
+        lockcore__fmt(out, cap, "%s", s);
+        return;
+    }
+    const char *colon = memchr(p, ':', (size_t)(at - p));
+    /* user:pass@ keeps the user; pass@ is all password. */
+    size_t keep = colon ? (size_t)(colon - s) + 1 : (size_t)(p - s);
+    lockcore__fmt(out, cap, "%.*s***%s", (int)keep, s, at);
+}
+
+int lockcore__parse_address(const char *s_raw, struct address *a, char *err, size_t errcap)
+{
+    char s[300];
     memset(a, 0, sizeof(*a));
-    if (s == NULL || *s == '\0') {
+    lockcore__mask_address(s_raw, s, sizeof(s));
+    if (s_raw == NULL || *s_raw == '\0') {
         lockcore__fmt(err, errcap, "empty node address");
         return -EINVAL;
     }
-    const char *p = s;
-    const char *end = s + strlen(s);
+    const char *p = s_raw;
+    const char *end = s_raw + strlen(s_raw);
     if (strncmp(p, "redis://", 8) == 0)
         p += 8;
-    else if (strstr(p, "://") != NULL) {
-        lockcore__fmt(err, errcap, "node address '%s': only redis:// is supported", s);
+    else if (strncmp(p, "rediss://", 9) == 0) {
+        p += 9;
+        a->tls = 1;
+    } else if (strstr(p, "://") != NULL) {
+        lockcore__fmt(err, errcap, "node address '%s': only redis:// and rediss:// are supported", s);
         return -EINVAL;
     }
 
@@ -146,4 +178,36 @@ int lockcore__parse_address(const char *s, struct address *a, char *err, size_t 
         a->db = (int)v;
     }
     return 0;
+}
+
+/* Resolve the host once, to a numeric address that connects use without
+ * DNS. IPv4 first, then IPv6, as hiredis orders them. */
+int lockcore__resolve(struct address *a, char *err, size_t errcap)
+{
+    unsigned char buf[sizeof(struct in6_addr)];
+    if (inet_pton(AF_INET, a->host, buf) == 1 || inet_pton(AF_INET6, a->host, buf) == 1) {
+        lockcore__fmt(a->ip, sizeof(a->ip), "%s", a->host);
+        return 0;
+    }
+    static const int families[] = {AF_INET, AF_INET6};
+    int gai = EAI_NONAME;
+    for (size_t f = 0; f < 2; f++) {
+        struct addrinfo hints, *res = NULL;
+        memset(&hints, 0, sizeof(hints));
+        hints.ai_family = families[f];
+        hints.ai_socktype = SOCK_STREAM;
+        gai = getaddrinfo(a->host, NULL, &hints, &res);
+        if (gai != 0)
+            continue;
+        const void *addr = families[f] == AF_INET
+                               ? (const void *)&((struct sockaddr_in *)res->ai_addr)->sin_addr
+                               : (const void *)&((struct sockaddr_in6 *)res->ai_addr)->sin6_addr;
+        const char *ok = inet_ntop(families[f], addr, a->ip, sizeof(a->ip));
+        freeaddrinfo(res);
+        if (ok != NULL)
+            return 0;
+    }
+    lockcore__fmt(err, errcap, "node '%s:%d': host does not resolve: %s", a->host, a->port,
+                  gai_strerror(gai));
+    return -EINVAL;
 }

@@ -34,6 +34,11 @@ int lockcore_options_init(struct lockcore_options *o)
     o->reconnect_max_ms = 1000;
     o->clock_us = NULL;
     o->clock_arg = NULL;
+    o->tls_verify = 1;
+    o->wait_mode = LOCKCORE_WAIT_NOTIFY;
+    o->backoff = LOCKCORE_BACKOFF_FIXED;
+    o->retry_delay_max_ms = 2000;
+    o->queue_ttl_ms = 3000;
     return 0;
 }
 
@@ -64,33 +69,69 @@ static int check_options(const struct lockcore_options *o, char *err, size_t cap
         BAD("retry_delay_ms, retry_jitter_ms and wait_ms must be below one year");
     if (o->key_prefix != NULL && strlen(o->key_prefix) > LOCKCORE_PREFIX_MAX)
         BAD("key_prefix longer than %d bytes", LOCKCORE_PREFIX_MAX);
-    if (o->fence_idle_ms != 0 && o->fence_idle_ms < o->ttl_ms)
-        BAD("fence_idle_ms must be 0 (never) or at least ttl_ms");
+    /* A fence key that expires while its lock is held would let a client
+     * with a slow clock propose a token below the holder's: keep it far
+     * above the TTL (extensions push it out too). */
+    if (o->fence_idle_ms != 0 && o->fence_idle_ms / 2 < o->ttl_ms)
+        BAD("fence_idle_ms must be 0 (never) or at least twice ttl_ms");
+    if (o->holder_info != NULL && strlen(o->holder_info) > LOCKCORE_INFO_MAX)
+        BAD("holder_info longer than %d bytes", LOCKCORE_INFO_MAX);
     if (o->reconnect_min_ms == 0 || o->reconnect_max_ms < o->reconnect_min_ms)
         BAD("reconnect_min_ms must be at least 1 and at most reconnect_max_ms");
     if (o->fencing != 0 && o->fencing != 1)
         BAD("fencing must be 0 or 1");
+    if (o->wait_mode < LOCKCORE_WAIT_NOTIFY || o->wait_mode > LOCKCORE_WAIT_FAIR)
+        BAD("wait_mode must be LOCKCORE_WAIT_NOTIFY, _POLL or _FAIR");
+    if (o->backoff != LOCKCORE_BACKOFF_FIXED && o->backoff != LOCKCORE_BACKOFF_EXPONENTIAL)
+        BAD("backoff must be LOCKCORE_BACKOFF_FIXED or _EXPONENTIAL");
+    if (o->retry_delay_max_ms > WAIT_MAX_MS || (o->backoff && o->retry_delay_max_ms < o->retry_delay_ms))
+        BAD("retry_delay_max_ms must be at least retry_delay_ms and below one year");
+    if (o->queue_ttl_ms < 30 || o->queue_ttl_ms > 3600000)
+        BAD("queue_ttl_ms must be between 30 and 3600000");
+    if (o->tls_verify != 0 && o->tls_verify != 1)
+        BAD("tls_verify must be 0 or 1");
+    if ((o->tls_cert_file == NULL) != (o->tls_key_file == NULL))
+        BAD("tls_cert_file and tls_key_file go together");
     return 0;
 #undef BAD
+}
+
+/* What lockcore_client_new allocated, freed (also for a half-built one). */
+static void client_release(lockcore_client *c)
+{
+    lockcore__tls_ctx_free(c);
+    for (size_t i = 0; i < 4; i++)
+        free(c->tls_strings[i]);
+    lockcore__idpool_free(c->idpool);
+    free(c->nodes);
+    free(c);
+}
+
+/* Copy an optional string option into the client; *dst keeps the copy. */
+static int copy_opt(lockcore_client *c, size_t slot, const char **dst)
+{
+    if (*dst == NULL)
+        return 0;
+    c->tls_strings[slot] = strdup(*dst);
+    *dst = c->tls_strings[slot];
+    return *dst == NULL ? -ENOMEM : 0;
 }
 
 int lockcore_client_new(const struct lockcore_options *o, lockcore_client **out, char *errbuf, size_t errcap)
 {
     char err[ERRMSG_MAX] = "";
     int rc;
+    lockcore_client *c = NULL;
     if (o == NULL || out == NULL) {
         lockcore__fmt(errbuf, errcap, "options and out must not be NULL");
         return -EINVAL;
     }
     if ((rc = check_options(o, err, sizeof(err))) < 0)
         goto fail;
-
-    lockcore_client *c = calloc(1, sizeof(*c));
-    if (c == NULL) {
-        rc = -ENOMEM;
-        lockcore__fmt(err, sizeof(err), "out of memory");
+    rc = -ENOMEM;
+    lockcore__fmt(err, sizeof(err), "out of memory");
+    if ((c = calloc(1, sizeof(*c))) == NULL)
         goto fail;
-    }
     c->o = *o;
     c->o.nodes = NULL; /* copied below; the caller's array is not kept */
     if (c->o.clock_us == NULL)
@@ -100,26 +141,31 @@ int lockcore_client_new(const struct lockcore_options *o, lockcore_client **out,
         memcpy(c->prefix, o->key_prefix, c->prefix_len + 1);
     }
     c->o.key_prefix = c->prefix;
+    if (o->holder_info != NULL) {
+        c->info_len = strlen(o->holder_info);
+        memcpy(c->info, o->holder_info, c->info_len + 1);
+    }
+    c->o.holder_info = c->info;
+    if (copy_opt(c, 0, &c->o.tls_ca_file) < 0 || copy_opt(c, 1, &c->o.tls_cert_file) < 0 ||
+        copy_opt(c, 2, &c->o.tls_key_file) < 0 || copy_opt(c, 3, &c->o.tls_server_name) < 0)
+        goto fail;
     c->n = (unsigned)o->n_nodes;
     c->quorum = fencing_quorum(c->n);
-    c->nodes = calloc(c->n, sizeof(*c->nodes));
-    if (c->nodes == NULL) {
-        free(c);
-        rc = -ENOMEM;
-        lockcore__fmt(err, sizeof(err), "out of memory");
+    if ((c->nodes = calloc(c->n, sizeof(*c->nodes))) == NULL)
         goto fail;
-    }
+    int tls = 0;
     for (unsigned i = 0; i < c->n; i++) {
-        if ((rc = lockcore__parse_address(o->nodes[i], &c->nodes[i].addr, err, sizeof(err))) < 0) {
-            free(c->nodes);
-            free(c);
+        if ((rc = lockcore__parse_address(o->nodes[i], &c->nodes[i].addr, err, sizeof(err))) < 0 ||
+            (rc = lockcore__resolve(&c->nodes[i].addr, err, sizeof(err))) < 0)
             goto fail;
-        }
+        tls |= c->nodes[i].addr.tls;
         lockcore__node_init(c, &c->nodes[i], i);
     }
+    /* Certificates and keys are read now: a bad file is an error here,
+     * not a failed handshake later. */
+    if (tls && (rc = lockcore__tls_ctx_new(c, err, sizeof(err))) < 0)
+        goto fail;
     if ((rc = lockcore__random_bytes(&c->rng, sizeof(c->rng))) < 0) {
-        free(c->nodes);
-        free(c);
         lockcore__fmt(err, sizeof(err), "no randomness: %s", strerror(-rc));
         goto fail;
     }
@@ -128,27 +174,85 @@ int lockcore_client_new(const struct lockcore_options *o, lockcore_client **out,
     *out = c;
     return 0;
 fail:
+    if (c != NULL)
+        client_release(c);
     lockcore__fmt(errbuf, errcap, "%s", err);
     return rc;
 }
 
-void lockcore_client_free(lockcore_client *c)
+static void client_destroy(lockcore_client *c)
 {
-    if (c == NULL)
-        return;
+    c->freeing = 1;
     lockcore__keepalives_detach(c);
-    while (c->active != NULL)
-        lockcore__op_cancel(c->active);
-    lockcore__deliver(c);
+    /* Canceled callbacks cannot start new operations (c->freeing), so this
+     * ends with nothing in flight and nothing leaked. */
+    while (c->active != NULL || c->done_head != NULL) {
+        while (c->active != NULL)
+            lockcore__op_cancel(c->active);
+        lockcore__deliver(c);
+    }
     for (unsigned i = 0; i < c->n; i++) {
+        lockcore__tls_free(&c->nodes[i]);
         if (c->nodes[i].ctx != NULL)
             redisFree(c->nodes[i].ctx);
         free(c->nodes[i].q);
     }
     lockcore__ops_free(c);
-    lockcore__idpool_free(c->idpool);
-    free(c->nodes);
-    free(c);
+    lockcore__notify_free(c);
+    client_release(c);
+}
+
+void lockcore_client_free(lockcore_client *c)
+{
+    if (c == NULL || c->freeing)
+        return;
+    /* From a callback, the loop that runs it still uses the client: free
+     * it when the outermost lockcore call returns (see leave()). */
+    if (c->in_cb > 0 || c->depth > 0) {
+        c->free_pending = 1;
+        return;
+    }
+    client_destroy(c);
+}
+
+/* Public calls that run the loop bracket it with enter/leave. A call made
+ * from a callback would re-enter the loop: refused. Returns 0 or -EDEADLK. */
+static int enter(lockcore_client *c, const char *what)
+{
+    if (c->in_cb > 0) {
+        lockcore__fmt(c->errmsg, sizeof(c->errmsg), "%s called from a callback (not allowed: see lockcore.h)",
+                      what);
+        return -EDEADLK;
+    }
+    c->depth++;
+    return 0;
+}
+
+/* Returns 1 if the client was freed (a callback asked for it). */
+static int leave(lockcore_client *c)
+{
+    if (--c->depth == 0 && c->free_pending) {
+        client_destroy(c);
+        return 1;
+    }
+    return 0;
+}
+
+void lockcore__call(lockcore_client *c, lockcore_cb cb, int rc, const struct lockcore_lock *lock, void *arg)
+{
+    c->in_cb++;
+    cb(c, rc, lock, arg);
+    c->in_cb--;
+}
+
+unsigned lockcore_nodes(const lockcore_client *c)
+{
+    return c ? c->n : 0;
+}
+
+unsigned lockcore_quorum(const lockcore_client *c)
+{
+    return c ? c->quorum : 0;
 }
 
 const char *lockcore_errmsg(const lockcore_client *c)
@@ -163,6 +267,16 @@ const char *lockcore_errmsg(const lockcore_client *c)
 void lockcore__op_finish(struct op *op, int rc)
 {
     lockcore_client *c = op->c;
+    /* A waiter that gives up leaves every queue it joined; one that was
+     * granted leaves them with its release (SCRIPT_RELEASE), or when its
+     * place, cut to the lock's TTL by the grant, lapses. And it lets go of
+     * its release channel. */
+    if (op->kind == OP_ACQUIRE && op->queued && rc != 0)
+        for (unsigned i = 0; i < c->n; i++)
+            if (c->nodes[i].state != NODE_DOWN)
+                lockcore__op_resend(op, i, STEP_DEQUEUE, 0, lockcore_now_ms());
+    if (op->subscribed)
+        lockcore__notify_drop(c, op);
     op->rc = rc;
     op->phase = PH_DONE;
     op->serial = ++c->serial;
@@ -192,6 +306,13 @@ int lockcore__deliver(lockcore_client *c)
             c->done_tail = NULL;
         struct lockcore_lock lock = op->lock;
         int rc = op->rc;
+        if (op->kind == OP_ACQUIRE && rc < 0) {
+            /* Not held: keep the counts, drop what could pass for a lock. */
+            lock.id[0] = '\0';
+            lock.token = 0;
+            lock.validity_ms = 0;
+            lock.valid_until_ms = 0;
+        }
         lockcore_cb cb = op->cb;
         void *arg = op->arg;
         if (rc < 0)
@@ -204,35 +325,48 @@ int lockcore__deliver(lockcore_client *c)
         c->inflight--;
         count++;
         if (cb != NULL)
-            cb(c, rc, &lock, arg);
+            lockcore__call(c, cb, rc, &lock, arg);
     }
     return count;
 }
 
 /* ---- event loop ---- */
 
-int lockcore_pollfds(lockcore_client *c, struct pollfd *fds, size_t cap, int *timeout_ms)
+/* Every connection: the command connections, then the subscriber ones
+ * (while notified waiting has set them up). */
+static unsigned n_conns(const lockcore_client *c)
 {
-    if (c == NULL || fds == NULL || timeout_ms == NULL)
-        return -EINVAL;
+    return c->subs != NULL ? 2 * c->n : c->n;
+}
+
+static struct node *conn(lockcore_client *c, unsigned j)
+{
+    return j < c->n ? &c->nodes[j] : &c->subs[j - c->n];
+}
+
+static int pollfds(lockcore_client *c, struct pollfd *fds, size_t cap, int *timeout_ms)
+{
     uint64_t next = UINT64_MAX;
     size_t k = 0;
-    for (unsigned i = 0; i < c->n; i++) {
-        struct node *n = &c->nodes[i];
+    for (unsigned i = 0; i < n_conns(c); i++) {
+        struct node *n = conn(c, i);
         lockcore__node_flush(c, n);
+        uint64_t t = lockcore__node_next_timer(c, n);
+        if (t < next)
+            next = t;
         if (n->state == NODE_DOWN)
             continue;
         if (k == cap)
             return -ENOSPC;
         fds[k].fd = n->ctx->fd;
-        fds[k].events = POLLIN;
-        if (n->state == NODE_CONNECTING || sdslen(n->ctx->obuf) > 0)
-            fds[k].events |= POLLOUT;
+        if (n->state == NODE_CONNECTING)
+            fds[k].events = POLLOUT;
+        else if (n->state == NODE_HANDSHAKE)
+            fds[k].events = (short)n->tls_want;
+        else
+            fds[k].events = (short)(POLLIN | (sdslen(n->ctx->obuf) > 0 ? POLLOUT : 0) | n->tls_want);
         fds[k].revents = 0;
         k++;
-        uint64_t t = lockcore__node_next_timer(c, n);
-        if (t < next)
-            next = t;
     }
     for (struct op *op = c->active; op != NULL; op = op->next) {
         uint64_t t = lockcore__op_next_timer(op);
@@ -254,16 +388,26 @@ int lockcore_pollfds(lockcore_client *c, struct pollfd *fds, size_t cap, int *ti
     return (int)k;
 }
 
-int lockcore_process(lockcore_client *c, const struct pollfd *fds, size_t nfds)
+int lockcore_pollfds(lockcore_client *c, struct pollfd *fds, size_t cap, int *timeout_ms)
 {
-    if (c == NULL || (fds == NULL && nfds > 0))
+    if (c == NULL || fds == NULL || timeout_ms == NULL)
         return -EINVAL;
+    int rc = enter(c, "lockcore_pollfds");
+    if (rc < 0)
+        return rc;
+    rc = pollfds(c, fds, cap, timeout_ms);
+    c->depth--; /* runs no callback: nothing to free here */
+    return rc;
+}
+
+static int process(lockcore_client *c, const struct pollfd *fds, size_t nfds)
+{
     uint64_t now = lockcore_now_ms();
     for (size_t k = 0; k < nfds; k++) {
         if (fds[k].revents == 0)
             continue;
-        for (unsigned i = 0; i < c->n; i++) {
-            struct node *n = &c->nodes[i];
+        for (unsigned i = 0; i < n_conns(c); i++) {
+            struct node *n = conn(c, i);
             if (n->state != NODE_DOWN && n->ctx->fd == fds[k].fd) {
                 lockcore__node_on_events(c, n, fds[k].revents, now);
                 break;
@@ -271,26 +415,38 @@ int lockcore_process(lockcore_client *c, const struct pollfd *fds, size_t nfds)
         }
     }
     now = lockcore_now_ms();
-    for (unsigned i = 0; i < c->n; i++)
-        lockcore__node_check_timers(c, &c->nodes[i], now);
+    for (unsigned i = 0; i < n_conns(c); i++)
+        lockcore__node_check_timers(c, conn(c, i), now);
     for (struct op *op = c->active, *next; op != NULL; op = next) {
         next = op->next;
         lockcore__op_check_timers(op, now);
     }
     lockcore__keepalive_check(c, now);
     /* Send what the replies and timers produced in one write per node. */
-    for (unsigned i = 0; i < c->n; i++)
-        lockcore__node_flush(c, &c->nodes[i]);
+    for (unsigned i = 0; i < n_conns(c); i++)
+        lockcore__node_flush(c, conn(c, i));
     return lockcore__deliver(c);
 }
 
-int lockcore_run(lockcore_client *c, int timeout_ms)
+int lockcore_process(lockcore_client *c, const struct pollfd *fds, size_t nfds)
 {
-    struct pollfd fds[LOCKCORE_NODES_MAX];
-    int t;
-    if (c == NULL)
+    if (c == NULL || (fds == NULL && nfds > 0))
         return -EINVAL;
-    int nfds = lockcore_pollfds(c, fds, LOCKCORE_NODES_MAX, &t);
+    int rc = enter(c, "lockcore_process");
+    if (rc < 0)
+        return rc;
+    rc = process(c, fds, nfds);
+    leave(c);
+    return rc;
+}
+
+/* One turn of the loop: poll, then process. A failed poll changes nothing
+ * and is returned. */
+static int run_once(lockcore_client *c, int timeout_ms)
+{
+    struct pollfd fds[LOCKCORE_POLLFDS_MAX];
+    int t;
+    int nfds = pollfds(c, fds, LOCKCORE_POLLFDS_MAX, &t);
     if (nfds < 0)
         return nfds;
     if (timeout_ms >= 0 && (t < 0 || t > timeout_ms))
@@ -299,12 +455,27 @@ int lockcore_run(lockcore_client *c, int timeout_ms)
         return 0; /* nothing in flight, nothing to wait for */
     int r = poll(fds, (nfds_t)nfds, t);
     if (r < 0) {
-        if (errno != EINTR)
-            return -errno;
+        if (errno != EINTR) {
+            int e = errno;
+            lockcore__fmt(c->errmsg, sizeof(c->errmsg), "poll: %s", strerror(e));
+            return -e;
+        }
         for (int k = 0; k < nfds; k++)
             fds[k].revents = 0;
     }
-    return lockcore_process(c, fds, (size_t)nfds);
+    return process(c, fds, (size_t)nfds);
+}
+
+int lockcore_run(lockcore_client *c, int timeout_ms)
+{
+    if (c == NULL)
+        return -EINVAL;
+    int rc = enter(c, "lockcore_run");
+    if (rc < 0)
+        return rc;
+    rc = run_once(c, timeout_ms);
+    leave(c);
+    return rc;
 }
 
 /* ---- starting operations ---- */
@@ -324,6 +495,17 @@ static int check_resource(lockcore_client *c, const char *resource)
     return 0;
 }
 
+/* No operation may start on a client that is being freed: it could never
+ * end, and its callback would never run. */
+static int check_client(lockcore_client *c)
+{
+    if (c->freeing || c->free_pending) {
+        lockcore__fmt(c->errmsg, sizeof(c->errmsg), "the client is being freed");
+        return LOCKCORE_ECANCELED;
+    }
+    return 0;
+}
+
 static void set_keys(struct op *op, const char *resource)
 {
     lockcore_client *c = op->c;
@@ -334,9 +516,34 @@ static void set_keys(struct op *op, const char *resource)
     op->key_len = c->prefix_len + len;
     int fk = fencing_fence_key(op->key, op->key_len, op->fkey, sizeof(op->fkey));
     op->fkey_len = fk > 0 ? (size_t)fk : 0;
+    /* "{" key "}:holder", in the lock key's cluster slot like the fence key. */
+    op->ikey[0] = '{';
+    memcpy(op->ikey + 1, op->key, op->key_len);
+    memcpy(op->ikey + 1 + op->key_len, "}:holder", 9);
+    op->ikey_len = op->key_len + 9;
+    op->qkey[0] = op->qexp[0] = op->chan[0] = '{';
+    memcpy(op->qkey + 1, op->key, op->key_len);
+    memcpy(op->qkey + 1 + op->key_len, "}:waiters", 10);
+    op->qkey_len = op->key_len + 10;
+    memcpy(op->qexp + 1, op->key, op->key_len);
+    memcpy(op->qexp + 1 + op->key_len, "}:waiting", 10);
+    op->qexp_len = op->key_len + 10;
+    memcpy(op->chan + 1, op->key, op->key_len);
+    memcpy(op->chan + 1 + op->key_len, "}:released", 11);
+    op->chan_len = op->key_len + 11;
 }
 
-static int check_lock(lockcore_client *c, const struct lockcore_lock *lock)
+static int is_id(const char *id, size_t cap)
+{
+    if (strnlen(id, cap) != LOCKCORE_ID_LEN)
+        return 0;
+    for (size_t i = 0; i < LOCKCORE_ID_LEN; i++)
+        if (!((id[i] >= '0' && id[i] <= '9') || (id[i] >= 'a' && id[i] <= 'f')))
+            return 0;
+    return 1;
+}
+
+int lockcore__check_lock(lockcore_client *c, const struct lockcore_lock *lock)
 {
     if (lock == NULL) {
         lockcore__fmt(c->errmsg, sizeof(c->errmsg), "lock is NULL");
@@ -347,32 +554,71 @@ static int check_lock(lockcore_client *c, const struct lockcore_lock *lock)
         lockcore__fmt(c->errmsg, sizeof(c->errmsg), "lock has no valid resource name");
         return -EINVAL;
     }
-    if (strnlen(lock->id, sizeof(lock->id)) != LOCKCORE_ID_LEN) {
-        lockcore__fmt(c->errmsg, sizeof(c->errmsg), "lock has no valid id");
+    if (!is_id(lock->id, sizeof(lock->id))) {
+        lockcore__fmt(c->errmsg, sizeof(c->errmsg), "lock has no valid id (%d lowercase hex digits)",
+                      LOCKCORE_ID_LEN);
         return -EINVAL;
     }
     return 0;
 }
 
-int lockcore_acquire_async(lockcore_client *c, const char *resource, lockcore_cb cb, void *arg)
+/* A TTL to extend to: 0 (the client's), or one that an extension can
+ * meet with validity left (above the request timeout), at most 24 h. */
+int lockcore__check_ttl(lockcore_client *c, uint64_t ttl_ms, const char *what)
+{
+    if (ttl_ms != 0 && (ttl_ms <= c->o.request_timeout_ms || ttl_ms > TTL_MAX_MS)) {
+        lockcore__fmt(c->errmsg, sizeof(c->errmsg),
+                      "%s %llu ms out of range: above the request timeout (%llu ms), at most %llu ms", what,
+                      (unsigned long long)ttl_ms, (unsigned long long)c->o.request_timeout_ms, TTL_MAX_MS);
+        return -EINVAL;
+    }
+    return 0;
+}
+
+int lockcore_lock_from_id(lockcore_client *c, const char *resource, const char *id, struct lockcore_lock *out)
 {
     if (c == NULL)
         return -EINVAL;
-    if (cb == NULL) {
-        lockcore__fmt(c->errmsg, sizeof(c->errmsg), "callback is NULL");
-        return -EINVAL;
-    }
     int rc = check_resource(c, resource);
     if (rc < 0)
         return rc;
-    unsigned char raw[LOCKCORE_ID_LEN / 2];
-    if ((rc = lockcore__id_bytes(c->idpool, raw, sizeof(raw))) < 0) {
-        lockcore__fmt(c->errmsg, sizeof(c->errmsg), "no randomness for the lock id: %s", strerror(-rc));
-        return rc;
+    if (id == NULL || !is_id(id, LOCKCORE_ID_LEN + 1)) {
+        lockcore__fmt(c->errmsg, sizeof(c->errmsg), "lock id must be %d lowercase hex digits",
+                      LOCKCORE_ID_LEN);
+        return -EINVAL;
     }
-    struct op *op = lockcore__op_new(c, OP_ACQUIRE, cb, arg);
-    if (op == NULL)
-        return -ENOMEM;
+    if (out == NULL) {
+        lockcore__fmt(c->errmsg, sizeof(c->errmsg), "lock is NULL");
+        return -EINVAL;
+    }
+    memset(out, 0, sizeof(*out));
+    memcpy(out->resource, resource, strlen(resource) + 1);
+    memcpy(out->id, id, LOCKCORE_ID_LEN + 1);
+    out->nodes = c->n;
+    out->flags = LOCKCORE_LOCK_FROM_ID;
+    return 0;
+}
+
+static struct op *start_acquire(lockcore_client *c, const char *resource, lockcore_cb cb, void *arg, int *rcp)
+{
+    int rc = check_client(c);
+    if (rc == 0 && cb == NULL) {
+        lockcore__fmt(c->errmsg, sizeof(c->errmsg), "callback is NULL");
+        rc = -EINVAL;
+    }
+    if (rc == 0)
+        rc = check_resource(c, resource);
+    unsigned char raw[LOCKCORE_ID_LEN / 2];
+    if (rc == 0 && (rc = lockcore__id_bytes(c->idpool, raw, sizeof(raw))) < 0)
+        lockcore__fmt(c->errmsg, sizeof(c->errmsg), "no randomness for the lock id: %s", strerror(-rc));
+    struct op *op = NULL;
+    if (rc == 0 && (op = lockcore__op_new(c, OP_ACQUIRE, cb, arg)) == NULL) {
+        lockcore__fmt(c->errmsg, sizeof(c->errmsg), "out of memory");
+        rc = -ENOMEM;
+    }
+    *rcp = rc;
+    if (rc < 0)
+        return NULL;
     set_keys(op, resource);
     static const char hex[] = "0123456789abcdef";
     for (size_t i = 0; i < sizeof(raw); i++) {
@@ -383,47 +629,69 @@ int lockcore_acquire_async(lockcore_client *c, const char *resource, lockcore_cb
     op->ttl_ms = c->o.ttl_ms;
     uint64_t now = lockcore_now_ms();
     op->wait_deadline_ms = c->o.wait_ms ? now + c->o.wait_ms : 0;
+    /* The ticket orders waiters; a fair acquisition waits its turn from the
+     * first attempt on. */
+    op->ticket = c->o.clock_us(c->o.clock_arg);
+    op->lock.ticket = op->ticket;
+    op->queued = c->o.wait_mode == LOCKCORE_WAIT_FAIR;
     lockcore__op_start(op, now);
-    return 0;
+    return op;
 }
 
-static int start_with_lock(lockcore_client *c, enum op_kind kind, const struct lockcore_lock *lock,
-                           uint64_t ttl_ms, lockcore_cb cb, void *arg)
+int lockcore_acquire_async(lockcore_client *c, const char *resource, lockcore_cb cb, void *arg)
 {
     if (c == NULL)
         return -EINVAL;
-    if (cb == NULL) {
+    int rc;
+    start_acquire(c, resource, cb, arg, &rc);
+    return rc;
+}
+
+static struct op *start_with_lock(lockcore_client *c, enum op_kind kind, const struct lockcore_lock *lock,
+                                  uint64_t ttl_ms, lockcore_cb cb, void *arg, int *rcp)
+{
+    int rc = check_client(c);
+    if (rc == 0 && cb == NULL) {
         lockcore__fmt(c->errmsg, sizeof(c->errmsg), "callback is NULL");
-        return -EINVAL;
+        rc = -EINVAL;
     }
-    int rc = check_lock(c, lock);
+    if (rc == 0)
+        rc = lockcore__check_lock(c, lock);
+    if (rc == 0)
+        rc = lockcore__check_ttl(c, ttl_ms, "ttl_ms");
+    struct op *op = NULL;
+    if (rc == 0 && (op = lockcore__op_new(c, kind, cb, arg)) == NULL) {
+        lockcore__fmt(c->errmsg, sizeof(c->errmsg), "out of memory");
+        rc = -ENOMEM;
+    }
+    *rcp = rc;
     if (rc < 0)
-        return rc;
-    if (ttl_ms > TTL_MAX_MS) {
-        lockcore__fmt(c->errmsg, sizeof(c->errmsg), "ttl_ms %llu above %llu", (unsigned long long)ttl_ms,
-                      TTL_MAX_MS);
-        return -EINVAL;
-    }
-    struct op *op = lockcore__op_new(c, kind, cb, arg);
-    if (op == NULL)
-        return -ENOMEM;
+        return NULL;
     op->lock = *lock;
     op->lock.nodes = c->n;
     set_keys(op, lock->resource);
     op->ttl_ms = ttl_ms ? ttl_ms : c->o.ttl_ms;
     lockcore__op_start(op, lockcore_now_ms());
-    return 0;
+    return op;
 }
 
 int lockcore_extend_async(lockcore_client *c, const struct lockcore_lock *lock, uint64_t ttl_ms,
                           lockcore_cb cb, void *arg)
 {
-    return start_with_lock(c, OP_EXTEND, lock, ttl_ms, cb, arg);
+    if (c == NULL)
+        return -EINVAL;
+    int rc;
+    start_with_lock(c, OP_EXTEND, lock, ttl_ms, cb, arg, &rc);
+    return rc;
 }
 
 int lockcore_release_async(lockcore_client *c, const struct lockcore_lock *lock, lockcore_cb cb, void *arg)
 {
-    return start_with_lock(c, OP_RELEASE, lock, 0, cb, arg);
+    if (c == NULL)
+        return -EINVAL;
+    int rc;
+    start_with_lock(c, OP_RELEASE, lock, 0, cb, arg, &rc);
+    return rc;
 }
 
 size_t lockcore_inflight(const lockcore_client *c)
@@ -436,8 +704,7 @@ size_t lockcore_inflight(const lockcore_client *c)
 struct waiter {
     int done;
     int rc;
-    int always; /* copy the result back on failure too (release) */
-    struct lockcore_lock *lock;
+    struct lockcore_lock lock;
 };
 
 static void wake(lockcore_client *c, int rc, const struct lockcore_lock *lock, void *arg)
@@ -446,48 +713,96 @@ static void wake(lockcore_client *c, int rc, const struct lockcore_lock *lock, v
     struct waiter *w = arg;
     w->done = 1;
     w->rc = rc;
-    if (w->lock != NULL && (rc == 0 || w->always))
-        *w->lock = *lock;
+    w->lock = *lock;
 }
 
-/* Every operation ends by its own timers, so this loop is bounded. */
-static int wait_for(lockcore_client *c, struct waiter *w, int rc)
+/* Run the loop until op ends. Every operation ends by its own timers, so
+ * this is bounded. If the loop fails (poll), or a callback of another
+ * operation frees the client, op is ended here: nothing may keep pointing
+ * at the caller's stack (the waiter, a status array) once we return.
+ * Returns op's code; *freed is set if the client is gone. */
+static int wait_for(lockcore_client *c, struct op *op, struct waiter *w, int *freed)
 {
+    int err = 0;
+    while (!w->done) {
+        int r = run_once(c, -1);
+        if (r < 0 || c->free_pending) {
+            err = r < 0 ? r : LOCKCORE_ECANCELED;
+            break;
+        }
+    }
+    if (!w->done) {
+        /* Ended already (by pollfds) but not delivered: deliver it. */
+        if (op->phase != PH_DONE) {
+            char why[ERRMSG_MAX];
+            lockcore__fmt(why, sizeof(why), "%s",
+                          err == LOCKCORE_ECANCELED ? "canceled: the client was freed by a callback"
+                                                    : c->errmsg);
+            lockcore__op_abort(op, err, why);
+        }
+        lockcore__deliver(c);
+    }
+    *freed = leave(c);
+    return w->rc;
+}
+
+/* The blocking calls: enter, start, wait, leave. */
+static int blocking(lockcore_client *c, enum op_kind kind, const char *resource, struct lockcore_lock *lock,
+                    uint64_t ttl_ms, struct lockcore_node_status *status)
+{
+    static const char *const names[] = {"lockcore_acquire", "lockcore_extend", "lockcore_release",
+                                        "lockcore_status"};
+    int rc = enter(c, names[kind]);
     if (rc < 0)
         return rc;
-    while (!w->done) {
-        int r = lockcore_run(c, -1);
-        if (r < 0)
-            return r;
+    struct waiter w = {0};
+    struct op *op = NULL;
+    if (kind == OP_ACQUIRE)
+        op = start_acquire(c, resource, wake, &w, &rc);
+    else if (kind == OP_STATUS) {
+        if ((rc = check_client(c)) == 0 && (op = lockcore__op_new(c, OP_STATUS, wake, &w)) == NULL)
+            rc = -ENOMEM;
+        if (op != NULL) {
+            set_keys(op, resource);
+            op->status = status;
+            lockcore__op_start(op, lockcore_now_ms());
+        }
+    } else
+        op = start_with_lock(c, kind, lock, ttl_ms, wake, &w, &rc);
+    if (op == NULL) {
+        leave(c);
+        return rc;
     }
-    return w->rc;
+    int freed = 0;
+    rc = wait_for(c, op, &w, &freed);
+    if (lock != NULL)
+        *lock = w.lock; /* the result, or on failure its counts */
+    return rc;
 }
 
 int lockcore_acquire(lockcore_client *c, const char *resource, struct lockcore_lock *lock)
 {
+    if (c == NULL)
+        return -EINVAL;
     if (lock == NULL) {
-        if (c != NULL)
-            lockcore__fmt(c->errmsg, sizeof(c->errmsg), "lock is NULL");
+        lockcore__fmt(c->errmsg, sizeof(c->errmsg), "lock is NULL");
         return -EINVAL;
     }
-    struct lockcore_lock tmp;
-    struct waiter w = {0, 0, 0, &tmp};
-    int rc = wait_for(c, &w, lockcore_acquire_async(c, resource, wake, &w));
-    if (rc == 0)
-        *lock = tmp;
-    return rc;
+    return blocking(c, OP_ACQUIRE, resource, lock, 0, NULL);
 }
 
 int lockcore_extend(lockcore_client *c, struct lockcore_lock *lock, uint64_t ttl_ms)
 {
-    struct waiter w = {0, 0, 0, lock};
-    return wait_for(c, &w, lockcore_extend_async(c, lock, ttl_ms, wake, &w));
+    if (c == NULL)
+        return -EINVAL;
+    return blocking(c, OP_EXTEND, NULL, lock, ttl_ms, NULL);
 }
 
 int lockcore_release(lockcore_client *c, struct lockcore_lock *lock)
 {
-    struct waiter w = {0, 0, 1, lock};
-    return wait_for(c, &w, lockcore_release_async(c, lock, wake, &w));
+    if (c == NULL)
+        return -EINVAL;
+    return blocking(c, OP_RELEASE, NULL, lock, 0, NULL);
 }
 
 int lockcore_status(lockcore_client *c, const char *resource, struct lockcore_node_status *out, size_t cap)
@@ -501,12 +816,5 @@ int lockcore_status(lockcore_client *c, const char *resource, struct lockcore_no
         lockcore__fmt(c->errmsg, sizeof(c->errmsg), "status needs room for %u nodes", c->n);
         return out == NULL ? -EINVAL : -ENOSPC;
     }
-    struct waiter w = {0, 0, 0, NULL};
-    struct op *op = lockcore__op_new(c, OP_STATUS, wake, &w);
-    if (op == NULL)
-        return -ENOMEM;
-    set_keys(op, resource);
-    op->status = out;
-    lockcore__op_start(op, lockcore_now_ms());
-    return wait_for(c, &w, 0);
+    return blocking(c, OP_STATUS, resource, NULL, 0, out);
 }

@@ -13,11 +13,12 @@ struct lockcore_keepalive {
     uint64_t renew_before_ms;
     uint64_t next_try_ms;
     int extending; /* an extension is in flight */
-    int stopped;   /* unlinked; freed when its extension ends */
+    int stopped;   /* stopped by its owner: freed as soon as nothing uses it */
     int rc;        /* 0 while held, else why it was lost */
     unsigned extensions;
     lockcore_cb on_lost;
     void *arg;
+    char last_err[256]; /* why the last extension failed, "" if none */
 };
 
 static void unlink_ka(lockcore_keepalive *k)
@@ -33,12 +34,15 @@ static void unlink_ka(lockcore_keepalive *k)
 }
 
 /* A lost keep-alive stays on the client's list (so the client can free it)
- * but is never extended again. */
-static void lose(lockcore_keepalive *k, int rc)
+ * but is never extended again. The reason goes to lockcore_errmsg() for
+ * on_lost to read. */
+static void lose(lockcore_keepalive *k, int rc, const char *why)
 {
+    lockcore_client *c = k->c;
     k->rc = rc;
+    lockcore__fmt(c->errmsg, sizeof(c->errmsg), "lock on '%s' lost: %s", k->lock.resource, why);
     if (k->on_lost != NULL)
-        k->on_lost(k->c, rc, &k->lock, k->arg);
+        lockcore__call(c, k->on_lost, rc, &k->lock, k->arg);
 }
 
 /* When to extend next: once renew_before_ms of validity is left. If less
@@ -55,22 +59,25 @@ static uint64_t renew_at(const lockcore_keepalive *k, uint64_t now)
 
 static void on_extended(lockcore_client *c, int rc, const struct lockcore_lock *lock, void *arg)
 {
-    (void)c;
     lockcore_keepalive *k = arg;
     k->extending = 0;
     if (k->stopped) {
-        free(k);
+        free(k); /* unlinked when it was stopped (or by the walk after it) */
         return;
     }
+    if (k->rc != 0)
+        return; /* declared lost at valid_until_ms while this was in flight */
     uint64_t now = lockcore_now_ms();
     if (rc == 0) {
         k->lock = *lock;
         k->extensions++;
+        k->last_err[0] = '\0';
         k->next_try_ms = renew_at(k, now);
         return;
     }
-    if (rc == LOCKCORE_ELOST || rc == -EINVAL || now >= k->lock.valid_until_ms) {
-        lose(k, rc == -EINVAL ? LOCKCORE_ELOST : rc);
+    lockcore__fmt(k->last_err, sizeof(k->last_err), "%s", lockcore_errmsg(c));
+    if (rc == LOCKCORE_ELOST || now >= k->lock.valid_until_ms) {
+        lose(k, rc, k->last_err);
         return;
     }
     /* Not lost yet (a majority unreachable for now): try again soon, well
@@ -83,24 +90,42 @@ int lockcore_keepalive_start(lockcore_client *c, const struct lockcore_lock *loc
                              uint64_t renew_before_ms, lockcore_cb on_lost, void *arg,
                              lockcore_keepalive **out)
 {
-    if (c == NULL || lock == NULL || out == NULL)
+    if (c == NULL)
         return -EINVAL;
+    if (out == NULL) {
+        lockcore__fmt(c->errmsg, sizeof(c->errmsg), "keepalive: out is NULL");
+        return -EINVAL;
+    }
+    if (c->freeing || c->free_pending) {
+        lockcore__fmt(c->errmsg, sizeof(c->errmsg), "keepalive: the client is being freed");
+        return LOCKCORE_ECANCELED;
+    }
+    /* Checked here, not at the first extension: a bad argument must not
+     * turn into extensions that fail every few ms and a false "lost". */
+    int rc = lockcore__check_lock(c, lock);
+    if (rc < 0)
+        return rc;
     if (ttl_ms == 0)
         ttl_ms = lock->ttl_ms ? lock->ttl_ms : c->o.ttl_ms;
+    if ((rc = lockcore__check_ttl(c, ttl_ms, "keepalive: ttl_ms")) < 0)
+        return rc;
     if (renew_before_ms == 0)
         renew_before_ms = ttl_ms / 3;
     if (renew_before_ms >= ttl_ms) {
-        lockcore__fmt(c->errmsg, sizeof(c->errmsg), "renew_before_ms must be below the TTL");
+        lockcore__fmt(c->errmsg, sizeof(c->errmsg), "keepalive: renew_before_ms must be below the TTL");
         return -EINVAL;
     }
-    if (lockcore_remaining_ms(lock) == 0) {
-        lockcore__fmt(c->errmsg, sizeof(c->errmsg), "keepalive '%s': validity already ran out",
-                      lock->resource);
+    if ((lock->flags & LOCKCORE_LOCK_FROM_ID) || lockcore_remaining_ms(lock) == 0) {
+        lockcore__fmt(c->errmsg, sizeof(c->errmsg), "keepalive '%s': %s", lock->resource,
+                      (lock->flags & LOCKCORE_LOCK_FROM_ID) ? "validity unknown: extend the lock first"
+                                                            : "validity already ran out");
         return LOCKCORE_ELOST;
     }
     lockcore_keepalive *k = calloc(1, sizeof(*k));
-    if (k == NULL)
+    if (k == NULL) {
+        lockcore__fmt(c->errmsg, sizeof(c->errmsg), "keepalive: out of memory");
         return -ENOMEM;
+    }
     k->c = c;
     k->lock = *lock;
     k->ttl_ms = ttl_ms;
@@ -122,6 +147,8 @@ int lockcore_keepalive_get(const lockcore_keepalive *k, struct lockcore_lock *ou
         return -EINVAL;
     if (out != NULL)
         *out = k->lock;
+    if (k->rc == 0 && lockcore_now_ms() >= k->lock.valid_until_ms)
+        return LOCKCORE_ELOST; /* not held past its validity, whatever the loop has seen */
     return k->rc;
 }
 
@@ -132,11 +159,12 @@ unsigned lockcore_keepalive_extensions(const lockcore_keepalive *k)
 
 void lockcore_keepalive_stop(lockcore_keepalive *k)
 {
-    if (k == NULL)
+    if (k == NULL || k->stopped)
         return;
-    if (!k->stopped)
-        unlink_ka(k);
     k->stopped = 1;
+    if (k->c->ka_walking)
+        return; /* the walk holds pointers into the list: it reaps k after */
+    unlink_ka(k);
     if (!k->extending)
         free(k);
 }
@@ -145,9 +173,13 @@ uint64_t lockcore__keepalive_next_timer(const lockcore_client *c)
 {
     uint64_t next = UINT64_MAX;
     for (const lockcore_keepalive *k = c->keepalives; k != NULL; k = k->next) {
-        if (k->rc != 0)
+        if (k->rc != 0 || k->stopped)
             continue;
-        uint64_t t = k->extending ? k->lock.valid_until_ms : k->next_try_ms;
+        /* The validity's end is always a timer: the loss is declared then,
+         * whatever is in flight. */
+        uint64_t t = k->lock.valid_until_ms;
+        if (!k->extending && k->next_try_ms < t)
+            t = k->next_try_ms;
         if (t < next)
             next = t;
     }
@@ -156,20 +188,40 @@ uint64_t lockcore__keepalive_next_timer(const lockcore_client *c)
 
 void lockcore__keepalive_check(lockcore_client *c, uint64_t now)
 {
-    for (lockcore_keepalive *k = c->keepalives, *next; k != NULL; k = next) {
-        next = k->next;
-        if (k->extending || k->rc != 0)
-            continue; /* an extension in flight decides by its own deadline */
+    /* on_lost may stop any keep-alive, start one, or start operations:
+     * while walking, a stop only marks, and the marked ones go after. */
+    c->ka_walking = 1;
+    for (lockcore_keepalive *k = c->keepalives; k != NULL; k = k->next) {
+        if (k->rc != 0 || k->stopped)
+            continue;
         if (now >= k->lock.valid_until_ms) {
-            lose(k, LOCKCORE_ELOST);
+            char why[400];
+            if (k->extending)
+                lockcore__fmt(why, sizeof(why), "validity ran out with an extension still in flight");
+            else if (k->last_err[0] != '\0')
+                lockcore__fmt(why, sizeof(why), "validity ran out before an extension succeeded (last: %s)",
+                              k->last_err);
+            else
+                lockcore__fmt(why, sizeof(why), "validity ran out before it could be extended");
+            lose(k, LOCKCORE_ELOST, why);
             continue;
         }
-        if (now < k->next_try_ms)
+        if (k->extending || now < k->next_try_ms)
             continue;
-        if (lockcore_extend_async(c, &k->lock, k->ttl_ms, on_extended, k) == 0)
+        int rc = lockcore_extend_async(c, &k->lock, k->ttl_ms, on_extended, k);
+        if (rc == 0)
             k->extending = 1;
-        else
+        else /* out of memory: try again soon */
             k->next_try_ms = now + 10;
+    }
+    c->ka_walking = 0;
+    for (lockcore_keepalive *k = c->keepalives, *next; k != NULL; k = next) {
+        next = k->next;
+        if (k->stopped) {
+            unlink_ka(k);
+            if (!k->extending)
+                free(k);
+        }
     }
 }
 

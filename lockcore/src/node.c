@@ -7,6 +7,7 @@
  * dropped, and never reach the next operation.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
@@ -79,6 +80,7 @@ static int live(const struct pending *p)
 
 void lockcore__node_close(lockcore_client *c, struct node *n, enum fail_kind kind, const char *why)
 {
+    lockcore__tls_free(n);
     if (n->ctx != NULL) {
         redisFree(n->ctx);
         n->ctx = NULL;
@@ -120,6 +122,10 @@ static void queue_setup(lockcore_client *c, struct node *n, uint64_t now)
             lens[i] = strlen(argv[i]);
         lockcore__node_send(c, n, argc, argv, lens, NULL, STEP_AUTH, 0, now);
     }
+    if (n->sub) {
+        lockcore__notify_setup(c, n, now); /* channels are global: no SELECT */
+        return;
+    }
     if (n->addr.db != 0) {
         char db[16];
         lockcore__fmt(db, sizeof(db), "%d", n->addr.db);
@@ -132,7 +138,8 @@ static void queue_setup(lockcore_client *c, struct node *n, uint64_t now)
     /* Load the scripts on every new connection, ahead of any EVALSHA: the
      * node may have restarted and forgotten them. */
     for (int s = 0; s < SCRIPT_COUNT; s++) {
-        if (s == SCRIPT_STATUS || (!c->o.fencing && (s == SCRIPT_ACQUIRE_FENCED || s == SCRIPT_RAISE)))
+        if (s == SCRIPT_STATUS || (!c->o.fencing && (s == SCRIPT_ACQUIRE_FENCED || s == SCRIPT_RAISE)) ||
+            (s == SCRIPT_SET_INFO && c->info_len == 0))
             continue;
         argv[0] = "SCRIPT";
         argv[1] = "LOAD";
@@ -144,9 +151,102 @@ static void queue_setup(lockcore_client *c, struct node *n, uint64_t now)
     }
 }
 
-static int node_connect(lockcore_client *c, struct node *n, uint64_t now)
+/* ---- bounded replies ----
+ * No lockcore command gets a reply bigger than a few hundred bytes: arrays
+ * of at most 5 elements, strings up to the holder info or a server error.
+ * hiredis 0.14 would allocate whatever a node announces (8 bytes per
+ * element of "*2147483647", a buffer for a "$1073741824" bulk). These reply
+ * builders refuse anything larger than lockcore can use, which fails that
+ * node with a protocol error instead of an allocation; read_replies caps
+ * what may sit unparsed in the read buffer. */
+#define REPLY_ARRAY_MAX 16
+#define REPLY_STRING_MAX 16384
+#define REPLY_BUFFER_MAX (64 * 1024)
+
+static void refuse(const redisReadTask *t, const char *what, long long size)
 {
-    redisContext *ctx = redisConnectNonBlock(n->addr.host, n->addr.port);
+    struct node *n = t->privdata;
+    if (n != NULL)
+        lockcore__fmt(n->refused, sizeof(n->refused), "reply refused: %s of %lld (at most %d)", what, size,
+                      strcmp(what, "array") == 0 ? REPLY_ARRAY_MAX : REPLY_STRING_MAX);
+}
+
+static void *attach(const redisReadTask *t, redisReply *r)
+{
+    if (t->parent != NULL) {
+        redisReply *parent = t->parent->obj;
+        parent->element[t->idx] = r;
+    }
+    return r;
+}
+
+static void *make_string(const redisReadTask *t, char *str, size_t len)
+{
+    if (len > REPLY_STRING_MAX) {
+        refuse(t, "string", (long long)len);
+        return NULL;
+    }
+    redisReply *r = calloc(1, sizeof(*r));
+    char *copy = malloc(len + 1);
+    if (r == NULL || copy == NULL) {
+        free(r);
+        free(copy);
+        return NULL;
+    }
+    memcpy(copy, str, len);
+    copy[len] = '\0';
+    r->type = t->type;
+    r->str = copy;
+    r->len = len;
+    return attach(t, r);
+}
+
+static void *make_array(const redisReadTask *t, int elements)
+{
+    if (elements < 0 || elements > REPLY_ARRAY_MAX) {
+        refuse(t, "array", elements);
+        return NULL;
+    }
+    redisReply *r = calloc(1, sizeof(*r));
+    if (r == NULL)
+        return NULL;
+    if (elements > 0 && (r->element = calloc((size_t)elements, sizeof(*r->element))) == NULL) {
+        free(r);
+        return NULL;
+    }
+    r->type = REDIS_REPLY_ARRAY;
+    r->elements = (size_t)elements;
+    return attach(t, r);
+}
+
+static void *make_integer(const redisReadTask *t, long long v)
+{
+    redisReply *r = calloc(1, sizeof(*r));
+    if (r == NULL)
+        return NULL;
+    r->type = REDIS_REPLY_INTEGER;
+    r->integer = v;
+    return attach(t, r);
+}
+
+static void *make_nil(const redisReadTask *t)
+{
+    redisReply *r = calloc(1, sizeof(*r));
+    if (r == NULL)
+        return NULL;
+    r->type = REDIS_REPLY_NIL;
+    return attach(t, r);
+}
+
+/* The objects are redisReply as hiredis makes them, so freeReplyObject
+ * frees them. */
+static redisReplyObjectFunctions bounded_replies = {make_string, make_array, make_integer, make_nil,
+                                                    freeReplyObject};
+
+int lockcore__node_connect(lockcore_client *c, struct node *n, uint64_t now)
+{
+    /* A numeric address (resolved at client creation): no DNS here. */
+    redisContext *ctx = redisConnectNonBlock(n->addr.ip, n->addr.port);
     if (ctx == NULL) {
         lockcore__node_close(c, n, FAIL_NET, "out of memory");
         return 0;
@@ -158,6 +258,18 @@ static int node_connect(lockcore_client *c, struct node *n, uint64_t now)
         lockcore__node_close(c, n, FAIL_NET, why);
         return 0;
     }
+    /* hiredis 0.14 opens sockets without SOCK_CLOEXEC: a program that
+     * embeds lockcore and execs must not leak the connections. */
+    int fl = fcntl(ctx->fd, F_GETFD);
+    if (fl < 0 || fcntl(ctx->fd, F_SETFD, fl | FD_CLOEXEC) < 0) {
+        char why[256];
+        lockcore__fmt(why, sizeof(why), "connect: close-on-exec: %s", strerror(errno));
+        lockcore__node_close(c, n, FAIL_NET, why);
+        return 0;
+    }
+    ctx->reader->fn = &bounded_replies;
+    ctx->reader->privdata = n;
+    n->refused[0] = '\0';
     n->state = NODE_CONNECTING;
     n->connect_deadline_ms = now + c->o.connect_timeout_ms;
     queue_setup(c, n, now);
@@ -170,7 +282,7 @@ int lockcore__node_usable(lockcore_client *c, struct node *n, uint64_t now)
         return 1;
     if (now < n->next_attempt_ms)
         return 0;
-    return node_connect(c, n, now);
+    return lockcore__node_connect(c, n, now);
 }
 
 /* Decimal digits of v, written backwards from end; returns the start. */
@@ -248,6 +360,21 @@ void lockcore__node_flush(lockcore_client *c, struct node *n)
         return;
     redisContext *ctx = n->ctx;
     while (sdslen(ctx->obuf) > 0) {
+        if (n->ssl != NULL) {
+            char why[256];
+            ssize_t w = lockcore__tls_write(n, ctx->obuf, sdslen(ctx->obuf), why, sizeof(why));
+            if (w < 0) {
+                lockcore__node_close(c, n, FAIL_NET, why);
+                return;
+            }
+            if (w == 0)
+                return; /* the rest goes when poll says n->tls_want */
+            if ((size_t)w == sdslen(ctx->obuf))
+                sdsclear(ctx->obuf);
+            else
+                sdsrange(ctx->obuf, w, -1);
+            continue;
+        }
         ssize_t w = send(ctx->fd, ctx->obuf, sdslen(ctx->obuf), MSG_NOSIGNAL);
         if (w < 0) {
             if (errno == EINTR)
@@ -276,8 +403,14 @@ static int reply_is_error(const redisReply *r)
 static int dispatch(lockcore_client *c, struct node *n, const struct pending *p, redisReply *r, uint64_t now)
 {
     char why[300];
+    /* The reconnect backoff ends with the first good reply, not with the
+     * TCP connect: a node that accepts and then refuses every client (AUTH,
+     * maxclients) keeps backing off. */
+    if (!reply_is_error(r))
+        n->backoff_ms = 0;
     switch ((enum step)p->step) {
     case STEP_IGNORE:
+    case STEP_INFO:
         return 0;
     case STEP_AUTH:
     case STEP_SELECT:
@@ -299,34 +432,84 @@ static int dispatch(lockcore_client *c, struct node *n, const struct pending *p,
     }
 }
 
+static int drain(lockcore_client *c, struct node *n, uint64_t now);
+
+/* Read what the socket has into the reply reader. Returns 0, or -1 if the
+ * node was closed. */
+static int fill(lockcore_client *c, struct node *n)
+{
+    if (n->ssl == NULL) {
+        if (redisBufferRead(n->ctx) != REDIS_OK) {
+            char why[256];
+            lockcore__fmt(why, sizeof(why), "read: %s", n->ctx->errstr);
+            lockcore__node_close(c, n, FAIL_NET, why);
+            return -1;
+        }
+        return 0;
+    }
+    char buf[16384], why[256];
+    ssize_t r = lockcore__tls_read(n, buf, sizeof(buf), why, sizeof(why));
+    if (r < 0 || (r > 0 && redisReaderFeed(n->ctx->reader, buf, (size_t)r) != REDIS_OK)) {
+        lockcore__node_close(c, n, FAIL_NET, r < 0 ? why : "read: out of memory");
+        return -1;
+    }
+    return 0;
+}
+
 static void read_replies(lockcore_client *c, struct node *n, uint64_t now)
 {
-    if (redisBufferRead(n->ctx) != REDIS_OK) {
-        char why[256];
-        lockcore__fmt(why, sizeof(why), "read: %s", n->ctx->errstr);
-        lockcore__node_close(c, n, FAIL_NET, why);
-        return;
+    /* TLS may hold decrypted bytes that poll cannot see: read those too,
+     * a bounded number of records per event. */
+    for (int round = 0; round < 16; round++) {
+        if (fill(c, n) < 0 || !drain(c, n, now) || !lockcore__tls_pending(n))
+            return;
     }
+}
+
+/* Hand every complete reply to its owner. Returns 1 if the node is still
+ * up. */
+static int drain(lockcore_client *c, struct node *n, uint64_t now)
+{
     for (;;) {
         void *reply = NULL;
         if (redisGetReplyFromReader(n->ctx, &reply) != REDIS_OK) {
             char why[256];
-            lockcore__fmt(why, sizeof(why), "protocol: %s", n->ctx->errstr);
+            lockcore__fmt(why, sizeof(why), "protocol: %s", n->refused[0] ? n->refused : n->ctx->errstr);
             lockcore__node_close(c, n, FAIL_PROTO, why);
-            return;
+            return 0;
         }
-        if (reply == NULL)
-            return;
+        if (reply == NULL) {
+            /* What is left is one reply still arriving: bounded, so that a
+             * node announcing a huge bulk (or sending without end) cannot
+             * grow the buffer. */
+            redisReader *rd = n->ctx->reader;
+            if (rd->len - rd->pos > REPLY_BUFFER_MAX) {
+                char why[128];
+                lockcore__fmt(why, sizeof(why), "protocol: reply refused: more than %d bytes unparsed",
+                              REPLY_BUFFER_MAX);
+                lockcore__node_close(c, n, FAIL_PROTO, why);
+                return 0;
+            }
+            return 1;
+        }
         struct pending p;
+        if (n->sub && (n->q_len == 0 || ((redisReply *)reply)->type == REDIS_REPLY_ARRAY)) {
+            /* Pushes, and answers to (UN)SUBSCRIBE: not in the FIFO. */
+            lockcore__notify_reply(c, n, reply, now);
+            freeReplyObject(reply);
+            if (n->state == NODE_DOWN)
+                return 0;
+            continue;
+        }
         if (!q_pop(n, &p)) {
             freeReplyObject(reply);
             lockcore__node_close(c, n, FAIL_PROTO, "protocol: reply nobody asked for");
-            return;
+            return 0;
         }
         int closed = dispatch(c, n, &p, reply, now);
         freeReplyObject(reply);
         if (closed)
-            return;
+            return 0;
     }
 }
 
@@ -345,24 +528,58 @@ void lockcore__node_on_events(lockcore_client *c, struct node *n, short revents,
             lockcore__node_close(c, n, FAIL_NET, why);
             return;
         }
-        n->state = NODE_UP;
-        n->backoff_ms = 0;
-        lockcore__node_flush(c, n);
+        if (n->addr.tls) {
+            char why[256];
+            if (lockcore__tls_start(c, n, why, sizeof(why)) < 0) {
+                lockcore__node_close(c, n, FAIL_PROTO, why);
+                return;
+            }
+            n->state = NODE_HANDSHAKE;
+            revents = POLLOUT; /* start the handshake now */
+        } else {
+            n->state = NODE_UP;
+            lockcore__node_flush(c, n);
+            return;
+        }
+    }
+    if (n->state == NODE_HANDSHAKE) {
+        if (!(revents & (POLLIN | POLLOUT | POLLERR | POLLHUP)))
+            return;
+        char why[256];
+        int rc = lockcore__tls_handshake(n, why, sizeof(why));
+        if (rc < 0)
+            lockcore__node_close(c, n, FAIL_PROTO, why);
+        if (rc == 1) {
+            n->state = NODE_UP;
+            lockcore__node_flush(c, n);
+        }
         return;
     }
     if (n->state != NODE_UP)
         return;
     if (revents & (POLLIN | POLLERR | POLLHUP))
         read_replies(c, n, now);
-    if (n->state == NODE_UP && (revents & POLLOUT))
+    /* A TLS write may wait on a read (and a plain one on POLLOUT). */
+    if (n->state == NODE_UP && ((revents & POLLOUT) || n->ssl != NULL))
         lockcore__node_flush(c, n);
+}
+
+/* A subscriber connection is wanted while the client has waiters. */
+static int sub_wanted(const lockcore_client *c, const struct node *n)
+{
+    return n->sub && c->n_channels > 0 && !c->notify_refused;
 }
 
 void lockcore__node_check_timers(lockcore_client *c, struct node *n, uint64_t now)
 {
-    if (n->state == NODE_CONNECTING && now >= n->connect_deadline_ms) {
+    if (n->state == NODE_DOWN && sub_wanted(c, n) && now >= n->next_attempt_ms) {
+        lockcore__node_connect(c, n, now);
+        return;
+    }
+    if ((n->state == NODE_CONNECTING || n->state == NODE_HANDSHAKE) && now >= n->connect_deadline_ms) {
         char why[128];
-        lockcore__fmt(why, sizeof(why), "connect: timed out after %llu ms",
+        lockcore__fmt(why, sizeof(why), "%s: timed out after %llu ms",
+                      n->state == NODE_HANDSHAKE ? "TLS handshake" : "connect",
                       (unsigned long long)c->o.connect_timeout_ms);
         lockcore__node_close(c, n, FAIL_NET, why);
     } else if (n->state == NODE_UP && n->q_len > 0 && now >= n->q[n->q_head].sent_ms + stall_ms(c)) {
@@ -375,9 +592,11 @@ void lockcore__node_check_timers(lockcore_client *c, struct node *n, uint64_t no
 
 uint64_t lockcore__node_next_timer(const lockcore_client *c, const struct node *n)
 {
-    if (n->state == NODE_CONNECTING)
+    if (n->state == NODE_CONNECTING || n->state == NODE_HANDSHAKE)
         return n->connect_deadline_ms;
     if (n->state == NODE_UP && n->q_len > 0)
         return n->q[n->q_head].sent_ms + stall_ms(c);
+    if (n->state == NODE_DOWN && sub_wanted(c, n))
+        return n->next_attempt_ms;
     return UINT64_MAX;
 }

@@ -92,17 +92,40 @@ int lockcore__op_resend(struct op *op, unsigned i, enum step step, int use_eval,
 {
     lockcore_client *c = op->c;
     struct node *n = &c->nodes[i];
-    const char *argv[10];
-    size_t lens[10];
-    char ttl[24], prop[24], idle[24];
-    int argc = 0, script = -1, nkeys = 0;
-    const char *args[6];
-    size_t alens[6];
-    int nargs = 0;
+    const char *argv[16]; /* EVAL script numkeys, 4 keys, 7 args */
+    size_t lens[16];
+    char ttl[24], prop[24], idle[24], tok[24];
+    int argc = 0, script = -1;
+    const char *keys[4], *args[7];
+    size_t klens[4], alens[7];
+    char ticket[24], qttl[24];
+    int nkeys = 0, nargs = 0;
+#define KEY(p, l) (keys[nkeys] = (p), klens[nkeys++] = (l))
+#define ARG(p) (args[nargs] = (p), alens[nargs++] = strlen(p))
 
     switch (step) {
     case STEP_LOCK:
         u64s(ttl, sizeof(ttl), op->ttl_ms);
+        if (op->queued) {
+            /* A waiter: takes its place in the queue and tries. */
+            u64s(prop, sizeof(prop), c->o.fencing ? op->proposal : 0);
+            u64s(idle, sizeof(idle), c->o.fence_idle_ms);
+            u64s(ticket, sizeof(ticket), op->ticket);
+            u64s(qttl, sizeof(qttl), c->o.queue_ttl_ms);
+            script = SCRIPT_ACQUIRE_QUEUED;
+            KEY(op->key, op->key_len);
+            KEY(op->fkey, op->fkey_len);
+            KEY(op->qkey, op->qkey_len);
+            KEY(op->qexp, op->qexp_len);
+            ARG(op->lock.id);
+            ARG(ttl);
+            ARG(prop);
+            ARG(idle);
+            ARG(ticket);
+            ARG(qttl);
+            ARG(c->o.wait_mode == LOCKCORE_WAIT_FAIR ? "1" : "0");
+            break;
+        }
         if (!c->o.fencing) {
             /* Plain Redlock: the classic SET NX PX, no script needed. */
             const char *v[] = {"SET", op->key, op->lock.id, "NX", "PX", ttl};
@@ -112,43 +135,85 @@ int lockcore__op_resend(struct op *op, unsigned i, enum step step, int use_eval,
         u64s(prop, sizeof(prop), op->proposal);
         u64s(idle, sizeof(idle), c->o.fence_idle_ms);
         script = SCRIPT_ACQUIRE_FENCED;
-        nkeys = 2;
-        args[nargs] = op->lock.id, alens[nargs++] = LOCKCORE_ID_LEN;
-        args[nargs] = ttl, alens[nargs++] = strlen(ttl);
-        args[nargs] = prop, alens[nargs++] = strlen(prop);
-        args[nargs] = idle, alens[nargs++] = strlen(idle);
+        KEY(op->key, op->key_len);
+        KEY(op->fkey, op->fkey_len);
+        ARG(op->lock.id);
+        ARG(ttl);
+        ARG(prop);
+        ARG(idle);
         break;
     case STEP_RAISE:
         u64s(prop, sizeof(prop), op->proposal);
         u64s(idle, sizeof(idle), c->o.fence_idle_ms);
         script = SCRIPT_RAISE;
-        nkeys = 1;
-        args[nargs] = prop, alens[nargs++] = strlen(prop);
-        args[nargs] = idle, alens[nargs++] = strlen(idle);
+        KEY(op->fkey, op->fkey_len);
+        ARG(prop);
+        ARG(idle);
         break;
-    case STEP_EXTEND:
+    case STEP_EXTEND: {
+        /* The fence key must outlive the lock: push its expiry out to the
+         * idle expiry, and to twice this TTL if that is longer. */
+        uint64_t fexp = 0;
+        if (c->o.fencing && c->o.fence_idle_ms != 0)
+            fexp = c->o.fence_idle_ms > 2 * op->ttl_ms ? c->o.fence_idle_ms : 2 * op->ttl_ms;
         u64s(ttl, sizeof(ttl), op->ttl_ms);
+        u64s(idle, sizeof(idle), fexp);
+        u64s(tok, sizeof(tok), c->o.fencing ? op->lock.token : 0);
         script = SCRIPT_EXTEND;
-        nkeys = 1;
-        args[nargs] = op->lock.id, alens[nargs++] = LOCKCORE_ID_LEN;
-        args[nargs] = ttl, alens[nargs++] = strlen(ttl);
+        KEY(op->key, op->key_len);
+        KEY(op->fkey, op->fkey_len);
+        KEY(op->ikey, op->ikey_len);
+        ARG(op->lock.id);
+        ARG(ttl);
+        ARG(idle);
+        ARG(tok);
         break;
+    }
     case STEP_RELEASE:
     case STEP_IGNORE:
         script = SCRIPT_RELEASE;
-        nkeys = 1;
-        args[nargs] = op->lock.id, alens[nargs++] = LOCKCORE_ID_LEN;
+        KEY(op->key, op->key_len);
+        KEY(op->ikey, op->ikey_len);
+        KEY(op->qkey, op->qkey_len);
+        KEY(op->qexp, op->qexp_len);
+        ARG(op->lock.id);
+        /* A real release tells the next waiter; a rollback does not (the
+         * lock may well be held by someone else). */
+        if (step == STEP_RELEASE && c->o.wait_mode != LOCKCORE_WAIT_POLL)
+            args[nargs] = op->chan, alens[nargs++] = op->chan_len;
+        else
+            ARG("");
+        ARG(step == STEP_RELEASE ? "1" : "0");
+        break;
+    case STEP_DEQUEUE:
+        script = SCRIPT_DEQUEUE;
+        KEY(op->qkey, op->qkey_len);
+        KEY(op->qexp, op->qexp_len);
+        ARG(op->lock.id);
+        break;
+    case STEP_INFO:
+        u64s(ttl, sizeof(ttl), op->ttl_ms);
+        script = SCRIPT_SET_INFO;
+        KEY(op->key, op->key_len);
+        KEY(op->ikey, op->ikey_len);
+        ARG(op->lock.id);
+        args[nargs] = c->info, alens[nargs++] = c->info_len;
+        ARG(ttl);
         break;
     case STEP_STATUS:
         script = SCRIPT_STATUS;
-        nkeys = 2;
+        KEY(op->key, op->key_len);
+        KEY(op->fkey, op->fkey_len);
+        KEY(op->ikey, op->ikey_len);
         use_eval = 1;
         break;
     default:
         return -EINVAL;
     }
+#undef KEY
+#undef ARG
 
-    const char *nk = nkeys == 2 ? "2" : "1";
+    static const char *const nk[] = {"0", "1", "2", "3", "4"};
     if (use_eval || c->sha[script][0] == '\0') {
         argv[argc] = "EVAL", lens[argc++] = 4;
         argv[argc] = lockcore__scripts[script], lens[argc++] = strlen(lockcore__scripts[script]);
@@ -156,17 +221,14 @@ int lockcore__op_resend(struct op *op, unsigned i, enum step step, int use_eval,
         argv[argc] = "EVALSHA", lens[argc++] = 7;
         argv[argc] = c->sha[script], lens[argc++] = 40;
     }
-    argv[argc] = nk, lens[argc++] = strlen(nk);
-    if (step == STEP_RAISE) {
-        argv[argc] = op->fkey, lens[argc++] = op->fkey_len;
-    } else {
-        argv[argc] = op->key, lens[argc++] = op->key_len;
-        if (nkeys == 2)
-            argv[argc] = op->fkey, lens[argc++] = op->fkey_len;
-    }
+    argv[argc] = nk[nkeys], lens[argc++] = 1;
+    for (int k = 0; k < nkeys; k++)
+        argv[argc] = keys[k], lens[argc++] = klens[k];
     for (int k = 0; k < nargs; k++)
         argv[argc] = args[k], lens[argc++] = alens[k];
-    return lockcore__node_send(c, n, argc, argv, lens, step == STEP_IGNORE ? NULL : op, step, 0, now);
+    /* Fire-and-forget steps have no operation: their replies are dropped. */
+    int mine = step != STEP_IGNORE && step != STEP_INFO && step != STEP_DEQUEUE;
+    return lockcore__node_send(c, n, argc, argv, lens, mine ? op : NULL, step, 0, now);
 }
 
 static void note_failure(struct op *op, unsigned i, const char *why)
@@ -197,10 +259,12 @@ static void phase_begin(struct op *op, enum phase ph, enum step step, uint64_t n
             note_failure(op, i, n->err[0] ? n->err : "unreachable");
             continue;
         }
-        connecting |= n->state == NODE_CONNECTING;
+        connecting |= n->state == NODE_CONNECTING || n->state == NODE_HANDSHAKE;
         if (lockcore__op_resend(op, i, step, 0, now) < 0) {
             op->slot[i] = SLOT_NET;
             note_failure(op, i, "out of memory");
+        } else if (step == STEP_LOCK && c->info_len > 0) {
+            lockcore__op_resend(op, i, STEP_INFO, 0, now);
         }
     }
     /* A connection still being set up gets its connect budget on top. */
@@ -216,6 +280,10 @@ static void attempt_begin(struct op *op, uint64_t now)
     op->attempt_start_ms = now;
     op->raises = 0;
     op->max_fence = 0;
+    op->holder[0] = '\0';
+    op->holder_pttl_ms = -2;
+    op->holder_nodes = 0;
+    op->behind = 0;
     if (op->c->o.fencing) {
         uint64_t wall = op->c->o.clock_us(op->c->o.clock_arg);
         int rc = fencing_propose(wall, *fence_seen(op), &op->proposal);
@@ -226,6 +294,62 @@ static void attempt_begin(struct op *op, uint64_t now)
         }
     }
     phase_begin(op, PH_LOCK, STEP_LOCK, now);
+}
+
+/* The backoff: fixed (delay + jitter), or exponential with full jitter. */
+static uint64_t backoff_delay(struct op *op)
+{
+    lockcore_client *c = op->c;
+    if (c->o.backoff == LOCKCORE_BACKOFF_EXPONENTIAL) {
+        unsigned shift = op->lock.attempts > 1 ? op->lock.attempts - 1 : 0;
+        uint64_t cap = c->o.retry_delay_ms;
+        for (unsigned k = 0; k < shift && cap < c->o.retry_delay_max_ms; k++)
+            cap *= 2;
+        if (cap > c->o.retry_delay_max_ms)
+            cap = c->o.retry_delay_max_ms;
+        return lockcore__rand64(&c->rng) % (cap + 1);
+    }
+    uint64_t delay = c->o.retry_delay_ms;
+    if (c->o.retry_jitter_ms > 0)
+        delay += lockcore__rand64(&c->rng) % (c->o.retry_jitter_ms + 1);
+    return delay;
+}
+
+/* How long a refused acquisition waits. Polling: the backoff. Notified and
+ * fair: a waiter first takes its place in the nodes' queues (the next
+ * attempt, at once), then sleeps until a release names it or until the
+ * holder's TTL runs out (a crashed holder sends nothing), refreshing its
+ * place before it lapses. A refusal by nodes that do not agree on one
+ * holder (a split vote: nobody holds a majority) retries after the
+ * backoff, since nobody will release. */
+static uint64_t wait_delay(struct op *op, int rc)
+{
+    lockcore_client *c = op->c;
+    uint64_t delay = backoff_delay(op);
+    int refused = rc == LOCKCORE_ELOCKED;
+    if (c->o.wait_mode == LOCKCORE_WAIT_POLL || !refused)
+        return delay;
+    if (!op->queued) {
+        op->queued = 1;
+        return 0;
+    }
+    if (op->noticed) {
+        op->noticed = 0;
+        return 0;
+    }
+    if (c->notify_refused || lockcore__notify_want(c, op) < 0)
+        return c->o.wait_mode == LOCKCORE_WAIT_FAIR && delay > c->o.queue_ttl_ms / 3 ? c->o.queue_ttl_ms / 3
+                                                                                     : delay;
+    if (c->o.wait_mode == LOCKCORE_WAIT_FAIR && op->behind >= c->quorum) {
+        delay = UINT64_MAX; /* not our turn: the release before ours names us */
+    } else if (op->holder[0] != '\0' && op->holder_nodes >= c->quorum && op->holder_pttl_ms >= 0) {
+        delay = (uint64_t)op->holder_pttl_ms;
+        if (c->o.retry_jitter_ms > 0)
+            delay += lockcore__rand64(&c->rng) % (c->o.retry_jitter_ms + 1);
+    }
+    if (delay > c->o.queue_ttl_ms / 3)
+        delay = c->o.queue_ttl_ms / 3; /* keep the place in the queue */
+    return delay;
 }
 
 /* Release whatever this attempt set, on every connected node, then retry
@@ -239,11 +363,15 @@ static void attempt_failed(struct op *op, int rc, uint64_t now)
             lockcore__op_resend(op, i, STEP_IGNORE, 0, now);
 
     int retries_left = c->o.retry_count < 0 || op->lock.attempts <= (unsigned)c->o.retry_count;
-    uint64_t delay = c->o.retry_delay_ms;
-    if (c->o.retry_jitter_ms > 0)
-        delay += lockcore__rand64(&c->rng) % (c->o.retry_jitter_ms + 1);
-    if (op->wait_deadline_ms != 0 && now + delay >= op->wait_deadline_ms)
-        retries_left = 0;
+    uint64_t delay = wait_delay(op, rc);
+    /* With a deadline, the last attempt is made at the deadline, not one
+     * delay before it (a notice may still come in between). */
+    if (op->wait_deadline_ms != 0) {
+        if (now >= op->wait_deadline_ms)
+            retries_left = 0;
+        else if (now + delay > op->wait_deadline_ms)
+            delay = op->wait_deadline_ms - now;
+    }
     if (!retries_left) {
         lockcore__op_finish(op, rc);
         return;
@@ -289,14 +417,24 @@ static int failure_code(const struct op *op, unsigned no, unsigned net, unsigned
     return proto > net ? LOCKCORE_EPROTO : LOCKCORE_ENOQUORUM;
 }
 
-static void prefix_msg(struct op *op, const char *fmt_what, unsigned yes, unsigned no, unsigned net,
+/* Why a phase failed, in counts that add up to the nodes, then who holds
+ * the lock (when a refusal said), then the first node failure. */
+static void prefix_msg(struct op *op, const char *what, unsigned yes, unsigned no, unsigned net,
                        unsigned proto)
 {
-    char detail[ERRMSG_MAX];
+    char detail[ERRMSG_MAX], held[160] = "";
+    unsigned n = op->c->n;
+    unsigned open = n - yes - no - net - proto;
     lockcore__fmt(detail, sizeof(detail), "%s", op->errmsg);
+    if (op->holder[0] != '\0' && op->holder_pttl_ms >= 0)
+        lockcore__fmt(held, sizeof(held), "; held by %.12s... (on %u of them, %lld ms left)", op->holder,
+                      op->holder_nodes, (long long)op->holder_pttl_ms);
+    else if (op->holder[0] != '\0')
+        lockcore__fmt(held, sizeof(held), "; held by %.12s... (on %u of them)", op->holder, op->holder_nodes);
     lockcore__fmt(op->errmsg, sizeof(op->errmsg),
-                  "%s '%s': %u of %u nodes agreed (quorum %u), %u refused, %u unreachable, %u errors%s%s",
-                  fmt_what, op->lock.resource, yes, op->c->n, op->c->quorum, no, net, proto,
+                  "%s '%s': %u of %u nodes agreed (quorum %u): %u refused, %u unreachable, %u errors, %u not "
+                  "awaited%s%s%s",
+                  what, op->lock.resource, yes, n, op->c->quorum, no, net, proto, open, held,
                   detail[0] ? "; first failure: " : "", detail);
 }
 
@@ -391,6 +529,7 @@ static void decide(struct op *op, uint64_t now)
             raise_begin(op, now);
             return;
         case FENCING_FAILED:
+            op->lock.nodes_ok = yes;
             prefix_msg(op, "acquire", yes, no, net, proto);
             attempt_failed(op, failure_code(op, no, net, proto, LOCKCORE_ELOCKED), now);
             return;
@@ -427,6 +566,7 @@ static void decide(struct op *op, uint64_t now)
             op->lock.valid_until_ms = now + (uint64_t)v;
             op->lock.ttl_ms = op->ttl_ms;
             op->lock.nodes_ok = yes;
+            op->lock.flags &= ~LOCKCORE_LOCK_FROM_ID; /* validity known now */
             op->errmsg[0] = '\0';
             lockcore__op_finish(op, 0);
         } else if (yes + (c->n - answered) < c->quorum) {
@@ -494,7 +634,7 @@ void lockcore__op_start(struct op *op, uint64_t now)
             attempt_begin(op, now);
         break;
     case OP_EXTEND:
-        if (lockcore_remaining_ms(&op->lock) == 0) {
+        if (!(op->lock.flags & LOCKCORE_LOCK_FROM_ID) && lockcore_remaining_ms(&op->lock) == 0) {
             lockcore__fmt(op->errmsg, sizeof(op->errmsg), "extend '%s': validity already ran out",
                           op->lock.resource);
             lockcore__op_finish(op, LOCKCORE_ELOST);
@@ -557,10 +697,28 @@ static void note_fence(struct op *op, uint64_t f)
         *fence_seen(op) = f;
 }
 
+/* Remember who refused us: the holder most nodes named, with the longest
+ * time left it has on one of them. */
+static void note_holder(struct op *op, const redisReply *h, long long pttl)
+{
+    if (h->type != REDIS_REPLY_STRING || h->len == 0 || h->len > LOCKCORE_ID_LEN)
+        return;
+    if (op->holder[0] != '\0' && (strlen(op->holder) != h->len || memcmp(op->holder, h->str, h->len) != 0))
+        return; /* a second holder on a minority: keep the first */
+    if (op->holder[0] == '\0') {
+        memcpy(op->holder, h->str, h->len);
+        op->holder[h->len] = '\0';
+    }
+    op->holder_nodes++;
+    if (pttl > op->holder_pttl_ms)
+        op->holder_pttl_ms = pttl;
+}
+
 static void status_reply(struct op *op, unsigned i, const redisReply *r)
 {
     struct lockcore_node_status *st = &op->status[i];
-    if (r->type != REDIS_REPLY_ARRAY || r->elements != 3 || r->element[0]->type != REDIS_REPLY_STRING) {
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 4 || r->element[0]->type != REDIS_REPLY_STRING ||
+        r->element[3]->type != REDIS_REPLY_STRING) {
         slot_error(op, i, r);
         lockcore__fmt(st->error, sizeof(st->error), "%s", op->errmsg);
         return;
@@ -572,6 +730,9 @@ static void status_reply(struct op *op, unsigned i, const redisReply *r)
     st->pttl_ms = int_at(r, 1);
     if (fence_at(r, 2, &st->fence) < 0)
         st->fence = 0;
+    size_t il = r->element[3]->len < LOCKCORE_INFO_MAX ? r->element[3]->len : LOCKCORE_INFO_MAX;
+    memcpy(st->info, r->element[3]->str, il);
+    st->info[il] = '\0';
     op->slot[i] = SLOT_YES;
 }
 
@@ -589,7 +750,7 @@ void lockcore__op_reply(struct op *op, unsigned i, enum step step, redisReply *r
     }
     switch (step) {
     case STEP_LOCK:
-        if (!op->c->o.fencing) {
+        if (!op->c->o.fencing && !op->queued) {
             if (r->type == REDIS_REPLY_STATUS && strcmp(r->str, "OK") == 0)
                 op->slot[i] = SLOT_YES;
             else if (r->type == REDIS_REPLY_NIL)
@@ -598,12 +759,18 @@ void lockcore__op_reply(struct op *op, unsigned i, enum step step, redisReply *r
                 slot_error(op, i, r);
             break;
         }
-        if (r->type == REDIS_REPLY_ARRAY && r->elements == 3) {
+        if (r->type == REDIS_REPLY_ARRAY && r->elements >= 3) {
             uint64_t f;
             if (fence_at(r, 2, &f) == 0) {
                 note_fence(op, f);
                 op->slot[i] = int_at(r, 0) == 1 ? SLOT_YES : SLOT_NO;
                 op->accepted[i] = op->slot[i] == SLOT_YES && int_at(r, 1) == 1;
+                if (op->slot[i] == SLOT_NO && r->elements >= 5)
+                    note_holder(op, r->element[3], int_at(r, 4));
+                if (op->slot[i] == SLOT_NO && r->elements >= 6 && r->element[5]->type == REDIS_REPLY_STRING &&
+                    (r->element[5]->len != LOCKCORE_ID_LEN ||
+                     memcmp(r->element[5]->str, op->lock.id, LOCKCORE_ID_LEN) != 0))
+                    op->behind++;
                 break;
             }
         }
@@ -685,6 +852,24 @@ uint64_t lockcore__op_next_timer(const struct op *op)
 
 void lockcore__op_cancel(struct op *op)
 {
-    lockcore__fmt(op->errmsg, sizeof(op->errmsg), "canceled: the client was freed");
-    lockcore__op_finish(op, LOCKCORE_ECANCELED);
+    lockcore__op_abort(op, LOCKCORE_ECANCELED, "canceled: the client was freed");
+}
+
+/* End an operation before its outcome is known. An acquisition may have
+ * set its key on some nodes: those are rolled back (best effort) so that
+ * nothing is left to block others until the TTL. */
+void lockcore__op_abort(struct op *op, int rc, const char *why)
+{
+    lockcore_client *c = op->c;
+    if (op->kind == OP_ACQUIRE && (op->phase == PH_LOCK || op->phase == PH_RAISE))
+        for (unsigned i = 0; i < c->n; i++)
+            if (c->nodes[i].state != NODE_DOWN)
+                lockcore__op_resend(op, i, STEP_IGNORE, 0, lockcore_now_ms());
+    lockcore__fmt(op->errmsg, sizeof(op->errmsg), "%s '%s': %s",
+                  op->kind == OP_ACQUIRE   ? "acquire"
+                  : op->kind == OP_EXTEND  ? "extend"
+                  : op->kind == OP_RELEASE ? "release"
+                                           : "status",
+                  op->lock.resource, why);
+    lockcore__op_finish(op, rc);
 }

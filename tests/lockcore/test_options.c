@@ -66,8 +66,12 @@ static void test_options_rejects_bad_addresses(void **state)
 static void test_options_accepts_address_forms(void **state)
 {
     (void)state;
-    const char *good[] = {"127.0.0.1:6379",         "redis://127.0.0.1:6379",    "redis://127.0.0.1:6379/15",
-                          "redis://:secret@h:1",    "redis://user:p%40ss@h:2/3", "[::1]:6379",
+    const char *good[] = {"127.0.0.1:6379",
+                          "redis://127.0.0.1:6379",
+                          "redis://127.0.0.1:6379/15",
+                          "redis://:secret@127.0.0.1:1",
+                          "redis://user:p%40ss@localhost:2/3",
+                          "[::1]:6379",
                           "redis://u:p@[::1]:6380/"};
     for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
         struct lockcore_options o;
@@ -75,6 +79,23 @@ static void test_options_accepts_address_forms(void **state)
         base(&o);
         o.nodes = &good[i];
         assert_int_equal(make(&o, err, sizeof(err)), 0);
+    }
+}
+
+/* A password never shows in a message, whatever is wrong with the address. */
+static void test_options_address_errors_mask_the_password(void **state)
+{
+    (void)state;
+    const char *bad[] = {"redis://alice:S3cretPW@127.0.0.1:99999", "redis://S3cretPW@127.0.0.1:x",
+                         "redis://alice:S3cretPW@[::1:6379", "redis://alice:S3cretPW@127.0.0.1:1/db"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        struct lockcore_options o;
+        char err[256] = "";
+        base(&o);
+        o.nodes = &bad[i];
+        assert_int_equal(make(&o, err, sizeof(err)), -EINVAL);
+        assert_null(strstr(err, "S3cretPW"));
+        assert_non_null(strstr(err, "***"));
     }
 }
 
@@ -121,6 +142,21 @@ static void test_options_rejects_bad_values(void **state)
     base(&o);
     o.fence_idle_ms = 5;
     assert_int_equal(make(&o, err, sizeof(err)), -EINVAL);
+    /* The fence key must outlive the lock by far: twice the TTL at least. */
+    base(&o);
+    o.fence_idle_ms = 2 * o.ttl_ms - 1;
+    assert_int_equal(make(&o, err, sizeof(err)), -EINVAL);
+    assert_non_null(strstr(err, "fence_idle_ms"));
+    base(&o);
+    o.fence_idle_ms = 2 * o.ttl_ms;
+    assert_int_equal(make(&o, err, sizeof(err)), 0);
+    base(&o);
+    char info[LOCKCORE_INFO_MAX + 2];
+    memset(info, 'i', sizeof(info) - 1);
+    info[sizeof(info) - 1] = '\0';
+    o.holder_info = info;
+    assert_int_equal(make(&o, err, sizeof(err)), -EINVAL);
+    assert_non_null(strstr(err, "holder_info"));
     base(&o);
     o.fencing = 2;
     assert_int_equal(make(&o, err, sizeof(err)), -EINVAL);
@@ -206,6 +242,7 @@ int main(void)
         cmocka_unit_test(test_options_defaults),
         cmocka_unit_test(test_options_rejects_bad_addresses),
         cmocka_unit_test(test_options_accepts_address_forms),
+        cmocka_unit_test(test_options_address_errors_mask_the_password),
         cmocka_unit_test(test_options_rejects_bad_values),
         cmocka_unit_test(test_options_rejects_bad_resources_and_locks),
         cmocka_unit_test(test_options_strerror_names_every_code),

@@ -110,8 +110,9 @@ FENCING_API enum fencing_verdict fencing_decide(const struct fencing_tally *t, i
  * KEYS[1] lock key, KEYS[2] fence key;
  * ARGV[1] lock id, ARGV[2] ttl ms, ARGV[3] proposal, ARGV[4] fence idle
  * expiry ms (0 = none).
- * Returns a 3-element array: granted (0/1), accepted (0/1), and the node's
- * fence value after the call, as a decimal string.
+ * Returns an array: granted (0/1), accepted (0/1), and the node's fence
+ * value after the call, as a decimal string; when not granted, two more
+ * elements say who holds the lock: the lock key's value and its PTTL.
  */
 FENCING_API extern const char fencing_script_acquire[];
 

@@ -12,12 +12,53 @@
  *
  * Thread safety: a client must be used by one thread at a time (like a
  * hiredis context). Use one client per thread, or serialize access.
+ * Node sockets are close-on-exec, so a program that forks and execs does
+ * not hand them to its children.
  *
- * Errors: functions returning int give 0 on success, a negative errno
- * (-EINVAL, -ENOMEM, ...) for system and argument failures, or one of the
- * LOCKCORE_E* codes below. lockcore_strerror() names any of them;
+ * Errors: functions returning int give 0 on success or a negative code, one
+ * of this table, and no other. lockcore_strerror() names each;
  * lockcore_errmsg() gives the detail of the client's last failure (which
- * node said what).
+ * node said what, who holds the lock).
+ *
+ *   code                 meaning                                  fencelock exit
+ *   0                    success                                  0
+ *   -EINVAL              a bad argument or option (errmsg: which)  64
+ *   LOCKCORE_ELOCKED     not acquired: held by another client;     75
+ *                        also when wait_ms or the retries ran out
+ *                        while it was held
+ *   LOCKCORE_ENOQUORUM   a majority of nodes unreachable, or not   69
+ *                        answering within request_timeout_ms
+ *   -ETIMEDOUT           a majority granted, but so slowly that    69
+ *                        no validity was left (slow nodes, or a
+ *                        client paused while acquiring); retried
+ *                        like a refusal
+ *   LOCKCORE_ELOST       the lock is not held (any more): its       79
+ *                        validity ran out, or a majority no
+ *                        longer holds its id
+ *   LOCKCORE_EPROTO      a server error or a bad reply (AUTH or     70
+ *                        ACL refused, a hostile or broken node)
+ *   LOCKCORE_EFENCE      no fencing token could be agreed           70
+ *   LOCKCORE_ECANCELED   the client was freed with the operation    70
+ *                        in flight, or is being freed
+ *   -EDEADLK             a call the callback contract forbids       70
+ *                        (below), made from a callback
+ *   -ENOMEM, -ENOSPC     out of memory; an array too small          70
+ *   other -errno         a system call failed (poll)                70
+ *
+ * Callbacks (the callback contract). Operation callbacks and on_lost run
+ * from lockcore_run() / lockcore_process() and from inside the blocking
+ * calls, never from the call that started the operation. A callback may:
+ *   - start operations on the same client (the _async calls, and
+ *     lockcore_keepalive_start);
+ *   - stop any keep-alive of the client, its own included;
+ *   - read lockcore_errmsg() (it describes the operation that ended);
+ *   - free the client: the free is deferred until the lockcore call that
+ *     ran the callback returns; that call then returns and the client must
+ *     not be used again (operations still in flight end with
+ *     LOCKCORE_ECANCELED first, their callbacks run).
+ * A callback must not call the blocking functions, lockcore_run(),
+ * lockcore_process() or lockcore_pollfds(): they return -EDEADLK.
+ * The lock a callback gets is borrowed: it dies when the callback returns.
  */
 #ifndef LOCKCORE_LOCKCORE_H
 #define LOCKCORE_LOCKCORE_H
@@ -44,6 +85,34 @@ extern "C" {
 #define LOCKCORE_ID_LEN 40
 /* Most nodes a client may have. */
 #define LOCKCORE_NODES_MAX 64
+/* Longest holder info (see lockcore_options.holder_info), in bytes. */
+#define LOCKCORE_INFO_MAX 512
+/* Most descriptors a client watches: a command connection per node, and a
+ * subscriber connection per node while notified waiters wait. */
+#define LOCKCORE_POLLFDS_MAX (2 * LOCKCORE_NODES_MAX)
+
+/* How an acquisition that was refused waits before it tries again
+ * (lockcore_options.wait_mode). See docs/lockcore.md, "Waiting". */
+enum lockcore_wait_mode {
+    /* A release tells waiters: each node PUBLISHes the name of the first
+     * waiter in its queue, which tries again at once; others sleep until
+     * the holder's TTL would run out (a crashed holder sends nothing). Not
+     * fair: a newcomer may take the lock first. Default. */
+    LOCKCORE_WAIT_NOTIFY = 0,
+    /* Retry after the backoff delay, as plain Redlock does. */
+    LOCKCORE_WAIT_POLL = 1,
+    /* Fair: waiters of every client are granted in the order of their
+     * tickets (arrival time on the waiter's clock); nobody may take the
+     * lock ahead of a live waiter with a smaller ticket. Notified too. */
+    LOCKCORE_WAIT_FAIR = 2,
+};
+
+/* The delay between attempts when no notice comes (lockcore_options.backoff). */
+enum lockcore_backoff {
+    LOCKCORE_BACKOFF_FIXED = 0,       /* retry_delay_ms + uniform[0, retry_jitter_ms] */
+    LOCKCORE_BACKOFF_EXPONENTIAL = 1, /* uniform[0, min(retry_delay_max_ms,
+                                         retry_delay_ms * 2^(attempt-1))]: full jitter */
+};
 
 enum {
     LOCKCORE_ELOCKED = -10001,   /* not acquired: held by another client */
@@ -53,6 +122,8 @@ enum {
     LOCKCORE_EFENCE = -10005,    /* no token could be agreed (tokens exhausted) */
     LOCKCORE_ECANCELED = -10006, /* operation canceled: the client was freed */
 };
+/* -ETIMEDOUT, -EINVAL, -EDEADLK and the other errno values: see the table
+ * above. */
 
 /*
  * Client options. lockcore_options_init() fills the defaults given here;
@@ -60,8 +131,12 @@ enum {
  * the strings it points to may be freed once the client exists.
  */
 struct lockcore_options {
-    /* Node addresses: "redis://[user:password@]host:port[/db]" or "host:port".
-     * Required; 1..LOCKCORE_NODES_MAX entries. */
+    /* Node addresses: "redis://[user:password@]host:port[/db]" or "host:port";
+     * "rediss://..." for TLS (see the tls_* options).
+     * Required; 1..LOCKCORE_NODES_MAX entries. Host names are resolved once,
+     * by lockcore_client_new() (IPv4 first, as hiredis does), so that no
+     * later call blocks on DNS; a node that moves needs a new client.
+     * Passwords never appear in messages ("***" stands for them). */
     const char *const *nodes;
     size_t n_nodes;
 
@@ -75,15 +150,45 @@ struct lockcore_options {
     uint64_t retry_delay_ms;     /* least wait before a retry; default 200 */
     uint64_t retry_jitter_ms;    /* random extra wait, uniform in [0, jitter];
                                     default 100 */
+    int wait_mode;               /* enum lockcore_wait_mode; default NOTIFY */
+    int backoff;                 /* enum lockcore_backoff; default FIXED */
+    uint64_t retry_delay_max_ms; /* cap of the exponential backoff; default 2000 */
+    uint64_t queue_ttl_ms;       /* a waiter's place in a queue lasts this long
+                                    unless refreshed (a crashed waiter blocks a
+                                    fair queue no longer); default 3000 */
     uint64_t wait_ms;            /* give up acquiring after this long, all retries
                                     included; 0 = no deadline; default 0 */
     const char *key_prefix;      /* prepended to every resource; default "" */
     int fencing;                 /* 1: issue fencing tokens (default); 0: plain
                                     Redlock, no fence keys, token 0 */
     uint64_t fence_idle_ms;      /* expiry of an idle fence key; 0 = never;
-                                    default 7 days */
+                                    default 7 days; at least 2 * ttl_ms. Every
+                                    grant and extension pushes it out again */
     uint64_t reconnect_min_ms;   /* first backoff after a node failed; default 10 */
-    uint64_t reconnect_max_ms;   /* backoff cap; default 1000 */
+    uint64_t reconnect_max_ms;   /* backoff cap; default 1000. The backoff
+                                    ends only after a node answers well, so a
+                                    node that accepts and then refuses (AUTH,
+                                    maxclients) is not hammered */
+
+    /* Who holds the lock, for people: stored beside every lock this client
+     * acquires, in the key "{" key "}:holder", with the lock's TTL; pushed
+     * out by extensions and deleted by releases. The lock key's own value
+     * stays the lock id (other Redlock clients interoperate). At most
+     * LOCKCORE_INFO_MAX bytes, copied; NULL or "" for none (default). */
+    const char *holder_info;
+
+    /* TLS to rediss:// nodes (OpenSSL; TLS 1.2 or later). Paths and names
+     * are copied. */
+    const char *tls_ca_file;     /* PEM CAs to verify nodes with; NULL: the
+                                    system's default CA paths */
+    const char *tls_cert_file;   /* client certificate chain (PEM), for nodes
+                                    that require one; with tls_key_file */
+    const char *tls_key_file;    /* its private key (PEM) */
+    const char *tls_server_name; /* the name to verify (and send as SNI);
+                                    NULL: each node's host as given */
+    int tls_verify;              /* 1 (default): verify each node's certificate
+                                    and name; 0: do not (encryption without
+                                    authentication: testing only) */
 
     /* Wall clock for first-round token proposals, in microseconds since the
      * epoch. NULL uses CLOCK_REALTIME. Tests inject a clock that is behind. */
@@ -102,7 +207,14 @@ struct lockcore_lock {
     unsigned nodes;                           /* nodes in the client */
     unsigned nodes_ok;                        /* nodes that granted / extended / released */
     unsigned attempts;                        /* attempts the acquisition took */
+    unsigned flags;                           /* LOCKCORE_LOCK_* below */
+    uint64_t ticket;                          /* the acquisition's place among waiters
+                                                 (wall µs at its start) */
 };
+
+/* lockcore_lock.flags: built by lockcore_lock_from_id, validity unknown
+ * until an extension succeeds. */
+#define LOCKCORE_LOCK_FROM_ID 1u
 
 /* Fill *o with the defaults. Returns 0 or -EINVAL for o == NULL. */
 LOCKCORE_API int lockcore_options_init(struct lockcore_options *o);
@@ -127,6 +239,26 @@ LOCKCORE_API void lockcore_client_free(lockcore_client *c);
 /* The detail of the client's last failure; valid until its next call. */
 LOCKCORE_API const char *lockcore_errmsg(const lockcore_client *c);
 
+/*
+ * A lock record for a lock held under a known id, e.g. one another process
+ * acquired and printed: resource and id are copied, token is 0 and the
+ * validity is unknown, so lockcore_extend() and lockcore_release() of it go
+ * to the nodes, which decide (only keys that still hold the id are
+ * touched). Returns 0, or -EINVAL (see lockcore_errmsg) for a bad resource
+ * or an id that is not LOCKCORE_ID_LEN lowercase hex digits.
+ */
+LOCKCORE_API int lockcore_lock_from_id(lockcore_client *c, const char *resource, const char *id,
+                                       struct lockcore_lock *out);
+
+/* The client's number of nodes, and its majority (nodes / 2 + 1); 0 for NULL. */
+LOCKCORE_API unsigned lockcore_nodes(const lockcore_client *c);
+LOCKCORE_API unsigned lockcore_quorum(const lockcore_client *c);
+
+/* Why notified waiting is off (a node refused SUBSCRIBE, e.g. for lack of
+ * ACL channel rights: waiters then use timers), or NULL while it works or
+ * was never needed. Valid until the client is freed. */
+LOCKCORE_API const char *lockcore_notify_error(const lockcore_client *c);
+
 /* A static name for any error code returned by lockcore. */
 LOCKCORE_API const char *lockcore_strerror(int err);
 
@@ -140,26 +272,34 @@ LOCKCORE_API uint64_t lockcore_remaining_ms(const struct lockcore_lock *lock);
 
 /*
  * Acquire `resource` (NUL-terminated, 1..LOCKCORE_RESOURCE_MAX bytes) on a
- * majority of nodes, retrying as the options say. On success fills *lock.
- * Returns 0, -EINVAL, LOCKCORE_ELOCKED, LOCKCORE_ENOQUORUM, LOCKCORE_EPROTO,
- * LOCKCORE_EFENCE, -ETIMEDOUT (wait_ms ran out), -ENOMEM.
+ * majority of nodes, retrying as the options say (retry_count, wait_ms).
+ * On success fills *lock. On failure *lock gets the last attempt's counts
+ * (resource, nodes, nodes_ok = nodes that granted, attempts), an empty id,
+ * token 0 and no validity. Returns 0, -EINVAL, LOCKCORE_ELOCKED,
+ * LOCKCORE_ENOQUORUM, -ETIMEDOUT, LOCKCORE_EPROTO, LOCKCORE_EFENCE,
+ * -ENOMEM, -EDEADLK, or a poll failure: the code of the last attempt when
+ * the retries or wait_ms ran out.
  */
 LOCKCORE_API int lockcore_acquire(lockcore_client *c, const char *resource, struct lockcore_lock *lock);
 
 /*
  * Extend a held lock to ttl_ms from now (0 = the client's TTL) on a majority,
- * keeping its id and token. Refused with LOCKCORE_ELOST once the lock's
- * validity has run out. On success updates validity_ms, valid_until_ms,
- * ttl_ms and nodes_ok. Returns 0, -EINVAL, LOCKCORE_ELOST,
- * LOCKCORE_ENOQUORUM, LOCKCORE_EPROTO.
+ * keeping its id and token, and push out its fence key's idle expiry and
+ * its holder info. Refused with LOCKCORE_ELOST once the lock's validity has
+ * run out (a lock from lockcore_lock_from_id has no known validity: the
+ * nodes decide). On success updates validity_ms, valid_until_ms, ttl_ms
+ * and nodes_ok; on failure only nodes_ok (the nodes that extended).
+ * Returns 0, -EINVAL, LOCKCORE_ELOST, LOCKCORE_ENOQUORUM, LOCKCORE_EPROTO,
+ * -EDEADLK.
  */
 LOCKCORE_API int lockcore_extend(lockcore_client *c, struct lockcore_lock *lock, uint64_t ttl_ms);
 
 /*
  * Release a lock on every node (only where the key still holds our id).
- * Sets lock->nodes_ok to the nodes that deleted it and validity to 0.
- * Returns 0 when a majority answered, LOCKCORE_ENOQUORUM otherwise (the
- * keys then expire by their TTL), -EINVAL.
+ * Sets lock->nodes_ok to the nodes that deleted it and validity to 0, on
+ * failure too. Returns 0 when a majority answered, LOCKCORE_ENOQUORUM or
+ * LOCKCORE_EPROTO otherwise (the keys then expire by their TTL), -EINVAL,
+ * -EDEADLK.
  */
 LOCKCORE_API int lockcore_release(lockcore_client *c, struct lockcore_lock *lock);
 
@@ -171,13 +311,14 @@ struct lockcore_node_status {
                                         at LOCKCORE_ID_LEN bytes) */
     int64_t pttl_ms;                  /* remaining ms of the key, -2 if none */
     uint64_t fence;                   /* the node's fence value, 0 if none */
+    char info[LOCKCORE_INFO_MAX + 1]; /* the holder's info ("" if none) */
     char error[128];                  /* why not reachable, "" otherwise */
 };
 
 /*
  * Read each node's view of a resource into out[0..n_nodes-1] (cap entries
  * available). Returns the number of nodes (even if some were unreachable),
- * -EINVAL or -ENOSPC.
+ * -EINVAL, -ENOSPC, -EDEADLK.
  */
 LOCKCORE_API int lockcore_status(lockcore_client *c, const char *resource, struct lockcore_node_status *out,
                                  size_t cap);
@@ -186,9 +327,10 @@ LOCKCORE_API int lockcore_status(lockcore_client *c, const char *resource, struc
 
 /*
  * Called once when an operation ends. rc is what the blocking call would
- * return; lock is the result (for acquire, valid only if rc == 0), borrowed
- * for the duration of the call: copy it to keep it. The callback may start
- * new operations on the same client; it must not free the client.
+ * return; lock is the result (for acquire, a held lock only if rc == 0,
+ * else the counts as lockcore_acquire gives them), borrowed for the
+ * duration of the call: copy it to keep it. See the callback contract at
+ * the top of this file for what a callback may call.
  */
 typedef void (*lockcore_cb)(lockcore_client *c, int rc, const struct lockcore_lock *lock, void *arg);
 
@@ -196,7 +338,8 @@ typedef void (*lockcore_cb)(lockcore_client *c, int rc, const struct lockcore_lo
  * Start an operation; its callback runs from a later lockcore_run() or
  * lockcore_process(), never from inside these calls. The lock (for extend
  * and release) is copied. Returns 0 if started, -EINVAL (callback missing,
- * bad resource or lock), -ENOMEM.
+ * bad resource, lock or TTL), -ENOMEM, or LOCKCORE_ECANCELED while the
+ * client is being freed (the callback then never runs).
  */
 LOCKCORE_API int lockcore_acquire_async(lockcore_client *c, const char *resource, lockcore_cb cb, void *arg);
 LOCKCORE_API int lockcore_extend_async(lockcore_client *c, const struct lockcore_lock *lock, uint64_t ttl_ms,
@@ -210,13 +353,14 @@ LOCKCORE_API size_t lockcore_inflight(const lockcore_client *c);
 /*
  * Wait up to timeout_ms (-1: until something happens; 0: do not wait) for
  * network events and timers, then run every callback that is due. Returns
- * the number of operations that ended, or a negative errno if poll failed.
+ * the number of operations that ended, a negative errno if poll failed (no
+ * operation is affected), or -EDEADLK from a callback.
  */
 LOCKCORE_API int lockcore_run(lockcore_client *c, int timeout_ms);
 
 /*
  * Event-loop embedding: fill fds[0..] with the descriptors to watch (at most
- * cap; LOCKCORE_NODES_MAX always suffices) and *timeout_ms with the longest
+ * cap; LOCKCORE_POLLFDS_MAX always suffices) and *timeout_ms with the longest
  * the caller may wait. Returns the number of entries, or -EINVAL/-ENOSPC.
  * After polling, hand the same array to lockcore_process().
  */
@@ -230,20 +374,23 @@ LOCKCORE_API int lockcore_process(lockcore_client *c, const struct pollfd *fds, 
  * lockcore_process(): whenever only renew_before_ms of validity is left, it
  * extends the lock to ttl_ms again. If an extension fails with the lock no
  * longer held on a majority, or the validity runs out before an extension
- * succeeds (a majority unreachable), the lock is lost: on_lost runs once
- * with the reason, and the keep-alive stops. Transient failures are retried
- * while validity remains.
+ * succeeds (a majority unreachable or slow), the lock is lost: on_lost runs
+ * once, at valid_until_ms at the latest whatever is in flight, with the
+ * reason (lockcore_errmsg() inside on_lost says more), and the keep-alive
+ * stops. Transient failures are retried while validity remains.
  */
 typedef struct lockcore_keepalive lockcore_keepalive;
 
 /*
- * Start keeping `lock` (copied) alive. ttl_ms 0 = the lock's TTL;
- * renew_before_ms 0 = a third of it (must be below the TTL). on_lost may be
- * NULL (poll lockcore_keepalive_get instead); it runs from lockcore_run, and
- * the lock it gets is borrowed for the call. Writes *out on success.
- * Returns 0, -EINVAL, LOCKCORE_ELOST (validity already ran out) or -ENOMEM.
- * A keep-alive belongs to its client: stop it before freeing the client, or
- * lockcore_client_free() frees it.
+ * Start keeping `lock` (copied) alive. ttl_ms 0 = the lock's TTL (above the
+ * client's request_timeout_ms, at most 24 h); renew_before_ms 0 = a third of
+ * it (must be below the TTL). on_lost may be NULL (poll
+ * lockcore_keepalive_get instead); it runs from lockcore_run, and the lock
+ * it gets is borrowed for the call. Writes *out on success. Returns 0,
+ * -EINVAL (bad lock, TTL or renew_before_ms; see lockcore_errmsg),
+ * LOCKCORE_ELOST (validity already ran out or unknown), -ENOMEM or
+ * LOCKCORE_ECANCELED. A keep-alive belongs to its client: stop it before
+ * freeing the client, or lockcore_client_free() frees it.
  */
 LOCKCORE_API int lockcore_keepalive_start(lockcore_client *c, const struct lockcore_lock *lock,
                                           uint64_t ttl_ms, uint64_t renew_before_ms, lockcore_cb on_lost,
@@ -251,8 +398,8 @@ LOCKCORE_API int lockcore_keepalive_start(lockcore_client *c, const struct lockc
 
 /*
  * Copy the lock as last extended into *out (if not NULL). Returns 0 while it
- * is held, or the code it was lost with (LOCKCORE_ELOST, LOCKCORE_ENOQUORUM,
- * ...), or -EINVAL.
+ * is held (its validity has not run out), or the code it was lost with
+ * (LOCKCORE_ELOST, LOCKCORE_ENOQUORUM, ...), or -EINVAL.
  */
 LOCKCORE_API int lockcore_keepalive_get(const lockcore_keepalive *k, struct lockcore_lock *out);
 
@@ -260,9 +407,10 @@ LOCKCORE_API int lockcore_keepalive_get(const lockcore_keepalive *k, struct lock
 LOCKCORE_API unsigned lockcore_keepalive_extensions(const lockcore_keepalive *k);
 
 /*
- * Stop extending and free the keep-alive. The lock itself is not released
- * (call lockcore_release with the lock from lockcore_keepalive_get first).
- * Accepts NULL.
+ * Stop extending and free the keep-alive (from a callback, the memory goes
+ * when it is safe; k must not be used again either way). The lock itself
+ * is not released (call lockcore_release with the lock from
+ * lockcore_keepalive_get first). Accepts NULL.
  */
 LOCKCORE_API void lockcore_keepalive_stop(lockcore_keepalive *k);
 
