@@ -317,66 +317,13 @@ static int fail(lockcore_client *c, const char *what, int rc)
     return code_for(rc);
 }
 
-/* The result of one non-blocking operation, kept on failure too (the
- * blocking calls drop the lock of a failed extend, and with it how many
- * nodes still agreed). */
-struct outcome {
-    int done;
-    int rc;
-    struct lockcore_lock lock;
-};
-
-static void on_outcome(lockcore_client *c, int rc, const struct lockcore_lock *lock, void *arg)
+/* The TTL a client made from these arguments uses: --ttl, else lockcore's
+ * default. */
+static uint64_t effective_ttl_ms(const struct args *a)
 {
-    (void)c;
-    struct outcome *o = arg;
-    o->done = 1;
-    o->rc = rc;
-    o->lock = *lock;
-}
-
-/* Every lockcore operation ends by its own deadlines: this loop is bounded. */
-static int wait_outcome(lockcore_client *c, struct outcome *o, int started)
-{
-    if (started < 0)
-        return started;
-    while (!o->done) {
-        int r = lockcore_run(c, -1);
-        if (r < 0)
-            return r;
-    }
-    return o->rc;
-}
-
-static int is_lock_id(const char *id)
-{
-    if (strlen(id) != LOCKCORE_ID_LEN)
-        return 0;
-    for (const char *p = id; *p; p++)
-        if (!((*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'f')))
-            return 0;
-    return 1;
-}
-
-/* A lock record for a lock held by someone who knows its id (this process
- * did not acquire it, so it cannot know the time left: the nodes decide). */
-static int lock_from_args(const char *resource, const char *id, uint64_t ttl_ms, struct lockcore_lock *l)
-{
-    memset(l, 0, sizeof(*l));
-    if (*resource == '\0' || strlen(resource) > LOCKCORE_RESOURCE_MAX) {
-        fprintf(stderr, "%s: RESOURCE must be 1 to %d bytes\n", prog, LOCKCORE_RESOURCE_MAX);
-        return -1;
-    }
-    if (!is_lock_id(id)) {
-        fprintf(stderr, "%s: LOCK_ID must be the %d lowercase hex digits acquire printed\n", prog,
-                LOCKCORE_ID_LEN);
-        return -1;
-    }
-    strcpy(l->resource, resource);
-    strcpy(l->id, id);
-    l->ttl_ms = ttl_ms;
-    l->valid_until_ms = lockcore_now_ms() + ttl_ms;
-    return 0;
+    struct lockcore_options o;
+    lockcore_options_init(&o);
+    return a->ttl_ms ? a->ttl_ms : o.ttl_ms;
 }
 
 static int cmd_acquire(lockcore_client *c, const char *resource)
@@ -391,35 +338,32 @@ static int cmd_acquire(lockcore_client *c, const char *resource)
     return EXIT_OK;
 }
 
+/* extend and release work on a lock acquired by another process, known by
+ * its id: lockcore_lock_from_id makes the record (and checks the id), and
+ * the nodes decide whether it is still held. */
 static int cmd_extend(lockcore_client *c, const struct args *a, const char *resource, const char *id)
 {
     struct lockcore_lock l;
-    uint64_t ttl = a->ttl_ms ? a->ttl_ms : 10000;
-    if (lock_from_args(resource, id, ttl, &l) < 0)
-        return EXIT_USAGE;
-    struct outcome o = {0};
-    int rc = wait_outcome(c, &o, lockcore_extend_async(c, &l, ttl, on_outcome, &o));
-    if (!o.done)
+    int rc = lockcore_lock_from_id(c, resource, id, &l);
+    if (rc < 0)
         return fail(c, "extend", rc);
+    rc = lockcore_extend(c, &l, a->ttl_ms); /* 0: the client's TTL */
     print_json(json_pack("{s:s, s:s, s:b, s:I, s:I, s:i, s:i}", "resource", resource, "lock_id", id,
-                         "extended", rc == 0, "validity_ms", (json_int_t)(rc == 0 ? o.lock.validity_ms : 0),
-                         "ttl_ms", (json_int_t)ttl, "nodes_extended", (int)o.lock.nodes_ok, "nodes",
-                         (int)o.lock.nodes));
+                         "extended", rc == 0, "validity_ms", (json_int_t)(rc == 0 ? l.validity_ms : 0),
+                         "ttl_ms", (json_int_t)effective_ttl_ms(a), "nodes_extended", (int)l.nodes_ok,
+                         "nodes", (int)l.nodes));
     return rc == 0 ? EXIT_OK : fail(c, "extend", rc);
 }
 
 static int cmd_release(lockcore_client *c, const char *resource, const char *id)
 {
     struct lockcore_lock l;
-    if (lock_from_args(resource, id, 1, &l) < 0)
-        return EXIT_USAGE;
-    struct outcome o = {0};
-    int rc = wait_outcome(c, &o, lockcore_release_async(c, &l, on_outcome, &o));
-    if (!o.done)
+    int rc = lockcore_lock_from_id(c, resource, id, &l);
+    if (rc < 0)
         return fail(c, "release", rc);
+    rc = lockcore_release(c, &l);
     print_json(json_pack("{s:s, s:s, s:b, s:i, s:i}", "resource", resource, "lock_id", id, "released",
-                         o.lock.nodes_ok > 0, "nodes_released", (int)o.lock.nodes_ok, "nodes",
-                         (int)o.lock.nodes));
+                         l.nodes_ok > 0, "nodes_released", (int)l.nodes_ok, "nodes", (int)l.nodes));
     return rc == 0 ? EXIT_OK : fail(c, "release", rc);
 }
 
@@ -429,7 +373,7 @@ static int cmd_status(lockcore_client *c, const char *resource)
     int n = lockcore_status(c, resource, st, LOCKCORE_NODES_MAX);
     if (n < 0)
         return fail(c, "status", n);
-    int quorum = n / 2 + 1;
+    int quorum = (int)lockcore_quorum(c);
     json_t *nodes = json_array();
     int reachable = 0;
     const char *majority = NULL;
@@ -833,20 +777,6 @@ static void job_supervise(lockcore_client *c, struct job *j, const struct args *
     }
 }
 
-/* The command must not inherit our connections to the nodes: a command
- * that outlives us would keep them open. */
-static void connections_cloexec(lockcore_client *c)
-{
-    struct pollfd fds[LOCKCORE_NODES_MAX];
-    int timeout;
-    int n = lockcore_pollfds(c, fds, LOCKCORE_NODES_MAX, &timeout);
-    for (int i = 0; i < n; i++) {
-        int flags = fcntl(fds[i].fd, F_GETFD);
-        if (flags >= 0)
-            fcntl(fds[i].fd, F_SETFD, flags | FD_CLOEXEC);
-    }
-}
-
 static int cmd_run(lockcore_client *c, const struct args *a, const char *resource, char **cmd)
 {
     struct lockcore_lock l;
@@ -879,7 +809,6 @@ static int cmd_run(lockcore_client *c, const struct args *a, const char *resourc
     /* The job's orphans become fencelock's children, so that fencelock can
      * reap them and see its group empty. */
     prctl(PR_SET_CHILD_SUBREAPER, 1);
-    connections_cloexec(c);
     struct job j = {0};
     if (job_start(&j, a, &l, cmd) < 0) {
         lockcore_keepalive_stop(k);
@@ -1116,7 +1045,7 @@ int main(int argc, char **argv)
         command_usage(stderr, name);
         return EXIT_USAGE;
     }
-    if (a.extend_at_ms != 0 && a.extend_at_ms >= (a.ttl_ms ? a.ttl_ms : 10000)) {
+    if (a.extend_at_ms != 0 && a.extend_at_ms >= effective_ttl_ms(&a)) {
         fprintf(stderr, "%s: --extend-at must be below --ttl\n", prog);
         return EXIT_USAGE;
     }
