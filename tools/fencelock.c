@@ -144,11 +144,13 @@ static void command_usage(FILE *to, const char *name)
     else if (strcmp(name, "status") == 0)
         fputs("usage: fencelock [options] status RESOURCE\n"
               "\n"
-              "Print each node's view of RESOURCE, and whether a majority holds one id:\n"
-              "  "
-              "{\"resource\",\"quorum\",\"nodes\":[{\"node\",\"reachable\",\"holder\",\"remaining_ms\","
-              "\"fence\"\n"
-              "   | \"error\"}],\"reachable\",\"held_by_majority\",\"majority_holder\"}\n"
+              "Print each node's view of RESOURCE, who holds it, and whether a majority holds\n"
+              "one id:\n"
+              "  {\"resource\",\"quorum\",\"nodes\":[{\"node\",\"reachable\",\"holder\",\"remaining_ms\",\n"
+              "   \"holder_info\",\"fence\" | \"error\"}],\"reachable\",\"state\",\"held_by_majority\",\n"
+              "   \"majority_holder\",\"majority_holder_info\",\"majority_remaining_ms\"}\n"
+              "state: held (by a majority), expired (a minority still holds a key), free.\n"
+              "holder_info: {\"host\",\"pid\",\"cmd\",\"acquired_at\"} left by acquire and run.\n"
               "Exit: 0 a majority answered; 69 no majority answered; 64 usage; 70 error.\n",
               to);
     else
@@ -231,6 +233,83 @@ static void print_json(json_t *j)
     json_decref(j);
 }
 
+static uint64_t wall_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* Printable ASCII of in[0..len), anything else as '?' (a command line may
+ * hold any bytes; JSON strings must be UTF-8). out has room for len + 1. */
+static void printable(const char *in, size_t len, char *out)
+{
+    for (size_t i = 0; i < len; i++)
+        out[i] = in[i] >= 0x20 && in[i] < 0x7f ? in[i] : '?';
+    out[len] = '\0';
+}
+
+/*
+ * Who holds the lock, for `status`: {"host","pid","cmd","acquired_at"}
+ * (acquired_at: wall-clock ms when the acquisition began), at most
+ * LOCKCORE_INFO_MAX bytes (cmd is cut to fit). lockcore stores it beside
+ * the lock with the lock's TTL; the lock key's value stays the lock id.
+ */
+static void make_holder_info(char *buf, size_t cap, pid_t pid, const char *cmd)
+{
+    char host[256] = "";
+    gethostname(host, sizeof(host) - 1);
+    host[sizeof(host) - 1] = '\0';
+    char safe_host[256], safe_cmd[LOCKCORE_INFO_MAX + 1];
+    printable(host, strlen(host), safe_host);
+    size_t cmd_len = strlen(cmd);
+    if (cmd_len > LOCKCORE_INFO_MAX)
+        cmd_len = LOCKCORE_INFO_MAX;
+    printable(cmd, cmd_len, safe_cmd);
+    uint64_t at = wall_ms();
+    buf[0] = '\0';
+    for (;;) {
+        json_t *j = json_pack("{s:s, s:i, s:s, s:I}", "host", safe_host, "pid", (int)pid, "cmd", safe_cmd,
+                              "acquired_at", (json_int_t)at);
+        char *text = j ? json_dumps(j, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
+        json_decref(j);
+        if (text == NULL)
+            return; /* out of memory: no info, the lock works without */
+        size_t len = strlen(text);
+        if (len <= LOCKCORE_INFO_MAX && len < cap) {
+            memcpy(buf, text, len + 1);
+            free(text);
+            return;
+        }
+        free(text);
+        size_t over = len - (LOCKCORE_INFO_MAX < cap - 1 ? LOCKCORE_INFO_MAX : cap - 1);
+        size_t cut = strlen(safe_cmd);
+        if (cut == 0)
+            return;
+        safe_cmd[cut > over ? cut - over : 0] = '\0';
+    }
+}
+
+/* The command line of process pid, arguments joined by spaces ("" if it
+ * cannot be read). */
+static void process_cmdline(pid_t pid, char *buf, size_t cap)
+{
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/%d/cmdline", (int)pid);
+    buf[0] = '\0';
+    FILE *fp = fopen(path, "r");
+    if (fp == NULL)
+        return;
+    size_t n = fread(buf, 1, cap - 1, fp);
+    fclose(fp);
+    while (n > 0 && buf[n - 1] == '\0')
+        n--;
+    for (size_t i = 0; i < n; i++)
+        if (buf[i] == '\0')
+            buf[i] = ' ';
+    buf[n] = '\0';
+}
+
 /* Split --nodes into an array (the caller frees both). */
 static int split_nodes(const char *spec, char **buf, const char ***out, size_t *n)
 {
@@ -249,7 +328,7 @@ static int split_nodes(const char *spec, char **buf, const char ***out, size_t *
     return 0;
 }
 
-static lockcore_client *make_client(const struct args *a, int *exit_code)
+static lockcore_client *make_client(const struct args *a, const char *holder_info, int *exit_code)
 {
     const char *spec = a->nodes ? a->nodes : getenv("FENCELOCK_NODES");
     if (spec == NULL || *spec == '\0') {
@@ -288,6 +367,7 @@ static lockcore_client *make_client(const struct args *a, int *exit_code)
     o.wait_ms = a->wait_ms;
     o.key_prefix = a->key_prefix;
     o.fencing = a->fencing;
+    o.holder_info = holder_info;
     char err[512];
     int rc = lockcore_client_new(&o, &c, err, sizeof(err));
     if (rc < 0) {
@@ -367,24 +447,50 @@ static int cmd_release(lockcore_client *c, const char *resource, const char *id)
     return rc == 0 ? EXIT_OK : fail(c, "release", rc);
 }
 
+/* A holder's info as JSON: the object it was written as, the text as it is
+ * if it is not JSON (another program's), null if none. */
+static json_t *info_json(const char *info)
+{
+    if (info[0] == '\0')
+        return json_null();
+    json_t *j = json_loads(info, JSON_DECODE_ANY, NULL);
+    return j != NULL ? j : json_string(info);
+}
+
+static int by_pttl_desc(const void *x, const void *y)
+{
+    int64_t a = *(const int64_t *)x, b = *(const int64_t *)y;
+    return a < b ? 1 : a > b ? -1 : 0;
+}
+
+/*
+ * Each node's view, and the lock's as a whole: "held" when a majority holds
+ * one id (its info, and how long that majority lasts: the quorum-th longest
+ * remaining TTL among its nodes), "expired" when some node still holds a key
+ * but no majority does (what is left of a lock that ran out, was lost or is
+ * being released; also, for a moment, an acquisition half done), "free"
+ * when no reachable node holds it.
+ */
 static int cmd_status(lockcore_client *c, const char *resource)
 {
-    struct lockcore_node_status st[LOCKCORE_NODES_MAX];
+    static struct lockcore_node_status st[LOCKCORE_NODES_MAX];
     int n = lockcore_status(c, resource, st, LOCKCORE_NODES_MAX);
     if (n < 0)
         return fail(c, "status", n);
     int quorum = (int)lockcore_quorum(c);
     json_t *nodes = json_array();
-    int reachable = 0;
-    const char *majority = NULL;
+    int reachable = 0, holding = 0;
+    int majority = -1; /* a node that holds the majority's id */
     for (int i = 0; i < n; i++) {
         reachable += st[i].reachable;
         json_t *e = json_pack("{s:s, s:b}", "node", st[i].node, "reachable", st[i].reachable);
         if (st[i].reachable) {
             int held = st[i].holder[0] != '\0';
+            holding += held;
             json_object_set_new(e, "holder", held ? json_string(st[i].holder) : json_null());
             /* PTTL: -2 no key, -1 a key without expiry (not one of ours). */
             json_object_set_new(e, "remaining_ms", held ? json_integer(st[i].pttl_ms) : json_null());
+            json_object_set_new(e, "holder_info", info_json(st[i].info));
             json_object_set_new(e, "fence", json_integer((json_int_t)st[i].fence));
         } else {
             json_object_set_new(e, "error", json_string(st[i].error));
@@ -395,12 +501,27 @@ static int cmd_status(lockcore_client *c, const char *resource)
         int same = 0;
         for (int k = 0; k < n; k++)
             same += st[k].reachable && strcmp(st[k].holder, st[i].holder) == 0;
-        if (same >= quorum)
-            majority = st[i].holder;
+        if (same >= quorum && (majority < 0 || (st[majority].info[0] == '\0' && st[i].info[0] != '\0')))
+            majority = i;
     }
-    print_json(json_pack("{s:s, s:i, s:o, s:i, s:b, s:s?}", "resource", resource, "quorum", quorum, "nodes",
-                         nodes, "reachable", reachable, "held_by_majority", majority != NULL,
-                         "majority_holder", majority));
+    json_t *holder_info = json_null(), *remaining = json_null();
+    if (majority >= 0) {
+        int64_t pttl[LOCKCORE_NODES_MAX];
+        int m = 0;
+        for (int k = 0; k < n; k++)
+            if (st[k].reachable && strcmp(st[k].holder, st[majority].holder) == 0)
+                pttl[m++] = st[k].pttl_ms;
+        qsort(pttl, (size_t)m, sizeof(pttl[0]), by_pttl_desc);
+        json_decref(holder_info);
+        holder_info = info_json(st[majority].info);
+        json_decref(remaining);
+        remaining = json_integer(pttl[quorum - 1]);
+    }
+    const char *state = majority >= 0 ? "held" : holding > 0 ? "expired" : "free";
+    print_json(json_pack("{s:s, s:i, s:o, s:i, s:s, s:b, s:s?, s:o, s:o}", "resource", resource, "quorum",
+                         quorum, "nodes", nodes, "reachable", reachable, "state", state, "held_by_majority",
+                         majority >= 0, "majority_holder", majority >= 0 ? st[majority].holder : NULL,
+                         "majority_holder_info", holder_info, "majority_remaining_ms", remaining));
     if (reachable < quorum) {
         fprintf(stderr, "%s: status: only %d of %d nodes answered\n", prog, reachable, n);
         return EXIT_UNREACHABLE;
@@ -483,13 +604,6 @@ static void describe_status(int status, char *buf, size_t cap)
         snprintf(buf, cap, "was killed by signal %d (%s)", WTERMSIG(status), strsignal(WTERMSIG(status)));
     else
         snprintf(buf, cap, "ended with wait status %d", status);
-}
-
-static uint64_t wall_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
 static void sleep_ms(long ms)
@@ -1051,7 +1165,21 @@ int main(int argc, char **argv)
     }
 
     int code = EXIT_ERROR;
-    lockcore_client *c = make_client(&a, &code);
+    /* acquire and run leave who they are beside the lock: for acquire the
+     * process that called it (which keeps the lock id), for run fencelock
+     * and its command. */
+    char info[LOCKCORE_INFO_MAX + 1] = "";
+    char cmdline[LOCKCORE_INFO_MAX + 1] = "";
+    if (strcmp(name, "acquire") == 0) {
+        process_cmdline(getppid(), cmdline, sizeof(cmdline));
+        make_holder_info(info, sizeof(info), getppid(), cmdline);
+    } else if (strcmp(name, "run") == 0) {
+        size_t len = 0;
+        for (int i = 0; cmd[i] != NULL && len + 1 < sizeof(cmdline); i++)
+            len += (size_t)snprintf(cmdline + len, sizeof(cmdline) - len, "%s%s", i ? " " : "", cmd[i]);
+        make_holder_info(info, sizeof(info), getpid(), cmdline);
+    }
+    lockcore_client *c = make_client(&a, info, &code);
     if (c == NULL)
         return code;
     if (strcmp(name, "acquire") == 0)

@@ -304,6 +304,24 @@ static pid_t pid_in(const char *path)
     return (pid_t)v;
 }
 
+/* Two files a `run` command reports to, and the environment naming them:
+ * T_READY (it started) and T_TERM (it got SIGTERM). */
+struct ready_term {
+    char ready[300], term[300], v1[330], v2[330];
+    char *env[3];
+};
+
+static void ready_term(struct fixture *f, struct ready_term *rt)
+{
+    path_in(f, "ready", rt->ready, sizeof(rt->ready));
+    path_in(f, "term", rt->term, sizeof(rt->term));
+    snprintf(rt->v1, sizeof(rt->v1), "T_READY=%s", rt->ready);
+    snprintf(rt->v2, sizeof(rt->v2), "T_TERM=%s", rt->term);
+    rt->env[0] = rt->v1;
+    rt->env[1] = rt->v2;
+    rt->env[2] = NULL;
+}
+
 /* ---- acquire, extend, release, status ---- */
 
 /* `fencelock --ttl TTL acquire RESOURCE`, which must succeed; its lock id
@@ -449,17 +467,22 @@ static void test_cli_status_reports_a_foreign_holder(void **state)
     fl(f, &r, "status", "cli:st", NULL);
     assert_int_equal(r.code, 0);
     json_t *j = one_json_line(&r);
-    has_keys(j, "resource", "quorum", "nodes", "reachable", "held_by_majority", "majority_holder", NULL);
+    has_keys(j, "resource", "quorum", "nodes", "reachable", "state", "held_by_majority", "majority_holder",
+             "majority_holder_info", "majority_remaining_ms", NULL);
     assert_string_equal(jstr(j, "resource"), "cli:st");
     assert_int_equal(jint(j, "quorum"), 2);
     assert_int_equal(jint(j, "reachable"), 3);
     assert_true(jbool(j, "held_by_majority"));
     assert_string_equal(jstr(j, "majority_holder"), foreign);
+    assert_string_equal(jstr(j, "state"), "held");
+    assert_true(json_is_null(json_object_get(j, "majority_holder_info")));
+    assert_true(jint(j, "majority_remaining_ms") > 50000);
     json_t *nodes = json_object_get(j, "nodes");
     assert_int_equal(json_array_size(nodes), 3);
     for (size_t i = 0; i < 3; i++) {
         json_t *n = json_array_get(nodes, i);
-        has_keys(n, "node", "reachable", "holder", "remaining_ms", "fence", NULL);
+        has_keys(n, "node", "reachable", "holder", "remaining_ms", "holder_info", "fence", NULL);
+        assert_true(json_is_null(json_object_get(n, "holder_info"))); /* another program's key */
         char want[64];
         snprintf(want, sizeof(want), "127.0.0.1:%d", rh_port(f->rc, (int)i));
         assert_string_equal(jstr(n, "node"), want);
@@ -491,6 +514,85 @@ static void test_cli_status_reports_a_foreign_holder(void **state)
     assert_true(json_is_null(json_object_get(n1, "holder")));
     assert_true(json_is_null(json_object_get(n1, "remaining_ms")));
     assert_int_equal(jint(n1, "fence"), 1234);
+    json_decref(j);
+}
+
+/* Each holder leaves who it is beside the lock, with the lock's TTL, and
+ * status shows it; the lock key's value stays the id (other Redlock
+ * clients read it). A holder whose lock ran out on the majority shows as
+ * expired. */
+static void test_cli_status_shows_who_holds_the_lock(void **state)
+{
+    struct fixture *f = *state;
+    struct ready_term rt;
+    ready_term(f, &rt);
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    long long wall0 = (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+    const char *args[] = {
+        "--ttl", "3s", "run", "cli:who", "sh", "-c", "echo $FENCELOCK_LOCK_ID > \"$T_READY\"; sleep 30",
+        NULL};
+    struct child ch;
+    spawn(f, &ch, rt.env, args);
+    char id[64];
+    assert_int_equal(wait_file(rt.ready, id, sizeof(id), 5000), 0);
+    id[strcspn(id, "\n")] = '\0';
+    struct res r;
+    fl(f, &r, "status", "cli:who", NULL);
+    assert_int_equal(r.code, 0);
+    json_t *j = one_json_line(&r);
+    assert_string_equal(jstr(j, "state"), "held");
+    assert_string_equal(jstr(j, "majority_holder"), id);
+    long long left = jint(j, "majority_remaining_ms");
+    assert_true(left > 0 && left <= 3000);
+    json_t *info = json_object_get(j, "majority_holder_info");
+    if (!json_is_object(info))
+        fail_msg("no holder info: %s", r.out);
+    char host[256] = "";
+    gethostname(host, sizeof(host) - 1);
+    assert_string_equal(jstr(info, "host"), host);
+    assert_int_equal(jint(info, "pid"), ch.pid);
+    assert_non_null(strstr(jstr(info, "cmd"), "sh -c echo $FENCELOCK_LOCK_ID"));
+    long long at = jint(info, "acquired_at");
+    assert_true(at >= wall0 && at <= wall0 + 5000);
+    json_t *n0 = json_array_get(json_object_get(j, "nodes"), 0);
+    assert_true(json_is_object(json_object_get(n0, "holder_info")));
+    json_decref(j);
+
+    /* Beside the lock, with its TTL; the lock key keeps the id. */
+    char v[64];
+    rh_get(f->rc, 0, "cli:who", v, sizeof(v));
+    assert_string_equal(v, id);
+    long long pttl = rh_pttl(f->rc, 0, "{cli:who}:holder");
+    assert_true(pttl > 0 && pttl <= 3000);
+
+    /* Gone on a majority: expired, and no majority holder. */
+    redisReply *x = rh_command(f->rc, 0, "DEL cli:who");
+    freeReplyObject(x);
+    x = rh_command(f->rc, 1, "DEL cli:who");
+    freeReplyObject(x);
+    fl(f, &r, "status", "cli:who", NULL);
+    j = one_json_line(&r);
+    assert_string_equal(jstr(j, "state"), "expired");
+    assert_false(jbool(j, "held_by_majority"));
+    assert_true(json_is_null(json_object_get(j, "majority_holder_info")));
+    assert_true(json_is_null(json_object_get(j, "majority_remaining_ms")));
+    json_decref(j);
+    kill(ch.pid, SIGTERM);
+    collect(&ch, RUN_TIMEOUT_MS, &r);
+
+    /* acquire names its caller (this test program). */
+    fl(f, &r, "acquire", "cli:who2", NULL);
+    assert_int_equal(r.code, 0);
+    fl(f, &r, "status", "cli:who2", NULL);
+    j = one_json_line(&r);
+    info = json_object_get(j, "majority_holder_info");
+    assert_true(json_is_object(info));
+    assert_int_equal(jint(info, "pid"), getpid());
+    json_decref(j);
+    fl(f, &r, "status", "cli:nobody", NULL);
+    j = one_json_line(&r);
+    assert_string_equal(jstr(j, "state"), "free");
     json_decref(j);
 }
 
@@ -650,24 +752,6 @@ static void run_and_kill_majority(struct fixture *f, const char *ready, const ch
     assert_int_equal(rh_kill(f->rc, 1), 0);
     *killed_ms = hp_now_ms();
     collect(&ch, RUN_TIMEOUT_MS, r);
-}
-
-/* Two files a `run` command reports to, and the environment naming them:
- * T_READY (it started) and T_TERM (it got SIGTERM). */
-struct ready_term {
-    char ready[300], term[300], v1[330], v2[330];
-    char *env[3];
-};
-
-static void ready_term(struct fixture *f, struct ready_term *rt)
-{
-    path_in(f, "ready", rt->ready, sizeof(rt->ready));
-    path_in(f, "term", rt->term, sizeof(rt->term));
-    snprintf(rt->v1, sizeof(rt->v1), "T_READY=%s", rt->ready);
-    snprintf(rt->v2, sizeof(rt->v2), "T_TERM=%s", rt->term);
-    rt->env[0] = rt->v1;
-    rt->env[1] = rt->v2;
-    rt->env[2] = NULL;
 }
 
 static void test_cli_run_signals_the_command_when_the_lock_is_lost(void **state)
@@ -1199,6 +1283,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_cli_acquire_prints_the_lock, setup3, teardown),
         cmocka_unit_test_setup_teardown(test_cli_extend_and_release_print_the_outcome, setup3, teardown),
         cmocka_unit_test_setup_teardown(test_cli_status_reports_a_foreign_holder, setup3, teardown),
+        cmocka_unit_test_setup_teardown(test_cli_status_shows_who_holds_the_lock, setup3, teardown),
         cmocka_unit_test_setup_teardown(test_cli_run_passes_the_lock_to_the_command, setup3, teardown),
         cmocka_unit_test_setup_teardown(test_cli_runs_never_overlap, setup3, teardown),
         cmocka_unit_test_setup_teardown(test_cli_run_keeps_the_lock_past_its_ttl, setup3, teardown),
