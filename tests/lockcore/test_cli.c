@@ -1277,6 +1277,42 @@ static void test_cli_unreachable_nodes_have_their_code(void **state)
     json_decref(j);
 }
 
+/* `meson install` into a temporary --destdir, then the installed fencelock
+ * runs with an empty environment: no ldconfig, no LD_LIBRARY_PATH (its
+ * RUNPATH finds the libraries installed beside it). */
+static void test_cli_installed_fencelock_runs(void **state)
+{
+    struct fixture *f = *state;
+    const char *root = getenv("FENCELOCK_BUILD_ROOT");
+    const char *installed = getenv("FENCELOCK_INSTALLED_BIN");
+    if (root == NULL || installed == NULL)
+        fail_msg("FENCELOCK_BUILD_ROOT or FENCELOCK_INSTALLED_BIN is not set: run this test through meson");
+    char dest[300], log[320], bin[1024], out[320];
+    path_in(f, "destdir", dest, sizeof(dest));
+    snprintf(log, sizeof(log), "%s/install.log", f->dir);
+    snprintf(out, sizeof(out), "%s/version.out", f->dir);
+    snprintf(bin, sizeof(bin), "%s%s", dest, installed);
+    char *install[] = {"meson", "install", "--no-rebuild", "-C", (char *)root, "--destdir", dest, NULL};
+    pid_t pid = hp_spawn(install, NULL, log);
+    assert_true(pid > 0);
+    int status = 0;
+    assert_int_equal(hp_wait(pid, 120000, &status), 0);
+    char text[4096];
+    read_file(log, text, sizeof(text));
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+        fail_msg("meson install failed: %s", text);
+    assert_true(file_exists(bin));
+
+    char *version[] = {"env", "-i", bin, "--version", NULL};
+    pid = hp_spawn(version, NULL, out);
+    assert_true(pid > 0);
+    assert_int_equal(hp_wait(pid, 10000, &status), 0);
+    read_file(out, text, sizeof(text));
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+        fail_msg("installed %s --version: %s", bin, text);
+    assert_int_equal(strncmp(text, "fencelock ", 10), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1300,6 +1336,7 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_cli_run_hands_the_terminal_to_the_job, setup3, teardown),
         cmocka_unit_test_setup_teardown(test_cli_bad_arguments_are_usage_errors, setup_none, teardown),
+        cmocka_unit_test_setup_teardown(test_cli_installed_fencelock_runs, setup_none, teardown),
         cmocka_unit_test_setup_teardown(test_cli_durations_take_hours_and_name_the_option, setup3, teardown),
         cmocka_unit_test_setup_teardown(test_cli_gives_up_after_wait, setup3, teardown),
         cmocka_unit_test_setup_teardown(test_cli_granted_too_slowly_is_no_majority_in_time, setup3, teardown),
