@@ -57,6 +57,8 @@ struct args {
     uint64_t extend_at_ms; /* run: extend when this much validity is left; 0 = TTL/3 */
     uint64_t kill_after_ms;
     uint64_t request_timeout_ms;
+    int verbose; /* --verbose: say what a wait waits for, even without a terminal */
+    int quiet;   /* --quiet: never */
     int help;
 };
 
@@ -76,6 +78,9 @@ static const char usage_options[] =
     "  --timeout D          per-node request timeout (default 50ms)\n"
     "  --extend-at D        run: extend when D of validity is left (default a third of --ttl)\n"
     "  --kill-after D       run: after SIGTERM for a lost lock, SIGKILL after D (default 5s)\n"
+    "  --verbose            say on stderr what a wait waits for (the default when stderr\n"
+    "                       is a terminal)\n"
+    "  --quiet              never say it\n"
     "  -h, --help           help (for one command: fencelock COMMAND --help)\n"
     "  --version            print the version\n"
     "durations: an integer with ms, s, m or h (a bare number is ms); --ttl at most 24h\n";
@@ -406,10 +411,141 @@ static uint64_t effective_ttl_ms(const struct args *a)
     return a->ttl_ms ? a->ttl_ms : o.ttl_ms;
 }
 
-static int cmd_acquire(lockcore_client *c, const char *resource)
+static int by_pttl_desc(const void *x, const void *y)
+{
+    int64_t a = *(const int64_t *)x, b = *(const int64_t *)y;
+    return a < b ? 1 : a > b ? -1 : 0;
+}
+
+/* The index of a node holding the id a majority holds (one with holder
+ * info if any has it), or -1; *remaining gets how long that majority
+ * lasts: the quorum-th longest remaining TTL among its nodes. */
+static int majority_of(const struct lockcore_node_status *st, int n, int quorum, int64_t *remaining)
+{
+    int majority = -1;
+    for (int i = 0; i < n; i++) {
+        if (!st[i].reachable || st[i].holder[0] == '\0')
+            continue;
+        int same = 0;
+        for (int k = 0; k < n; k++)
+            same += st[k].reachable && strcmp(st[k].holder, st[i].holder) == 0;
+        if (same >= quorum && (majority < 0 || (st[majority].info[0] == '\0' && st[i].info[0] != '\0')))
+            majority = i;
+    }
+    *remaining = 0;
+    if (majority >= 0) {
+        int64_t pttl[LOCKCORE_NODES_MAX];
+        int m = 0;
+        for (int k = 0; k < n; k++)
+            if (st[k].reachable && strcmp(st[k].holder, st[majority].holder) == 0)
+                pttl[m++] = st[k].pttl_ms;
+        qsort(pttl, (size_t)m, sizeof(pttl[0]), by_pttl_desc);
+        *remaining = pttl[quorum - 1];
+    }
+    return majority;
+}
+
+/* ---- waiting ---- */
+
+/* "pid 4242 on build-3 (./nightly.sh), 8.2 s left" for the holder of
+ * RESOURCE, from one status round; "another client" when it left no info. */
+static void describe_holder(lockcore_client *c, const char *resource, char *buf, size_t cap)
+{
+    static struct lockcore_node_status st[LOCKCORE_NODES_MAX];
+    snprintf(buf, cap, "another client");
+    int n = lockcore_status(c, resource, st, LOCKCORE_NODES_MAX);
+    if (n <= 0)
+        return;
+    int64_t left = 0;
+    int m = majority_of(st, n, (int)lockcore_quorum(c), &left);
+    if (m < 0) {
+        snprintf(buf, cap, "no majority: a grant or release in progress, or nodes out of reach");
+        return;
+    }
+    json_t *info = json_loads(st[m].info, 0, NULL);
+    json_t *pid = json_object_get(info, "pid"), *host = json_object_get(info, "host"),
+           *cmd = json_object_get(info, "cmd");
+    if (json_is_integer(pid) && json_is_string(host) && json_is_string(cmd))
+        snprintf(buf, cap, "pid %" JSON_INTEGER_FORMAT " on %s (%.200s), %.1f s left",
+                 json_integer_value(pid), json_string_value(host), json_string_value(cmd),
+                 (double)left / 1000);
+    else
+        snprintf(buf, cap, "%s, %.1f s left", st[m].holder, (double)left / 1000);
+    json_decref(info);
+}
+
+struct outcome {
+    int done;
+    int rc;
+    struct lockcore_lock lock;
+};
+
+static void on_outcome(lockcore_client *c, int rc, const struct lockcore_lock *lock, void *arg)
+{
+    (void)c;
+    struct outcome *o = arg;
+    o->done = 1;
+    o->rc = rc;
+    o->lock = *lock;
+}
+
+/*
+ * lockcore_acquire, and while the acquisition waits for another holder,
+ * say so on stderr (a person at a terminal would otherwise see nothing):
+ * once when it has not succeeded after WAIT_NOTICE_MS, what it waits for
+ * and for how long, then every WAIT_REPEAT_MS. Non-blocking underneath, so
+ * fencelock stays responsive. Bounded by the acquisition's own retries and
+ * --wait.
+ */
+#define WAIT_NOTICE_MS 300
+#define WAIT_REPEAT_MS 5000
+static int acquire_showing_wait(lockcore_client *c, const struct args *a, const char *resource,
+                                struct lockcore_lock *out)
+{
+    int show = !a->quiet && (a->verbose || isatty(STDERR_FILENO));
+    if (!show)
+        return lockcore_acquire(c, resource, out);
+    /* Static: if lockcore_run fails, the operation is still in flight and
+     * its callback runs when the client is freed, after this returns. */
+    static struct outcome o;
+    memset(&o, 0, sizeof(o));
+    int rc = lockcore_acquire_async(c, resource, on_outcome, &o);
+    if (rc < 0)
+        return rc;
+    uint64_t start = lockcore_now_ms(), next = start + WAIT_NOTICE_MS;
+    while (!o.done) {
+        rc = lockcore_run(c, 100);
+        if (rc < 0 && rc != -EINTR && !o.done)
+            return rc;
+        uint64_t now = lockcore_now_ms();
+        if (o.done || now < next)
+            continue;
+        char holder[512];
+        describe_holder(c, resource, holder, sizeof(holder));
+        if (o.done)
+            break;
+        char limit[64];
+        if (a->wait_set)
+            snprintf(limit, sizeof(limit), "up to %.1f s", (double)a->wait_ms / 1000);
+        else if (a->retry_set && a->retry_count < 0)
+            snprintf(limit, sizeof(limit), "without limit");
+        else
+            snprintf(limit, sizeof(limit), "up to %d retries", a->retry_set ? a->retry_count : 3);
+        if (next == start + WAIT_NOTICE_MS)
+            fprintf(stderr, "%s: waiting for '%s' (held by %s; %s)\n", prog, resource, holder, limit);
+        else
+            fprintf(stderr, "%s: still waiting for '%s' after %.0f s (held by %s)\n", prog, resource,
+                    (double)(now - start) / 1000, holder);
+        next = now + WAIT_REPEAT_MS;
+    }
+    *out = o.lock;
+    return o.rc;
+}
+
+static int cmd_acquire(lockcore_client *c, const struct args *a, const char *resource)
 {
     struct lockcore_lock l;
-    int rc = lockcore_acquire(c, resource, &l);
+    int rc = acquire_showing_wait(c, a, resource, &l);
     if (rc < 0)
         return fail(c, "acquire", rc);
     print_json(json_pack("{s:s, s:s, s:I, s:I, s:I, s:i, s:i}", "resource", l.resource, "lock_id", l.id,
@@ -457,12 +593,6 @@ static json_t *info_json(const char *info)
     return j != NULL ? j : json_string(info);
 }
 
-static int by_pttl_desc(const void *x, const void *y)
-{
-    int64_t a = *(const int64_t *)x, b = *(const int64_t *)y;
-    return a < b ? 1 : a > b ? -1 : 0;
-}
-
 /*
  * Each node's view, and the lock's as a whole: "held" when a majority holds
  * one id (its info, and how long that majority lasts: the quorum-th longest
@@ -480,7 +610,8 @@ static int cmd_status(lockcore_client *c, const char *resource)
     int quorum = (int)lockcore_quorum(c);
     json_t *nodes = json_array();
     int reachable = 0, holding = 0;
-    int majority = -1; /* a node that holds the majority's id */
+    int64_t left = 0;
+    int majority = majority_of(st, n, quorum, &left);
     for (int i = 0; i < n; i++) {
         reachable += st[i].reachable;
         json_t *e = json_pack("{s:s, s:b}", "node", st[i].node, "reachable", st[i].reachable);
@@ -496,27 +627,9 @@ static int cmd_status(lockcore_client *c, const char *resource)
             json_object_set_new(e, "error", json_string(st[i].error));
         }
         json_array_append_new(nodes, e);
-        if (!st[i].reachable || st[i].holder[0] == '\0')
-            continue;
-        int same = 0;
-        for (int k = 0; k < n; k++)
-            same += st[k].reachable && strcmp(st[k].holder, st[i].holder) == 0;
-        if (same >= quorum && (majority < 0 || (st[majority].info[0] == '\0' && st[i].info[0] != '\0')))
-            majority = i;
     }
-    json_t *holder_info = json_null(), *remaining = json_null();
-    if (majority >= 0) {
-        int64_t pttl[LOCKCORE_NODES_MAX];
-        int m = 0;
-        for (int k = 0; k < n; k++)
-            if (st[k].reachable && strcmp(st[k].holder, st[majority].holder) == 0)
-                pttl[m++] = st[k].pttl_ms;
-        qsort(pttl, (size_t)m, sizeof(pttl[0]), by_pttl_desc);
-        json_decref(holder_info);
-        holder_info = info_json(st[majority].info);
-        json_decref(remaining);
-        remaining = json_integer(pttl[quorum - 1]);
-    }
+    json_t *holder_info = majority >= 0 ? info_json(st[majority].info) : json_null();
+    json_t *remaining = majority >= 0 ? json_integer(left) : json_null();
     const char *state = majority >= 0 ? "held" : holding > 0 ? "expired" : "free";
     print_json(json_pack("{s:s, s:i, s:o, s:i, s:s, s:b, s:s?, s:o, s:o}", "resource", resource, "quorum",
                          quorum, "nodes", nodes, "reachable", reachable, "state", state, "held_by_majority",
@@ -894,7 +1007,7 @@ static void job_supervise(lockcore_client *c, struct job *j, const struct args *
 static int cmd_run(lockcore_client *c, const struct args *a, const char *resource, char **cmd)
 {
     struct lockcore_lock l;
-    int rc = lockcore_acquire(c, resource, &l);
+    int rc = acquire_showing_wait(c, a, resource, &l);
     if (rc < 0)
         return fail(c, "acquire", rc);
 
@@ -980,6 +1093,8 @@ enum {
     O_KILL_AFTER,
     O_TIMEOUT,
     O_VERSION,
+    O_VERBOSE,
+    O_QUIET,
 };
 
 /* name: the option as "--ttl" (never the value: argv may hold "--ttl=5x"). */
@@ -1043,6 +1158,8 @@ int main(int argc, char **argv)
         {"timeout", required_argument, NULL, O_TIMEOUT},
         {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, O_VERSION},
+        {"verbose", no_argument, NULL, O_VERBOSE},
+        {"quiet", no_argument, NULL, O_QUIET},
         {NULL, 0, NULL, 0},
     };
     const char *operands[3];
@@ -1097,6 +1214,12 @@ int main(int argc, char **argv)
             break;
         case O_NOFENCE:
             a.fencing = 0;
+            break;
+        case O_VERBOSE:
+            a.verbose = 1;
+            break;
+        case O_QUIET:
+            a.quiet = 1;
             break;
         case O_RETRY_COUNT: {
             char *end;
@@ -1183,7 +1306,7 @@ int main(int argc, char **argv)
     if (c == NULL)
         return code;
     if (strcmp(name, "acquire") == 0)
-        code = cmd_acquire(c, operands[1]);
+        code = cmd_acquire(c, &a, operands[1]);
     else if (strcmp(name, "status") == 0)
         code = cmd_status(c, operands[1]);
     else if (strcmp(name, "extend") == 0)
