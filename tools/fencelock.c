@@ -1142,128 +1142,179 @@ static int set_duration(struct args *a, int opt, const char *name, const char *v
     return 0;
 }
 
-int main(int argc, char **argv)
+/* The command line, parsed. */
+struct cmdline {
+    struct args a;
+    const char *operands[3]; /* the command's name, then its operands */
+    int nops;
+    char **cmd; /* run: the command to run and its arguments */
+};
+
+static const struct option longopts[] = {
+    {"nodes", required_argument, NULL, O_NODES},
+    {"ttl", required_argument, NULL, O_TTL},
+    {"retry-count", required_argument, NULL, O_RETRY_COUNT},
+    {"retry-delay", required_argument, NULL, O_RETRY_DELAY},
+    {"wait", required_argument, NULL, O_WAIT},
+    {"key-prefix", required_argument, NULL, O_PREFIX},
+    {"no-fencing", no_argument, NULL, O_NOFENCE},
+    {"extend-at", required_argument, NULL, O_EXTEND_AT},
+    {"kill-after", required_argument, NULL, O_KILL_AFTER},
+    {"timeout", required_argument, NULL, O_TIMEOUT},
+    {"help", no_argument, NULL, 'h'},
+    {"version", no_argument, NULL, O_VERSION},
+    {"verbose", no_argument, NULL, O_VERBOSE},
+    {"quiet", no_argument, NULL, O_QUIET},
+    {NULL, 0, NULL, 0},
+};
+
+/* One option from getopt_long into *a. Returns -1 to go on, or the exit
+ * code (after saying why). */
+static int parse_option(struct args *a, int opt, int longindex, const char *arg, const char *given)
 {
-    struct args a = {.retry_count = 3, .fencing = 1, .kill_after_ms = 5000};
-    static const struct option longopts[] = {
-        {"nodes", required_argument, NULL, O_NODES},
-        {"ttl", required_argument, NULL, O_TTL},
-        {"retry-count", required_argument, NULL, O_RETRY_COUNT},
-        {"retry-delay", required_argument, NULL, O_RETRY_DELAY},
-        {"wait", required_argument, NULL, O_WAIT},
-        {"key-prefix", required_argument, NULL, O_PREFIX},
-        {"no-fencing", no_argument, NULL, O_NOFENCE},
-        {"extend-at", required_argument, NULL, O_EXTEND_AT},
-        {"kill-after", required_argument, NULL, O_KILL_AFTER},
-        {"timeout", required_argument, NULL, O_TIMEOUT},
-        {"help", no_argument, NULL, 'h'},
-        {"version", no_argument, NULL, O_VERSION},
-        {"verbose", no_argument, NULL, O_VERBOSE},
-        {"quiet", no_argument, NULL, O_QUIET},
-        {NULL, 0, NULL, 0},
-    };
-    const char *operands[3];
-    int nops = 0;
-    char **cmd = NULL;
+    switch (opt) {
+    case 'h':
+        a->help = 1;
+        return -1;
+    case O_VERSION:
+        printf("fencelock %s\n", FENCELOCK_VERSION);
+        return EXIT_OK;
+    case O_NODES:
+        a->nodes = arg;
+        return -1;
+    case O_PREFIX:
+        a->key_prefix = arg;
+        return -1;
+    case O_NOFENCE:
+        a->fencing = 0;
+        return -1;
+    case O_VERBOSE:
+        a->verbose = 1;
+        return -1;
+    case O_QUIET:
+        a->quiet = 1;
+        return -1;
+    case O_RETRY_COUNT: {
+        char *end;
+        errno = 0;
+        long v = strtol(arg, &end, 10);
+        if (*arg == '\0' || *end != '\0' || errno != 0 || v < -1 || v > 1000000) {
+            fprintf(stderr, "%s: --retry-count takes an integer from -1 to 1000000\n", prog);
+            return EXIT_USAGE;
+        }
+        a->retry_count = (int)v;
+        a->retry_set = 1;
+        return -1;
+    }
+    case O_TTL:
+    case O_RETRY_DELAY:
+    case O_WAIT:
+    case O_EXTEND_AT:
+    case O_KILL_AFTER:
+    case O_TIMEOUT: {
+        char name[32];
+        snprintf(name, sizeof(name), "--%s", longopts[longindex].name);
+        return set_duration(a, opt, name, arg) < 0 ? EXIT_USAGE : -1;
+    }
+    case ':':
+        fprintf(stderr, "%s: option '%s' needs a value (see --help)\n", prog, given);
+        return EXIT_USAGE;
+    default:
+        fprintf(stderr, "%s: unknown option '%s' (see --help)\n", prog, given);
+        return EXIT_USAGE;
+    }
+}
 
-    /* write, append and fence (tools/cmd_file.c) parse their own options. */
-    int file_code = fencelock_file_main(argc, argv);
-    if (file_code >= 0)
-        return file_code;
-
+/* Options may come before, between and after the operands; `run` takes
+ * everything after its RESOURCE (and an optional "--") as the command.
+ * Returns -1 to go on, or the exit code (after saying why). */
+static int parse_args(int argc, char **argv, struct cmdline *cl)
+{
+    memset(cl, 0, sizeof(*cl));
+    cl->a.retry_count = 3;
+    cl->a.fencing = 1;
+    cl->a.kill_after_ms = 5000;
     opterr = 0;
     optind = 1;
-    /* Options may come before, between and after the operands; `run` takes
-     * everything after its RESOURCE (and an optional "--") as the command. */
-    while (optind < argc && cmd == NULL) {
+    while (optind < argc && cl->cmd == NULL) {
         int prev = optind;
         int longindex = -1;
         int opt = getopt_long(argc, argv, "+:h", longopts, &longindex);
-        if (opt == -1) {
-            if (optind >= argc)
-                break;
-            int after_dashes = optind > prev && strcmp(argv[optind - 1], "--") == 0;
-            int is_run = nops > 0 && strcmp(operands[0], "run") == 0;
-            if (is_run && nops == 2) {
-                cmd = &argv[optind]; /* run's command starts here */
-                break;
-            }
-            if (after_dashes && !is_run) {
-                fprintf(stderr, "%s: unexpected '--' (see --help)\n", prog);
-                return EXIT_USAGE;
-            }
-            if (nops == 3) {
-                fprintf(stderr, "%s: too many arguments (see --help)\n", prog);
-                return EXIT_USAGE;
-            }
-            operands[nops++] = argv[optind++];
+        if (opt != -1) {
+            int code = parse_option(&cl->a, opt, longindex, optarg, argv[optind - 1]);
+            if (code >= 0)
+                return code;
             continue;
         }
-        switch (opt) {
-        case 'h':
-            a.help = 1;
+        if (optind >= argc)
             break;
-        case O_VERSION:
-            printf("fencelock %s\n", FENCELOCK_VERSION);
-            return EXIT_OK;
-        case O_NODES:
-            a.nodes = optarg;
-            break;
-        case O_PREFIX:
-            a.key_prefix = optarg;
-            break;
-        case O_NOFENCE:
-            a.fencing = 0;
-            break;
-        case O_VERBOSE:
-            a.verbose = 1;
-            break;
-        case O_QUIET:
-            a.quiet = 1;
-            break;
-        case O_RETRY_COUNT: {
-            char *end;
-            errno = 0;
-            long v = strtol(optarg, &end, 10);
-            if (*optarg == '\0' || *end != '\0' || errno != 0 || v < -1 || v > 1000000) {
-                fprintf(stderr, "%s: --retry-count takes an integer from -1 to 1000000\n", prog);
-                return EXIT_USAGE;
-            }
-            a.retry_count = (int)v;
-            a.retry_set = 1;
+        int after_dashes = optind > prev && strcmp(argv[optind - 1], "--") == 0;
+        int is_run = cl->nops > 0 && strcmp(cl->operands[0], "run") == 0;
+        if (is_run && cl->nops == 2) {
+            cl->cmd = &argv[optind]; /* run's command starts here */
             break;
         }
-        case O_TTL:
-        case O_RETRY_DELAY:
-        case O_WAIT:
-        case O_EXTEND_AT:
-        case O_KILL_AFTER:
-        case O_TIMEOUT: {
-            char name[32];
-            snprintf(name, sizeof(name), "--%s", longopts[longindex].name);
-            if (set_duration(&a, opt, name, optarg) < 0)
-                return EXIT_USAGE;
-            break;
-        }
-        case ':':
-            fprintf(stderr, "%s: option '%s' needs a value (see --help)\n", prog, argv[optind - 1]);
-            return EXIT_USAGE;
-        default:
-            fprintf(stderr, "%s: unknown option '%s' (see --help)\n", prog, argv[optind - 1]);
+        if (after_dashes && !is_run) {
+            fprintf(stderr, "%s: unexpected '--' (see --help)\n", prog);
             return EXIT_USAGE;
         }
+        if (cl->nops == 3) {
+            fprintf(stderr, "%s: too many arguments (see --help)\n", prog);
+            return EXIT_USAGE;
+        }
+        cl->operands[cl->nops++] = argv[optind++];
     }
+    return -1;
+}
 
-    const char *name = nops > 0 ? operands[0] : NULL;
-    int need = name == NULL                   ? 0
-               : strcmp(name, "acquire") == 0 ? 2
-               : strcmp(name, "status") == 0  ? 2
-               : strcmp(name, "extend") == 0  ? 3
-               : strcmp(name, "release") == 0 ? 3
-               : strcmp(name, "run") == 0     ? 2
-                                              : -1;
-    if (a.help) {
-        if (need > 0)
+/* ---- command dispatch ---- */
+
+static int do_acquire(lockcore_client *c, const struct cmdline *cl)
+{
+    return cmd_acquire(c, &cl->a, cl->operands[1]);
+}
+
+static int do_status(lockcore_client *c, const struct cmdline *cl)
+{
+    return cmd_status(c, cl->operands[1]);
+}
+
+static int do_extend(lockcore_client *c, const struct cmdline *cl)
+{
+    return cmd_extend(c, &cl->a, cl->operands[1], cl->operands[2]);
+}
+
+static int do_release(lockcore_client *c, const struct cmdline *cl)
+{
+    return cmd_release(c, cl->operands[1], cl->operands[2]);
+}
+
+static int do_run(lockcore_client *c, const struct cmdline *cl)
+{
+    return cmd_run(c, &cl->a, cl->operands[1], cl->cmd);
+}
+
+/* The lock commands: name, operands (the name included), what runs it. */
+static const struct command {
+    const char *name;
+    int nops;
+    int (*run)(lockcore_client *c, const struct cmdline *cl);
+} commands[] = {
+    {"acquire", 2, do_acquire}, {"status", 2, do_status}, {"extend", 3, do_extend},
+    {"release", 3, do_release}, {"run", 2, do_run},
+};
+
+/* Help, and the checks that need the whole command line. Sets *out to the
+ * command to run and returns -1, or returns the exit code. */
+static int check_args(const struct cmdline *cl, const struct command **out)
+{
+    const char *name = cl->nops > 0 ? cl->operands[0] : NULL;
+    const struct command *k = NULL;
+    for (size_t i = 0; name != NULL && i < sizeof(commands) / sizeof(commands[0]); i++)
+        if (strcmp(name, commands[i].name) == 0)
+            k = &commands[i];
+    if (cl->a.help) {
+        if (k != NULL)
             command_usage(stdout, name);
         else
             usage(stdout);
@@ -1273,48 +1324,68 @@ int main(int argc, char **argv)
         usage(stderr);
         return EXIT_USAGE;
     }
-    if (need < 0) {
+    if (k == NULL) {
         fprintf(stderr, "%s: unknown command '%s' (see --help)\n", prog, name);
         return EXIT_USAGE;
     }
-    if (nops != need || (strcmp(name, "run") == 0 && (cmd == NULL || cmd[0] == NULL))) {
+    if (cl->nops != k->nops || (k->run == do_run && (cl->cmd == NULL || cl->cmd[0] == NULL))) {
         fprintf(stderr, "%s: %s: wrong number of arguments\n", prog, name);
         command_usage(stderr, name);
         return EXIT_USAGE;
     }
-    if (a.extend_at_ms != 0 && a.extend_at_ms >= effective_ttl_ms(&a)) {
+    if (cl->a.extend_at_ms != 0 && cl->a.extend_at_ms >= effective_ttl_ms(&cl->a)) {
         fprintf(stderr, "%s: --extend-at must be below --ttl\n", prog);
         return EXIT_USAGE;
     }
+    *out = k;
+    return -1;
+}
 
-    int code = EXIT_ERROR;
-    /* acquire and run leave who they are beside the lock: for acquire the
-     * process that called it (which keeps the lock id), for run fencelock
-     * and its command. */
-    char info[LOCKCORE_INFO_MAX + 1] = "";
+/* acquire and run leave who they are beside the lock: for acquire the
+ * process that called it (which keeps the lock id), for run fencelock and
+ * its command. Other commands take no lock: "". */
+static void holder_info_for(const struct command *k, const struct cmdline *cl, char *info, size_t cap)
+{
     char cmdline[LOCKCORE_INFO_MAX + 1] = "";
-    if (strcmp(name, "acquire") == 0) {
+    info[0] = '\0';
+    if (k->run == do_acquire) {
         process_cmdline(getppid(), cmdline, sizeof(cmdline));
-        make_holder_info(info, sizeof(info), getppid(), cmdline);
-    } else if (strcmp(name, "run") == 0) {
+        make_holder_info(info, cap, getppid(), cmdline);
+    } else if (k->run == do_run) {
         size_t len = 0;
-        for (int i = 0; cmd[i] != NULL && len + 1 < sizeof(cmdline); i++)
-            len += (size_t)snprintf(cmdline + len, sizeof(cmdline) - len, "%s%s", i ? " " : "", cmd[i]);
-        make_holder_info(info, sizeof(info), getpid(), cmdline);
+        for (int i = 0; cl->cmd[i] != NULL && len + 1 < sizeof(cmdline); i++)
+            len += (size_t)snprintf(cmdline + len, sizeof(cmdline) - len, "%s%s", i ? " " : "", cl->cmd[i]);
+        make_holder_info(info, cap, getpid(), cmdline);
     }
-    lockcore_client *c = make_client(&a, info, &code);
+}
+
+static int dispatch(const struct command *k, const struct cmdline *cl)
+{
+    char info[LOCKCORE_INFO_MAX + 1];
+    holder_info_for(k, cl, info, sizeof(info));
+    int code = EXIT_ERROR;
+    lockcore_client *c = make_client(&cl->a, info, &code);
     if (c == NULL)
         return code;
-    if (strcmp(name, "acquire") == 0)
-        code = cmd_acquire(c, &a, operands[1]);
-    else if (strcmp(name, "status") == 0)
-        code = cmd_status(c, operands[1]);
-    else if (strcmp(name, "extend") == 0)
-        code = cmd_extend(c, &a, operands[1], operands[2]);
-    else if (strcmp(name, "release") == 0)
-        code = cmd_release(c, operands[1], operands[2]);
-    else
-        code = cmd_run(c, &a, operands[1], cmd);
+    code = k->run(c, cl);
     lockcore_client_free(c);
     return code;
+}
+
+int main(int argc, char **argv)
+{
+    /* write, append and fence (tools/cmd_file.c) parse their own options. */
+    int file_code = fencelock_file_main(argc, argv);
+    if (file_code >= 0)
+        return file_code;
+
+    struct cmdline cl;
+    int code = parse_args(argc, argv, &cl);
+    if (code >= 0)
+        return code;
+    const struct command *k = NULL;
+    code = check_args(&cl, &k);
+    if (code >= 0)
+        return code;
+    return dispatch(k, &cl);
 }
