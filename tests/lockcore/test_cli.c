@@ -1211,7 +1211,7 @@ static void test_cli_wait_says_what_it_waits_for(void **state)
 {
     struct fixture *f = *state;
     struct res r;
-    fl(f, &r, "--ttl", "5500ms", "acquire", "cli:wait", NULL);
+    fl(f, &r, "--ttl", "7s", "acquire", "cli:wait", NULL);
     assert_int_equal(r.code, 0);
     fl(f, &r, "--verbose", "--wait", "10s", "acquire", "cli:wait", NULL);
     assert_int_equal(r.code, 0);
