@@ -57,8 +57,9 @@ struct args {
     uint64_t extend_at_ms; /* run: extend when this much validity is left; 0 = TTL/3 */
     uint64_t kill_after_ms;
     uint64_t request_timeout_ms;
-    int verbose; /* --verbose: say what a wait waits for, even without a terminal */
-    int quiet;   /* --quiet: never */
+    const char *undo; /* run --undo: a shell command for a failed job or a lost lock */
+    int verbose;      /* --verbose: say what a wait waits for, even without a terminal */
+    int quiet;        /* --quiet: never */
     int help;
 };
 
@@ -78,6 +79,8 @@ static const char usage_options[] =
     "  --timeout D          per-node request timeout (default 50ms)\n"
     "  --extend-at D        run: extend when D of validity is left (default a third of --ttl)\n"
     "  --kill-after D       run: after SIGTERM for a lost lock, SIGKILL after D (default 5s)\n"
+    "  --undo CMD           run: if the command fails or the lock is lost, run sh -c CMD\n"
+    "                       (FENCELOCK_UNDO_REASON=failed|lost, FENCELOCK_JOB_STATUS)\n"
     "  --verbose            say on stderr what a wait waits for (the default when stderr\n"
     "                       is a terminal)\n"
     "  --quiet              never say it\n"
@@ -816,6 +819,8 @@ struct job {
 
 struct job_env {
     char token[24], validity[24], granted_mono[24], granted_wall[24], valid_until[24];
+    const char *undo_reason; /* --undo's command: failed or lost; NULL for the job */
+    char job_status[16];     /* --undo's command: the job's exit code */
 };
 
 static void job_env_fill(struct job_env *e, const struct lockcore_lock *l)
@@ -851,17 +856,25 @@ static void job_child(int go_fd, const struct lockcore_lock *l, const struct job
     setenv("FENCELOCK_GRANTED_MONO_MS", e->granted_mono, 1);
     setenv("FENCELOCK_GRANTED_WALL_MS", e->granted_wall, 1);
     setenv("FENCELOCK_VALID_UNTIL_MONO_MS", e->valid_until, 1);
+    if (e->undo_reason != NULL) {
+        setenv("FENCELOCK_UNDO_REASON", e->undo_reason, 1);
+        setenv("FENCELOCK_JOB_STATUS", e->job_status, 1);
+    }
     execvp(cmd[0], cmd);
     int err = errno;
     fprintf(stderr, "%s: %s: %s\n", prog, cmd[0], strerror(err));
     _exit(err == ENOENT ? 127 : 126);
 }
 
-/* Start the job and its guardian. Returns 0, or -1 after saying why. */
-static int job_start(struct job *j, const struct args *a, const struct lockcore_lock *l, char **cmd)
+/* Start the job (or --undo's command: undo_reason not NULL) and its
+ * guardian. Returns 0, or -1 after saying why. */
+static int job_start(struct job *j, const struct args *a, const struct lockcore_lock *l, char **cmd,
+                     const char *undo_reason, int job_code)
 {
     struct job_env e;
     job_env_fill(&e, l);
+    e.undo_reason = undo_reason;
+    snprintf(e.job_status, sizeof(e.job_status), "%d", job_code);
     int go[2], guard[2];
     if (pipe2(go, O_CLOEXEC) < 0) {
         fprintf(stderr, "%s: pipe: %s\n", prog, strerror(errno));
@@ -1004,6 +1017,34 @@ static void job_supervise(lockcore_client *c, struct job *j, const struct args *
     }
 }
 
+/*
+ * --undo: after the job failed (non-zero status) or the lock was lost, run
+ * `sh -c UNDO` like the job (own process group, guardian, the lock's
+ * variables) plus FENCELOCK_UNDO_REASON and FENCELOCK_JOB_STATUS. After a
+ * failure the lock is still held and kept alive while the undo runs (and
+ * a loss then stops the undo like a job); after a loss it runs without the
+ * lock, and only the token protects what it writes.
+ */
+static void run_undo(lockcore_client *c, const struct args *a, const struct lockcore_lock *l,
+                     const char *reason, int job_code, struct run_state *st)
+{
+    char *argv[] = {"sh", "-c", (char *)a->undo, NULL};
+    struct run_state none = {0, 0, ""};
+    struct run_state *watch = strcmp(reason, "failed") == 0 ? st : &none;
+    fprintf(stderr, "%s: running the --undo command (%s)\n", prog, reason);
+    struct job u = {0};
+    if (job_start(&u, a, l, argv, reason, job_code) < 0)
+        return;
+    job_supervise(c, &u, a, watch, "the --undo command");
+    reap_group(c, &u, a, "the --undo command");
+    job_finish(&u);
+    if (!WIFEXITED(u.status) || WEXITSTATUS(u.status) != 0) {
+        char how[128];
+        describe_status(u.status, how, sizeof(how));
+        fprintf(stderr, "%s: the --undo command %s\n", prog, how);
+    }
+}
+
 static int cmd_run(lockcore_client *c, const struct args *a, const char *resource, char **cmd)
 {
     struct lockcore_lock l;
@@ -1037,7 +1078,7 @@ static int cmd_run(lockcore_client *c, const struct args *a, const char *resourc
      * reap them and see its group empty. */
     prctl(PR_SET_CHILD_SUBREAPER, 1);
     struct job j = {0};
-    if (job_start(&j, a, &l, cmd) < 0) {
+    if (job_start(&j, a, &l, cmd, NULL, 0) < 0) {
         lockcore_keepalive_stop(k);
         lockcore_release(c, &l);
         return EXIT_ERROR;
@@ -1048,15 +1089,14 @@ static int cmd_run(lockcore_client *c, const struct args *a, const char *resourc
 
     char how[128];
     describe_status(j.status, how, sizeof(how));
+    int code = WIFEXITED(j.status)     ? WEXITSTATUS(j.status)
+               : WIFSIGNALED(j.status) ? 128 + WTERMSIG(j.status)
+                                       : EXIT_ERROR;
     /* A loss not seen while the job ran: the keep-alive had not noticed
      * yet (its validity ran out while fencelock was stopped, say). */
     int krc = lockcore_keepalive_get(k, &l);
     if (st.lost_rc == 0 && (krc < 0 || lockcore_remaining_ms(&l) == 0))
         set_lost(c, krc, &l, &st);
-    lockcore_keepalive_stop(k);
-    /* Lost or not, delete our keys where they still hold our id: what a
-     * minority still holds would otherwise block others until it expires. */
-    rc = lockcore_release(c, &l);
     if (st.lost_rc != 0) {
         /* Whether the job was still running tells a caller whether its
          * last writes may have happened without the lock. */
@@ -1065,18 +1105,21 @@ static int cmd_run(lockcore_client *c, const struct args *a, const char *resourc
         else
             fprintf(stderr, "%s: %s; %s had already ended (%s) when the loss was seen\n", prog, st.why,
                     cmd[0], how);
-        return EXIT_LOST;
+    } else if (code != 0) {
+        fprintf(stderr, "%s: %s %s\n", prog, cmd[0], how);
     }
+    if (a->undo != NULL && (st.lost_rc != 0 || code != 0))
+        run_undo(c, a, &l, st.lost_rc != 0 ? "lost" : "failed", code, &st);
+    lockcore_keepalive_get(k, &l);
+    lockcore_keepalive_stop(k);
+    /* Lost or not, delete our keys where they still hold our id: what a
+     * minority still holds would otherwise block others until it expires. */
+    rc = lockcore_release(c, &l);
+    if (st.lost_rc != 0)
+        return EXIT_LOST;
     if (rc < 0)
         fprintf(stderr, "%s: release: %s\n", prog, errtext(c, rc));
-    if (WIFEXITED(j.status) && WEXITSTATUS(j.status) == 0)
-        return EXIT_OK;
-    fprintf(stderr, "%s: %s %s\n", prog, cmd[0], how);
-    if (WIFEXITED(j.status))
-        return WEXITSTATUS(j.status);
-    if (WIFSIGNALED(j.status))
-        return 128 + WTERMSIG(j.status);
-    return EXIT_ERROR;
+    return code;
 }
 
 /* ---- command line ---- */
@@ -1095,6 +1138,7 @@ enum {
     O_VERSION,
     O_VERBOSE,
     O_QUIET,
+    O_UNDO,
 };
 
 /* name: the option as "--ttl" (never the value: argv may hold "--ttl=5x"). */
@@ -1165,6 +1209,7 @@ static const struct option longopts[] = {
     {"version", no_argument, NULL, O_VERSION},
     {"verbose", no_argument, NULL, O_VERBOSE},
     {"quiet", no_argument, NULL, O_QUIET},
+    {"undo", required_argument, NULL, O_UNDO},
     {NULL, 0, NULL, 0},
 };
 
@@ -1193,6 +1238,9 @@ static int parse_option(struct args *a, int opt, int longindex, const char *arg,
         return -1;
     case O_QUIET:
         a->quiet = 1;
+        return -1;
+    case O_UNDO:
+        a->undo = arg;
         return -1;
     case O_RETRY_COUNT: {
         char *end;
@@ -1331,6 +1379,10 @@ static int check_args(const struct cmdline *cl, const struct command **out)
     if (cl->nops != k->nops || (k->run == do_run && (cl->cmd == NULL || cl->cmd[0] == NULL))) {
         fprintf(stderr, "%s: %s: wrong number of arguments\n", prog, name);
         command_usage(stderr, name);
+        return EXIT_USAGE;
+    }
+    if (cl->a.undo != NULL && k->run != do_run) {
+        fprintf(stderr, "%s: --undo only applies to run\n", prog);
         return EXIT_USAGE;
     }
     if (cl->a.extend_at_ms != 0 && cl->a.extend_at_ms >= effective_ttl_ms(&cl->a)) {

@@ -1038,6 +1038,66 @@ static void test_cli_run_hands_the_terminal_to_the_job(void **state)
     freeReplyObject(x);
 }
 
+/* --undo runs after a failed job (the lock still held) and after a lost
+ * lock, with the token, the reason and the job's status; not after a job
+ * that succeeded. */
+static void test_cli_run_undo_runs_after_failure_or_loss(void **state)
+{
+    struct fixture *f = *state;
+    struct ready_term rt;
+    ready_term(f, &rt);
+    char st_path[300], st_var[330], bin_var[1100];
+    path_in(f, "status", st_path, sizeof(st_path));
+    snprintf(st_var, sizeof(st_var), "T_STATUS=%s", st_path);
+    snprintf(bin_var, sizeof(bin_var), "FL_BIN=%s", fencelock_bin());
+    char *env[] = {rt.v1, rt.v2, st_var, bin_var, NULL};
+    const char *undo =
+        "echo \"$FENCELOCK_UNDO_REASON $FENCELOCK_JOB_STATUS $FENCELOCK_TOKEN\" > \"$T_TERM\"; "
+        "\"$FL_BIN\" status \"$FENCELOCK_RESOURCE\" > \"$T_STATUS\"";
+    struct res r;
+    fl_env(f, &r, env, "--undo", undo, "run", "cli:undo", "sh", "-c", "exit 0", NULL);
+    assert_int_equal(r.code, 0);
+    assert_false(file_exists(rt.term));
+
+    fl_env(f, &r, env, "--undo", undo, "run", "cli:undo", "sh", "-c",
+           "echo $FENCELOCK_TOKEN > \"$T_READY\"; exit 3", NULL);
+    assert_int_equal(r.code, 3);
+    char token[32], got[128], want[128];
+    read_file(rt.ready, token, sizeof(token));
+    token[strcspn(token, "\n")] = '\0';
+    read_file(rt.term, got, sizeof(got));
+    snprintf(want, sizeof(want), "failed 3 %s\n", token);
+    assert_string_equal(got, want);
+    assert_non_null(strstr(r.err, "running the --undo command (failed)"));
+    /* The lock was still held while the undo ran. */
+    char text[4096];
+    read_file(st_path, text, sizeof(text));
+    assert_non_null(strstr(text, "\"state\":\"held\""));
+    remove(rt.ready);
+    remove(rt.term);
+
+    const char *args[] = {"--ttl", "1s",  "--undo",
+                          undo,    "run", "cli:undo",
+                          "sh",    "-c",  "echo $FENCELOCK_TOKEN > \"$T_READY\"; sleep 30",
+                          NULL};
+    struct child ch;
+    spawn(f, &ch, env, args);
+    assert_int_equal(wait_file(rt.ready, token, sizeof(token), 5000), 0);
+    token[strcspn(token, "\n")] = '\0';
+    assert_int_equal(rh_kill(f->rc, 0), 0);
+    assert_int_equal(rh_kill(f->rc, 1), 0);
+    collect(&ch, RUN_TIMEOUT_MS, &r);
+    assert_int_equal(r.code, X_LOST);
+    read_file(rt.term, got, sizeof(got));
+    snprintf(want, sizeof(want), "lost %d %s\n", 128 + SIGTERM, token);
+    if (strcmp(got, want) != 0)
+        fail_msg("undo saw '%s', not '%s' (stderr: %s)", got, want, r.err);
+
+    /* Only for run. */
+    fl(f, &r, "--undo", "true", "acquire", "cli:undo", NULL);
+    assert_int_equal(r.code, X_USAGE);
+}
+
 /* SIGTERM to fencelock reaches the command; fencelock waits for it, exits
  * with its status and releases the lock. */
 static void test_cli_run_passes_signals_on(void **state)
@@ -1365,6 +1425,7 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_cli_run_kills_a_command_that_ignores_sigterm, setup3, teardown),
         cmocka_unit_test_setup_teardown(test_cli_run_passes_signals_on, setup3, teardown),
+        cmocka_unit_test_setup_teardown(test_cli_run_undo_runs_after_failure_or_loss, setup3, teardown),
         cmocka_unit_test_setup_teardown(test_cli_run_says_why_a_paused_lock_was_lost, setup3, teardown),
         cmocka_unit_test_setup_teardown(test_cli_run_never_exits_without_saying_why, setup3, teardown),
         cmocka_unit_test_setup_teardown(test_cli_run_job_does_not_outlive_fencelock, setup3, teardown),
