@@ -6,7 +6,7 @@ set -euo pipefail
 pkgs=(
   build-essential meson ninja-build pkg-config clang-format
   redis-server redis-tools
-  libhiredis-dev libsqlite3-dev libjansson-dev libcmocka-dev libmicrohttpd-dev
+  libhiredis-dev libssl-dev openssl libsqlite3-dev libjansson-dev libcmocka-dev libmicrohttpd-dev
   faketime libfaketime iproute2 curl valgrind
   clang libclang-rt-14-dev
 )

@@ -21,6 +21,7 @@
 
 struct rh_node {
     int port;
+    int tls_port;
     pid_t pid;
     char dir[256];
     char url[384];
@@ -30,6 +31,7 @@ struct rh_node {
 struct rh_cluster {
     struct rh_options o;
     char user[64], password[128], server[256];
+    char tls_cert[256], tls_key[256], tls_ca[256];
     int n;
     struct rh_node nodes[NODES_MAX];
 };
@@ -165,8 +167,9 @@ static int wait_ready(struct rh_cluster *c, struct rh_node *nd, int timeout_ms)
 static int start_node(struct rh_cluster *c, struct rh_node *nd)
 {
     char port[16], logf[300], ftfile[300], ftenv[340], preload[400];
-    char acl_user[256];
+    char acl_user[256], tls_port[16];
     snprintf(port, sizeof(port), "%d", nd->port);
+    snprintf(tls_port, sizeof(tls_port), "%d", nd->tls_port);
     snprintf(logf, sizeof(logf), "%s/redis.log", nd->dir);
     const char *argv[40];
     int a = 0;
@@ -186,6 +189,15 @@ static int start_node(struct rh_cluster *c, struct rh_node *nd)
     if (c->o.persistent) {
         argv[a++] = "--appendfsync";
         argv[a++] = "always";
+    }
+    if (c->tls_cert[0]) {
+        const char *tls[] = {"--tls-port",         tls_port,
+                             "--tls-cert-file",    c->tls_cert,
+                             "--tls-key-file",     c->tls_key,
+                             "--tls-ca-cert-file", c->tls_ca,
+                             "--tls-auth-clients", c->o.tls_auth_clients ? "yes" : "no"};
+        for (size_t k = 0; k < sizeof(tls) / sizeof(tls[0]); k++)
+            argv[a++] = tls[k];
     }
     if (c->password[0] && c->user[0]) {
         /* Only the ACL user may log in: "default" is switched off. */
@@ -235,10 +247,17 @@ static int start_node(struct rh_cluster *c, struct rh_node *nd)
 
 static void set_url(struct rh_cluster *c, struct rh_node *nd)
 {
+    const char *scheme = nd->tls_port ? "rediss" : "redis";
+    int port = nd->tls_port ? nd->tls_port : nd->port;
     if (c->password[0])
-        snprintf(nd->url, sizeof(nd->url), "redis://%s:%s@127.0.0.1:%d", c->user, c->password, nd->port);
+        snprintf(nd->url, sizeof(nd->url), "%s://%s:%s@127.0.0.1:%d", scheme, c->user, c->password, port);
     else
-        snprintf(nd->url, sizeof(nd->url), "redis://127.0.0.1:%d", nd->port);
+        snprintf(nd->url, sizeof(nd->url), "%s://127.0.0.1:%d", scheme, port);
+}
+
+int rh_tls_port(const struct rh_cluster *c, int i)
+{
+    return c == NULL || i < 0 || i >= c->n ? 0 : c->nodes[i].tls_port;
 }
 
 int rh_cluster_start(int n, const struct rh_options *o, struct rh_cluster **out)
@@ -256,7 +275,11 @@ int rh_cluster_start(int n, const struct rh_options *o, struct rh_cluster **out)
     snprintf(c->password, sizeof(c->password), "%s", c->o.password ? c->o.password : "");
     const char *srv = c->o.server ? c->o.server : getenv("REDIS_SERVER");
     snprintf(c->server, sizeof(c->server), "%s", srv && srv[0] ? srv : "redis-server");
+    snprintf(c->tls_cert, sizeof(c->tls_cert), "%s", c->o.tls_cert ? c->o.tls_cert : "");
+    snprintf(c->tls_key, sizeof(c->tls_key), "%s", c->o.tls_key ? c->o.tls_key : "");
+    snprintf(c->tls_ca, sizeof(c->tls_ca), "%s", c->o.tls_ca ? c->o.tls_ca : "");
     c->o.user = c->o.password = c->o.server = NULL; /* the copies above are used */
+    c->o.tls_cert = c->o.tls_key = c->o.tls_ca = NULL;
     if (c->o.faketime && (access(faketime_lib, R_OK) != 0 || access(malloc_lib, R_OK) != 0)) {
         fprintf(stderr, "harness: faketime needs %s and %s (packages libfaketime, libc6)\n", faketime_lib,
                 malloc_lib);
@@ -276,6 +299,10 @@ int rh_cluster_start(int n, const struct rh_options *o, struct rh_cluster **out)
             nd->port = rh_free_port();
             if (nd->port < 0) {
                 rc = nd->port;
+                break;
+            }
+            if (c->tls_cert[0] && (nd->tls_port = rh_free_port()) < 0) {
+                rc = nd->tls_port;
                 break;
             }
             rc = start_node(c, nd);

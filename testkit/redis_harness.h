@@ -28,6 +28,13 @@ struct rh_options {
     int persistent;       /* 1: appendonly yes, appendfsync always */
     int faketime;         /* 1: run under libfaketime; see rh_clock_offset() */
     const char *server;   /* redis-server binary; default $REDIS_SERVER or "redis-server" */
+    /* TLS: with tls_cert, each node also listens with TLS on a port of its
+     * own, and rh_url() names that port as rediss://. The plain port stays
+     * open for the harness's own connection (rh_command). PEM paths, copied. */
+    const char *tls_cert;
+    const char *tls_key;
+    const char *tls_ca;   /* CA the nodes verify client certificates with */
+    int tls_auth_clients; /* 1: nodes require a client certificate */
 };
 
 void rh_options_init(struct rh_options *o);
@@ -42,7 +49,8 @@ void rh_cluster_free(struct rh_cluster *c);
 
 int rh_size(const struct rh_cluster *c);
 int rh_port(const struct rh_cluster *c, int i);
-pid_t rh_pid(const struct rh_cluster *c, int i); /* 0 while the node is down */
+int rh_tls_port(const struct rh_cluster *c, int i); /* 0 without TLS */
+pid_t rh_pid(const struct rh_cluster *c, int i);    /* 0 while the node is down */
 const char *rh_dir(const struct rh_cluster *c, int i);
 
 /* "redis://[user:password@]127.0.0.1:port", valid until rh_cluster_free. */

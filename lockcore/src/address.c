@@ -68,7 +68,7 @@ void lockcore__mask_address(const char *s, char *out, size_t cap)
         lockcore__fmt(out, cap, "(null)");
         return;
     }
-    const char *p = strncmp(s, "redis://", 8) == 0 ? s + 8 : s;
+    const char *p = strncmp(s, "redis://", 8) == 0 ? s + 8 : strncmp(s, "rediss://", 9) == 0 ? s + 9 : s;
     const char *slash = strchr(p, '/');
     const char *at = NULL;
     for (const char *q = p; *q && (slash == NULL || q < slash); q++)
@@ -97,8 +97,11 @@ int lockcore__parse_address(const char *s_raw, struct address *a, char *err, siz
     const char *end = s_raw + strlen(s_raw);
     if (strncmp(p, "redis://", 8) == 0)
         p += 8;
-    else if (strstr(p, "://") != NULL) {
-        lockcore__fmt(err, errcap, "node address '%s': only redis:// is supported", s);
+    else if (strncmp(p, "rediss://", 9) == 0) {
+        p += 9;
+        a->tls = 1;
+    } else if (strstr(p, "://") != NULL) {
+        lockcore__fmt(err, errcap, "node address '%s': only redis:// and rediss:// are supported", s);
         return -EINVAL;
     }
 

@@ -34,6 +34,11 @@ int lockcore_options_init(struct lockcore_options *o)
     o->reconnect_max_ms = 1000;
     o->clock_us = NULL;
     o->clock_arg = NULL;
+    o->tls_verify = 1;
+    o->wait_mode = LOCKCORE_WAIT_NOTIFY;
+    o->backoff = LOCKCORE_BACKOFF_FIXED;
+    o->retry_delay_max_ms = 2000;
+    o->queue_ttl_ms = 3000;
     return 0;
 }
 
@@ -75,27 +80,58 @@ static int check_options(const struct lockcore_options *o, char *err, size_t cap
         BAD("reconnect_min_ms must be at least 1 and at most reconnect_max_ms");
     if (o->fencing != 0 && o->fencing != 1)
         BAD("fencing must be 0 or 1");
+    if (o->wait_mode < LOCKCORE_WAIT_NOTIFY || o->wait_mode > LOCKCORE_WAIT_FAIR)
+        BAD("wait_mode must be LOCKCORE_WAIT_NOTIFY, _POLL or _FAIR");
+    if (o->backoff != LOCKCORE_BACKOFF_FIXED && o->backoff != LOCKCORE_BACKOFF_EXPONENTIAL)
+        BAD("backoff must be LOCKCORE_BACKOFF_FIXED or _EXPONENTIAL");
+    if (o->retry_delay_max_ms > WAIT_MAX_MS || (o->backoff && o->retry_delay_max_ms < o->retry_delay_ms))
+        BAD("retry_delay_max_ms must be at least retry_delay_ms and below one year");
+    if (o->queue_ttl_ms < 30 || o->queue_ttl_ms > 3600000)
+        BAD("queue_ttl_ms must be between 30 and 3600000");
+    if (o->tls_verify != 0 && o->tls_verify != 1)
+        BAD("tls_verify must be 0 or 1");
+    if ((o->tls_cert_file == NULL) != (o->tls_key_file == NULL))
+        BAD("tls_cert_file and tls_key_file go together");
     return 0;
 #undef BAD
+}
+
+/* What lockcore_client_new allocated, freed (also for a half-built one). */
+static void client_release(lockcore_client *c)
+{
+    lockcore__tls_ctx_free(c);
+    for (size_t i = 0; i < 4; i++)
+        free(c->tls_strings[i]);
+    lockcore__idpool_free(c->idpool);
+    free(c->nodes);
+    free(c);
+}
+
+/* Copy an optional string option into the client; *dst keeps the copy. */
+static int copy_opt(lockcore_client *c, size_t slot, const char **dst)
+{
+    if (*dst == NULL)
+        return 0;
+    c->tls_strings[slot] = strdup(*dst);
+    *dst = c->tls_strings[slot];
+    return *dst == NULL ? -ENOMEM : 0;
 }
 
 int lockcore_client_new(const struct lockcore_options *o, lockcore_client **out, char *errbuf, size_t errcap)
 {
     char err[ERRMSG_MAX] = "";
     int rc;
+    lockcore_client *c = NULL;
     if (o == NULL || out == NULL) {
         lockcore__fmt(errbuf, errcap, "options and out must not be NULL");
         return -EINVAL;
     }
     if ((rc = check_options(o, err, sizeof(err))) < 0)
         goto fail;
-
-    lockcore_client *c = calloc(1, sizeof(*c));
-    if (c == NULL) {
-        rc = -ENOMEM;
-        lockcore__fmt(err, sizeof(err), "out of memory");
+    rc = -ENOMEM;
+    lockcore__fmt(err, sizeof(err), "out of memory");
+    if ((c = calloc(1, sizeof(*c))) == NULL)
         goto fail;
-    }
     c->o = *o;
     c->o.nodes = NULL; /* copied below; the caller's array is not kept */
     if (c->o.clock_us == NULL)
@@ -110,27 +146,26 @@ int lockcore_client_new(const struct lockcore_options *o, lockcore_client **out,
         memcpy(c->info, o->holder_info, c->info_len + 1);
     }
     c->o.holder_info = c->info;
+    if (copy_opt(c, 0, &c->o.tls_ca_file) < 0 || copy_opt(c, 1, &c->o.tls_cert_file) < 0 ||
+        copy_opt(c, 2, &c->o.tls_key_file) < 0 || copy_opt(c, 3, &c->o.tls_server_name) < 0)
+        goto fail;
     c->n = (unsigned)o->n_nodes;
     c->quorum = fencing_quorum(c->n);
-    c->nodes = calloc(c->n, sizeof(*c->nodes));
-    if (c->nodes == NULL) {
-        free(c);
-        rc = -ENOMEM;
-        lockcore__fmt(err, sizeof(err), "out of memory");
+    if ((c->nodes = calloc(c->n, sizeof(*c->nodes))) == NULL)
         goto fail;
-    }
+    int tls = 0;
     for (unsigned i = 0; i < c->n; i++) {
         if ((rc = lockcore__parse_address(o->nodes[i], &c->nodes[i].addr, err, sizeof(err))) < 0 ||
-            (rc = lockcore__resolve(&c->nodes[i].addr, err, sizeof(err))) < 0) {
-            free(c->nodes);
-            free(c);
+            (rc = lockcore__resolve(&c->nodes[i].addr, err, sizeof(err))) < 0)
             goto fail;
-        }
+        tls |= c->nodes[i].addr.tls;
         lockcore__node_init(c, &c->nodes[i], i);
     }
+    /* Certificates and keys are read now: a bad file is an error here,
+     * not a failed handshake later. */
+    if (tls && (rc = lockcore__tls_ctx_new(c, err, sizeof(err))) < 0)
+        goto fail;
     if ((rc = lockcore__random_bytes(&c->rng, sizeof(c->rng))) < 0) {
-        free(c->nodes);
-        free(c);
         lockcore__fmt(err, sizeof(err), "no randomness: %s", strerror(-rc));
         goto fail;
     }
@@ -139,6 +174,8 @@ int lockcore_client_new(const struct lockcore_options *o, lockcore_client **out,
     *out = c;
     return 0;
 fail:
+    if (c != NULL)
+        client_release(c);
     lockcore__fmt(errbuf, errcap, "%s", err);
     return rc;
 }
@@ -155,14 +192,14 @@ static void client_destroy(lockcore_client *c)
         lockcore__deliver(c);
     }
     for (unsigned i = 0; i < c->n; i++) {
+        lockcore__tls_free(&c->nodes[i]);
         if (c->nodes[i].ctx != NULL)
             redisFree(c->nodes[i].ctx);
         free(c->nodes[i].q);
     }
     lockcore__ops_free(c);
-    lockcore__idpool_free(c->idpool);
-    free(c->nodes);
-    free(c);
+    lockcore__notify_free(c);
+    client_release(c);
 }
 
 void lockcore_client_free(lockcore_client *c)
@@ -230,6 +267,14 @@ const char *lockcore_errmsg(const lockcore_client *c)
 void lockcore__op_finish(struct op *op, int rc)
 {
     lockcore_client *c = op->c;
+    /* A waiter leaves every queue it may have joined (granted or not) and
+     * lets go of its release channel. */
+    if (op->kind == OP_ACQUIRE && op->queued)
+        for (unsigned i = 0; i < c->n; i++)
+            if (c->nodes[i].state != NODE_DOWN)
+                lockcore__op_resend(op, i, STEP_DEQUEUE, 0, lockcore_now_ms());
+    if (op->subscribed)
+        lockcore__notify_drop(c, op);
     op->rc = rc;
     op->phase = PH_DONE;
     op->serial = ++c->serial;
@@ -285,26 +330,41 @@ int lockcore__deliver(lockcore_client *c)
 
 /* ---- event loop ---- */
 
+/* Every connection: the command connections, then the subscriber ones
+ * (while notified waiting has set them up). */
+static unsigned n_conns(const lockcore_client *c)
+{
+    return c->subs != NULL ? 2 * c->n : c->n;
+}
+
+static struct node *conn(lockcore_client *c, unsigned j)
+{
+    return j < c->n ? &c->nodes[j] : &c->subs[j - c->n];
+}
+
 static int pollfds(lockcore_client *c, struct pollfd *fds, size_t cap, int *timeout_ms)
 {
     uint64_t next = UINT64_MAX;
     size_t k = 0;
-    for (unsigned i = 0; i < c->n; i++) {
-        struct node *n = &c->nodes[i];
+    for (unsigned i = 0; i < n_conns(c); i++) {
+        struct node *n = conn(c, i);
         lockcore__node_flush(c, n);
+        uint64_t t = lockcore__node_next_timer(c, n);
+        if (t < next)
+            next = t;
         if (n->state == NODE_DOWN)
             continue;
         if (k == cap)
             return -ENOSPC;
         fds[k].fd = n->ctx->fd;
-        fds[k].events = POLLIN;
-        if (n->state == NODE_CONNECTING || sdslen(n->ctx->obuf) > 0)
-            fds[k].events |= POLLOUT;
+        if (n->state == NODE_CONNECTING)
+            fds[k].events = POLLOUT;
+        else if (n->state == NODE_HANDSHAKE)
+            fds[k].events = (short)n->tls_want;
+        else
+            fds[k].events = (short)(POLLIN | (sdslen(n->ctx->obuf) > 0 ? POLLOUT : 0) | n->tls_want);
         fds[k].revents = 0;
         k++;
-        uint64_t t = lockcore__node_next_timer(c, n);
-        if (t < next)
-            next = t;
     }
     for (struct op *op = c->active; op != NULL; op = op->next) {
         uint64_t t = lockcore__op_next_timer(op);
@@ -344,8 +404,8 @@ static int process(lockcore_client *c, const struct pollfd *fds, size_t nfds)
     for (size_t k = 0; k < nfds; k++) {
         if (fds[k].revents == 0)
             continue;
-        for (unsigned i = 0; i < c->n; i++) {
-            struct node *n = &c->nodes[i];
+        for (unsigned i = 0; i < n_conns(c); i++) {
+            struct node *n = conn(c, i);
             if (n->state != NODE_DOWN && n->ctx->fd == fds[k].fd) {
                 lockcore__node_on_events(c, n, fds[k].revents, now);
                 break;
@@ -353,16 +413,16 @@ static int process(lockcore_client *c, const struct pollfd *fds, size_t nfds)
         }
     }
     now = lockcore_now_ms();
-    for (unsigned i = 0; i < c->n; i++)
-        lockcore__node_check_timers(c, &c->nodes[i], now);
+    for (unsigned i = 0; i < n_conns(c); i++)
+        lockcore__node_check_timers(c, conn(c, i), now);
     for (struct op *op = c->active, *next; op != NULL; op = next) {
         next = op->next;
         lockcore__op_check_timers(op, now);
     }
     lockcore__keepalive_check(c, now);
     /* Send what the replies and timers produced in one write per node. */
-    for (unsigned i = 0; i < c->n; i++)
-        lockcore__node_flush(c, &c->nodes[i]);
+    for (unsigned i = 0; i < n_conns(c); i++)
+        lockcore__node_flush(c, conn(c, i));
     return lockcore__deliver(c);
 }
 
@@ -382,9 +442,9 @@ int lockcore_process(lockcore_client *c, const struct pollfd *fds, size_t nfds)
  * and is returned. */
 static int run_once(lockcore_client *c, int timeout_ms)
 {
-    struct pollfd fds[LOCKCORE_NODES_MAX];
+    struct pollfd fds[LOCKCORE_POLLFDS_MAX];
     int t;
-    int nfds = pollfds(c, fds, LOCKCORE_NODES_MAX, &t);
+    int nfds = pollfds(c, fds, LOCKCORE_POLLFDS_MAX, &t);
     if (nfds < 0)
         return nfds;
     if (timeout_ms >= 0 && (t < 0 || t > timeout_ms))
@@ -459,6 +519,16 @@ static void set_keys(struct op *op, const char *resource)
     memcpy(op->ikey + 1, op->key, op->key_len);
     memcpy(op->ikey + 1 + op->key_len, "}:holder", 9);
     op->ikey_len = op->key_len + 9;
+    op->qkey[0] = op->qexp[0] = op->chan[0] = '{';
+    memcpy(op->qkey + 1, op->key, op->key_len);
+    memcpy(op->qkey + 1 + op->key_len, "}:waiters", 10);
+    op->qkey_len = op->key_len + 10;
+    memcpy(op->qexp + 1, op->key, op->key_len);
+    memcpy(op->qexp + 1 + op->key_len, "}:waiting", 10);
+    op->qexp_len = op->key_len + 10;
+    memcpy(op->chan + 1, op->key, op->key_len);
+    memcpy(op->chan + 1 + op->key_len, "}:released", 11);
+    op->chan_len = op->key_len + 11;
 }
 
 static int is_id(const char *id, size_t cap)
@@ -557,6 +627,11 @@ static struct op *start_acquire(lockcore_client *c, const char *resource, lockco
     op->ttl_ms = c->o.ttl_ms;
     uint64_t now = lockcore_now_ms();
     op->wait_deadline_ms = c->o.wait_ms ? now + c->o.wait_ms : 0;
+    /* The ticket orders waiters; a fair acquisition waits its turn from the
+     * first attempt on. */
+    op->ticket = c->o.clock_us(c->o.clock_arg);
+    op->lock.ticket = op->ticket;
+    op->queued = c->o.wait_mode == LOCKCORE_WAIT_FAIR;
     lockcore__op_start(op, now);
     return op;
 }

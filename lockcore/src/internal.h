@@ -5,6 +5,7 @@
 
 #include <stdarg.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include <hiredis/hiredis.h>
 
@@ -14,12 +15,14 @@
 #define KEY_MAX (LOCKCORE_PREFIX_MAX + LOCKCORE_RESOURCE_MAX)
 #define FENCE_KEY_MAX (KEY_MAX + 16)
 #define INFO_KEY_MAX (KEY_MAX + 16)
+#define QUEUE_KEY_MAX (KEY_MAX + 16)
 #define ERRMSG_MAX 512
 
 /* ---- addresses ---- */
 struct address {
     char host[256]; /* as given, for messages */
     char ip[64];    /* numeric, resolved once at client creation: connects never block on DNS */
+    int tls;        /* rediss:// */
     int port;
     char user[128];
     char pass[256];
@@ -48,12 +51,15 @@ enum script {
     SCRIPT_RAISE,
     SCRIPT_STATUS,
     SCRIPT_SET_INFO,
+    SCRIPT_ACQUIRE_QUEUED,
+    SCRIPT_DEQUEUE,
     SCRIPT_COUNT,
 };
 extern const char *const lockcore__scripts[SCRIPT_COUNT];
 
 /* ---- nodes ---- */
-enum node_state { NODE_DOWN, NODE_CONNECTING, NODE_UP };
+/* CONNECTING: TCP connect in progress; HANDSHAKE: TLS handshake (rediss://). */
+enum node_state { NODE_DOWN, NODE_CONNECTING, NODE_HANDSHAKE, NODE_UP };
 
 /* Why a node could not answer a step: decides the error code reported. */
 enum fail_kind { FAIL_NET, FAIL_PROTO };
@@ -61,9 +67,10 @@ enum fail_kind { FAIL_NET, FAIL_PROTO };
 /* What a queued reply belongs to. Replies come back in the order the
  * commands went out, so a FIFO per node matches them without ids. */
 enum step {
-    STEP_IGNORE, /* fire-and-forget (rollback release): reply dropped */
-    STEP_INFO,   /* fire-and-forget: the holder info after an acquire */
-    STEP_AUTH,   /* connection set-up: an error fails the node */
+    STEP_IGNORE,  /* fire-and-forget (rollback release): reply dropped */
+    STEP_INFO,    /* fire-and-forget: the holder info after an acquire */
+    STEP_DEQUEUE, /* fire-and-forget: leave a waiters' queue */
+    STEP_AUTH,    /* connection set-up: an error fails the node */
     STEP_SELECT,
     STEP_LOAD, /* SCRIPT LOAD: reply is the sha of script `arg` */
     STEP_LOCK, /* operation steps: matched to op by serial */
@@ -84,15 +91,18 @@ struct pending {
 };
 
 struct node {
+    int sub; /* 1: a subscriber connection (release notices), not commands */
     struct address addr;
     char name[280]; /* host:port, for messages */
     unsigned index;
     enum node_state state;
     redisContext *ctx;
+    void *ssl;    /* SSL * for rediss:// nodes, else NULL */
+    int tls_want; /* POLLIN / POLLOUT a TLS call waits for, 0 if none */
     uint64_t connect_deadline_ms;
     uint64_t next_attempt_ms;
     uint64_t backoff_ms;
-    char err[256]; /* why the node last failed */
+    char err[256];     /* why the node last failed */
     char refused[160]; /* why the reply builders refused a reply, "" if not */
     enum fail_kind err_kind;
     struct pending *q; /* ring buffer */
@@ -135,6 +145,16 @@ struct op {
     char holder[LOCKCORE_ID_LEN + 1]; /* who holds it, from a refusal */
     int64_t holder_pttl_ms;
     unsigned holder_nodes;
+    char qkey[QUEUE_KEY_MAX + 1]; /* waiters' queue: "{" key "}:waiters" */
+    size_t qkey_len;
+    char qexp[QUEUE_KEY_MAX + 1]; /* their deadlines: "{" key "}:waiting" */
+    size_t qexp_len;
+    char chan[QUEUE_KEY_MAX + 1]; /* release channel: "{" key "}:released" */
+    size_t chan_len;
+    uint64_t ticket; /* place in the queue: wall µs at the first attempt */
+    int queued;      /* attempts use the queued acquire (registers as a waiter) */
+    unsigned behind; /* nodes that refused because another waiter is first */
+    int subscribed;  /* holds a reference on the key's release channel */
     uint8_t slot[LOCKCORE_NODES_MAX];
     uint8_t accepted[LOCKCORE_NODES_MAX];
     struct lockcore_node_status *status; /* OP_STATUS: caller's array */
@@ -159,12 +179,22 @@ struct lockcore_client {
     size_t inflight;
     uint64_t fence_seen[256];         /* largest fence value seen, by resource hash */
     char info[LOCKCORE_INFO_MAX + 1]; /* holder_info, "" for none */
+    char *tls_strings[4];             /* copies of the tls_* file and name options */
+    void *ssl_ctx;                    /* SSL_CTX *, if any node is rediss:// */
+    void *bio_method;                 /* BIO_METHOD * of our MSG_NOSIGNAL socket BIO */
     size_t info_len;
     /* The callback contract (lockcore.h): in_cb counts callbacks running,
      * depth the public calls that are running the loop. A client freed
      * from a callback is freed when the outermost of those returns. */
     unsigned in_cb;
     unsigned depth;
+    /* Notified waiting: one subscriber connection per node, and the release
+     * channels the client's waiters want, with reference counts. */
+    struct node *subs;
+    struct channel *channels;
+    size_t n_channels, cap_channels;
+    int notify_refused; /* a node refused SUBSCRIBE: waiters use timers */
+    char notify_why[256];
     int free_pending;
     int freeing;    /* being freed: no new operation may start */
     int ka_walking; /* keep-alives are being walked: stop() only marks */
@@ -173,6 +203,7 @@ struct lockcore_client {
 
 /* node.c */
 void lockcore__node_init(lockcore_client *c, struct node *n, unsigned index);
+int lockcore__node_connect(lockcore_client *c, struct node *n, uint64_t now);
 void lockcore__node_close(lockcore_client *c, struct node *n, enum fail_kind kind, const char *why);
 int lockcore__node_usable(lockcore_client *c, struct node *n, uint64_t now);
 /* now: the caller's lockcore_now_ms(), kept as the command's send time. */
@@ -195,6 +226,29 @@ void lockcore__op_cancel(struct op *op);
 void lockcore__op_abort(struct op *op, int rc, const char *why);
 int lockcore__op_resend(struct op *op, unsigned node, enum step step, int use_eval, uint64_t now);
 void lockcore__ops_free(lockcore_client *c);
+
+/* tls.c: 0 / 1 done / -1 failed (err says why); reads and writes return the
+ * bytes moved, 0 when they must wait for n->tls_want, -1 on failure. */
+int lockcore__tls_ctx_new(lockcore_client *c, char *err, size_t cap);
+void lockcore__tls_ctx_free(lockcore_client *c);
+int lockcore__tls_start(lockcore_client *c, struct node *n, char *err, size_t cap);
+int lockcore__tls_handshake(struct node *n, char *err, size_t cap);
+ssize_t lockcore__tls_write(struct node *n, const void *buf, size_t len, char *err, size_t cap);
+ssize_t lockcore__tls_read(struct node *n, void *buf, size_t len, char *err, size_t cap);
+int lockcore__tls_pending(const struct node *n);
+void lockcore__tls_free(struct node *n);
+
+/* notify.c */
+struct channel {
+    char *name;
+    size_t len;
+    unsigned refs;
+};
+int lockcore__notify_want(lockcore_client *c, struct op *op);
+void lockcore__notify_drop(lockcore_client *c, struct op *op);
+void lockcore__notify_setup(lockcore_client *c, struct node *sub, uint64_t now);
+void lockcore__notify_reply(lockcore_client *c, struct node *sub, redisReply *r, uint64_t now);
+void lockcore__notify_free(lockcore_client *c);
 
 /* keepalive.c */
 uint64_t lockcore__keepalive_next_timer(const lockcore_client *c);

@@ -80,6 +80,7 @@ static int live(const struct pending *p)
 
 void lockcore__node_close(lockcore_client *c, struct node *n, enum fail_kind kind, const char *why)
 {
+    lockcore__tls_free(n);
     if (n->ctx != NULL) {
         redisFree(n->ctx);
         n->ctx = NULL;
@@ -120,6 +121,10 @@ static void queue_setup(lockcore_client *c, struct node *n, uint64_t now)
         for (int i = 0; i < argc; i++)
             lens[i] = strlen(argv[i]);
         lockcore__node_send(c, n, argc, argv, lens, NULL, STEP_AUTH, 0, now);
+    }
+    if (n->sub) {
+        lockcore__notify_setup(c, n, now); /* channels are global: no SELECT */
+        return;
     }
     if (n->addr.db != 0) {
         char db[16];
@@ -236,9 +241,9 @@ static void *make_nil(const redisReadTask *t)
 /* The objects are redisReply as hiredis makes them, so freeReplyObject
  * frees them. */
 static redisReplyObjectFunctions bounded_replies = {make_string, make_array, make_integer, make_nil,
-                                                     freeReplyObject};
+                                                    freeReplyObject};
 
-static int node_connect(lockcore_client *c, struct node *n, uint64_t now)
+int lockcore__node_connect(lockcore_client *c, struct node *n, uint64_t now)
 {
     /* A numeric address (resolved at client creation): no DNS here. */
     redisContext *ctx = redisConnectNonBlock(n->addr.ip, n->addr.port);
@@ -277,7 +282,7 @@ int lockcore__node_usable(lockcore_client *c, struct node *n, uint64_t now)
         return 1;
     if (now < n->next_attempt_ms)
         return 0;
-    return node_connect(c, n, now);
+    return lockcore__node_connect(c, n, now);
 }
 
 /* Decimal digits of v, written backwards from end; returns the start. */
@@ -355,6 +360,21 @@ void lockcore__node_flush(lockcore_client *c, struct node *n)
         return;
     redisContext *ctx = n->ctx;
     while (sdslen(ctx->obuf) > 0) {
+        if (n->ssl != NULL) {
+            char why[256];
+            ssize_t w = lockcore__tls_write(n, ctx->obuf, sdslen(ctx->obuf), why, sizeof(why));
+            if (w < 0) {
+                lockcore__node_close(c, n, FAIL_NET, why);
+                return;
+            }
+            if (w == 0)
+                return; /* the rest goes when poll says n->tls_want */
+            if ((size_t)w == sdslen(ctx->obuf))
+                sdsclear(ctx->obuf);
+            else
+                sdsrange(ctx->obuf, w, -1);
+            continue;
+        }
         ssize_t w = send(ctx->fd, ctx->obuf, sdslen(ctx->obuf), MSG_NOSIGNAL);
         if (w < 0) {
             if (errno == EINTR)
@@ -412,21 +432,51 @@ static int dispatch(lockcore_client *c, struct node *n, const struct pending *p,
     }
 }
 
+static int drain(lockcore_client *c, struct node *n, uint64_t now);
+
+/* Read what the socket has into the reply reader. Returns 0, or -1 if the
+ * node was closed. */
+static int fill(lockcore_client *c, struct node *n)
+{
+    if (n->ssl == NULL) {
+        if (redisBufferRead(n->ctx) != REDIS_OK) {
+            char why[256];
+            lockcore__fmt(why, sizeof(why), "read: %s", n->ctx->errstr);
+            lockcore__node_close(c, n, FAIL_NET, why);
+            return -1;
+        }
+        return 0;
+    }
+    char buf[16384], why[256];
+    ssize_t r = lockcore__tls_read(n, buf, sizeof(buf), why, sizeof(why));
+    if (r < 0 || (r > 0 && redisReaderFeed(n->ctx->reader, buf, (size_t)r) != REDIS_OK)) {
+        lockcore__node_close(c, n, FAIL_NET, r < 0 ? why : "read: out of memory");
+        return -1;
+    }
+    return 0;
+}
+
 static void read_replies(lockcore_client *c, struct node *n, uint64_t now)
 {
-    if (redisBufferRead(n->ctx) != REDIS_OK) {
-        char why[256];
-        lockcore__fmt(why, sizeof(why), "read: %s", n->ctx->errstr);
-        lockcore__node_close(c, n, FAIL_NET, why);
-        return;
+    /* TLS may hold decrypted bytes that poll cannot see: read those too,
+     * a bounded number of records per event. */
+    for (int round = 0; round < 16; round++) {
+        if (fill(c, n) < 0 || !drain(c, n, now) || !lockcore__tls_pending(n))
+            return;
     }
+}
+
+/* Hand every complete reply to its owner. Returns 1 if the node is still
+ * up. */
+static int drain(lockcore_client *c, struct node *n, uint64_t now)
+{
     for (;;) {
         void *reply = NULL;
         if (redisGetReplyFromReader(n->ctx, &reply) != REDIS_OK) {
             char why[256];
             lockcore__fmt(why, sizeof(why), "protocol: %s", n->refused[0] ? n->refused : n->ctx->errstr);
             lockcore__node_close(c, n, FAIL_PROTO, why);
-            return;
+            return 0;
         }
         if (reply == NULL) {
             /* What is left is one reply still arriving: bounded, so that a
@@ -438,19 +488,28 @@ static void read_replies(lockcore_client *c, struct node *n, uint64_t now)
                 lockcore__fmt(why, sizeof(why), "protocol: reply refused: more than %d bytes unparsed",
                               REPLY_BUFFER_MAX);
                 lockcore__node_close(c, n, FAIL_PROTO, why);
+                return 0;
             }
-            return;
+            return 1;
         }
         struct pending p;
+        if (n->sub && (n->q_len == 0 || ((redisReply *)reply)->type == REDIS_REPLY_ARRAY)) {
+            /* Pushes, and answers to (UN)SUBSCRIBE: not in the FIFO. */
+            lockcore__notify_reply(c, n, reply, now);
+            freeReplyObject(reply);
+            if (n->state == NODE_DOWN)
+                return 0;
+            continue;
+        }
         if (!q_pop(n, &p)) {
             freeReplyObject(reply);
             lockcore__node_close(c, n, FAIL_PROTO, "protocol: reply nobody asked for");
-            return;
+            return 0;
         }
         int closed = dispatch(c, n, &p, reply, now);
         freeReplyObject(reply);
         if (closed)
-            return;
+            return 0;
     }
 }
 
@@ -469,23 +528,58 @@ void lockcore__node_on_events(lockcore_client *c, struct node *n, short revents,
             lockcore__node_close(c, n, FAIL_NET, why);
             return;
         }
-        n->state = NODE_UP;
-        lockcore__node_flush(c, n);
+        if (n->addr.tls) {
+            char why[256];
+            if (lockcore__tls_start(c, n, why, sizeof(why)) < 0) {
+                lockcore__node_close(c, n, FAIL_PROTO, why);
+                return;
+            }
+            n->state = NODE_HANDSHAKE;
+            revents = POLLOUT; /* start the handshake now */
+        } else {
+            n->state = NODE_UP;
+            lockcore__node_flush(c, n);
+            return;
+        }
+    }
+    if (n->state == NODE_HANDSHAKE) {
+        if (!(revents & (POLLIN | POLLOUT | POLLERR | POLLHUP)))
+            return;
+        char why[256];
+        int rc = lockcore__tls_handshake(n, why, sizeof(why));
+        if (rc < 0)
+            lockcore__node_close(c, n, FAIL_PROTO, why);
+        if (rc == 1) {
+            n->state = NODE_UP;
+            lockcore__node_flush(c, n);
+        }
         return;
     }
     if (n->state != NODE_UP)
         return;
     if (revents & (POLLIN | POLLERR | POLLHUP))
         read_replies(c, n, now);
-    if (n->state == NODE_UP && (revents & POLLOUT))
+    /* A TLS write may wait on a read (and a plain one on POLLOUT). */
+    if (n->state == NODE_UP && ((revents & POLLOUT) || n->ssl != NULL))
         lockcore__node_flush(c, n);
+}
+
+/* A subscriber connection is wanted while the client has waiters. */
+static int sub_wanted(const lockcore_client *c, const struct node *n)
+{
+    return n->sub && c->n_channels > 0 && !c->notify_refused;
 }
 
 void lockcore__node_check_timers(lockcore_client *c, struct node *n, uint64_t now)
 {
-    if (n->state == NODE_CONNECTING && now >= n->connect_deadline_ms) {
+    if (n->state == NODE_DOWN && sub_wanted(c, n) && now >= n->next_attempt_ms) {
+        lockcore__node_connect(c, n, now);
+        return;
+    }
+    if ((n->state == NODE_CONNECTING || n->state == NODE_HANDSHAKE) && now >= n->connect_deadline_ms) {
         char why[128];
-        lockcore__fmt(why, sizeof(why), "connect: timed out after %llu ms",
+        lockcore__fmt(why, sizeof(why), "%s: timed out after %llu ms",
+                      n->state == NODE_HANDSHAKE ? "TLS handshake" : "connect",
                       (unsigned long long)c->o.connect_timeout_ms);
         lockcore__node_close(c, n, FAIL_NET, why);
     } else if (n->state == NODE_UP && n->q_len > 0 && now >= n->q[n->q_head].sent_ms + stall_ms(c)) {
@@ -498,9 +592,11 @@ void lockcore__node_check_timers(lockcore_client *c, struct node *n, uint64_t no
 
 uint64_t lockcore__node_next_timer(const lockcore_client *c, const struct node *n)
 {
-    if (n->state == NODE_CONNECTING)
+    if (n->state == NODE_CONNECTING || n->state == NODE_HANDSHAKE)
         return n->connect_deadline_ms;
     if (n->state == NODE_UP && n->q_len > 0)
         return n->q[n->q_head].sent_ms + stall_ms(c);
+    if (n->state == NODE_DOWN && sub_wanted(c, n))
+        return n->next_attempt_ms;
     return UINT64_MAX;
 }

@@ -87,6 +87,32 @@ extern "C" {
 #define LOCKCORE_NODES_MAX 64
 /* Longest holder info (see lockcore_options.holder_info), in bytes. */
 #define LOCKCORE_INFO_MAX 512
+/* Most descriptors a client watches: a command connection per node, and a
+ * subscriber connection per node while notified waiters wait. */
+#define LOCKCORE_POLLFDS_MAX (2 * LOCKCORE_NODES_MAX)
+
+/* How an acquisition that was refused waits before it tries again
+ * (lockcore_options.wait_mode). See docs/lockcore.md, "Waiting". */
+enum lockcore_wait_mode {
+    /* A release tells waiters: each node PUBLISHes the name of the first
+     * waiter in its queue, which tries again at once; others sleep until
+     * the holder's TTL would run out (a crashed holder sends nothing). Not
+     * fair: a newcomer may take the lock first. Default. */
+    LOCKCORE_WAIT_NOTIFY = 0,
+    /* Retry after the backoff delay, as plain Redlock does. */
+    LOCKCORE_WAIT_POLL = 1,
+    /* Fair: waiters of every client are granted in the order of their
+     * tickets (arrival time on the waiter's clock); nobody may take the
+     * lock ahead of a live waiter with a smaller ticket. Notified too. */
+    LOCKCORE_WAIT_FAIR = 2,
+};
+
+/* The delay between attempts when no notice comes (lockcore_options.backoff). */
+enum lockcore_backoff {
+    LOCKCORE_BACKOFF_FIXED = 0,       /* retry_delay_ms + uniform[0, retry_jitter_ms] */
+    LOCKCORE_BACKOFF_EXPONENTIAL = 1, /* uniform[0, min(retry_delay_max_ms,
+                                         retry_delay_ms * 2^(attempt-1))]: full jitter */
+};
 
 enum {
     LOCKCORE_ELOCKED = -10001,   /* not acquired: held by another client */
@@ -105,7 +131,8 @@ enum {
  * the strings it points to may be freed once the client exists.
  */
 struct lockcore_options {
-    /* Node addresses: "redis://[user:password@]host:port[/db]" or "host:port".
+    /* Node addresses: "redis://[user:password@]host:port[/db]" or "host:port";
+     * "rediss://..." for TLS (see the tls_* options).
      * Required; 1..LOCKCORE_NODES_MAX entries. Host names are resolved once,
      * by lockcore_client_new() (IPv4 first, as hiredis does), so that no
      * later call blocks on DNS; a node that moves needs a new client.
@@ -123,6 +150,12 @@ struct lockcore_options {
     uint64_t retry_delay_ms;     /* least wait before a retry; default 200 */
     uint64_t retry_jitter_ms;    /* random extra wait, uniform in [0, jitter];
                                     default 100 */
+    int wait_mode;               /* enum lockcore_wait_mode; default NOTIFY */
+    int backoff;                 /* enum lockcore_backoff; default FIXED */
+    uint64_t retry_delay_max_ms; /* cap of the exponential backoff; default 2000 */
+    uint64_t queue_ttl_ms;       /* a waiter's place in a queue lasts this long
+                                    unless refreshed (a crashed waiter blocks a
+                                    fair queue no longer); default 3000 */
     uint64_t wait_ms;            /* give up acquiring after this long, all retries
                                     included; 0 = no deadline; default 0 */
     const char *key_prefix;      /* prepended to every resource; default "" */
@@ -144,6 +177,19 @@ struct lockcore_options {
      * LOCKCORE_INFO_MAX bytes, copied; NULL or "" for none (default). */
     const char *holder_info;
 
+    /* TLS to rediss:// nodes (OpenSSL; TLS 1.2 or later). Paths and names
+     * are copied. */
+    const char *tls_ca_file;     /* PEM CAs to verify nodes with; NULL: the
+                                    system's default CA paths */
+    const char *tls_cert_file;   /* client certificate chain (PEM), for nodes
+                                    that require one; with tls_key_file */
+    const char *tls_key_file;    /* its private key (PEM) */
+    const char *tls_server_name; /* the name to verify (and send as SNI);
+                                    NULL: each node's host as given */
+    int tls_verify;              /* 1 (default): verify each node's certificate
+                                    and name; 0: do not (encryption without
+                                    authentication: testing only) */
+
     /* Wall clock for first-round token proposals, in microseconds since the
      * epoch. NULL uses CLOCK_REALTIME. Tests inject a clock that is behind. */
     uint64_t (*clock_us)(void *arg);
@@ -162,6 +208,8 @@ struct lockcore_lock {
     unsigned nodes_ok;                        /* nodes that granted / extended / released */
     unsigned attempts;                        /* attempts the acquisition took */
     unsigned flags;                           /* LOCKCORE_LOCK_* below */
+    uint64_t ticket;                          /* the acquisition's place among waiters
+                                                 (wall µs at its start) */
 };
 
 /* lockcore_lock.flags: built by lockcore_lock_from_id, validity unknown
@@ -205,6 +253,11 @@ LOCKCORE_API int lockcore_lock_from_id(lockcore_client *c, const char *resource,
 /* The client's number of nodes, and its majority (nodes / 2 + 1); 0 for NULL. */
 LOCKCORE_API unsigned lockcore_nodes(const lockcore_client *c);
 LOCKCORE_API unsigned lockcore_quorum(const lockcore_client *c);
+
+/* Why notified waiting is off (a node refused SUBSCRIBE, e.g. for lack of
+ * ACL channel rights: waiters then use timers), or NULL while it works or
+ * was never needed. Valid until the client is freed. */
+LOCKCORE_API const char *lockcore_notify_error(const lockcore_client *c);
 
 /* A static name for any error code returned by lockcore. */
 LOCKCORE_API const char *lockcore_strerror(int err);
@@ -307,7 +360,7 @@ LOCKCORE_API int lockcore_run(lockcore_client *c, int timeout_ms);
 
 /*
  * Event-loop embedding: fill fds[0..] with the descriptors to watch (at most
- * cap; LOCKCORE_NODES_MAX always suffices) and *timeout_ms with the longest
+ * cap; LOCKCORE_POLLFDS_MAX always suffices) and *timeout_ms with the longest
  * the caller may wait. Returns the number of entries, or -EINVAL/-ENOSPC.
  * After polling, hand the same array to lockcore_process().
  */
