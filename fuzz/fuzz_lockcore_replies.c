@@ -9,6 +9,8 @@
  *   flags bit 1: holder_info set (one more script, one more reply)
  *   flags bit 2: a password in the address (AUTH first)
  *   flags bit 3: a database in the address (SELECT first)
+ *   flags bit 4: the fair lock (the queued acquire script, six replies)
+ *   flags bit 5: polling (a release that tells no waiter)
  * The node is a loopback listener of this process. The client connects,
  * the target accepts, writes the bytes and shuts its side down, and the
  * client reads them as the replies to an acquire, an extend and a release
@@ -122,6 +124,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     o.reconnect_min_ms = 60000; /* no reconnect within one input */
     o.reconnect_max_ms = 60000;
     o.fencing = (flags & 1) ? 0 : 1;
+    o.wait_mode = (flags & 16)   ? LOCKCORE_WAIT_FAIR
+                  : (flags & 32) ? LOCKCORE_WAIT_POLL
+                                 : LOCKCORE_WAIT_NOTIFY;
     o.holder_info = (flags & 2) ? "fuzz host 1" : NULL;
     lockcore_client *c = NULL;
     char err[256];

@@ -1,16 +1,25 @@
 /*
  * The least Redis ACL a lock client needs, measured against real
  * redis-server nodes (docs/security.md). With key prefix P the client
- * touches P<resource>, {P<resource>}:fence and {P<resource>}:holder, and
- * calls EVAL (and EVALSHA + SCRIPT LOAD to avoid resending scripts), SET
- * in plain mode, and inside its scripts GET, SET, DEL, PEXPIRE and PTTL:
+ * touches P<resource> and {P<resource>}:fence, :holder, :waiters, :waiting
+ * and the channel {P<resource>}:released. What it calls depends on how it
+ * waits (lockcore_options.wait_mode):
  *
- *   ~P* ~{P* -@all +eval +get +set +del +pexpire +pttl [+evalsha +script|load]
+ *   base     ~P* ~{P* -@all +eval +get +set +del +pexpire +pttl
+ *            (LOCKCORE_WAIT_POLL: every operation)
+ *   + +zrange                       the release looks for a waiter to tell
+ *                                   (LOCKCORE_WAIT_NOTIFY, the default)
+ *   + +zadd +zrem +hget +hset +hdel +time
+ *                                   the queue of waiters (LOCKCORE_WAIT_FAIR
+ *                                   always; NOTIFY once a client waits)
+ *   + &{P* +subscribe +unsubscribe +publish
+ *                                   the release notices of waiting
+ *   optional +evalsha +script|load  scripts by sha instead of whole
  *
  * Each node runs with an "admin" user (the harness's) and the test creates
  * the lock client's user with ACL SETUSER. The node's ACL LOG records every
- * refusal, top level or inside a script: for the minimal rules it must
- * stay empty (or hold only SCRIPT LOAD refusals without +script|load).
+ * refusal, top level or inside a script: for the rules above it must stay
+ * empty (or hold only SCRIPT LOAD refusals without +script|load).
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -29,8 +38,12 @@
 
 #define N 3
 #define PREFIX "app:"
-#define MINIMAL "~app:* ~{app:* -@all +eval +get +set +del +pexpire +pttl"
+#define BASE "~app:* ~{app:* -@all +eval +get +set +del +pexpire +pttl"
 #define NO_RESEND "+evalsha +script|load"
+#define RELEASE_NOTICE "+zrange"
+#define QUEUE "+zadd +zrem +hget +hset +hdel +time"
+#define CHANNELS "&{app:* +subscribe +unsubscribe +publish"
+#define FULL BASE " " RELEASE_NOTICE " " QUEUE " " CHANNELS " " NO_RESEND
 
 struct fixture {
     struct rh_cluster *rc;
@@ -159,16 +172,20 @@ static unsigned holders(struct fixture *f, const char *key, const char *val)
     return n;
 }
 
-static lockcore_client *client(struct fixture *f, int fencing, const char *info)
+/* waits: retry until the lock comes (8 s at most), else one attempt. */
+static lockcore_client *client(struct fixture *f, int wait_mode, int fencing, const char *info, int waits)
 {
     struct lockcore_options o;
     lockcore_options_init(&o);
+    o.wait_mode = wait_mode;
     o.nodes = f->urls;
     o.n_nodes = N;
     o.key_prefix = PREFIX;
     o.fencing = fencing;
     o.holder_info = info;
-    o.retry_count = 0;
+    o.retry_count = waits ? -1 : 0;
+    o.wait_ms = waits ? 8000 : 0;
+    o.queue_ttl_ms = 30000; /* fallback timers 10 s away: a notice is seen */
     o.request_timeout_ms = 200;
     lockcore_client *c = NULL;
     char err[256];
@@ -179,19 +196,19 @@ static lockcore_client *client(struct fixture *f, int fencing, const char *info)
 
 /* Acquire, check the keys, extend, read status, keep alive, release: every
  * operation of the client, as the user "locker". */
-static void every_operation(struct fixture *f, int fencing, const char *info)
+static void every_operation(struct fixture *f, int wait_mode, int fencing, const char *info)
 {
     char res[64], key[80], fkey[96], ikey[96], tok[32];
-    snprintf(res, sizeof(res), "res-%d-%d", fencing, info != NULL);
+    snprintf(res, sizeof(res), "res-%d-%d-%d", wait_mode, fencing, info != NULL);
     snprintf(key, sizeof(key), PREFIX "%s", res);
     snprintf(fkey, sizeof(fkey), "{%s}:fence", key);
     snprintf(ikey, sizeof(ikey), "{%s}:holder", key);
-    lockcore_client *c = client(f, fencing, info);
+    lockcore_client *c = client(f, wait_mode, fencing, info, 0);
     struct lockcore_lock l;
     int rc = lockcore_acquire(c, res, &l);
     if (rc != 0)
-        fail_msg("acquire (fencing %d, info %s): %s: %s", fencing, info ? info : "none",
-                 lockcore_strerror(rc), lockcore_errmsg(c));
+        fail_msg("acquire (wait mode %d, fencing %d, info %s): %s: %s", wait_mode, fencing,
+                 info ? info : "none", lockcore_strerror(rc), lockcore_errmsg(c));
     assert_int_equal(holders(f, key, l.id), N);
     if (fencing) {
         assert_true(l.token > 0);
@@ -210,8 +227,15 @@ static void every_operation(struct fixture *f, int fencing, const char *info)
     rc = lockcore_extend(c, &l, 800);
     if (rc != 0)
         fail_msg("extend: %s: %s", lockcore_strerror(rc), lockcore_errmsg(c));
-    long long pttl = rh_pttl(f->rc, 0, key);
-    assert_true(pttl > 400 && pttl <= 800);
+    for (int i = 0; i < N; i++) {
+        /* The last node may still be at it (see holders()). */
+        long long pttl = rh_pttl(f->rc, i, key);
+        uint64_t deadline = lockcore_now_ms() + 1000;
+        while (pttl > 800 && lockcore_now_ms() < deadline)
+            pttl = rh_pttl(f->rc, i, key);
+        if (pttl <= 0 || pttl > 800)
+            fail_msg("node %d: PTTL %lld after extending to 800 ms", i, pttl);
+    }
 
     struct lockcore_node_status st[N];
     assert_int_equal(lockcore_status(c, res, st, N), N);
@@ -242,18 +266,29 @@ static void every_operation(struct fixture *f, int fencing, const char *info)
     lockcore_client_free(c);
 }
 
-static void test_acl_minimal_rules_allow_every_operation(void **state)
+/* All four: fencing on and off, holder info or none. */
+static void every_combination(struct fixture *f, int wait_mode)
 {
-    struct fixture *f = *state;
-    set_rules(f, MINIMAL " " NO_RESEND);
     const char *infos[] = {NULL, "host-1 pid 4242"};
     for (int fencing = 1; fencing >= 0; fencing--)
         for (int i = 0; i < 2; i++)
-            every_operation(f, fencing, infos[i]);
+            every_operation(f, wait_mode, fencing, infos[i]);
+}
+
+static void no_refusals(struct fixture *f, const char *allowed)
+{
     char why[256];
-    int refused = acl_refusals(f, NULL, why, sizeof(why));
+    int refused = acl_refusals(f, allowed, why, sizeof(why));
     if (refused != 0)
         fail_msg("%d ACL refusals, first: %s", refused, why);
+}
+
+static void test_acl_base_rules_allow_every_operation_when_polling(void **state)
+{
+    struct fixture *f = *state;
+    set_rules(f, BASE " " NO_RESEND);
+    every_combination(f, LOCKCORE_WAIT_POLL);
+    no_refusals(f, NULL);
     /* The scripts were loaded once and then called by their sha. */
     assert_true(calls(f, "evalsha") > 0);
     assert_true(calls(f, "script|load") > 0);
@@ -262,61 +297,175 @@ static void test_acl_minimal_rules_allow_every_operation(void **state)
 static void test_acl_without_evalsha_scripts_are_sent_whole(void **state)
 {
     struct fixture *f = *state;
-    set_rules(f, MINIMAL);
-    const char *infos[] = {NULL, "host-1 pid 4242"};
-    for (int fencing = 1; fencing >= 0; fencing--)
-        for (int i = 0; i < 2; i++)
-            every_operation(f, fencing, infos[i]);
-    char why[256];
+    set_rules(f, BASE);
+    every_combination(f, LOCKCORE_WAIT_POLL);
     /* SCRIPT LOAD is refused (and logged); nothing else is. */
-    int refused = acl_refusals(f, "script|load", why, sizeof(why));
-    if (refused != 0)
-        fail_msg("%d ACL refusals besides SCRIPT LOAD, first: %s", refused, why);
+    no_refusals(f, "script|load");
+    char why[256];
     assert_true(acl_refusals(f, NULL, why, sizeof(why)) > 0);
     assert_int_equal(calls(f, "evalsha"), 0);
     assert_true(calls(f, "eval") > 0);
+}
+
+static void test_acl_notified_waiting_needs_zrange_to_release(void **state)
+{
+    struct fixture *f = *state;
+    set_rules(f, BASE " " RELEASE_NOTICE " " NO_RESEND);
+    every_combination(f, LOCKCORE_WAIT_NOTIFY);
+    no_refusals(f, NULL);
+}
+
+static void test_acl_fair_lock_needs_the_queue(void **state)
+{
+    struct fixture *f = *state;
+    set_rules(f, BASE " " RELEASE_NOTICE " " QUEUE " " NO_RESEND);
+    every_combination(f, LOCKCORE_WAIT_FAIR);
+    no_refusals(f, NULL);
+}
+
+struct waiter {
+    int done, rc;
+    uint64_t at_ms;
+};
+
+static void on_acquired(lockcore_client *c, int rc, const struct lockcore_lock *l, void *arg)
+{
+    (void)c;
+    (void)l;
+    struct waiter *w = arg;
+    w->done = 1;
+    w->rc = rc;
+    w->at_ms = lockcore_now_ms();
+}
+
+/* A holder, a waiter in another client, a release: the waiter is told and
+ * gets the lock at once, long before the holder's TTL or its own queue
+ * refresh would have woken it. */
+static void waiter_is_notified(struct fixture *f, int wait_mode, int fencing)
+{
+    lockcore_client *a = client(f, wait_mode, fencing, NULL, 0);
+    lockcore_client *b = client(f, wait_mode, fencing, "waiter", 1);
+    struct lockcore_lock la;
+    assert_int_equal(lockcore_acquire(a, "contended", &la), 0);
+    struct waiter w = {0};
+    assert_int_equal(lockcore_acquire_async(b, "contended", on_acquired, &w), 0);
+    uint64_t until = lockcore_now_ms() + 300;
+    while (!w.done && lockcore_now_ms() < until)
+        assert_true(lockcore_run(b, 20) >= 0);
+    assert_false(w.done); /* still waiting: the lock is held */
+    assert_int_equal(lockcore_release(a, &la), 0);
+    uint64_t released = lockcore_now_ms();
+    until = released + 5000;
+    while (!w.done && lockcore_now_ms() < until)
+        assert_true(lockcore_run(b, 20) >= 0);
+    if (!w.done || w.rc != 0)
+        fail_msg("waiter (wait mode %d, fencing %d): %s: %s", wait_mode, fencing,
+                 w.done ? lockcore_strerror(w.rc) : "still waiting", lockcore_errmsg(b));
+    if (lockcore_notify_error(b) != NULL)
+        fail_msg("notified waiting is off: %s", lockcore_notify_error(b));
+    /* The fallback timers are a third of queue_ttl_ms (10 s) away. */
+    assert_true(w.at_ms - released < 1000);
+    lockcore_client_free(b);
+    lockcore_client_free(a);
+    rh_flushall(f->rc);
+}
+
+static void test_acl_waiters_need_the_queue_and_the_channel(void **state)
+{
+    struct fixture *f = *state;
+    set_rules(f, FULL);
+    for (int fencing = 1; fencing >= 0; fencing--) {
+        waiter_is_notified(f, LOCKCORE_WAIT_NOTIFY, fencing);
+        waiter_is_notified(f, LOCKCORE_WAIT_FAIR, fencing);
+    }
+    no_refusals(f, NULL);
+
+    /* Without channel rights SUBSCRIBE is refused: the waiter falls back
+     * to its timers and lockcore_notify_error says why. */
+    set_rules(f, BASE " " RELEASE_NOTICE " " QUEUE " +subscribe +unsubscribe +publish " NO_RESEND);
+    lockcore_client *a = client(f, LOCKCORE_WAIT_NOTIFY, 1, NULL, 0);
+    lockcore_client *b = client(f, LOCKCORE_WAIT_NOTIFY, 1, NULL, 1);
+    struct lockcore_lock la;
+    assert_int_equal(lockcore_acquire(a, "contended", &la), 0);
+    struct waiter w = {0};
+    assert_int_equal(lockcore_acquire_async(b, "contended", on_acquired, &w), 0);
+    uint64_t until = lockcore_now_ms() + 2000;
+    while (lockcore_notify_error(b) == NULL && lockcore_now_ms() < until)
+        assert_true(lockcore_run(b, 20) >= 0);
+    assert_non_null(lockcore_notify_error(b));
+    assert_non_null(strstr(lockcore_notify_error(b), "NOPERM"));
+    assert_false(w.done);
+    lockcore_client_free(b); /* the waiter ends canceled */
+    assert_true(w.done);
+    assert_int_equal(w.rc, LOCKCORE_ECANCELED);
+    assert_int_equal(lockcore_release(a, &la), 0);
+    lockcore_client_free(a);
 }
 
 /* One rule set short of the minimum, the operation it breaks, and what the
  * client reports. */
 struct refusal {
     const char *rules;
+    int wait_mode;
     int fencing;
     const char *op;    /* "acquire", "extend", "release", "status" */
     int code;          /* what it returns */
     const char *words; /* in lockcore_errmsg / the status error */
 };
 
+#define POLL LOCKCORE_WAIT_POLL
+#define NOTIFY LOCKCORE_WAIT_NOTIFY
+#define FAIR LOCKCORE_WAIT_FAIR
+#define CANT "can't run this command or subcommand"
+#define ALL_BUT_RELEASE_NOTICE BASE " " QUEUE " " CHANNELS " " NO_RESEND
+
 static const struct refusal refusals[] = {
     /* Keys outside the user's patterns: refused before anything runs. */
-    {"~other:* ~{other:* -@all +eval +get +set +del +pexpire +pttl " NO_RESEND, 1, "acquire", LOCKCORE_EPROTO,
-     "NOPERM"},
-    {"~other:* ~{other:* -@all +eval +get +set +del +pexpire +pttl " NO_RESEND, 0, "acquire", LOCKCORE_EPROTO,
-     "NOPERM"},
+    {"~other:* ~{other:* -@all +eval +get +set +del +pexpire +pttl " NO_RESEND, POLL, 1, "acquire",
+     LOCKCORE_EPROTO, "NOPERM"},
+    {"~other:* ~{other:* -@all +eval +get +set +del +pexpire +pttl " NO_RESEND, POLL, 0, "acquire",
+     LOCKCORE_EPROTO, "NOPERM"},
     /* Without ~{P*: the fence key of a fenced acquire... */
-    {"~app:* -@all +eval +get +set +del +pexpire +pttl " NO_RESEND, 1, "acquire", LOCKCORE_EPROTO, "NOPERM"},
-    /* ...and, in plain mode, the holder key that extend and release name. */
-    {"~app:* -@all +eval +get +set +del +pexpire +pttl " NO_RESEND, 0, "extend", LOCKCORE_EPROTO, "NOPERM"},
-    /* lockcore_release reports every failure of a majority as
+    {"~app:* -@all +eval +get +set +del +pexpire +pttl " NO_RESEND, POLL, 1, "acquire", LOCKCORE_EPROTO,
+     "NOPERM"},
+    /* ...and, in plain mode, the holder key that extend and release name.
+     * lockcore_release reports every failure of a majority as
      * LOCKCORE_ENOQUORUM, errors too (the other operations say
      * LOCKCORE_EPROTO when errors, not silence, cost the majority). */
-    {"~app:* -@all +eval +get +set +del +pexpire +pttl " NO_RESEND, 0, "release", LOCKCORE_ENOQUORUM,
+    {"~app:* -@all +eval +get +set +del +pexpire +pttl " NO_RESEND, POLL, 0, "extend", LOCKCORE_EPROTO,
+     "NOPERM"},
+    {"~app:* -@all +eval +get +set +del +pexpire +pttl " NO_RESEND, POLL, 0, "release", LOCKCORE_ENOQUORUM,
      "NOPERM"},
     /* Commands: EVAL itself, and SET of plain Redlock. */
-    {"~app:* ~{app:* -@all +get +set +del +pexpire +pttl " NO_RESEND, 1, "acquire", LOCKCORE_EPROTO,
+    {"~app:* ~{app:* -@all +get +set +del +pexpire +pttl " NO_RESEND, POLL, 1, "acquire", LOCKCORE_EPROTO,
      "NOPERM"},
-    {"~app:* ~{app:* -@all +eval +get +del +pexpire +pttl " NO_RESEND, 0, "acquire", LOCKCORE_EPROTO,
+    {"~app:* ~{app:* -@all +eval +get +del +pexpire +pttl " NO_RESEND, POLL, 0, "acquire", LOCKCORE_EPROTO,
      "NOPERM"},
     /* A command refused inside a script: Redis 7.0 answers with ERR, not
      * NOPERM, and names the refusal in its own words. */
-    {"~app:* ~{app:* -@all +eval +set +del +pexpire +pttl " NO_RESEND, 1, "acquire", LOCKCORE_EPROTO,
-     "can't run this command or subcommand"},
-    {"~app:* ~{app:* -@all +eval +get +set +del +pttl " NO_RESEND, 1, "extend", LOCKCORE_EPROTO,
-     "can't run this command or subcommand"},
-    {"~app:* ~{app:* -@all +eval +get +set +pexpire +pttl " NO_RESEND, 1, "release", LOCKCORE_ENOQUORUM,
-     "can't run this command or subcommand"},
-    {"~app:* ~{app:* -@all +eval +get +set +del +pexpire " NO_RESEND, 1, "status", LOCKCORE_EPROTO,
-     "can't run this command or subcommand"},
+    {"~app:* ~{app:* -@all +eval +set +del +pexpire +pttl " NO_RESEND, POLL, 1, "acquire", LOCKCORE_EPROTO,
+     CANT},
+    {"~app:* ~{app:* -@all +eval +get +set +del +pttl " NO_RESEND, POLL, 1, "extend", LOCKCORE_EPROTO, CANT},
+    {"~app:* ~{app:* -@all +eval +get +set +pexpire +pttl " NO_RESEND, POLL, 1, "release", LOCKCORE_ENOQUORUM,
+     CANT},
+    {"~app:* ~{app:* -@all +eval +get +set +del +pexpire " NO_RESEND, POLL, 1, "status", LOCKCORE_EPROTO,
+     CANT},
+    /* The release of the default wait mode looks for a waiter to tell. */
+    {ALL_BUT_RELEASE_NOTICE, NOTIFY, 1, "release", LOCKCORE_ENOQUORUM, CANT},
+    {ALL_BUT_RELEASE_NOTICE, NOTIFY, 0, "release", LOCKCORE_ENOQUORUM, CANT},
+    /* A fair acquire always goes through the queue. */
+    {BASE " +zrange +zrem +hget +hset +hdel +time " CHANNELS " " NO_RESEND, FAIR, 1, "acquire",
+     LOCKCORE_EPROTO, CANT},
+    {BASE " +zrange +zadd +hget +hset +hdel +time " CHANNELS " " NO_RESEND, FAIR, 1, "acquire",
+     LOCKCORE_EPROTO, CANT},
+    {BASE " +zrange +zadd +zrem +hget +hdel +time " CHANNELS " " NO_RESEND, FAIR, 1, "acquire",
+     LOCKCORE_EPROTO, CANT},
+    {BASE " +zrange +zadd +zrem +hget +hset +time " CHANNELS " " NO_RESEND, FAIR, 1, "acquire",
+     LOCKCORE_EPROTO, CANT},
+    {BASE " +zrange +zadd +zrem +hget +hset +hdel " CHANNELS " " NO_RESEND, FAIR, 0, "acquire",
+     LOCKCORE_EPROTO, CANT},
+    {BASE " +zadd +zrem +hget +hset +hdel +time " CHANNELS " " NO_RESEND, FAIR, 0, "acquire", LOCKCORE_EPROTO,
+     CANT},
 };
 
 static void test_acl_refusals_are_protocol_errors(void **state)
@@ -326,14 +475,14 @@ static void test_acl_refusals_are_protocol_errors(void **state)
         const struct refusal *x = &refusals[t];
         /* The lock is taken with the full rules, then the op under test
          * runs with the rules short of one thing. */
-        set_rules(f, MINIMAL " " NO_RESEND);
-        lockcore_client *c = client(f, x->fencing, NULL);
+        set_rules(f, FULL);
+        lockcore_client *c = client(f, x->wait_mode, x->fencing, NULL, 0);
         struct lockcore_lock l;
         if (strcmp(x->op, "acquire") != 0)
             assert_int_equal(lockcore_acquire(c, "refused", &l), 0);
         set_rules(f, x->rules);
         /* A new client: connections of the old user are not the point. */
-        lockcore_client *d = client(f, x->fencing, NULL);
+        lockcore_client *d = client(f, x->wait_mode, x->fencing, NULL, 0);
         int rc;
         const char *msg;
         char buf[256];
@@ -354,8 +503,9 @@ static void test_acl_refusals_are_protocol_errors(void **state)
             msg = buf;
         }
         if (rc != x->code || strstr(msg, x->words) == NULL)
-            fail_msg("rules '%s', fencing %d, %s: got %s (%s), want %s naming '%s'", x->rules, x->fencing,
-                     x->op, lockcore_strerror(rc), msg, lockcore_strerror(x->code), x->words);
+            fail_msg("rules '%s', wait mode %d, fencing %d, %s: got %s (%s), want %s naming '%s'", x->rules,
+                     x->wait_mode, x->fencing, x->op, lockcore_strerror(rc), msg, lockcore_strerror(x->code),
+                     x->words);
         char why[256];
         assert_true(acl_refusals(f, NULL, why, sizeof(why)) > 0);
         lockcore_client_free(d);
@@ -367,8 +517,12 @@ static void test_acl_refusals_are_protocol_errors(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_acl_minimal_rules_allow_every_operation, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_acl_base_rules_allow_every_operation_when_polling, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_acl_without_evalsha_scripts_are_sent_whole, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_acl_notified_waiting_needs_zrange_to_release, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_acl_fair_lock_needs_the_queue, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_acl_waiters_need_the_queue_and_the_channel, setup, teardown),
         cmocka_unit_test_setup_teardown(test_acl_refusals_are_protocol_errors, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
