@@ -267,9 +267,11 @@ const char *lockcore_errmsg(const lockcore_client *c)
 void lockcore__op_finish(struct op *op, int rc)
 {
     lockcore_client *c = op->c;
-    /* A waiter leaves every queue it may have joined (granted or not) and
-     * lets go of its release channel. */
-    if (op->kind == OP_ACQUIRE && op->queued)
+    /* A waiter that gives up leaves every queue it joined; one that was
+     * granted leaves them with its release (SCRIPT_RELEASE), or when its
+     * place, cut to the lock's TTL by the grant, lapses. And it lets go of
+     * its release channel. */
+    if (op->kind == OP_ACQUIRE && op->queued && rc != 0)
         for (unsigned i = 0; i < c->n; i++)
             if (c->nodes[i].state != NODE_DOWN)
                 lockcore__op_resend(op, i, STEP_DEQUEUE, 0, lockcore_now_ms());

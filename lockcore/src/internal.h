@@ -154,6 +154,7 @@ struct op {
     uint64_t ticket; /* place in the queue: wall µs at the first attempt */
     int queued;      /* attempts use the queued acquire (registers as a waiter) */
     unsigned behind; /* nodes that refused because another waiter is first */
+    int noticed;     /* a release named it while an attempt was in flight */
     int subscribed;  /* holds a reference on the key's release channel */
     uint8_t slot[LOCKCORE_NODES_MAX];
     uint8_t accepted[LOCKCORE_NODES_MAX];

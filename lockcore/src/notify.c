@@ -18,6 +18,9 @@
 
 #include "internal.h"
 
+/* Channels kept subscribed with no waiter, at most. */
+#define IDLE_CHANNELS_MAX 64
+
 static int subs_init(lockcore_client *c)
 {
     if (c->subs != NULL)
@@ -102,7 +105,9 @@ void lockcore__notify_drop(lockcore_client *c, struct op *op)
         struct channel *ch = &c->channels[k];
         if (ch->len != op->chan_len || memcmp(ch->name, op->chan, ch->len) != 0)
             continue;
-        if (--ch->refs > 0)
+        /* Kept subscribed while idle (up to a bound): a client that waits
+         * on a resource usually waits on it again soon. */
+        if (--ch->refs > 0 || c->n_channels <= IDLE_CHANNELS_MAX)
             return;
         for (unsigned i = 0; c->subs != NULL && i < c->n; i++)
             if (c->subs[i].state != NODE_DOWN)
@@ -136,9 +141,16 @@ void lockcore__notify_setup(lockcore_client *c, struct node *s, uint64_t now)
 static void notice(lockcore_client *c, const redisReply *chan, const redisReply *who, uint64_t now)
 {
     for (struct op *op = c->active; op != NULL; op = op->next) {
-        if (op->kind != OP_ACQUIRE || op->phase != PH_RETRY_WAIT || op->chan_len != chan->len ||
+        if (op->kind != OP_ACQUIRE || op->chan_len != chan->len ||
             memcmp(op->chan, chan->str, chan->len) != 0)
             continue;
+        /* Named while its attempt is in flight: that attempt may still be
+         * refused (it raced the release); try again at once after it. */
+        if (op->phase != PH_RETRY_WAIT) {
+            if (who->len == LOCKCORE_ID_LEN && memcmp(op->lock.id, who->str, LOCKCORE_ID_LEN) == 0)
+                op->noticed = 1;
+            continue;
+        }
         if (who->len == LOCKCORE_ID_LEN && memcmp(op->lock.id, who->str, LOCKCORE_ID_LEN) == 0) {
             if (op->retry_at_ms > now)
                 op->retry_at_ms = now;

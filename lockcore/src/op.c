@@ -183,6 +183,7 @@ int lockcore__op_resend(struct op *op, unsigned i, enum step step, int use_eval,
             args[nargs] = op->chan, alens[nargs++] = op->chan_len;
         else
             ARG("");
+        ARG(step == STEP_RELEASE ? "1" : "0");
         break;
     case STEP_DEQUEUE:
         script = SCRIPT_DEQUEUE;
@@ -330,6 +331,10 @@ static uint64_t wait_delay(struct op *op, int rc)
         return delay;
     if (!op->queued) {
         op->queued = 1;
+        return 0;
+    }
+    if (op->noticed) {
+        op->noticed = 0;
         return 0;
     }
     if (c->notify_refused || lockcore__notify_want(c, op) < 0)

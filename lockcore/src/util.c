@@ -16,14 +16,20 @@
 const char *const lockcore__scripts[SCRIPT_COUNT] = {
     /* KEYS[1] lock, KEYS[2] holder info, KEYS[3] waiters' queue, KEYS[4]
      * their deadlines; ARGV[1] lock id, ARGV[2] release channel ("" for
-     * none). A release tells the first live waiter in this node's queue, by
-     * name, on the channel (dead ones are dropped from the head first);
-     * pcall, so that a user without PUBLISH rights still releases. */
+     * none), ARGV[3] 1 to leave the queue (a release), 0 to keep the place
+     * (the rollback of a waiter's failed attempt). A release tells the first live waiter in this node's
+     * queue, by name, on the channel (dead ones are dropped from the head first); pcall, so that a user
+     * without PUBLISH rights still releases. */
     [SCRIPT_RELEASE] = "if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end\n"
                        "redis.call('DEL', KEYS[2])\n"
                        "local r = redis.call('DEL', KEYS[1])\n"
-                       "if ARGV[2] == '' then return r end\n"
                        "local h = redis.call('ZRANGE', KEYS[3], 0, 0)[1]\n"
+                       "if not h then return r end\n"
+                       "if ARGV[3] == '0' then return r end\n"
+                       "redis.call('ZREM', KEYS[3], ARGV[1])\n"
+                       "redis.call('HDEL', KEYS[4], ARGV[1])\n"
+                       "if ARGV[2] == '' then return r end\n"
+                       "h = redis.call('ZRANGE', KEYS[3], 0, 0)[1]\n"
                        "if not h then return r end\n"
                        "local t = redis.call('TIME')\n"
                        "local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"
@@ -76,7 +82,10 @@ const char *const lockcore__scripts[SCRIPT_COUNT] = {
     /* The acquire of a waiter: it takes (or refreshes) its place in this
      * node's queue, a sorted set scored by its ticket with a deadline per
      * member, drops dead waiters from the head, and then tries the lock;
-     * with ARGV[7] = 1 (fair) only if it is the head. The lock and fence
+     * with ARGV[7] = 1 (fair) only if it is the head. Granted here, it
+     * keeps its place until its release (the acquisition may still fail on
+     * the majority), with the deadline cut to the lock's TTL so that a
+     * holder that dies does not stay first for long. The lock and fence
      * steps are those of the fenced acquire (fencing_script_acquire), or of
      * plain SET NX PX with ARGV[3] = 0.
      * KEYS[1] lock, KEYS[2] fence, KEYS[3] queue, KEYS[4] deadlines;
@@ -105,8 +114,7 @@ const char *const lockcore__scripts[SCRIPT_COUNT] = {
         "   not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then\n"
         "  return {0, 0, fs, redis.call('GET', KEYS[1]) or '', redis.call('PTTL', KEYS[1]), head}\n"
         "end\n"
-        "redis.call('ZREM', KEYS[3], ARGV[1])\n"
-        "redis.call('HDEL', KEYS[4], ARGV[1])\n"
+        "redis.call('HSET', KEYS[4], ARGV[1], now + tonumber(ARGV[2]))\n"
         "if ARGV[3] == '0' then return {1, 1, fs} end\n"
         "local p = tonumber(ARGV[3])\n"
         "if p > f then\n"
