@@ -4,16 +4,23 @@
  * in-memory SQLite database. Whoever reaches storage-guard's port can send
  * it anything.
  *
- * Input: one flags byte, then "method\npath[?query]\ntoken\nbody".
+ * Input: one flags byte, then
+ * "method\npath[?query]\ntoken\nif-match\nif-none-match\nbody".
  *   flags bit 0: send the token line as the Fencing-Token header
  *   flags bit 1: the body went over the size limit (body_too_large)
  *   flags bit 2: the server runs unfenced
+ *   flags bit 3: send the If-Match line
+ *   flags bit 4: send the If-None-Match line
+ *   flags bit 5: the server runs with --auth-file (the client passed it)
+ *   flags bit 6: the client is an admin
+ *   flags bit 7: tokens more than a minute past the clock are refused
  * The query is split on '&' and '=' as libmicrohttpd would hand it over.
  * The store lives across inputs (later requests see earlier writes) and is
  * reopened every few thousand inputs to keep memory flat.
  */
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -22,6 +29,8 @@
 
 #define ARGS_MAX 16
 #define STORE_REUSE 4096
+/* The server's clock: tokens in the seeds are microseconds near it. */
+#define NOW_MS 1731234567000LL
 
 static sg_store *store;
 static unsigned store_uses;
@@ -61,6 +70,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     char *method = field(&p, end);
     char *target = field(&p, end);
     char *token = field(&p, end);
+    char *if_match = field(&p, end);
+    char *if_none_match = field(&p, end);
     /* The body: exactly the bytes left, in a buffer of that size (not
      * NUL-terminated, as libmicrohttpd's upload data is not). */
     size_t body_len = (size_t)(end - p);
@@ -96,15 +107,23 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         .args = args,
         .n_args = n_args,
         .token_header = (flags & 1) ? token : NULL,
+        .if_match = (flags & 8) ? if_match : NULL,
+        .if_none_match = (flags & 16) ? if_none_match : NULL,
         .body = body,
         .body_len = body_len,
         .body_too_large = (flags & 2) != 0,
         .unfenced = (flags & 4) != 0,
+        .auth_enabled = (flags & 32) != 0,
+        .admin = (flags & 64) != 0,
+        .max_token_ahead_ms = (flags & 128) ? 60000 : 0,
     };
     /* An unfenced server also runs its store unfenced (main.c). */
     sg_store_set_unfenced(store, req.unfenced);
     struct sg_response resp = {0};
-    sg_api_handle(store, &req, 1700000000000LL, &resp);
+    sg_api_handle(store, &req, NOW_MS, &resp);
+    if (getenv("FUZZ_VERBOSE") != NULL) /* to check where a seed goes */
+        fprintf(stderr, "%s %s: %d %.*s\n", method, target, resp.status, (int)resp.body_len,
+                resp.body ? resp.body : "");
     /* Every answer is a real HTTP status with a body. */
     if (resp.status < 200 || resp.status > 599 || (resp.body == NULL && resp.body_len != 0))
         abort();
@@ -113,6 +132,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     free(method);
     free(target);
     free(token);
+    free(if_match);
+    free(if_none_match);
     free(body);
     return 0;
 }

@@ -5,10 +5,10 @@
  * and the channel {P<resource>}:released. What it calls depends on how it
  * waits (lockcore_options.wait_mode):
  *
- *   base     ~P* ~{P* -@all +eval +get +set +del +pexpire +pttl
- *            (LOCKCORE_WAIT_POLL: every operation)
- *   + +zrange                       the release looks for a waiter to tell
- *                                   (LOCKCORE_WAIT_NOTIFY, the default)
+ *   base     ~P* ~{P* -@all +eval +get +set +del +pexpire +pttl +zrange
+ *            every operation of a client that does not wait (LOCKCORE_WAIT_
+ *            POLL, and NOTIFY, the default); the release looks for waiters
+ *            with ZRANGE in every mode
  *   + +zadd +zrem +hget +hset +hdel +time
  *                                   the queue of waiters (LOCKCORE_WAIT_FAIR
  *                                   always; NOTIFY once a client waits)
@@ -38,12 +38,11 @@
 
 #define N 3
 #define PREFIX "app:"
-#define BASE "~app:* ~{app:* -@all +eval +get +set +del +pexpire +pttl"
+#define BASE "~app:* ~{app:* -@all +eval +get +set +del +pexpire +pttl +zrange"
 #define NO_RESEND "+evalsha +script|load"
-#define RELEASE_NOTICE "+zrange"
 #define QUEUE "+zadd +zrem +hget +hset +hdel +time"
 #define CHANNELS "&{app:* +subscribe +unsubscribe +publish"
-#define FULL BASE " " RELEASE_NOTICE " " QUEUE " " CHANNELS " " NO_RESEND
+#define FULL BASE " " QUEUE " " CHANNELS " " NO_RESEND
 
 struct fixture {
     struct rh_cluster *rc;
@@ -307,10 +306,10 @@ static void test_acl_without_evalsha_scripts_are_sent_whole(void **state)
     assert_true(calls(f, "eval") > 0);
 }
 
-static void test_acl_notified_waiting_needs_zrange_to_release(void **state)
+static void test_acl_base_rules_allow_every_operation_when_notified(void **state)
 {
     struct fixture *f = *state;
-    set_rules(f, BASE " " RELEASE_NOTICE " " NO_RESEND);
+    set_rules(f, BASE " " NO_RESEND);
     every_combination(f, LOCKCORE_WAIT_NOTIFY);
     no_refusals(f, NULL);
 }
@@ -318,7 +317,7 @@ static void test_acl_notified_waiting_needs_zrange_to_release(void **state)
 static void test_acl_fair_lock_needs_the_queue(void **state)
 {
     struct fixture *f = *state;
-    set_rules(f, BASE " " RELEASE_NOTICE " " QUEUE " " NO_RESEND);
+    set_rules(f, BASE " " QUEUE " " NO_RESEND);
     every_combination(f, LOCKCORE_WAIT_FAIR);
     no_refusals(f, NULL);
 }
@@ -382,7 +381,7 @@ static void test_acl_waiters_need_the_queue_and_the_channel(void **state)
 
     /* Without channel rights SUBSCRIBE is refused: the waiter falls back
      * to its timers and lockcore_notify_error says why. */
-    set_rules(f, BASE " " RELEASE_NOTICE " " QUEUE " +subscribe +unsubscribe +publish " NO_RESEND);
+    set_rules(f, BASE " " QUEUE " +subscribe +unsubscribe +publish " NO_RESEND);
     lockcore_client *a = client(f, LOCKCORE_WAIT_NOTIFY, 1, NULL, 0);
     lockcore_client *b = client(f, LOCKCORE_WAIT_NOTIFY, 1, NULL, 1);
     struct lockcore_lock la;
@@ -417,7 +416,6 @@ struct refusal {
 #define NOTIFY LOCKCORE_WAIT_NOTIFY
 #define FAIR LOCKCORE_WAIT_FAIR
 #define CANT "can't run this command or subcommand"
-#define ALL_BUT_RELEASE_NOTICE BASE " " QUEUE " " CHANNELS " " NO_RESEND
 
 static const struct refusal refusals[] = {
     /* Keys outside the user's patterns: refused before anything runs. */
@@ -426,46 +424,53 @@ static const struct refusal refusals[] = {
     {"~other:* ~{other:* -@all +eval +get +set +del +pexpire +pttl " NO_RESEND, POLL, 0, "acquire",
      LOCKCORE_EPROTO, "NOPERM"},
     /* Without ~{P*: the fence key of a fenced acquire... */
-    {"~app:* -@all +eval +get +set +del +pexpire +pttl " NO_RESEND, POLL, 1, "acquire", LOCKCORE_EPROTO,
-     "NOPERM"},
+    {"~app:* -@all +eval +get +set +del +pexpire +pttl +zrange " NO_RESEND, POLL, 1, "acquire",
+     LOCKCORE_EPROTO, "NOPERM"},
     /* ...and, in plain mode, the holder key that extend and release name.
      * lockcore_release reports every failure of a majority as
      * LOCKCORE_ENOQUORUM, errors too (the other operations say
      * LOCKCORE_EPROTO when errors, not silence, cost the majority). */
-    {"~app:* -@all +eval +get +set +del +pexpire +pttl " NO_RESEND, POLL, 0, "extend", LOCKCORE_EPROTO,
-     "NOPERM"},
-    {"~app:* -@all +eval +get +set +del +pexpire +pttl " NO_RESEND, POLL, 0, "release", LOCKCORE_ENOQUORUM,
-     "NOPERM"},
+    {"~app:* -@all +eval +get +set +del +pexpire +pttl +zrange " NO_RESEND, POLL, 0, "extend",
+     LOCKCORE_EPROTO, "NOPERM"},
+    {"~app:* -@all +eval +get +set +del +pexpire +pttl +zrange " NO_RESEND, POLL, 0, "release",
+     LOCKCORE_ENOQUORUM, "NOPERM"},
     /* Commands: EVAL itself, and SET of plain Redlock. */
-    {"~app:* ~{app:* -@all +get +set +del +pexpire +pttl " NO_RESEND, POLL, 1, "acquire", LOCKCORE_EPROTO,
-     "NOPERM"},
-    {"~app:* ~{app:* -@all +eval +get +del +pexpire +pttl " NO_RESEND, POLL, 0, "acquire", LOCKCORE_EPROTO,
-     "NOPERM"},
+    {"~app:* ~{app:* -@all +get +set +del +pexpire +pttl +zrange " NO_RESEND, POLL, 1, "acquire",
+     LOCKCORE_EPROTO, "NOPERM"},
+    {"~app:* ~{app:* -@all +eval +get +del +pexpire +pttl +zrange " NO_RESEND, POLL, 0, "acquire",
+     LOCKCORE_EPROTO, "NOPERM"},
     /* A command refused inside a script: Redis 7.0 answers with ERR, not
      * NOPERM, and names the refusal in its own words. */
-    {"~app:* ~{app:* -@all +eval +set +del +pexpire +pttl " NO_RESEND, POLL, 1, "acquire", LOCKCORE_EPROTO,
+    {"~app:* ~{app:* -@all +eval +set +del +pexpire +pttl +zrange " NO_RESEND, POLL, 1, "acquire",
+     LOCKCORE_EPROTO, CANT},
+    {"~app:* ~{app:* -@all +eval +get +set +del +pttl +zrange " NO_RESEND, POLL, 1, "extend", LOCKCORE_EPROTO,
      CANT},
-    {"~app:* ~{app:* -@all +eval +get +set +del +pttl " NO_RESEND, POLL, 1, "extend", LOCKCORE_EPROTO, CANT},
-    {"~app:* ~{app:* -@all +eval +get +set +pexpire +pttl " NO_RESEND, POLL, 1, "release", LOCKCORE_ENOQUORUM,
-     CANT},
-    {"~app:* ~{app:* -@all +eval +get +set +del +pexpire " NO_RESEND, POLL, 1, "status", LOCKCORE_EPROTO,
-     CANT},
-    /* The release of the default wait mode looks for a waiter to tell. */
-    {ALL_BUT_RELEASE_NOTICE, NOTIFY, 1, "release", LOCKCORE_ENOQUORUM, CANT},
-    {ALL_BUT_RELEASE_NOTICE, NOTIFY, 0, "release", LOCKCORE_ENOQUORUM, CANT},
-    /* A fair acquire always goes through the queue. */
-    {BASE " +zrange +zrem +hget +hset +hdel +time " CHANNELS " " NO_RESEND, FAIR, 1, "acquire",
+    {"~app:* ~{app:* -@all +eval +get +set +pexpire +pttl +zrange " NO_RESEND, POLL, 1, "release",
+     LOCKCORE_ENOQUORUM, CANT},
+    {"~app:* ~{app:* -@all +eval +get +set +del +pexpire +zrange " NO_RESEND, POLL, 1, "status",
      LOCKCORE_EPROTO, CANT},
-    {BASE " +zrange +zadd +hget +hset +hdel +time " CHANNELS " " NO_RESEND, FAIR, 1, "acquire",
-     LOCKCORE_EPROTO, CANT},
-    {BASE " +zrange +zadd +zrem +hget +hdel +time " CHANNELS " " NO_RESEND, FAIR, 1, "acquire",
-     LOCKCORE_EPROTO, CANT},
-    {BASE " +zrange +zadd +zrem +hget +hset +time " CHANNELS " " NO_RESEND, FAIR, 1, "acquire",
-     LOCKCORE_EPROTO, CANT},
-    {BASE " +zrange +zadd +zrem +hget +hset +hdel " CHANNELS " " NO_RESEND, FAIR, 0, "acquire",
-     LOCKCORE_EPROTO, CANT},
-    {BASE " +zadd +zrem +hget +hset +hdel +time " CHANNELS " " NO_RESEND, FAIR, 0, "acquire", LOCKCORE_EPROTO,
-     CANT},
+    /* The release looks for waiters (ZRANGE) in every wait mode. */
+    {"~app:* ~{app:* -@all +eval +get +set +del +pexpire +pttl " QUEUE " " CHANNELS " " NO_RESEND, POLL, 1,
+     "release", LOCKCORE_ENOQUORUM, CANT},
+    {"~app:* ~{app:* -@all +eval +get +set +del +pexpire +pttl " QUEUE " " CHANNELS " " NO_RESEND, NOTIFY, 0,
+     "release", LOCKCORE_ENOQUORUM, CANT},
+    /* A fair acquire always goes through the queue, and its release takes
+     * the holder's place out of it. */
+    {"~app:* ~{app:* -@all +eval +get +set +del +pexpire +pttl +zrange +zrem +hget +hset +hdel "
+     "+time " CHANNELS " " NO_RESEND,
+     FAIR, 1, "acquire", LOCKCORE_EPROTO, CANT},
+    {"~app:* ~{app:* -@all +eval +get +set +del +pexpire +pttl +zrange +zadd +zrem +hget +hdel "
+     "+time " CHANNELS " " NO_RESEND,
+     FAIR, 1, "acquire", LOCKCORE_EPROTO, CANT},
+    {"~app:* ~{app:* -@all +eval +get +set +del +pexpire +pttl +zrange +zadd +zrem +hget +hset "
+     "+hdel " CHANNELS " " NO_RESEND,
+     FAIR, 0, "acquire", LOCKCORE_EPROTO, CANT},
+    {"~app:* ~{app:* -@all +eval +get +set +del +pexpire +pttl +zrange +zadd +hget +hset +hdel "
+     "+time " CHANNELS " " NO_RESEND,
+     FAIR, 1, "release", LOCKCORE_ENOQUORUM, CANT},
+    {"~app:* ~{app:* -@all +eval +get +set +del +pexpire +pttl +zrange +zadd +zrem +hget +hset "
+     "+time " CHANNELS " " NO_RESEND,
+     FAIR, 0, "release", LOCKCORE_ENOQUORUM, CANT},
 };
 
 static void test_acl_refusals_are_protocol_errors(void **state)
@@ -520,7 +525,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_acl_base_rules_allow_every_operation_when_polling, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_acl_without_evalsha_scripts_are_sent_whole, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_acl_notified_waiting_needs_zrange_to_release, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_acl_base_rules_allow_every_operation_when_notified, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_acl_fair_lock_needs_the_queue, setup, teardown),
         cmocka_unit_test_setup_teardown(test_acl_waiters_need_the_queue_and_the_channel, setup, teardown),
         cmocka_unit_test_setup_teardown(test_acl_refusals_are_protocol_errors, setup, teardown),
