@@ -7,7 +7,7 @@
  *
  *   base     ~P* ~{P* -@all +eval +get +set +del +pexpire +pttl +zrange
  *            every operation of a client that does not wait (LOCKCORE_WAIT_
- *            POLL, and NOTIFY, the default); the release looks for waiters
+ *            POLL, the default, and NOTIFY); the release looks for waiters
  *            with ZRANGE in every mode
  *   + +zadd +zrem +hget +hset +hdel +time
  *                                   the queue of waiters (LOCKCORE_WAIT_FAIR
