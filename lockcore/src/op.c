@@ -215,6 +215,7 @@ int lockcore__op_resend(struct op *op, unsigned i, enum step step, int use_eval,
         KEY(op->key, op->key_len);
         KEY(op->fkey, op->fkey_len);
         KEY(op->ikey, op->ikey_len);
+        KEY(op->qkey, op->qkey_len);
         use_eval = 1;
         break;
     default:
@@ -763,8 +764,8 @@ static void note_holder(struct op *op, const redisReply *h, long long pttl)
 static void status_reply(struct op *op, unsigned i, const redisReply *r)
 {
     struct lockcore_node_status *st = &op->status[i];
-    if (r->type != REDIS_REPLY_ARRAY || r->elements != 4 || r->element[0]->type != REDIS_REPLY_STRING ||
-        r->element[3]->type != REDIS_REPLY_STRING) {
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 6 || r->element[0]->type != REDIS_REPLY_STRING ||
+        r->element[3]->type != REDIS_REPLY_STRING || r->element[5]->type != REDIS_REPLY_ARRAY) {
         slot_error(op, i, r);
         lockcore__fmt(st->error, sizeof(st->error), "%s", op->errmsg);
         return;
@@ -779,6 +780,17 @@ static void status_reply(struct op *op, unsigned i, const redisReply *r)
     size_t il = r->element[3]->len < LOCKCORE_INFO_MAX ? r->element[3]->len : LOCKCORE_INFO_MAX;
     memcpy(st->info, r->element[3]->str, il);
     st->info[il] = '\0';
+    long long w = int_at(r, 4);
+    st->waiters = w > 0 ? (unsigned)w : 0;
+    const redisReply *q = r->element[5];
+    for (size_t k = 0; k + 1 < q->elements && k / 2 < LOCKCORE_STATUS_WAITERS; k += 2) {
+        const redisReply *id = q->element[k], *score = q->element[k + 1];
+        struct lockcore_waiter *wt = &st->queue[k / 2];
+        if (id->type != REDIS_REPLY_STRING || id->len != LOCKCORE_ID_LEN || score->type != REDIS_REPLY_STRING)
+            break;
+        memcpy(wt->id, id->str, LOCKCORE_ID_LEN + 1);
+        wt->ticket = strtoull(score->str, NULL, 10);
+    }
     op->slot[i] = SLOT_YES;
 }
 

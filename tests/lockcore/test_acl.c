@@ -5,7 +5,7 @@
  * and the channel {P<resource>}:released. What it calls depends on how it
  * waits (lockcore_options.wait_mode):
  *
- *   base     ~P* ~{P* -@all +eval +get +set +del +pexpire +pttl +zrange
+ *   base     ~P* ~{P* -@all +eval +get +set +del +pexpire +pttl +zrange +zcard
  *            every operation of a client that does not wait (LOCKCORE_WAIT_
  *            POLL, the default, and NOTIFY); the release looks for waiters
  *            with ZRANGE in every mode
@@ -38,7 +38,7 @@
 
 #define N 3
 #define PREFIX "app:"
-#define BASE "~app:* ~{app:* -@all +eval +get +set +del +pexpire +pttl +zrange"
+#define BASE "~app:* ~{app:* -@all +eval +get +set +del +pexpire +pttl +zrange +zcard"
 #define NO_RESEND "+evalsha +script|load"
 #define QUEUE "+zadd +zrem +hget +hset +hdel +time"
 #define CHANNELS "&{app:* +subscribe +unsubscribe +publish"
@@ -424,28 +424,28 @@ static const struct refusal refusals[] = {
     {"~other:* ~{other:* -@all +eval +get +set +del +pexpire +pttl " NO_RESEND, POLL, 0, "acquire",
      LOCKCORE_EPROTO, "NOPERM"},
     /* Without ~{P*: the fence key of a fenced acquire... */
-    {"~app:* -@all +eval +get +set +del +pexpire +pttl +zrange " NO_RESEND, POLL, 1, "acquire",
+    {"~app:* -@all +eval +get +set +del +pexpire +pttl +zrange +zcard " NO_RESEND, POLL, 1, "acquire",
      LOCKCORE_EPROTO, "NOPERM"},
     /* ...and, in plain mode, the holder key that extend and release name.
      * lockcore_release reports every failure of a majority as
      * LOCKCORE_ENOQUORUM, errors too (the other operations say
      * LOCKCORE_EPROTO when errors, not silence, cost the majority). */
-    {"~app:* -@all +eval +get +set +del +pexpire +pttl +zrange " NO_RESEND, POLL, 0, "extend",
+    {"~app:* -@all +eval +get +set +del +pexpire +pttl +zrange +zcard " NO_RESEND, POLL, 0, "extend",
      LOCKCORE_EPROTO, "NOPERM"},
-    {"~app:* -@all +eval +get +set +del +pexpire +pttl +zrange " NO_RESEND, POLL, 0, "release",
+    {"~app:* -@all +eval +get +set +del +pexpire +pttl +zrange +zcard " NO_RESEND, POLL, 0, "release",
      LOCKCORE_ENOQUORUM, "NOPERM"},
     /* Commands: EVAL itself, and SET of plain Redlock. */
-    {"~app:* ~{app:* -@all +get +set +del +pexpire +pttl +zrange " NO_RESEND, POLL, 1, "acquire",
+    {"~app:* ~{app:* -@all +get +set +del +pexpire +pttl +zrange +zcard " NO_RESEND, POLL, 1, "acquire",
      LOCKCORE_EPROTO, "NOPERM"},
-    {"~app:* ~{app:* -@all +eval +get +del +pexpire +pttl +zrange " NO_RESEND, POLL, 0, "acquire",
+    {"~app:* ~{app:* -@all +eval +get +del +pexpire +pttl +zrange +zcard " NO_RESEND, POLL, 0, "acquire",
      LOCKCORE_EPROTO, "NOPERM"},
     /* A command refused inside a script: Redis 7.0 answers with ERR, not
      * NOPERM, and names the refusal in its own words. */
-    {"~app:* ~{app:* -@all +eval +set +del +pexpire +pttl +zrange " NO_RESEND, POLL, 1, "acquire",
+    {"~app:* ~{app:* -@all +eval +set +del +pexpire +pttl +zrange +zcard " NO_RESEND, POLL, 1, "acquire",
      LOCKCORE_EPROTO, CANT},
-    {"~app:* ~{app:* -@all +eval +get +set +del +pttl +zrange " NO_RESEND, POLL, 1, "extend", LOCKCORE_EPROTO,
+    {"~app:* ~{app:* -@all +eval +get +set +del +pttl +zrange +zcard " NO_RESEND, POLL, 1, "extend", LOCKCORE_EPROTO,
      CANT},
-    {"~app:* ~{app:* -@all +eval +get +set +pexpire +pttl +zrange " NO_RESEND, POLL, 1, "release",
+    {"~app:* ~{app:* -@all +eval +get +set +pexpire +pttl +zrange +zcard " NO_RESEND, POLL, 1, "release",
      LOCKCORE_ENOQUORUM, CANT},
     {"~app:* ~{app:* -@all +eval +get +set +del +pexpire +zrange " NO_RESEND, POLL, 1, "status",
      LOCKCORE_EPROTO, CANT},
@@ -456,19 +456,19 @@ static const struct refusal refusals[] = {
      "release", LOCKCORE_ENOQUORUM, CANT},
     /* A fair acquire always goes through the queue, and its release takes
      * the holder's place out of it. */
-    {"~app:* ~{app:* -@all +eval +get +set +del +pexpire +pttl +zrange +zrem +hget +hset +hdel "
+    {"~app:* ~{app:* -@all +eval +get +set +del +pexpire +pttl +zrange +zcard +zrem +hget +hset +hdel "
      "+time " CHANNELS " " NO_RESEND,
      FAIR, 1, "acquire", LOCKCORE_EPROTO, CANT},
-    {"~app:* ~{app:* -@all +eval +get +set +del +pexpire +pttl +zrange +zadd +zrem +hget +hdel "
+    {"~app:* ~{app:* -@all +eval +get +set +del +pexpire +pttl +zrange +zcard +zadd +zrem +hget +hdel "
      "+time " CHANNELS " " NO_RESEND,
      FAIR, 1, "acquire", LOCKCORE_EPROTO, CANT},
-    {"~app:* ~{app:* -@all +eval +get +set +del +pexpire +pttl +zrange +zadd +zrem +hget +hset "
+    {"~app:* ~{app:* -@all +eval +get +set +del +pexpire +pttl +zrange +zcard +zadd +zrem +hget +hset "
      "+hdel " CHANNELS " " NO_RESEND,
      FAIR, 0, "acquire", LOCKCORE_EPROTO, CANT},
-    {"~app:* ~{app:* -@all +eval +get +set +del +pexpire +pttl +zrange +zadd +hget +hset +hdel "
+    {"~app:* ~{app:* -@all +eval +get +set +del +pexpire +pttl +zrange +zcard +zadd +hget +hset +hdel "
      "+time " CHANNELS " " NO_RESEND,
      FAIR, 1, "release", LOCKCORE_ENOQUORUM, CANT},
-    {"~app:* ~{app:* -@all +eval +get +set +del +pexpire +pttl +zrange +zadd +zrem +hget +hset "
+    {"~app:* ~{app:* -@all +eval +get +set +del +pexpire +pttl +zrange +zcard +zadd +zrem +hget +hset "
      "+time " CHANNELS " " NO_RESEND,
      FAIR, 0, "release", LOCKCORE_ENOQUORUM, CANT},
 };

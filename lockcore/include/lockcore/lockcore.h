@@ -305,6 +305,15 @@ LOCKCORE_API int lockcore_extend(lockcore_client *c, struct lockcore_lock *lock,
  */
 LOCKCORE_API int lockcore_release(lockcore_client *c, struct lockcore_lock *lock);
 
+/* Waiters lockcore_status reports per node, at most (the first in line). */
+#define LOCKCORE_STATUS_WAITERS 8
+
+/* A waiter in a node's queue (notified and fair waiting). */
+struct lockcore_waiter {
+    char id[LOCKCORE_ID_LEN + 1]; /* its lock id */
+    uint64_t ticket;              /* its place: wall µs when it asked */
+};
+
 /* One node's view of a resource, for diagnostics. */
 struct lockcore_node_status {
     char node[64];                    /* host:port (never the credentials) */
@@ -314,6 +323,8 @@ struct lockcore_node_status {
     int64_t pttl_ms;                  /* remaining ms of the key, -2 if none */
     uint64_t fence;                   /* the node's fence value, 0 if none */
     char info[LOCKCORE_INFO_MAX + 1]; /* the holder's info ("" if none) */
+    unsigned waiters;                 /* in this node's queue (some may have lapsed) */
+    struct lockcore_waiter queue[LOCKCORE_STATUS_WAITERS]; /* the first of them, in order */
     char error[128];                  /* why not reachable, "" otherwise */
 };
 
