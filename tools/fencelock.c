@@ -42,6 +42,12 @@ static const char usage_options[] =
     "                       unless --retry-count is given; --wait 0 tries once)\n"
     "  --key-prefix P       prefix of every lock key (default none)\n"
     "  --no-fencing         plain Redlock: no fence keys, token 0\n"
+    "  --notify             while waiting, be told of releases instead of polling\n"
+    "  --fair               wait in line: waiters of every client served in arrival order\n"
+    "                       (implies --notify); --no-notify polls (the default)\n"
+    "  --backoff fixed|exponential  the delay between polling attempts (default fixed;\n"
+    "                       exponential: full jitter, at most --retry-delay-max)\n"
+    "  --retry-delay-max D  cap of the exponential backoff (default 2s)\n"
     "  --timeout D          per-node request timeout (default 50ms)\n"
     "  --extend-at D        run: extend when D of validity is left (default a third of --ttl)\n"
     "  --kill-after D       run: after SIGTERM for a lost lock, SIGKILL after D (default 5s)\n"
@@ -342,6 +348,12 @@ static lockcore_client *make_client(const struct args *a, const char *holder_inf
     o.key_prefix = a->key_prefix;
     o.fencing = a->fencing;
     o.holder_info = holder_info;
+    o.wait_mode = a->wait_mode;
+    o.backoff = a->backoff;
+    if (a->retry_delay_max_ms)
+        o.retry_delay_max_ms = a->retry_delay_max_ms;
+    if (o.retry_delay_max_ms < o.retry_delay_ms)
+        o.retry_delay_max_ms = o.retry_delay_ms;
     char err[512];
     int rc = lockcore_client_new(&o, &c, err, sizeof(err));
     if (rc < 0) {
@@ -562,6 +574,22 @@ static json_t *info_json(const char *info)
     return j != NULL ? j : json_string(info);
 }
 
+/* A node's queue of waiters (notified and fair waiting), first in line
+ * first: each waiter's lock id, ticket (wall µs when it asked) and how long
+ * it has waited by this machine's clock. */
+static json_t *queue_json(const struct lockcore_node_status *st)
+{
+    json_t *q = json_array();
+    uint64_t now_ms = fencelock_wall_ms();
+    for (unsigned k = 0; k < st->waiters && k < LOCKCORE_STATUS_WAITERS && st->queue[k].id[0]; k++) {
+        uint64_t t = st->queue[k].ticket / 1000;
+        json_array_append_new(q, json_pack("{s:s, s:I, s:I}", "id", st->queue[k].id, "ticket",
+                                           (json_int_t)st->queue[k].ticket, "waited_ms",
+                                           (json_int_t)(now_ms > t ? now_ms - t : 0)));
+    }
+    return q;
+}
+
 /*
  * Each node's view, and the lock's as a whole: "held" when a majority holds
  * one id (its info, and how long that majority lasts: the quorum-th longest
@@ -592,6 +620,8 @@ static int cmd_status(lockcore_client *c, const char *resource)
             json_object_set_new(e, "remaining_ms", held ? json_integer(st[i].pttl_ms) : json_null());
             json_object_set_new(e, "holder_info", info_json(st[i].info));
             json_object_set_new(e, "fence", json_integer((json_int_t)st[i].fence));
+            json_object_set_new(e, "waiters", json_integer(st[i].waiters));
+            json_object_set_new(e, "queue", queue_json(&st[i]));
         } else {
             json_object_set_new(e, "error", json_string(st[i].error));
         }
@@ -628,6 +658,11 @@ enum {
     O_VERBOSE,
     O_QUIET,
     O_UNDO,
+    O_NOTIFY,
+    O_NO_NOTIFY,
+    O_FAIR,
+    O_BACKOFF,
+    O_RETRY_DELAY_MAX,
 };
 
 /* name: the option as "--ttl" (never the value: argv may hold "--ttl=5x"). */
@@ -664,6 +699,9 @@ static int set_duration(struct args *a, int opt, const char *name, const char *v
     case O_KILL_AFTER:
         a->kill_after_ms = d;
         break;
+    case O_RETRY_DELAY_MAX:
+        a->retry_delay_max_ms = d;
+        break;
     default:
         if (d == 0) {
             fprintf(stderr, "%s: --timeout must be above 0\n", prog);
@@ -698,6 +736,11 @@ static const struct option longopts[] = {
     {"version", no_argument, NULL, O_VERSION},
     {"verbose", no_argument, NULL, O_VERBOSE},
     {"quiet", no_argument, NULL, O_QUIET},
+    {"notify", no_argument, NULL, O_NOTIFY},
+    {"no-notify", no_argument, NULL, O_NO_NOTIFY},
+    {"fair", no_argument, NULL, O_FAIR},
+    {"backoff", required_argument, NULL, O_BACKOFF},
+    {"retry-delay-max", required_argument, NULL, O_RETRY_DELAY_MAX},
     {"undo", required_argument, NULL, O_UNDO},
     {NULL, 0, NULL, 0},
 };
@@ -731,6 +774,25 @@ static int parse_option(struct args *a, int opt, int longindex, const char *arg,
     case O_UNDO:
         a->undo = arg;
         return -1;
+    case O_NOTIFY:
+        a->wait_mode = LOCKCORE_WAIT_NOTIFY;
+        return -1;
+    case O_NO_NOTIFY:
+        a->wait_mode = LOCKCORE_WAIT_POLL;
+        return -1;
+    case O_FAIR:
+        a->wait_mode = LOCKCORE_WAIT_FAIR;
+        return -1;
+    case O_BACKOFF:
+        if (strcmp(arg, "fixed") == 0)
+            a->backoff = LOCKCORE_BACKOFF_FIXED;
+        else if (strcmp(arg, "exponential") == 0)
+            a->backoff = LOCKCORE_BACKOFF_EXPONENTIAL;
+        else {
+            fprintf(stderr, "%s: --backoff takes fixed or exponential, not '%s'\n", prog, arg);
+            return EXIT_USAGE;
+        }
+        return -1;
     case O_RETRY_COUNT: {
         char *end;
         errno = 0;
@@ -748,6 +810,7 @@ static int parse_option(struct args *a, int opt, int longindex, const char *arg,
     case O_WAIT:
     case O_EXTEND_AT:
     case O_KILL_AFTER:
+    case O_RETRY_DELAY_MAX:
     case O_TIMEOUT: {
         char name[32];
         snprintf(name, sizeof(name), "--%s", longopts[longindex].name);

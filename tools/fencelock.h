@@ -42,6 +42,9 @@ struct args {
     int verbose;      /* --verbose: say what a wait waits for, even without a terminal */
     int quiet;        /* --quiet: never */
     int help;
+    int wait_mode;               /* --notify, --fair, --no-notify: enum lockcore_wait_mode */
+    int backoff;                 /* --backoff: enum lockcore_backoff */
+    uint64_t retry_delay_max_ms; /* --retry-delay-max; 0 = lockcore's default */
 };
 
 /* The client's message for a failure rc, or the code's name where the

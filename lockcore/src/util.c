@@ -74,9 +74,10 @@ const char *const lockcore__scripts[SCRIPT_COUNT] = {
     /* Read-only view for diagnostics: holder, remaining ms, fence value,
      * holder info, the number of waiters and the first 8 with their
      * tickets (16 elements: within lockcore's reply bounds). */
-    [SCRIPT_STATUS] = "return {redis.call('GET', KEYS[1]) or '', redis.call('PTTL', KEYS[1]),\n"
-                      "        redis.call('GET', KEYS[2]) or '', redis.call('GET', KEYS[3]) or '',\n"
-                      "        redis.call('ZCARD', KEYS[4]), redis.call('ZRANGE', KEYS[4], 0, 7, 'WITHSCORES')}\n",
+    [SCRIPT_STATUS] =
+        "return {redis.call('GET', KEYS[1]) or '', redis.call('PTTL', KEYS[1]),\n"
+        "        redis.call('GET', KEYS[2]) or '', redis.call('GET', KEYS[3]) or '',\n"
+        "        redis.call('ZCARD', KEYS[4]), redis.call('ZRANGE', KEYS[4], 0, 7, 'WITHSCORES')}\n",
     /* KEYS[1] lock, KEYS[2] holder info; ARGV[1] lock id, ARGV[2] info,
      * ARGV[3] ttl ms. Sent right behind the acquire on each connection, so
      * it runs after it and stores the info only where the lock was set. */

@@ -481,7 +481,8 @@ static void test_cli_status_reports_a_foreign_holder(void **state)
     assert_int_equal(json_array_size(nodes), 3);
     for (size_t i = 0; i < 3; i++) {
         json_t *n = json_array_get(nodes, i);
-        has_keys(n, "node", "reachable", "holder", "remaining_ms", "holder_info", "fence", NULL);
+        has_keys(n, "node", "reachable", "holder", "remaining_ms", "holder_info", "fence", "waiters", "queue",
+                 NULL);
         assert_true(json_is_null(json_object_get(n, "holder_info"))); /* another program's key */
         char want[64];
         snprintf(want, sizeof(want), "127.0.0.1:%d", rh_port(f->rc, (int)i));
@@ -1411,6 +1412,70 @@ static void test_cli_installed_fencelock_runs(void **state)
     assert_int_equal(strncmp(text, "fencelock ", 10), 0);
 }
 
+/* `--fair`: two waiters queue behind a holder in the order they asked;
+ * `status` lists them with their tickets; a release lets the first in. */
+static void test_cli_fair_waiters_are_listed_and_served_in_order(void **state)
+{
+    struct fixture *f = *state;
+    char id[41];
+    acquire_id(f, "20s", "cli:fair", id);
+    struct child w1, w2;
+    const char *a1[] = {"--fair", "--quiet", "--ttl", "20s", "--wait", "15s", "acquire", "cli:fair", NULL};
+    spawn(f, &w1, NULL, a1);
+    long long end = hp_now_ms() + 5000;
+    struct res r;
+    json_t *j = NULL;
+    /* The first waiter has its place before the second asks. */
+    for (;;) {
+        fl(f, &r, "status", "cli:fair", NULL);
+        j = one_json_line(&r);
+        json_t *n0 = json_array_get(json_object_get(j, "nodes"), 0);
+        if (jint(n0, "waiters") >= 1 || hp_now_ms() > end)
+            break;
+        json_decref(j);
+        hp_sleep_ms(50);
+    }
+    json_decref(j);
+    spawn(f, &w2, NULL, a1);
+    end = hp_now_ms() + 5000;
+    for (;;) {
+        fl(f, &r, "status", "cli:fair", NULL);
+        j = one_json_line(&r);
+        json_t *n0 = json_array_get(json_object_get(j, "nodes"), 0);
+        if (jint(n0, "waiters") >= 2 || hp_now_ms() > end)
+            break;
+        json_decref(j);
+        hp_sleep_ms(50);
+    }
+    json_t *n0 = json_array_get(json_object_get(j, "nodes"), 0);
+    assert_int_equal(jint(n0, "waiters"), 2);
+    json_t *q = json_object_get(n0, "queue");
+    assert_int_equal(json_array_size(q), 2);
+    long long t1 = jint(json_array_get(q, 0), "ticket"), t2 = jint(json_array_get(q, 1), "ticket");
+    assert_true(t1 < t2);
+    assert_true(jint(json_array_get(q, 0), "waited_ms") >= jint(json_array_get(q, 1), "waited_ms"));
+    json_decref(j);
+    /* The holder leaves: the first waiter is granted, the second still waits. */
+    fl(f, &r, "release", "cli:fair", id, NULL);
+    assert_int_equal(r.code, 0);
+    struct res g1;
+    collect(&w1, RUN_TIMEOUT_MS, &g1);
+    assert_int_equal(g1.code, 0);
+    assert_true(alive(w2.pid));
+    json_t *l1 = one_json_line(&g1);
+    char first[41];
+    snprintf(first, sizeof(first), "%s", jstr(l1, "lock_id"));
+    json_decref(l1);
+    fl(f, &r, "release", "cli:fair", first, NULL);
+    struct res g2;
+    collect(&w2, RUN_TIMEOUT_MS, &g2);
+    assert_int_equal(g2.code, 0);
+    /* Unknown backoff: a usage error that names the option. */
+    fl(f, &r, "--backoff", "random", "status", "cli:fair", NULL);
+    assert_int_equal(r.code, X_USAGE);
+    assert_non_null(strstr(r.err, "--backoff"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1441,6 +1506,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_cli_wait_says_what_it_waits_for, setup3, teardown),
         cmocka_unit_test_setup_teardown(test_cli_granted_too_slowly_is_no_majority_in_time, setup3, teardown),
         cmocka_unit_test_setup_teardown(test_cli_unreachable_nodes_have_their_code, setup3, teardown),
+        cmocka_unit_test_setup_teardown(test_cli_fair_waiters_are_listed_and_served_in_order, setup3,
+                                        teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

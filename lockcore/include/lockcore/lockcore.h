@@ -316,16 +316,16 @@ struct lockcore_waiter {
 
 /* One node's view of a resource, for diagnostics. */
 struct lockcore_node_status {
-    char node[64];                    /* host:port (never the credentials) */
-    int reachable;                    /* 1 if the node answered */
-    char holder[LOCKCORE_ID_LEN + 1]; /* the lock key's value ("" if none; cut
-                                        at LOCKCORE_ID_LEN bytes) */
-    int64_t pttl_ms;                  /* remaining ms of the key, -2 if none */
-    uint64_t fence;                   /* the node's fence value, 0 if none */
-    char info[LOCKCORE_INFO_MAX + 1]; /* the holder's info ("" if none) */
-    unsigned waiters;                 /* in this node's queue (some may have lapsed) */
+    char node[64];                                         /* host:port (never the credentials) */
+    int reachable;                                         /* 1 if the node answered */
+    char holder[LOCKCORE_ID_LEN + 1];                      /* the lock key's value ("" if none; cut
+                                                             at LOCKCORE_ID_LEN bytes) */
+    int64_t pttl_ms;                                       /* remaining ms of the key, -2 if none */
+    uint64_t fence;                                        /* the node's fence value, 0 if none */
+    char info[LOCKCORE_INFO_MAX + 1];                      /* the holder's info ("" if none) */
+    unsigned waiters;                                      /* in this node's queue (some may have lapsed) */
     struct lockcore_waiter queue[LOCKCORE_STATUS_WAITERS]; /* the first of them, in order */
-    char error[128];                  /* why not reachable, "" otherwise */
+    char error[128];                                       /* why not reachable, "" otherwise */
 };
 
 /*
