@@ -34,7 +34,8 @@ static const char *prog = "fencelock";
 static const char *const value_opts[] = {
     "--nodes",      "--ttl",     "--retry-count", "--retry-delay",     "--wait",
     "--key-prefix", "--timeout", "--extend-at",   "--kill-after",      "--token",
-    "--dir",        "--undo",    "--backoff",     "--retry-delay-max", NULL,
+    "--dir",        "--undo",    "--backoff",     "--retry-delay-max", "--password-file",
+    NULL,
 };
 
 static int takes_value(const char *arg)

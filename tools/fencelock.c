@@ -48,6 +48,8 @@ static const char usage_options[] =
     "  --backoff fixed|exponential  the delay between polling attempts (default fixed;\n"
     "                       exponential: full jitter, at most --retry-delay-max)\n"
     "  --retry-delay-max D  cap of the exponential backoff (default 2s)\n"
+    "  --password-file F    the nodes' AUTH password, from the first line of F (else\n"
+    "                       $FENCELOCK_PASSWORD); for nodes whose URL has none\n"
     "  --timeout D          per-node request timeout (default 50ms)\n"
     "  --extend-at D        run: extend when D of validity is left (default a third of --ttl)\n"
     "  --kill-after D       run: after SIGTERM for a lost lock, SIGKILL after D (default 5s)\n"
@@ -308,8 +310,35 @@ static int split_nodes(const char *spec, char **buf, const char ***out, size_t *
     return 0;
 }
 
+/* The first line of a password file, without its newline. Says why on
+ * stderr and returns -1 if it cannot. */
+static int read_password(const char *path, char *buf, size_t cap)
+{
+    FILE *fp = fopen(path, "r");
+    if (fp == NULL) {
+        fprintf(stderr, "%s: --password-file '%s': %s\n", prog, path, strerror(errno));
+        return -1;
+    }
+    int ok = fgets(buf, (int)cap, fp) != NULL;
+    fclose(fp);
+    buf[ok ? strcspn(buf, "\r\n") : 0] = '\0';
+    if (buf[0] == '\0') {
+        fprintf(stderr, "%s: --password-file '%s': no password on its first line\n", prog, path);
+        return -1;
+    }
+    return 0;
+}
+
 static lockcore_client *make_client(const struct args *a, const char *holder_info, int *exit_code)
 {
+    /* A password from a file or the environment stays out of argv (ps)
+     * and out of the node addresses that messages show. */
+    char pw[257] = "";
+    if (a->password_file != NULL && read_password(a->password_file, pw, sizeof(pw)) < 0) {
+        *exit_code = EXIT_USAGE;
+        return NULL;
+    }
+    const char *password = pw[0] ? pw : getenv("FENCELOCK_PASSWORD");
     const char *spec = a->nodes ? a->nodes : getenv("FENCELOCK_NODES");
     if (spec == NULL || *spec == '\0') {
         fprintf(stderr, "%s: no nodes: give --nodes or set FENCELOCK_NODES\n", prog);
@@ -348,6 +377,7 @@ static lockcore_client *make_client(const struct args *a, const char *holder_inf
     o.key_prefix = a->key_prefix;
     o.fencing = a->fencing;
     o.holder_info = holder_info;
+    o.password = password != NULL && password[0] ? password : NULL;
     o.wait_mode = a->wait_mode;
     o.backoff = a->backoff;
     if (a->retry_delay_max_ms)
@@ -362,6 +392,7 @@ static lockcore_client *make_client(const struct args *a, const char *holder_inf
         c = NULL;
     }
 out:
+    explicit_bzero(pw, sizeof(pw)); /* the client keeps its own copy */
     free(nodes);
     free(buf);
     return c;
@@ -663,6 +694,7 @@ enum {
     O_FAIR,
     O_BACKOFF,
     O_RETRY_DELAY_MAX,
+    O_PASSWORD_FILE,
 };
 
 /* name: the option as "--ttl" (never the value: argv may hold "--ttl=5x"). */
@@ -741,6 +773,7 @@ static const struct option longopts[] = {
     {"fair", no_argument, NULL, O_FAIR},
     {"backoff", required_argument, NULL, O_BACKOFF},
     {"retry-delay-max", required_argument, NULL, O_RETRY_DELAY_MAX},
+    {"password-file", required_argument, NULL, O_PASSWORD_FILE},
     {"undo", required_argument, NULL, O_UNDO},
     {NULL, 0, NULL, 0},
 };
@@ -773,6 +806,9 @@ static int parse_option(struct args *a, int opt, int longindex, const char *arg,
         return -1;
     case O_UNDO:
         a->undo = arg;
+        return -1;
+    case O_PASSWORD_FILE:
+        a->password_file = arg;
         return -1;
     case O_NOTIFY:
         a->wait_mode = LOCKCORE_WAIT_NOTIFY;

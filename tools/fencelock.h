@@ -45,6 +45,7 @@ struct args {
     int wait_mode;               /* --notify, --fair, --no-notify: enum lockcore_wait_mode */
     int backoff;                 /* --backoff: enum lockcore_backoff */
     uint64_t retry_delay_max_ms; /* --retry-delay-max; 0 = lockcore's default */
+    const char *password_file;   /* --password-file */
 };
 
 /* The client's message for a failure rc, or the code's name where the

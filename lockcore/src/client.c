@@ -90,6 +90,8 @@ static int check_options(const struct lockcore_options *o, char *err, size_t cap
         BAD("queue_ttl_ms must be between 30 and 3600000");
     if (o->tls_verify != 0 && o->tls_verify != 1)
         BAD("tls_verify must be 0 or 1");
+    if (o->password != NULL && (o->password[0] == '\0' || strlen(o->password) > 255))
+        BAD("password must be 1 to 255 bytes");
     if ((o->tls_cert_file == NULL) != (o->tls_key_file == NULL))
         BAD("tls_cert_file and tls_key_file go together");
     return 0;
@@ -146,6 +148,7 @@ int lockcore_client_new(const struct lockcore_options *o, lockcore_client **out,
         memcpy(c->info, o->holder_info, c->info_len + 1);
     }
     c->o.holder_info = c->info;
+    c->o.password = NULL; /* copied into each node's address below */
     if (copy_opt(c, 0, &c->o.tls_ca_file) < 0 || copy_opt(c, 1, &c->o.tls_cert_file) < 0 ||
         copy_opt(c, 2, &c->o.tls_key_file) < 0 || copy_opt(c, 3, &c->o.tls_server_name) < 0)
         goto fail;
@@ -159,6 +162,9 @@ int lockcore_client_new(const struct lockcore_options *o, lockcore_client **out,
             (rc = lockcore__resolve(&c->nodes[i].addr, err, sizeof(err))) < 0)
             goto fail;
         tls |= c->nodes[i].addr.tls;
+        struct address *a = &c->nodes[i].addr;
+        if (o->password != NULL && a->pass[0] == '\0')
+            memcpy(a->pass, o->password, strlen(o->password) + 1);
         lockcore__node_init(c, &c->nodes[i], i);
     }
     /* Certificates and keys are read now: a bad file is an error here,

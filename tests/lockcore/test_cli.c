@@ -1476,6 +1476,66 @@ static void test_cli_fair_waiters_are_listed_and_served_in_order(void **state)
     assert_non_null(strstr(r.err, "--backoff"));
 }
 
+/* A password from a file or the environment: never in argv, never in a
+ * message; a wrong one is a server error (70) that does not show it. */
+static void test_cli_password_stays_out_of_argv_and_messages(void **state)
+{
+    (void)state;
+    struct rh_options ro;
+    rh_options_init(&ro);
+    ro.password = "S3cretPW-cli";
+    struct fixture *f = calloc(1, sizeof(*f));
+    assert_non_null(f);
+    assert_int_equal(rh_cluster_start(3, &ro, &f->rc), 0);
+    assert_int_equal(rh_mkdtemp("cli-pw", f->dir, sizeof(f->dir)), 0);
+    /* Plain addresses, without the password. */
+    f->nodes[0] = '\0';
+    for (int i = 0; i < 3; i++) {
+        char a[64];
+        snprintf(a, sizeof(a), "%s127.0.0.1:%d", i ? "," : "", rh_port(f->rc, i));
+        strcat(f->nodes, a);
+    }
+    char pwfile[320], badfile[320];
+    snprintf(pwfile, sizeof(pwfile), "%s/pw", f->dir);
+    snprintf(badfile, sizeof(badfile), "%s/bad", f->dir);
+    FILE *fp = fopen(pwfile, "w");
+    assert_non_null(fp);
+    fputs("S3cretPW-cli\n", fp);
+    fclose(fp);
+    fp = fopen(badfile, "w");
+    assert_non_null(fp);
+    fputs("wrong-password-xyz\n", fp);
+    fclose(fp);
+
+    struct res r;
+    fl(f, &r, "--password-file", pwfile, "acquire", "cli:pw", NULL);
+    assert_int_equal(r.code, 0);
+    char *const env_ok[] = {"FENCELOCK_PASSWORD=S3cretPW-cli", NULL};
+    fl_env(f, &r, env_ok, "status", "cli:pw", NULL);
+    assert_int_equal(r.code, 0);
+    assert_null(strstr(r.out, "S3cretPW"));
+    /* Without it: refused by the nodes. */
+    fl(f, &r, "acquire", "cli:pw2", NULL);
+    assert_int_not_equal(r.code, 0);
+    fl(f, &r, "--password-file", badfile, "acquire", "cli:pw2", NULL);
+    assert_int_equal(r.code, 70);
+    assert_null(strstr(r.err, "wrong-password-xyz"));
+    assert_non_null(strstr(r.err, "AUTH"));
+    /* A file that is not there: a usage error naming it. */
+    fl(f, &r, "--password-file", "/nonexistent/pw", "acquire", "cli:pw2", NULL);
+    assert_int_equal(r.code, X_USAGE);
+    assert_non_null(strstr(r.err, "/nonexistent/pw"));
+    /* A password in a URL is masked in every message. */
+    char url[128];
+    snprintf(url, sizeof(url), "redis://:wrong-password-xyz@127.0.0.1:%d", rh_port(f->rc, 0));
+    fl(f, &r, "--nodes", url, "acquire", "cli:pw3", NULL);
+    assert_int_equal(r.code, 70);
+    assert_null(strstr(r.err, "wrong-password-xyz"));
+    rh_cluster_free(f->rc);
+    rh_rmtree(f->dir);
+    free(f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1508,6 +1568,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_cli_unreachable_nodes_have_their_code, setup3, teardown),
         cmocka_unit_test_setup_teardown(test_cli_fair_waiters_are_listed_and_served_in_order, setup3,
                                         teardown),
+        cmocka_unit_test(test_cli_password_stays_out_of_argv_and_messages),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -179,6 +179,12 @@ struct lockcore_options {
      * LOCKCORE_INFO_MAX bytes, copied; NULL or "" for none (default). */
     const char *holder_info;
 
+    /* The AUTH password of every node whose address carries none (with the
+     * address's user, if any): a password kept out of addresses is kept out
+     * of command lines and of everything that prints an address. Copied;
+     * NULL for none (default). At most 255 bytes. */
+    const char *password;
+
     /* TLS to rediss:// nodes (OpenSSL; TLS 1.2 or later). Paths and names
      * are copied. */
     const char *tls_ca_file;     /* PEM CAs to verify nodes with; NULL: the
