@@ -443,8 +443,8 @@ static const struct refusal refusals[] = {
      * NOPERM, and names the refusal in its own words. */
     {"~app:* ~{app:* -@all +eval +set +del +pexpire +pttl +zrange +zcard " NO_RESEND, POLL, 1, "acquire",
      LOCKCORE_EPROTO, CANT},
-    {"~app:* ~{app:* -@all +eval +get +set +del +pttl +zrange +zcard " NO_RESEND, POLL, 1, "extend", LOCKCORE_EPROTO,
-     CANT},
+    {"~app:* ~{app:* -@all +eval +get +set +del +pttl +zrange +zcard " NO_RESEND, POLL, 1, "extend",
+     LOCKCORE_EPROTO, CANT},
     {"~app:* ~{app:* -@all +eval +get +set +pexpire +pttl +zrange +zcard " NO_RESEND, POLL, 1, "release",
      LOCKCORE_ENOQUORUM, CANT},
     {"~app:* ~{app:* -@all +eval +get +set +del +pexpire +zrange " NO_RESEND, POLL, 1, "status",
