@@ -177,6 +177,10 @@ struct lockcore_client {
     int freeing;    /* being freed: no new operation may start */
     int ka_walking; /* keep-alives are being walked: stop() only marks */
     char errmsg[ERRMSG_MAX];
+    /* The lock kinds (kinds.c, sem.c, multi.c, reentrant.c). */
+    struct {
+        struct lockcore__sem *sems; /* semaphore acquisitions in flight */
+    } kx;
 };
 
 /* node.c */
@@ -220,6 +224,14 @@ uint64_t lockcore__keepalive_next_timer(const lockcore_client *c);
 void lockcore__keepalive_check(lockcore_client *c, uint64_t now);
 void lockcore__keepalives_detach(lockcore_client *c);
 
+/* The lock kinds (kinds.h has what they share). */
+/* sem.c: semaphore acquisitions are drivers with timers of their own, run
+ * from the client's loop; the client's free ends them. */
+struct lockcore__sem;
+uint64_t lockcore__kinds_next_timer(const lockcore_client *c);
+void lockcore__kinds_check(lockcore_client *c, uint64_t now);
+void lockcore__kinds_cancel(lockcore_client *c);
+
 /* client.c */
 void lockcore__op_finish(struct op *op, int rc);
 int lockcore__deliver(lockcore_client *c);
@@ -227,6 +239,11 @@ int lockcore__deliver(lockcore_client *c);
  * c->errmsg and return -EINVAL. ttl_ms 0 passes (the default TTL). */
 int lockcore__check_lock(lockcore_client *c, const struct lockcore_lock *lock);
 int lockcore__check_ttl(lockcore_client *c, uint64_t ttl_ms, const char *what);
+/* The blocking calls' loop, for kinds.c: enter/leave bracket it as in
+ * every blocking call (leave returns 1 if the client was freed). */
+int lockcore__enter(lockcore_client *c, const char *what);
+int lockcore__leave(lockcore_client *c);
+int lockcore__run_once(lockcore_client *c, int timeout_ms);
 /* Run a user callback under the callback contract. */
 void lockcore__call(lockcore_client *c, lockcore_cb cb, int rc, const struct lockcore_lock *lock, void *arg);
 

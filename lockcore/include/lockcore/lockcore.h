@@ -181,6 +181,9 @@ struct lockcore_lock {
 /* lockcore_lock.flags: built by lockcore_lock_from_id, validity unknown
  * until an extension succeeds. */
 #define LOCKCORE_LOCK_FROM_ID 1u
+/* The lock kinds (see "Lock kinds" below): a permit of a semaphore (an
+ * ordinary lock of the permit's resource; the flag only says so). */
+#define LOCKCORE_LOCK_PERMIT 2u
 
 /* Fill *o with the defaults. Returns 0 or -EINVAL for o == NULL. */
 LOCKCORE_API int lockcore_options_init(struct lockcore_options *o);
@@ -374,6 +377,57 @@ LOCKCORE_API unsigned lockcore_keepalive_extensions(const lockcore_keepalive *k)
  * lockcore_keepalive_get first). Accepts NULL.
  */
 LOCKCORE_API void lockcore_keepalive_stop(lockcore_keepalive *k);
+
+/* ---- Lock kinds ----------------------------------------------------------
+ * Kinds beside the plain lock, all with fencing tokens, the error
+ * codes above and the callback contract. Each returns a struct lockcore_lock
+ * whose flags name its kind: lockcore_extend, lockcore_release,
+ * lockcore_keepalive_start and their _async forms work on it unchanged.
+ * The options of the client apply (ttl_ms, retry_count, wait_ms, ...).
+ * docs/lockcore.md ("Lock kinds") gives the safety argument of each. */
+
+/* Most permits of a semaphore. */
+#define LOCKCORE_PERMITS_MAX 1024
+
+/*
+ * Counting semaphore: at most `permits` holders of `resource` at once.
+ * Permit i is an ordinary lock of the resource "<resource>:permit:<i>"
+ * (i = 0 .. permits-1), so at most one client holds each permit, by the
+ * lock's own majority argument, and so at most `permits` hold at once.
+ * An attempt tries the permits one at a time in a random order and takes
+ * the first one granted; when all were refused it waits retry_delay_ms +
+ * jitter and tries them all again (retry_count rounds, or until wait_ms).
+ * On success *lock is that permit (flags LOCKCORE_LOCK_PERMIT, resource
+ * the permit's name, its own token and TTL): extend, release and keep it
+ * alive like any lock. resource is at most LOCKCORE_RESOURCE_MAX - 16
+ * bytes; permits 1..LOCKCORE_PERMITS_MAX, and every client of a semaphore
+ * must use the same number. Returns what lockcore_acquire returns;
+ * LOCKCORE_ELOCKED when every permit was held in the last round.
+ */
+LOCKCORE_API int lockcore_sem_acquire(lockcore_client *c, const char *resource, unsigned permits,
+                                      struct lockcore_lock *lock);
+/* The same, non-blocking: cb runs once, as for lockcore_acquire_async. */
+LOCKCORE_API int lockcore_sem_acquire_async(lockcore_client *c, const char *resource, unsigned permits,
+                                            lockcore_cb cb, void *arg);
+
+/* One permit of a semaphore as the nodes see it. */
+struct lockcore_permit_status {
+    unsigned permit;                  /* i of "<resource>:permit:<i>" */
+    int held;                         /* 1 if a majority holds it for holder */
+    char holder[LOCKCORE_ID_LEN + 1]; /* the id most nodes hold, "" if none */
+    unsigned nodes;                   /* nodes holding that id */
+    int64_t pttl_ms;                  /* the longest time it has left on them */
+    uint64_t fence;                   /* the largest fence value of the permit */
+    unsigned reachable;               /* nodes that answered */
+};
+
+/*
+ * Read every permit of a semaphore into out[0..permits-1] (cap entries).
+ * Returns the number of permits held by a majority (0..permits), -EINVAL,
+ * -ENOSPC, LOCKCORE_ENOQUORUM (a majority did not answer), -EDEADLK.
+ */
+LOCKCORE_API int lockcore_sem_status(lockcore_client *c, const char *resource, unsigned permits,
+                                     struct lockcore_permit_status *out, size_t cap);
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,162 @@
+/*
+ * The lock kinds beside the plain lock: the counting semaphore (sem.c:
+ * permits that are each a plain lock). docs/lockcore.md ("Lock kinds") has
+ * the safety argument; docs/fencing.md the fencing story.
+ *
+ * A semaphore acquisition is a driver of its own that runs one plain
+ * single-attempt acquisition per permit it tries. This file holds what
+ * the kinds share.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kinds.h"
+
+/* ---- starting acquisitions of a kind ---- */
+
+int lockcore__kinds_check_client(lockcore_client *c)
+{
+    if (c->freeing || c->free_pending) {
+        lockcore__fmt(c->errmsg, sizeof(c->errmsg), "the client is being freed");
+        return LOCKCORE_ECANCELED;
+    }
+    return 0;
+}
+
+int lockcore__kinds_check_name(lockcore_client *c, const char *r, size_t max)
+{
+    if (r == NULL || r[0] == '\0') {
+        lockcore__fmt(c->errmsg, sizeof(c->errmsg), "resource name is empty");
+        return -EINVAL;
+    }
+    if (strnlen(r, max + 1) > max) {
+        lockcore__fmt(c->errmsg, sizeof(c->errmsg), "resource name longer than %zu bytes", max);
+        return -EINVAL;
+    }
+    return 0;
+}
+
+int lockcore__kinds_is_id(const char *id)
+{
+    if (strnlen(id, LOCKCORE_ID_LEN + 1) != LOCKCORE_ID_LEN)
+        return 0;
+    for (size_t i = 0; i < LOCKCORE_ID_LEN; i++)
+        if (!((id[i] >= '0' && id[i] <= '9') || (id[i] >= 'a' && id[i] <= 'f')))
+            return 0;
+    return 1;
+}
+
+/* Start an acquisition of a kind: resource as the lock will name it, flags
+ * its kind, id NULL for a fresh one. single: one attempt, no retries (a
+ * semaphore's permit; the driver retries). */
+struct op *lockcore__kinds_start(lockcore_client *c, const char *resource, unsigned flags, const char *id,
+                                 int single, lockcore_cb cb, void *arg, int *rcp)
+{
+    int rc = lockcore__kinds_check_client(c);
+    unsigned char raw[LOCKCORE_ID_LEN / 2];
+    if (rc == 0 && cb == NULL) {
+        lockcore__fmt(c->errmsg, sizeof(c->errmsg), "callback is NULL");
+        rc = -EINVAL;
+    }
+    if (rc == 0 && id == NULL && (rc = lockcore__id_bytes(c->idpool, raw, sizeof(raw))) < 0)
+        lockcore__fmt(c->errmsg, sizeof(c->errmsg), "no randomness for the lock id: %s", strerror(-rc));
+    struct op *op = NULL;
+    if (rc == 0 && (op = lockcore__op_new(c, OP_ACQUIRE, cb, arg)) == NULL) {
+        lockcore__fmt(c->errmsg, sizeof(c->errmsg), "out of memory");
+        rc = -ENOMEM;
+    }
+    *rcp = rc;
+    if (rc < 0 || op == NULL)
+        return NULL;
+    size_t len = strlen(resource);
+    memcpy(op->lock.resource, resource, len + 1);
+    /* The keys of op.c: they name the operation for the waiters of one
+     * client and for the fence values it has seen; the commands of a kind
+     * build their own. */
+    memcpy(op->key, c->prefix, c->prefix_len);
+    memcpy(op->key + c->prefix_len, resource, len + 1);
+    op->key_len = c->prefix_len + len;
+    int fk = fencing_fence_key(op->key, op->key_len, op->fkey, sizeof(op->fkey));
+    op->fkey_len = fk > 0 ? (size_t)fk : 0;
+    op->ikey_len = (size_t)snprintf(op->ikey, sizeof(op->ikey), "{%s}:holder", op->key);
+    op->lock.flags = flags;
+    if (id != NULL) {
+        memcpy(op->lock.id, id, LOCKCORE_ID_LEN + 1);
+    } else {
+        static const char hex[] = "0123456789abcdef";
+        for (size_t i = 0; i < sizeof(raw); i++) {
+            op->lock.id[2 * i] = hex[raw[i] >> 4];
+            op->lock.id[2 * i + 1] = hex[raw[i] & 15];
+        }
+        op->lock.id[LOCKCORE_ID_LEN] = '\0';
+    }
+    op->ttl_ms = c->o.ttl_ms;
+    uint64_t now = lockcore_now_ms();
+    /* A deadline already past (1 ms after boot) leaves no room for a retry
+     * and keeps the attempt from queueing behind the client's own. */
+    op->wait_deadline_ms = single ? 1 : (c->o.wait_ms ? now + c->o.wait_ms : 0);
+    lockcore__op_start(op, now);
+    return op;
+}
+
+/* ---- blocking forms ---- */
+
+void lockcore__kinds_wake(lockcore_client *c, int rc, const struct lockcore_lock *lock, void *arg)
+{
+    (void)c;
+    struct lockcore__waiter *w = arg;
+    w->done = 1;
+    w->rc = rc;
+    w->lock = *lock;
+}
+
+/* As the blocking calls of client.c do: nothing may point at the
+ * caller's stack (the waiter) once this returns. */
+int lockcore__kinds_wait(lockcore_client *c, struct lockcore__waiter *w,
+                         void (*abort_fn)(void *, int, const char *), void *what)
+{
+    int err = 0;
+    while (!w->done) {
+        int r = lockcore__run_once(c, -1);
+        if (r < 0 || c->free_pending) {
+            err = r < 0 ? r : LOCKCORE_ECANCELED;
+            break;
+        }
+    }
+    if (!w->done) {
+        char why[ERRMSG_MAX];
+        lockcore__fmt(why, sizeof(why), "%s",
+                      err == LOCKCORE_ECANCELED ? "canceled: the client was freed by a callback" : c->errmsg);
+        abort_fn(what, err, why);
+        while (!w->done && lockcore__deliver(c) > 0)
+            ;
+    }
+    lockcore__leave(c);
+    return w->rc;
+}
+
+void lockcore__kinds_abort_op(void *what, int err, const char *why)
+{
+    struct op *op = what;
+    if (op->phase != PH_DONE)
+        lockcore__op_abort(op, err, why);
+}
+
+int lockcore__kinds_blocking(lockcore_client *c, const char *what, const char *resource, unsigned flags,
+                             const char *id, struct lockcore_lock *lock)
+{
+    int rc = lockcore__enter(c, what);
+    if (rc < 0)
+        return rc;
+    struct lockcore__waiter w = {0};
+    struct op *op = lockcore__kinds_start(c, resource, flags, id, 0, lockcore__kinds_wake, &w, &rc);
+    if (op == NULL) {
+        lockcore__leave(c);
+        return rc;
+    }
+    rc = lockcore__kinds_wait(c, &w, lockcore__kinds_abort_op, op);
+    *lock = w.lock;
+    return rc;
+}
