@@ -180,6 +180,7 @@ struct lockcore_client {
     /* The lock kinds (kinds.c, sem.c, multi.c, reentrant.c). */
     struct {
         struct lockcore__sem *sems; /* semaphore acquisitions in flight */
+        char sha[8][41];            /* of the kinds' scripts, computed locally */
     } kx;
 };
 
@@ -231,6 +232,11 @@ struct lockcore__sem;
 uint64_t lockcore__kinds_next_timer(const lockcore_client *c);
 void lockcore__kinds_check(lockcore_client *c, uint64_t now);
 void lockcore__kinds_cancel(lockcore_client *c);
+/* kinds.c: an operation on a lock whose flags name a kind builds its
+ * commands there: lockcore__kinds_resend returns what lockcore__op_resend
+ * would, or 1 for a step the kind sends as a plain lock does. */
+#define LOCKCORE__KIND_FLAGS (LOCKCORE_LOCK_MULTI)
+int lockcore__kinds_resend(struct op *op, unsigned node, enum step step, int use_eval, uint64_t now);
 
 /* client.c */
 void lockcore__op_finish(struct op *op, int rc);

@@ -1,18 +1,109 @@
 /*
  * The lock kinds beside the plain lock: the counting semaphore (sem.c:
- * permits that are each a plain lock). docs/lockcore.md ("Lock kinds") has
- * the safety argument; docs/fencing.md the fencing story.
+ * permits that are each a plain lock) and the multi-resource lock
+ * (multi.c: one atomic script per node over the whole set).
+ * docs/lockcore.md ("Lock kinds") has the safety argument of each;
+ * docs/fencing.md the fencing story.
  *
- * A semaphore acquisition is a driver of its own that runs one plain
+ * Multi-resource locks are ordinary operations of op.c whose
+ * lock flags send their commands through lockcore__kinds_resend. A
+ * semaphore acquisition is a driver of its own that runs one plain
  * single-attempt acquisition per permit it tries. This file holds what
- * the kinds share.
+ * they share.
  */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include <openssl/sha.h>
+
 #include "kinds.h"
+
+/* The sha1 of a script, as Redis names it; computed here so that EVALSHA
+ * can be tried first (a NOSCRIPT reply resends it with EVAL, which also
+ * caches it on the node). */
+static const char *ksha(lockcore_client *c, int s, const char *body)
+{
+    if (c->kx.sha[s][0] == '\0') {
+        unsigned char md[SHA_DIGEST_LENGTH];
+        static const char hex[] = "0123456789abcdef";
+        SHA1((const unsigned char *)body, strlen(body), md);
+        for (int i = 0; i < SHA_DIGEST_LENGTH; i++) {
+            c->kx.sha[s][2 * i] = hex[md[i] >> 4];
+            c->kx.sha[s][2 * i + 1] = hex[md[i] & 15];
+        }
+        c->kx.sha[s][40] = '\0';
+    }
+    return c->kx.sha[s];
+}
+
+void lockcore__kinds_tagged(char *out, const char *key, const char *suffix)
+{
+    size_t kl = strlen(key), sl = strlen(suffix);
+    out[0] = '{';
+    memcpy(out + 1, key, kl);
+    out[1 + kl] = '}';
+    memcpy(out + 2 + kl, suffix, sl + 1);
+}
+
+void lockcore__kinds_keys(const lockcore_client *c, const char *resource, struct lockcore__keyset *ks)
+{
+    ks->k = 0;
+    const char *p = resource;
+    while (ks->k < LOCKCORE_MULTI_MAX) {
+        const char *e = strchr(p, '\n');
+        size_t len = e ? (size_t)(e - p) : strlen(p);
+        char *key = ks->lock[ks->k];
+        memcpy(key, c->prefix, c->prefix_len);
+        memcpy(key + c->prefix_len, p, len);
+        key[c->prefix_len + len] = '\0';
+        lockcore__kinds_tagged(ks->fence[ks->k], key, ":fence");
+        lockcore__kinds_tagged(ks->info[ks->k], key, ":holder");
+        ks->k++;
+        if (e == NULL)
+            break;
+        p = e + 1;
+    }
+}
+
+void lockcore__kinds_u64(char *buf, size_t cap, uint64_t v)
+{
+    snprintf(buf, cap, "%llu", (unsigned long long)v);
+}
+
+int lockcore__kinds_resend(struct op *op, unsigned i, enum step step, int use_eval, uint64_t now)
+{
+    if (op->lock.flags & LOCKCORE_LOCK_MULTI)
+        return lockcore__multi_resend(op, i, step, use_eval, now);
+    return 1;
+}
+
+int lockcore__kinds_send(struct op *op, unsigned i, enum step step, int slot, const char *body, int use_eval,
+                         const struct lockcore__kcmd *k, uint64_t now)
+{
+    lockcore_client *c = op->c;
+    const char *argv[3 + 3 * LOCKCORE_MULTI_MAX + 1 + 6];
+    size_t lens[3 + 3 * LOCKCORE_MULTI_MAX + 1 + 6];
+    char nk[8];
+    int argc = 0;
+    /* A fire-and-forget step never sees a NOSCRIPT reply: send the body. */
+    int mine = step != STEP_IGNORE && step != STEP_INFO;
+    if (slot < 0 || use_eval || !mine) {
+        argv[argc] = "EVAL", lens[argc++] = 4;
+        argv[argc] = body, lens[argc++] = strlen(body);
+    } else {
+        argv[argc] = "EVALSHA", lens[argc++] = 7;
+        argv[argc] = ksha(c, slot, body), lens[argc++] = 40;
+    }
+    snprintf(nk, sizeof(nk), "%d", k->nkeys);
+    argv[argc] = nk, lens[argc++] = strlen(nk);
+    for (int j = 0; j < k->nkeys; j++)
+        argv[argc] = k->keys[j], lens[argc++] = strlen(k->keys[j]);
+    for (int j = 0; j < k->nargs; j++)
+        argv[argc] = k->args[j], lens[argc++] = k->alens[j];
+    return lockcore__node_send(c, &c->nodes[i], argc, argv, lens, mine ? op : NULL, step, 0, now);
+}
 
 /* ---- starting acquisitions of a kind ---- */
 

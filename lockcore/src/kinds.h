@@ -1,9 +1,54 @@
-/* What the lock kinds share (kinds.c): starting an acquisition of a kind,
- * and the blocking calls' loop. One file per kind: sem.c. */
+/* What the lock kinds share (kinds.c): keys, sending a script, starting an
+ * acquisition of a kind, and the blocking calls' loop. One file per kind:
+ * sem.c, multi.c. */
 #ifndef LOCKCORE_KINDS_H
 #define LOCKCORE_KINDS_H
 
 #include "internal.h"
+
+/* The kinds' scripts that go by EVALSHA: their slots in c->kx.sha. */
+enum kscript {
+    KS_MULTI_ACQUIRE,
+    KS_MULTI_RAISE,
+    KS_MULTI_EXTEND,
+    KS_MULTI_RELEASE,
+    KS_MULTI_INFO,
+    KS_COUNT,
+};
+_Static_assert(KS_COUNT <= sizeof(((lockcore_client *)0)->kx.sha) / 41, "c->kx.sha too small");
+
+/* Up to LOCKCORE_MULTI_MAX keys of each sort: the lock key, "{key}:fence",
+ * "{key}:holder". */
+struct lockcore__keyset {
+    unsigned k;
+    char lock[LOCKCORE_MULTI_MAX][KEY_MAX + 1];
+    char fence[LOCKCORE_MULTI_MAX][FENCE_KEY_MAX + 1];
+    char info[LOCKCORE_MULTI_MAX][INFO_KEY_MAX + 1];
+};
+
+/* The keys of a lock's resource: its names split at '\n'. */
+void lockcore__kinds_keys(const lockcore_client *c, const char *resource, struct lockcore__keyset *ks);
+/* "{" key "}" suffix into out (INFO_KEY_MAX + 1 bytes; key <= KEY_MAX). */
+void lockcore__kinds_tagged(char *out, const char *key, const char *suffix);
+void lockcore__kinds_u64(char *buf, size_t cap, uint64_t v);
+
+/* One script call: its keys and arguments. */
+struct lockcore__kcmd {
+    const char *keys[3 * LOCKCORE_MULTI_MAX + 1];
+    int nkeys;
+    const char *args[6];
+    size_t alens[6];
+    int nargs;
+};
+
+/* Send a script for one step of op to node i: EVALSHA of script slot
+ * `slot` (body its text) unless use_eval, slot < 0 (EVAL always) or the
+ * step is fire-and-forget. Returns what lockcore__node_send returns. */
+int lockcore__kinds_send(struct op *op, unsigned i, enum step step, int slot, const char *body, int use_eval,
+                         const struct lockcore__kcmd *k, uint64_t now);
+
+/* Each kind's commands (lockcore__kinds_resend dispatches). */
+int lockcore__multi_resend(struct op *op, unsigned i, enum step step, int use_eval, uint64_t now);
 
 /* Argument checks; they set c->errmsg. */
 int lockcore__kinds_check_client(lockcore_client *c);

@@ -99,6 +99,11 @@ int lockcore__op_resend(struct op *op, unsigned i, enum step step, int use_eval,
     const char *keys[3], *args[5];
     size_t klens[3], alens[5];
     int nkeys = 0, nargs = 0;
+    if (op->lock.flags & LOCKCORE__KIND_FLAGS) {
+        int krc = lockcore__kinds_resend(op, i, step, use_eval, now);
+        if (krc != 1)
+            return krc;
+    }
 #define KEY(p, l) (keys[nkeys] = (p), klens[nkeys++] = (l))
 #define ARG(p) (args[nargs] = (p), alens[nargs++] = strlen(p))
 
@@ -653,7 +658,7 @@ void lockcore__op_reply(struct op *op, unsigned i, enum step step, redisReply *r
     }
     switch (step) {
     case STEP_LOCK:
-        if (!op->c->o.fencing) {
+        if (!op->c->o.fencing && !(op->lock.flags & LOCKCORE__KIND_FLAGS)) {
             if (r->type == REDIS_REPLY_STATUS && strcmp(r->str, "OK") == 0)
                 op->slot[i] = SLOT_YES;
             else if (r->type == REDIS_REPLY_NIL)

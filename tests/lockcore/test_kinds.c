@@ -1,6 +1,6 @@
 /* The lock kinds against real redis-server nodes, with many processes
  * (fork), paused holders, node restarts, and a checker over a shared log of
- * critical sections: the counting semaphore. */
+ * critical sections: the counting semaphore and the multi-resource lock. */
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -539,6 +539,197 @@ static void test_kinds_sem_counting_would_admit_three(void **state)
     }
 }
 
+/* ---- multi-resource ---- */
+
+static const char *const sets[4][2] = {
+    {"acct:a", "acct:b"}, {"acct:b", "acct:a"}, {"acct:b", "acct:c"}, {"acct:c", "acct:b"}};
+
+/* Takes its set (in its own order) or a single resource, many times. */
+static int multi_worker(struct fixture *f, int who)
+{
+    struct tune t = {.ttl_ms = 2000, .retry_count = -1, .wait_ms = 30000};
+    lockcore_client *c = client_on(f->urls, f->n, &t);
+    if (c == NULL)
+        return 2;
+    int rcode = 0;
+    for (int it = 0; it < 12 && rcode == 0; it++) {
+        struct lockcore_lock l;
+        int single = who >= 8;
+        const char *one[1] = {who == 8 ? "acct:a" : who == 9 ? "acct:b" : "acct:c"};
+        int rc = single ? lockcore_acquire(c, one[0], &l)
+                        : lockcore_multi_acquire(c, (const char *const *)sets[who % 4], 2, &l);
+        if (rc != 0) {
+            fprintf(stderr, "worker %d: %s: %s\n", who, lockcore_strerror(rc), lockcore_errmsg(c));
+            rcode = 3;
+            break;
+        }
+        uint64_t enter = now_us();
+        hp_sleep_ms(3);
+        uint64_t end = section_end(&l);
+        if (single) {
+            log_section(f->log, one[0], who, enter, end, l.token);
+        } else {
+            log_section(f->log, sets[who % 4][0], who, enter, end, l.token);
+            log_section(f->log, sets[who % 4][1], who, enter, end, l.token);
+            if (!(l.flags & LOCKCORE_LOCK_MULTI))
+                rcode = 4;
+        }
+        if (lockcore_release(c, &l) != 0)
+            rcode = 5;
+    }
+    lockcore_client_free(c);
+    return rcode;
+}
+
+/* Holds {a, b}, is stopped past its TTL, must find it lost. */
+static int multi_pauser(struct fixture *f, int who)
+{
+    struct tune t = {.ttl_ms = 500, .retry_count = -1, .wait_ms = 10000};
+    lockcore_client *c = client_on(f->urls, f->n, &t);
+    if (c == NULL)
+        return 2;
+    struct lockcore_lock l;
+    if (lockcore_multi_acquire(c, (const char *const *)sets[0], 2, &l) != 0)
+        return 3;
+    uint64_t enter = now_us();
+    mark(f->log, "R pauser\n");
+    hp_sleep_ms(2500);
+    uint64_t end = section_end(&l);
+    log_section(f->log, "acct:a", who, enter, end, l.token);
+    log_section(f->log, "acct:b", who, enter, end, l.token);
+    int lost = lockcore_remaining_ms(&l) == 0 && lockcore_extend(c, &l, 0) == LOCKCORE_ELOST;
+    lockcore_client_free(c);
+    return lost ? 0 : 5;
+}
+
+static void test_kinds_multi_overlapping_sets_with_faults(void **state)
+{
+    struct fixture *f = *state;
+    enum { W = 11 };
+    pid_t pids[W + 1];
+    pids[W] = spawn(multi_pauser, f, 100);
+    assert_int_equal(wait_mark(f->log, "R pauser", 10000), 0);
+    assert_int_equal(kill(pids[W], SIGSTOP), 0);
+    for (int i = 0; i < W; i++)
+        pids[i] = spawn(multi_worker, f, i);
+    hp_sleep_ms(300);
+    assert_int_equal(rh_restart(f->rc, 2, 1), 0);
+    hp_sleep_ms(700);
+    assert_int_equal(kill(pids[W], SIGCONT), 0);
+    /* Opposite orders of the same set never deadlock: everyone ends. */
+    assert_int_equal(reap(pids, W + 1, 90000), W + 1);
+
+    enum { MAXS = 400 };
+    struct section *s = calloc(MAXS, sizeof(*s));
+    assert_non_null(s);
+    size_t n = read_log(f->log, s, MAXS);
+    assert_int_equal(n, 8 * 12 * 2 + 3 * 12 + 2);
+    const char *res[3] = {"acct:a", "acct:b", "acct:c"};
+    for (int r = 0; r < 3; r++) {
+        unsigned most = max_overlap(s, n, res[r]);
+        unsigned k = check_tokens(s, n, res[r]);
+        fprintf(stderr, "%s: %u sections, at most %u at once\n", res[r], k, most);
+        assert_int_equal(most, 1);
+    }
+    free(s);
+}
+
+/* A failed attempt leaves nothing: {a, b} while b is held sets a nowhere,
+ * even on the nodes where only a was free. */
+static void test_kinds_multi_no_partial_hold(void **state)
+{
+    struct fixture *f = *state;
+    struct tune t = {.ttl_ms = 5000, .retry_count = 1};
+    lockcore_client *c = client_on(f->urls, f->n, &t);
+    assert_non_null(c);
+    struct lockcore_lock b, ab;
+    assert_int_equal(lockcore_acquire(c, "p:b", &b), 0);
+    /* b also disappears from two nodes: there, the set is free. */
+    for (int i = 0; i < 2; i++)
+        freeReplyObject(rh_command(f->rc, i, "DEL p:b"));
+    const char *set[] = {"p:a", "p:b"};
+    assert_int_equal(lockcore_multi_acquire(c, set, 2, &ab), LOCKCORE_ELOCKED);
+    hp_sleep_ms(50); /* the rollback is sent behind the attempt */
+    for (int i = 0; i < NODES; i++)
+        assert_int_equal(rh_pttl(f->rc, i, "p:a"), -2);
+    assert_int_equal(lockcore_release(c, &b), 0);
+    /* Bad sets. */
+    const char *dup[] = {"x", "x"};
+    assert_int_equal(lockcore_multi_acquire(c, dup, 2, &ab), -EINVAL);
+    const char *nl[] = {"x\ny"};
+    assert_int_equal(lockcore_multi_acquire(c, nl, 1, &ab), -EINVAL);
+    assert_int_equal(lockcore_multi_acquire(c, set, 0, &ab), -EINVAL);
+    lockcore_client_free(c);
+}
+
+/* One token for the set, stored in every fence key; single and multi
+ * grants of one resource keep its tokens unique and growing, and a
+ * keep-alive extends every key of the set. */
+static void test_kinds_multi_tokens_mix_with_single(void **state)
+{
+    struct fixture *f = *state;
+    struct tune t = {.ttl_ms = 3000, .retry_count = 0};
+    lockcore_client *c = client_on(f->urls, f->n, &t);
+    assert_non_null(c);
+    /* b's fence far ahead of a's: the multi token must pass both. */
+    struct lockcore_lock l, m;
+    char far[32];
+    snprintf(far, sizeof(far), "%llu", 4000000000000000ULL);
+    for (int i = 0; i < NODES; i++) {
+        redisReply *r = rh_command(f->rc, i, "SET {t:b}:fence %s", far);
+        freeReplyObject(r);
+    }
+    uint64_t last_a = 0, last_b = 0;
+    for (int round = 0; round < 4; round++) {
+        assert_int_equal(lockcore_acquire(c, "t:a", &l), 0);
+        assert_true(l.token > last_a);
+        last_a = l.token;
+        assert_int_equal(lockcore_release(c, &l), 0);
+        const char *set[] = {"t:a", "t:b", "t:c"};
+        assert_int_equal(lockcore_multi_acquire(c, set, 3, &m), 0);
+        assert_true(m.token > last_a);
+        assert_true(m.token > last_b);
+        assert_true(m.token > 4000000000000000ULL);
+        assert_string_equal(m.resource, "t:a\nt:b\nt:c");
+        last_a = last_b = m.token;
+        /* Stored in every fence key of the set on a majority. */
+        char want[32], got[64];
+        snprintf(want, sizeof(want), "%llu", (unsigned long long)m.token);
+        const char *fk[] = {"{t:a}:fence", "{t:b}:fence", "{t:c}:fence"};
+        for (int k = 0; k < 3; k++) {
+            unsigned same = 0;
+            for (int i = 0; i < NODES; i++) {
+                rh_get(f->rc, i, fk[k], got, sizeof(got));
+                same += strcmp(got, want) == 0;
+                rh_get(f->rc, i, set[k], got, sizeof(got));
+                assert_string_equal(got, m.id); /* plain keys, the id as value */
+            }
+            assert_true(same >= 3);
+        }
+        /* A single of a member is excluded while the set is held. */
+        assert_int_equal(lockcore_acquire(c, "t:b", &l), LOCKCORE_ELOCKED);
+        lockcore_keepalive *ka;
+        assert_int_equal(lockcore_extend(c, &m, 600), 0);
+        assert_int_equal(lockcore_keepalive_start(c, &m, 600, 300, NULL, NULL, &ka), 0);
+        long long end = hp_now_ms() + 1000;
+        while (hp_now_ms() < end)
+            lockcore_run(c, 50);
+        assert_true(lockcore_keepalive_extensions(ka) >= 2);
+        assert_int_equal(lockcore_keepalive_get(ka, &m), 0);
+        lockcore_keepalive_stop(ka);
+        for (int i = 0; i < NODES; i++)
+            assert_true(rh_pttl(f->rc, i, "t:c") > 0);
+        assert_int_equal(lockcore_release(c, &m), 0);
+        for (int i = 0; i < NODES; i++)
+            assert_int_equal(rh_pttl(f->rc, i, "t:c"), -2);
+        assert_int_equal(lockcore_acquire(c, "t:b", &l), 0);
+        assert_true(l.token > last_b);
+        last_b = l.token;
+        assert_int_equal(lockcore_release(c, &l), 0);
+    }
+    lockcore_client_free(c);
+}
+
 int main(void)
 {
     signal(SIGPIPE, SIG_IGN);
@@ -548,6 +739,9 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_kinds_sem_status_shows_permits, setup, teardown),
         cmocka_unit_test_setup_teardown(test_kinds_sem_async_in_flight, setup, teardown),
         cmocka_unit_test_setup_teardown(test_kinds_sem_counting_would_admit_three, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_kinds_multi_overlapping_sets_with_faults, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_kinds_multi_no_partial_hold, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_kinds_multi_tokens_mix_with_single, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -20,28 +20,20 @@
  * lockcore_errmsg() gives the detail of the client's last failure (which
  * node said what, who holds the lock).
  *
- *   code                 meaning                                  fencelock exit
- *   0                    success                                  0
- *   -EINVAL              a bad argument or option (errmsg: which)  64
- *   LOCKCORE_ELOCKED     not acquired: held by another client;     75
- *                        also when wait_ms or the retries ran out
- *                        while it was held
- *   LOCKCORE_ENOQUORUM   a majority of nodes unreachable, or not   69
- *                        answering within request_timeout_ms
- *   -ETIMEDOUT           a majority granted, but so slowly that    69
- *                        no validity was left (slow nodes, or a
- *                        client paused while acquiring); retried
- *                        like a refusal
- *   LOCKCORE_ELOST       the lock is not held (any more): its       79
- *                        validity ran out, or a majority no
- *                        longer holds its id
- *   LOCKCORE_EPROTO      a server error or a bad reply (AUTH or     70
- *                        ACL refused, a hostile or broken node)
- *   LOCKCORE_EFENCE      no fencing token could be agreed           70
- *   LOCKCORE_ECANCELED   the client was freed with the operation    70
- *                        in flight, or is being freed
- *   -EDEADLK             a call the callback contract forbids       70
- *                        (below), made from a callback
+ *   code                 meaning                                  fencelock
+ * exit 0                    success                                  0 -EINVAL
+ * a bad argument or option (errmsg: which)  64 LOCKCORE_ELOCKED     not
+ * acquired: held by another client;     75 also when wait_ms or the retries ran
+ * out while it was held LOCKCORE_ENOQUORUM   a majority of nodes unreachable,
+ * or not   69 answering within request_timeout_ms -ETIMEDOUT           a
+ * majority granted, but so slowly that    69 no validity was left (slow nodes,
+ * or a client paused while acquiring); retried like a refusal LOCKCORE_ELOST
+ * the lock is not held (any more): its       79 validity ran out, or a majority
+ * no longer holds its id LOCKCORE_EPROTO      a server error or a bad reply
+ * (AUTH or     70 ACL refused, a hostile or broken node) LOCKCORE_EFENCE no
+ * fencing token could be agreed           70 LOCKCORE_ECANCELED   the client
+ * was freed with the operation    70 in flight, or is being freed -EDEADLK a
+ * call the callback contract forbids       70 (below), made from a callback
  *   -ENOMEM, -ENOSPC     out of memory; an array too small          70
  *   other -errno         a system call failed (poll)                70
  *
@@ -182,8 +174,11 @@ struct lockcore_lock {
  * until an extension succeeds. */
 #define LOCKCORE_LOCK_FROM_ID 1u
 /* The lock kinds (see "Lock kinds" below): a permit of a semaphore (an
- * ordinary lock of the permit's resource; the flag only says so). */
+ * ordinary lock of the permit's resource; the flag only says so), a
+ * multi-resource lock. Extend, release and keep-alive read the latter, so
+ * keep the flags when you copy a lock. */
 #define LOCKCORE_LOCK_PERMIT 2u
+#define LOCKCORE_LOCK_MULTI 4u
 
 /* Fill *o with the defaults. Returns 0 or -EINVAL for o == NULL. */
 LOCKCORE_API int lockcore_options_init(struct lockcore_options *o);
@@ -219,7 +214,8 @@ LOCKCORE_API const char *lockcore_errmsg(const lockcore_client *c);
 LOCKCORE_API int lockcore_lock_from_id(lockcore_client *c, const char *resource, const char *id,
                                        struct lockcore_lock *out);
 
-/* The client's number of nodes, and its majority (nodes / 2 + 1); 0 for NULL. */
+/* The client's number of nodes, and its majority (nodes / 2 + 1); 0 for NULL.
+ */
 LOCKCORE_API unsigned lockcore_nodes(const lockcore_client *c);
 LOCKCORE_API unsigned lockcore_quorum(const lockcore_client *c);
 
@@ -386,8 +382,9 @@ LOCKCORE_API void lockcore_keepalive_stop(lockcore_keepalive *k);
  * The options of the client apply (ttl_ms, retry_count, wait_ms, ...).
  * docs/lockcore.md ("Lock kinds") gives the safety argument of each. */
 
-/* Most permits of a semaphore. */
+/* Most permits of a semaphore; most resources of a multi-resource lock. */
 #define LOCKCORE_PERMITS_MAX 1024
+#define LOCKCORE_MULTI_MAX 16
 
 /*
  * Counting semaphore: at most `permits` holders of `resource` at once.
@@ -428,6 +425,26 @@ struct lockcore_permit_status {
  */
 LOCKCORE_API int lockcore_sem_status(lockcore_client *c, const char *resource, unsigned permits,
                                      struct lockcore_permit_status *out, size_t cap);
+
+/*
+ * Multi-resource lock: resources[0..n-1] (1..LOCKCORE_MULTI_MAX distinct
+ * names without '\n') all or nothing. Each node grants the whole set in
+ * one atomic script or none of it; the set is granted when a majority
+ * granted it whole, and a failed attempt is rolled back on every node like
+ * a plain one, so no partial hold survives it. The token is greater than
+ * every resource's fence value on a majority and is stored in every
+ * resource's fence key: one token fences a write that spans the set, and
+ * each resource's tokens stay unique and monotonic across single and
+ * multi grants. The lock keys are the plain ones (each holds the id), so
+ * plain clients of any resource of the set are excluded. On success
+ * lock->resource holds the names joined by '\n' (at most
+ * LOCKCORE_RESOURCE_MAX bytes in all) and flags LOCKCORE_LOCK_MULTI.
+ * Returns what lockcore_acquire returns.
+ */
+LOCKCORE_API int lockcore_multi_acquire(lockcore_client *c, const char *const *resources, size_t n,
+                                        struct lockcore_lock *lock);
+LOCKCORE_API int lockcore_multi_acquire_async(lockcore_client *c, const char *const *resources, size_t n,
+                                              lockcore_cb cb, void *arg);
 
 #ifdef __cplusplus
 }
