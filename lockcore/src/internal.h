@@ -144,6 +144,12 @@ struct op {
     uint8_t accepted[LOCKCORE_NODES_MAX];
     struct lockcore_node_status *status; /* OP_STATUS: caller's array */
     char errmsg[ERRMSG_MAX];
+    /* The reentrant lock (reentrant.c); zeroed by lockcore__op_new. */
+    struct {
+        uint8_t reentered[LOCKCORE_NODES_MAX];   /* node re-entered our hold (STEP_LOCK) */
+        uint64_t held_token[LOCKCORE_NODES_MAX]; /* the token it keeps for the hold */
+        long long holds;                         /* the largest hold count re-entered */
+    } kx;
 };
 
 struct lockcore_client {
@@ -235,8 +241,13 @@ void lockcore__kinds_cancel(lockcore_client *c);
 /* kinds.c: an operation on a lock whose flags name a kind builds its
  * commands there: lockcore__kinds_resend returns what lockcore__op_resend
  * would, or 1 for a step the kind sends as a plain lock does. */
-#define LOCKCORE__KIND_FLAGS (LOCKCORE_LOCK_MULTI)
+#define LOCKCORE__KIND_FLAGS (LOCKCORE_LOCK_MULTI | LOCKCORE_LOCK_REENTRANT)
 int lockcore__kinds_resend(struct op *op, unsigned node, enum step step, int use_eval, uint64_t now);
+/* reentrant.c: a node's reply to a reentrant acquire (before op.c reads
+ * it), and whether a majority re-entered: 1 yes (op->proposal is the
+ * hold's token), -1 not decided yet, 0 no. */
+void lockcore__kinds_lock_reply(struct op *op, unsigned node, const redisReply *r);
+int lockcore__kinds_reentered(struct op *op);
 
 /* client.c */
 void lockcore__op_finish(struct op *op, int rc);

@@ -1,11 +1,12 @@
 /*
  * The lock kinds beside the plain lock: the counting semaphore (sem.c:
- * permits that are each a plain lock) and the multi-resource lock
- * (multi.c: one atomic script per node over the whole set).
- * docs/lockcore.md ("Lock kinds") has the safety argument of each;
- * docs/fencing.md the fencing story.
+ * permits that are each a plain lock), the multi-resource lock (multi.c:
+ * one atomic script per node over the whole set) and the reentrant lock
+ * (reentrant.c: a hold count beside the plain key). docs/lockcore.md
+ * ("Lock kinds") has the safety argument of each; docs/fencing.md the
+ * fencing story.
  *
- * Multi-resource locks are ordinary operations of op.c whose
+ * Multi-resource and reentrant locks are ordinary operations of op.c whose
  * lock flags send their commands through lockcore__kinds_resend. A
  * semaphore acquisition is a driver of its own that runs one plain
  * single-attempt acquisition per permit it tries. This file holds what
@@ -65,6 +66,7 @@ void lockcore__kinds_keys(const lockcore_client *c, const char *resource, struct
             break;
         p = e + 1;
     }
+    lockcore__kinds_tagged(ks->holds, ks->lock[0], ":holds");
 }
 
 void lockcore__kinds_u64(char *buf, size_t cap, uint64_t v)
@@ -76,6 +78,8 @@ int lockcore__kinds_resend(struct op *op, unsigned i, enum step step, int use_ev
 {
     if (op->lock.flags & LOCKCORE_LOCK_MULTI)
         return lockcore__multi_resend(op, i, step, use_eval, now);
+    if (op->lock.flags & LOCKCORE_LOCK_REENTRANT)
+        return lockcore__re_resend(op, i, step, use_eval, now);
     return 1;
 }
 

@@ -1,6 +1,6 @@
 /* What the lock kinds share (kinds.c): keys, sending a script, starting an
  * acquisition of a kind, and the blocking calls' loop. One file per kind:
- * sem.c, multi.c. */
+ * sem.c, multi.c, reentrant.c. */
 #ifndef LOCKCORE_KINDS_H
 #define LOCKCORE_KINDS_H
 
@@ -13,20 +13,25 @@ enum kscript {
     KS_MULTI_EXTEND,
     KS_MULTI_RELEASE,
     KS_MULTI_INFO,
+    KS_RE_ACQUIRE,
+    KS_RE_RAISE,
+    KS_RE_EXTEND,
     KS_COUNT,
 };
 _Static_assert(KS_COUNT <= sizeof(((lockcore_client *)0)->kx.sha) / 41, "c->kx.sha too small");
 
 /* Up to LOCKCORE_MULTI_MAX keys of each sort: the lock key, "{key}:fence",
- * "{key}:holder". */
+ * "{key}:holder", and "{key}:holds" of the first. */
 struct lockcore__keyset {
     unsigned k;
     char lock[LOCKCORE_MULTI_MAX][KEY_MAX + 1];
     char fence[LOCKCORE_MULTI_MAX][FENCE_KEY_MAX + 1];
     char info[LOCKCORE_MULTI_MAX][INFO_KEY_MAX + 1];
+    char holds[INFO_KEY_MAX + 1];
 };
 
-/* The keys of a lock's resource: its names split at '\n'. */
+/* The keys of a lock's resource: its names split at '\n' (one name for a
+ * reentrant lock). */
 void lockcore__kinds_keys(const lockcore_client *c, const char *resource, struct lockcore__keyset *ks);
 /* "{" key "}" suffix into out (INFO_KEY_MAX + 1 bytes; key <= KEY_MAX). */
 void lockcore__kinds_tagged(char *out, const char *key, const char *suffix);
@@ -49,6 +54,7 @@ int lockcore__kinds_send(struct op *op, unsigned i, enum step step, int slot, co
 
 /* Each kind's commands (lockcore__kinds_resend dispatches). */
 int lockcore__multi_resend(struct op *op, unsigned i, enum step step, int use_eval, uint64_t now);
+int lockcore__re_resend(struct op *op, unsigned i, enum step step, int use_eval, uint64_t now);
 
 /* Argument checks; they set c->errmsg. */
 int lockcore__kinds_check_client(lockcore_client *c);

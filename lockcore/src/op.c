@@ -43,6 +43,7 @@ struct op *lockcore__op_new(lockcore_client *c, enum op_kind kind, lockcore_cb c
     else if ((op = malloc(sizeof(*op))) == NULL)
         return NULL;
     memset(op, 0, offsetof(struct op, slot));
+    memset(&op->kx, 0, sizeof(op->kx));
     op->c = c;
     op->kind = kind;
     op->cb = cb;
@@ -422,6 +423,15 @@ static void decide(struct op *op, uint64_t now)
 
     switch (op->phase) {
     case PH_LOCK:
+        if (op->lock.flags & LOCKCORE_LOCK_REENTRANT) {
+            int re = lockcore__kinds_reentered(op);
+            if (re < 0)
+                return; /* a majority may still re-enter our hold */
+            if (re > 0) {
+                granted(op, yes, now); /* a majority re-entered our hold: its token */
+                return;
+            }
+        }
         switch (fencing_decide(&t, c->o.fencing)) {
         case FENCING_WAIT:
             return;
@@ -625,8 +635,8 @@ static void note_holder(struct op *op, const redisReply *h, long long pttl)
 static void status_reply(struct op *op, unsigned i, const redisReply *r)
 {
     struct lockcore_node_status *st = &op->status[i];
-    if (r->type != REDIS_REPLY_ARRAY || r->elements != 4 || r->element[0]->type != REDIS_REPLY_STRING ||
-        r->element[3]->type != REDIS_REPLY_STRING) {
+    if (r->type != REDIS_REPLY_ARRAY || r->elements < 4 || r->elements > 5 ||
+        r->element[0]->type != REDIS_REPLY_STRING || r->element[3]->type != REDIS_REPLY_STRING) {
         slot_error(op, i, r);
         lockcore__fmt(st->error, sizeof(st->error), "%s", op->errmsg);
         return;
@@ -641,6 +651,8 @@ static void status_reply(struct op *op, unsigned i, const redisReply *r)
     size_t il = r->element[3]->len < LOCKCORE_INFO_MAX ? r->element[3]->len : LOCKCORE_INFO_MAX;
     memcpy(st->info, r->element[3]->str, il);
     st->info[il] = '\0';
+    if (r->elements == 5 && int_at(r, 4) > 0) /* a reentrant lock's hold count */
+        st->holds = (unsigned)int_at(r, 4);
     op->slot[i] = SLOT_YES;
 }
 
@@ -656,6 +668,8 @@ void lockcore__op_reply(struct op *op, unsigned i, enum step step, redisReply *r
         else
             return;
     }
+    if (step == STEP_LOCK && (op->lock.flags & LOCKCORE_LOCK_REENTRANT))
+        lockcore__kinds_lock_reply(op, i, r);
     switch (step) {
     case STEP_LOCK:
         if (!op->c->o.fencing && !(op->lock.flags & LOCKCORE__KIND_FLAGS)) {

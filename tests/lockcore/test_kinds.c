@@ -1,6 +1,7 @@
-/* The lock kinds against real redis-server nodes, with many processes
+/* The lock kinds against real redis-server nodes: the counting semaphore,
+ * the multi-resource lock and the reentrant lock, each with many processes
  * (fork), paused holders, node restarts, and a checker over a shared log of
- * critical sections: the counting semaphore and the multi-resource lock. */
+ * critical sections. */
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -730,6 +731,124 @@ static void test_kinds_multi_tokens_mix_with_single(void **state)
     lockcore_client_free(c);
 }
 
+/* ---- reentrant ---- */
+
+static void test_kinds_reentrant_counts_holds(void **state)
+{
+    struct fixture *f = *state;
+    struct tune t = {.ttl_ms = 3000, .retry_count = 0};
+    lockcore_client *c = client_on(f->urls, f->n, &t);
+    lockcore_client *other = client_on(f->urls, f->n, &t);
+    assert_non_null(c);
+    assert_non_null(other);
+    struct lockcore_lock outer, inner[3], x;
+    struct lockcore_node_status st[NODES];
+    assert_int_equal(lockcore_reentrant_acquire(c, "doc:7", NULL, &outer), 0);
+    assert_true(outer.flags & LOCKCORE_LOCK_REENTRANT);
+    for (int d = 0; d < 3; d++) {
+        assert_int_equal(lockcore_reentrant_acquire(c, "doc:7", outer.id, &inner[d]), 0);
+        assert_string_equal(inner[d].id, outer.id);
+        assert_int_equal(inner[d].token, outer.token);
+        assert_int_equal(lockcore_reentrant_status(c, "doc:7", st, NODES), NODES);
+        for (int i = 0; i < NODES; i++) {
+            assert_int_equal(st[i].holds, (unsigned)d + 2);
+            assert_string_equal(st[i].holder, outer.id); /* the key's value stays the id */
+        }
+        /* Another owner stays out, plain or reentrant. */
+        assert_int_equal(lockcore_acquire(other, "doc:7", &x), LOCKCORE_ELOCKED);
+        assert_int_equal(lockcore_reentrant_acquire(other, "doc:7", NULL, &x), LOCKCORE_ELOCKED);
+    }
+    /* A keep-alive of the outer hold keeps the count's key alive too. */
+    assert_int_equal(lockcore_extend(c, &outer, 5000), 0);
+    for (int i = 0; i < NODES; i++) {
+        assert_true(rh_pttl(f->rc, i, "{doc:7}:holds") > 3000);
+        assert_true(rh_pttl(f->rc, i, "doc:7") > 3000);
+    }
+    for (int d = 2; d >= 0; d--) {
+        assert_int_equal(lockcore_release(c, &inner[d]), 0);
+        assert_int_equal(lockcore_reentrant_status(c, "doc:7", st, NODES), NODES);
+        assert_int_equal(st[0].holds, (unsigned)d + 1);
+        assert_int_equal(lockcore_acquire(other, "doc:7", &x), LOCKCORE_ELOCKED);
+    }
+    assert_int_equal(lockcore_release(c, &outer), 0);
+    assert_int_equal(lockcore_reentrant_status(c, "doc:7", st, NODES), NODES);
+    assert_int_equal(st[0].holds, 0);
+    assert_string_equal(st[0].holder, "");
+    assert_int_equal(rh_pttl(f->rc, 0, "{doc:7}:holds"), -2);
+    assert_int_equal(lockcore_acquire(other, "doc:7", &x), 0);
+    assert_true(x.token > outer.token);
+    /* The id of a hold that is gone acquires afresh, with a new token. */
+    assert_int_equal(lockcore_release(other, &x), 0);
+    assert_int_equal(lockcore_reentrant_acquire(c, "doc:7", outer.id, &inner[0]), 0);
+    assert_true(inner[0].token > x.token);
+    assert_int_equal(lockcore_release(c, &inner[0]), 0);
+    assert_int_equal(lockcore_reentrant_acquire(c, "doc:7", "xyz", &x), -EINVAL);
+    lockcore_client_free(other);
+    lockcore_client_free(c);
+}
+
+/* Processes that each nest three holds of one resource: one owner at a
+ * time, the same token at every depth. */
+static int reentrant_worker(struct fixture *f, int who)
+{
+    struct tune t = {.ttl_ms = 2000, .retry_count = -1, .wait_ms = 30000};
+    lockcore_client *c = client_on(f->urls, f->n, &t);
+    if (c == NULL)
+        return 2;
+    int rcode = 0;
+    for (int it = 0; it < 8 && rcode == 0; it++) {
+        struct lockcore_lock outer, in1, in2;
+        if (lockcore_reentrant_acquire(c, "nest", NULL, &outer) != 0) {
+            rcode = 3;
+            break;
+        }
+        uint64_t enter = now_us();
+        int r1 = lockcore_reentrant_acquire(c, "nest", outer.id, &in1);
+        int r2 = lockcore_reentrant_acquire(c, "nest", outer.id, &in2);
+        if (r1 != 0 || r2 != 0 || in1.token != outer.token || in2.token != outer.token) {
+            fprintf(stderr, "worker %d: nested: %d %d tokens %llu %llu %llu: %s\n", who, r1, r2,
+                    (unsigned long long)outer.token, (unsigned long long)in1.token,
+                    (unsigned long long)in2.token, lockcore_errmsg(c));
+            fprintf(stderr, "  id %s attempts %u %u %u nodes_ok %u %u %u\n", outer.id, outer.attempts,
+                    in1.attempts, in2.attempts, outer.nodes_ok, in1.nodes_ok, in2.nodes_ok);
+            for (int i = 0; i < NODES; i++) {
+                redisReply *r = rh_command(f->rc, i, "HGETALL {nest}:holds");
+                char v[64];
+                rh_get(f->rc, i, "nest", v, sizeof(v));
+                fprintf(stderr, "  node %d: %s n=%s t=%s\n", i, v,
+                        r && r->elements >= 2 ? r->element[1]->str : "-",
+                        r && r->elements >= 4 ? r->element[3]->str : "-");
+                freeReplyObject(r);
+            }
+            rcode = 4;
+        }
+        lockcore_release(c, &in2);
+        lockcore_release(c, &in1);
+        hp_sleep_ms(2); /* still held by the outer hold */
+        log_section(f->log, "nest", who, enter, section_end(&outer), outer.token);
+        lockcore_release(c, &outer);
+    }
+    lockcore_client_free(c);
+    return rcode;
+}
+
+static void test_kinds_reentrant_processes_with_restart(void **state)
+{
+    struct fixture *f = *state;
+    enum { W = 6 };
+    pid_t pids[W];
+    for (int i = 0; i < W; i++)
+        pids[i] = spawn(reentrant_worker, f, i);
+    hp_sleep_ms(300);
+    assert_int_equal(rh_restart(f->rc, 4, 1), 0);
+    assert_int_equal(reap(pids, W, 60000), W);
+    struct section s[W * 8 + 4];
+    size_t n = read_log(f->log, s, W * 8 + 4);
+    assert_int_equal(n, W * 8);
+    assert_int_equal(max_overlap(s, n, "nest"), 1);
+    check_tokens(s, n, "nest");
+}
+
 int main(void)
 {
     signal(SIGPIPE, SIG_IGN);
@@ -742,6 +861,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_kinds_multi_overlapping_sets_with_faults, setup, teardown),
         cmocka_unit_test_setup_teardown(test_kinds_multi_no_partial_hold, setup, teardown),
         cmocka_unit_test_setup_teardown(test_kinds_multi_tokens_mix_with_single, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_kinds_reentrant_counts_holds, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_kinds_reentrant_processes_with_restart, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -175,10 +175,11 @@ struct lockcore_lock {
 #define LOCKCORE_LOCK_FROM_ID 1u
 /* The lock kinds (see "Lock kinds" below): a permit of a semaphore (an
  * ordinary lock of the permit's resource; the flag only says so), a
- * multi-resource lock. Extend, release and keep-alive read the latter, so
- * keep the flags when you copy a lock. */
+ * multi-resource lock, a reentrant lock. Extend, release and keep-alive
+ * read the last two, so keep the flags when you copy a lock. */
 #define LOCKCORE_LOCK_PERMIT 2u
 #define LOCKCORE_LOCK_MULTI 4u
+#define LOCKCORE_LOCK_REENTRANT 8u
 
 /* Fill *o with the defaults. Returns 0 or -EINVAL for o == NULL. */
 LOCKCORE_API int lockcore_options_init(struct lockcore_options *o);
@@ -273,6 +274,8 @@ struct lockcore_node_status {
     uint64_t fence;                   /* the node's fence value, 0 if none */
     char info[LOCKCORE_INFO_MAX + 1]; /* the holder's info ("" if none) */
     char error[128];                  /* why not reachable, "" otherwise */
+    unsigned holds;                   /* lockcore_reentrant_status: the hold
+                                        count on this node; 0 otherwise */
 };
 
 /*
@@ -375,7 +378,7 @@ LOCKCORE_API unsigned lockcore_keepalive_extensions(const lockcore_keepalive *k)
 LOCKCORE_API void lockcore_keepalive_stop(lockcore_keepalive *k);
 
 /* ---- Lock kinds ----------------------------------------------------------
- * Kinds beside the plain lock, all with fencing tokens, the error
+ * Three kinds beside the plain lock, all with fencing tokens, the error
  * codes above and the callback contract. Each returns a struct lockcore_lock
  * whose flags name its kind: lockcore_extend, lockcore_release,
  * lockcore_keepalive_start and their _async forms work on it unchanged.
@@ -445,6 +448,27 @@ LOCKCORE_API int lockcore_multi_acquire(lockcore_client *c, const char *const *r
                                         struct lockcore_lock *lock);
 LOCKCORE_API int lockcore_multi_acquire_async(lockcore_client *c, const char *const *resources, size_t n,
                                               lockcore_cb cb, void *arg);
+
+/*
+ * Reentrant lock. With id NULL, a fresh id, as lockcore_acquire. With the
+ * id of a reentrant lock the caller (the same owner, e.g. a parent process
+ * that passed FENCELOCK_LOCK_ID down) holds on `resource`: the hold count
+ * goes up by one, the TTL is pushed out to at least ttl_ms, and the lock
+ * keeps its token. A lock not held under that id is acquired under it,
+ * with a new token. Every lockcore_release of a reentrant lock takes one
+ * hold away; the last frees the resource. The key's value stays the id
+ * (other Redlock clients see an ordinary lock); the count lives beside it
+ * in "{" key "}:holds", with the key's TTL. id: LOCKCORE_ID_LEN lowercase
+ * hex digits, copied. Returns what lockcore_acquire returns.
+ */
+LOCKCORE_API int lockcore_reentrant_acquire(lockcore_client *c, const char *resource, const char *id,
+                                            struct lockcore_lock *lock);
+LOCKCORE_API int lockcore_reentrant_acquire_async(lockcore_client *c, const char *resource, const char *id,
+                                                  lockcore_cb cb, void *arg);
+
+/* lockcore_status, and each node's hold count in out[i].holds. */
+LOCKCORE_API int lockcore_reentrant_status(lockcore_client *c, const char *resource,
+                                           struct lockcore_node_status *out, size_t cap);
 
 #ifdef __cplusplus
 }
