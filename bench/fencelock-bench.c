@@ -22,6 +22,8 @@
  *   w3  16 workers on one resource with retries: one shared client, and
  *       one client per worker thread
  *   w4  64 concurrent fenced writes to storage-guard over HTTP
+ *   w5  16 processes (a client each) on one resource, each holding the lock
+ *       1 ms per grant, default options: polling, notified and fair waiting
  *
  * Times come from CLOCK_MONOTONIC; percentiles are nearest-rank.
  */
@@ -36,7 +38,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <hiredis/hiredis.h>
@@ -53,7 +57,7 @@
 struct settings {
     const char *nodes[MAX_NODES];
     size_t n_nodes;
-    int w[5];            /* w[1..4]: run workload */
+    int w[6];            /* w[1..5]: run workload */
     int fencing[2];      /* fencing[0]: off, fencing[1]: on */
     int shared, threads; /* modes of w2 and w3 */
     int quick;
@@ -847,11 +851,189 @@ static void w4(int shared)
     pthread_mutex_destroy(&r.mu);
 }
 
+/* ---- W5: 16 processes on one resource, waiting modes ---- */
+
+#define W5_PROCS 16
+#define W5_MAX 20000
+
+struct w5_rec {
+    uint64_t ask, grant, release; /* CLOCK_MONOTONIC ns, system-wide */
+};
+
+struct w5_shared {
+    atomic_int ready;
+    atomic_ullong start; /* ns: everyone begins here */
+    uint64_t warm_end, end;
+    unsigned n[W5_PROCS];
+    struct w5_rec rec[W5_PROCS][W5_MAX];
+};
+
+/* Calls of every command on every node (INFO commandstats). */
+static long long commands_total(void)
+{
+    long long total = 0;
+    for (size_t i = 0; i < S.n_nodes; i++) {
+        redisContext *ctx = node_connect(i);
+        redisReply *r = redisCommand(ctx, "INFO commandstats");
+        if (r != NULL && r->type == REDIS_REPLY_STRING)
+            for (const char *p = strstr(r->str, ":calls="); p != NULL; p = strstr(p + 1, ":calls="))
+                total += atoll(p + 7);
+        freeReplyObject(r);
+        redisFree(ctx);
+    }
+    /* The INFO commands themselves. */
+    return total - (long long)S.n_nodes;
+}
+
+static lockcore_client *w5_client(int mode)
+{
+    struct lockcore_options o;
+    lockcore_options_init(&o); /* default retry delays: what a user gets */
+    o.nodes = S.nodes;
+    o.n_nodes = S.n_nodes;
+    o.retry_count = -1;
+    o.wait_mode = mode;
+    lockcore_client *c;
+    char err[256];
+    if (lockcore_client_new(&o, &c, err, sizeof(err)) < 0) {
+        fprintf(stderr, "fencelock-bench: client: %s\n", err);
+        _exit(2);
+    }
+    return c;
+}
+
+static void w5_child(struct w5_shared *sh, int p, int mode)
+{
+    lockcore_client *c = w5_client(mode);
+    struct lockcore_node_status st[MAX_NODES];
+    lockcore_status(c, "w5", st, MAX_NODES); /* connect before the start */
+    atomic_fetch_add(&sh->ready, 1);
+    while (atomic_load(&sh->start) == 0 || now_ns() < atomic_load(&sh->start))
+        usleep(1000);
+    while (now_ns() < sh->end) {
+        struct w5_rec r;
+        struct lockcore_lock l;
+        r.ask = now_ns();
+        if (lockcore_acquire(c, "w5", &l) < 0)
+            continue;
+        r.grant = now_ns();
+        uint64_t hold_until = r.grant + 1000000;
+        while (now_ns() < hold_until)
+            usleep(100);
+        r.release = now_ns();
+        lockcore_release(c, &l);
+        if (sh->n[p] < W5_MAX)
+            sh->rec[p][sh->n[p]++] = r;
+    }
+    lockcore_client_free(c);
+    _exit(0);
+}
+
+struct w5_grant {
+    uint64_t grant, release, wait;
+    int p;
+};
+
+static int w5_cmp(const void *a, const void *b)
+{
+    const struct w5_grant *x = a, *y = b;
+    return x->grant < y->grant ? -1 : x->grant > y->grant;
+}
+
+static void w5(int mode)
+{
+    static const char *const names[] = {"notify", "poll", "fair"};
+    flushall();
+    /* Commands of one uncontended acquire + release, for the ratio. */
+    lockcore_client *solo = w5_client(mode);
+    struct lockcore_lock l;
+    lockcore_acquire(solo, "w5-solo-warm", &l);
+    lockcore_release(solo, &l);
+    long long before = commands_total();
+    for (int i = 0; i < 20; i++) {
+        if (lockcore_acquire(solo, "w5-solo", &l) == 0)
+            lockcore_release(solo, &l);
+    }
+    double solo_cmds = (double)(commands_total() - before) / 20.0;
+    lockcore_client_free(solo);
+
+    struct w5_shared *sh = mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (sh == MAP_FAILED) {
+        perror("fencelock-bench: mmap");
+        exit(2);
+    }
+    memset(sh, 0, sizeof(*sh));
+    uint64_t start = now_ns() + 3000000000ULL; /* room for 16 processes to connect */
+    sh->warm_end = start + (uint64_t)(S.warmup_s * 1e9);
+    sh->end = sh->warm_end + (uint64_t)(S.measure_s * 1e9);
+    pid_t pids[W5_PROCS];
+    fflush(NULL);
+    for (int p = 0; p < W5_PROCS; p++) {
+        pids[p] = fork();
+        if (pids[p] == 0)
+            w5_child(sh, p, mode);
+    }
+    while (atomic_load(&sh->ready) < W5_PROCS && now_ns() < start)
+        usleep(1000);
+    atomic_store(&sh->start, start);
+    while (now_ns() < sh->warm_end)
+        usleep(1000);
+    long long cmds0 = commands_total();
+    while (now_ns() < sh->end)
+        usleep(1000);
+    long long cmds = commands_total() - cmds0;
+    for (int p = 0; p < W5_PROCS; p++) {
+        int status;
+        waitpid(pids[p], &status, 0);
+    }
+    /* Grants in the measured window, in grant order. */
+    size_t n = 0;
+    struct w5_grant *g = malloc(sizeof(*g) * W5_PROCS * W5_MAX);
+    unsigned per[W5_PROCS] = {0};
+    for (int p = 0; p < W5_PROCS; p++)
+        for (unsigned k = 0; k < sh->n[p]; k++) {
+            struct w5_rec *r = &sh->rec[p][k];
+            if (r->grant < sh->warm_end || r->grant >= sh->end)
+                continue;
+            g[n++] = (struct w5_grant){r->grant, r->release, r->grant - r->ask, p};
+            per[p]++;
+        }
+    qsort(g, n, sizeof(*g), w5_cmp);
+    struct samples gap = {0}, wait = {0};
+    uint64_t longest = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (i > 0 && g[i].grant > g[i - 1].release)
+            samples_add(&gap, g[i].grant - g[i - 1].release);
+        samples_add(&wait, g[i].wait);
+        if (g[i].wait > longest)
+            longest = g[i].wait;
+    }
+    unsigned mn = UINT32_MAX, mx = 0;
+    for (int p = 0; p < W5_PROCS; p++) {
+        mn = per[p] < mn ? per[p] : mn;
+        mx = per[p] > mx ? per[p] : mx;
+    }
+    atomic_store(&ops_total, n);
+    jbegin("w5", names[mode], 1);
+    jadd(",\"procs\":%d,\"grants\":%zu,\"handoffs_per_s\":%.1f,\"proc_min\":%u,\"proc_max\":%u"
+         ",\"min_max_ratio\":%.3f,\"longest_wait_ms\":%.1f,\"commands_per_grant\":%.1f"
+         ",\"solo_commands_per_cycle\":%.1f",
+         W5_PROCS, n, (double)n / S.measure_s, mn, mx, mx ? (double)mn / mx : 0, (double)longest / 1e6,
+         n ? (double)cmds / (double)n : 0, solo_cmds);
+    jpct("gap", &gap);
+    jpct("wait", &wait);
+    jend();
+    samples_free(&gap);
+    samples_free(&wait);
+    free(g);
+    munmap(sh, sizeof(*sh));
+}
+
 /* ---- main ---- */
 
 static void usage(void)
 {
-    fprintf(stderr, "usage: fencelock-bench [--nodes host:port,...] [--workloads w1,w2,w3,w4]\n"
+    fprintf(stderr, "usage: fencelock-bench [--nodes host:port,...] [--workloads w1,w2,w3,w4,w5]\n"
                     "                       [--fencing off|on|both] [--modes shared,threads]\n"
                     "                       [--quick] [--round N]\n"
                     "                       [--storage-guard PATH]\n");
@@ -883,7 +1065,7 @@ int main(int argc, char **argv)
         else
             usage();
     }
-    for (int k = 1; k <= 4; k++) {
+    for (int k = 1; k <= 5; k++) {
         char name[4];
         snprintf(name, sizeof(name), "w%d", k);
         S.w[k] = strstr(workloads, name) != NULL;
@@ -945,6 +1127,11 @@ int main(int argc, char **argv)
         }
         w4(0);
         w4(1);
+    }
+    if (S.w[5]) {
+        w5(LOCKCORE_WAIT_POLL);
+        w5(LOCKCORE_WAIT_NOTIFY);
+        w5(LOCKCORE_WAIT_FAIR);
     }
     rh_cluster_free(cluster);
     return 0;

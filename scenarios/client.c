@@ -7,6 +7,14 @@
  * writes its value to storage-guard with its fencing token, and releases.
  * Each step is reported on stdout as one JSON line with the CLOCK_MONOTONIC
  * time in ms, which the replay shares (the clock is system-wide).
+ *
+ * With --no-validity-check it acquires the way a careless Redlock client
+ * does: it sends its request to every node, counts the grants, and takes
+ * the lock as valid for a whole TTL from the moment it reads them, without
+ * asking how long the acquisition took. The acquire-pause replay uses it to
+ * show what the elapsed-time check is for.
+ *
+ * docs/testing.md ("The replay client protocol") is the contract.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -14,17 +22,23 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
+#include <sys/time.h>
+#include <time.h>
 
+#include <hiredis/hiredis.h>
 #include <jansson.h>
 
 #include "http.h"
+#include <fencing/fencing.h>
 #include <lockcore/lockcore.h>
 
 struct args {
     const char *name, *nodes, *resource, *storage, *key, *value;
     uint64_t ttl_ms, wait_ms;
     int fencing;
-    const char *go; /* NULL, "before-check" or "before-write" */
+    int validity_check; /* 0: --no-validity-check */
+    const char *go;     /* NULL, "before-check" or "before-write" */
 };
 
 static void emit(json_t *ev)
@@ -53,19 +67,19 @@ static int split_nodes(char *list, const char **out, size_t cap)
 static int parse(int argc, char **argv, struct args *a)
 {
     static const struct option opts[] = {
-        {"name", required_argument, NULL, 'n'},
-        {"nodes", required_argument, NULL, 'N'},
-        {"resource", required_argument, NULL, 'r'},
-        {"storage", required_argument, NULL, 's'},
-        {"key", required_argument, NULL, 'k'},
-        {"value", required_argument, NULL, 'v'},
-        {"ttl", required_argument, NULL, 't'},
-        {"wait", required_argument, NULL, 'w'},
-        {"no-fencing", no_argument, NULL, 'F'},
-        {"go", required_argument, NULL, 'g'},
-        {NULL, 0, NULL, 0},
+        {"name", required_argument, NULL, 'n'},        {"nodes", required_argument, NULL, 'N'},
+        {"resource", required_argument, NULL, 'r'},    {"storage", required_argument, NULL, 's'},
+        {"key", required_argument, NULL, 'k'},         {"value", required_argument, NULL, 'v'},
+        {"ttl", required_argument, NULL, 't'},         {"wait", required_argument, NULL, 'w'},
+        {"no-fencing", no_argument, NULL, 'F'},        {"go", required_argument, NULL, 'g'},
+        {"no-validity-check", no_argument, NULL, 'V'}, {NULL, 0, NULL, 0},
     };
-    *a = (struct args){.name = "A", .resource = "ledger", .key = "ledger", .ttl_ms = 10000, .fencing = 1};
+    *a = (struct args){.name = "A",
+                       .resource = "ledger",
+                       .key = "ledger",
+                       .ttl_ms = 10000,
+                       .fencing = 1,
+                       .validity_check = 1};
     int c;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (c) {
@@ -99,6 +113,9 @@ static int parse(int argc, char **argv, struct args *a)
         case 'g':
             a->go = optarg;
             break;
+        case 'V':
+            a->validity_check = 0;
+            break;
         default:
             return -1;
         }
@@ -107,10 +124,134 @@ static int parse(int argc, char **argv, struct args *a)
         (a->go && strcmp(a->go, "before-check") != 0 && strcmp(a->go, "before-write") != 0)) {
         fprintf(stderr, "usage: fencelock-scenario-client --nodes URL,... --storage HOST:PORT --value V\n"
                         "         [--name N] [--resource R] [--key K] [--ttl MS] [--wait MS] [--no-fencing]\n"
-                        "         [--go before-check|before-write]   (wait for a line on stdin there)\n");
+                        "         [--no-validity-check] [--go before-check|before-write]\n"
+                        "         (--go: wait for a line on stdin there)\n");
         return -1;
     }
     return 0;
+}
+
+/* ---- Redlock without the elapsed-time check (--no-validity-check) ---- */
+
+#define NAIVE_FENCE_IDLE "604800000" /* lockcore's default, 7 days */
+
+static const char release_script[] =
+    "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end return 0";
+
+/* "redis://[user:password@]host:port[/db]" or "host:port": host and port
+ * only; the replays use neither credentials nor databases. */
+static int node_addr(const char *url, char *host, size_t cap, int *port)
+{
+    const char *p = strncmp(url, "redis://", 8) == 0 ? url + 8 : url;
+    const char *at = strrchr(p, '@');
+    if (at)
+        p = at + 1;
+    const char *colon = strrchr(p, ':');
+    if (colon == NULL || (size_t)(colon - p) >= cap)
+        return -EINVAL;
+    memcpy(host, p, (size_t)(colon - p));
+    host[colon - p] = '\0';
+    *port = atoi(colon + 1);
+    return *port > 0 && *port < 65536 ? 0 : -EINVAL;
+}
+
+static void naive_close(redisContext **ctx, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (ctx[i])
+            redisFree(ctx[i]);
+}
+
+/* Send the lock request to every node first, then read the answers: a
+ * pause between the two (the acquire-pause replay stops us there) leaves
+ * the grants unread in the socket buffers. A grant counts only with its
+ * token accepted too (no second round: a careless client gives up). */
+static int naive_acquire(const struct args *a, const char **nodes, int n, redisContext **ctx,
+                         struct lockcore_lock *l)
+{
+    unsigned char rnd[LOCKCORE_ID_LEN / 2];
+    if (getrandom(rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd))
+        return -EIO;
+    memset(l, 0, sizeof(*l));
+    snprintf(l->resource, sizeof(l->resource), "%s", a->resource);
+    for (size_t i = 0; i < sizeof(rnd); i++)
+        snprintf(l->id + 2 * i, 3, "%02x", rnd[i]);
+    char ttl[24], prop[24], fkey[LOCKCORE_RESOURCE_MAX + 16];
+    snprintf(ttl, sizeof(ttl), "%llu", (unsigned long long)a->ttl_ms);
+    uint64_t proposal = 0;
+    if (a->fencing) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        uint64_t now_us = (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+        if (fencing_propose(now_us, 0, &proposal) != 0 ||
+            fencing_fence_key(a->resource, strlen(a->resource), fkey, sizeof(fkey)) < 0)
+            return -EINVAL;
+        snprintf(prop, sizeof(prop), "%llu", (unsigned long long)proposal);
+    }
+    for (int i = 0; i < n; i++) {
+        char host[256];
+        int port;
+        struct timeval tv = {.tv_sec = 2};
+        if (node_addr(nodes[i], host, sizeof(host), &port) != 0)
+            return -EINVAL;
+        ctx[i] = redisConnectWithTimeout(host, port, tv);
+        if (ctx[i] == NULL || ctx[i]->err)
+            continue;
+        if (a->fencing)
+            redisAppendCommand(ctx[i], "EVAL %s 2 %s %s %s %s %s %s", fencing_script_acquire, a->resource,
+                               fkey, l->id, ttl, prop, NAIVE_FENCE_IDLE);
+        else
+            redisAppendCommand(ctx[i], "SET %s %s NX PX %s", a->resource, l->id, ttl);
+        int done = 0;
+        while (!done && redisBufferWrite(ctx[i], &done) == REDIS_OK)
+            ;
+    }
+    unsigned granted = 0, accepted = 0;
+    for (int i = 0; i < n; i++) {
+        redisReply *r = NULL;
+        if (ctx[i] == NULL || ctx[i]->err || redisGetReply(ctx[i], (void **)&r) != REDIS_OK || r == NULL)
+            continue;
+        if (!a->fencing) {
+            granted += r->type == REDIS_REPLY_STATUS && strcmp(r->str, "OK") == 0;
+        } else if (r->type == REDIS_REPLY_ARRAY && r->elements == 3) {
+            granted += r->element[0]->type == REDIS_REPLY_INTEGER && r->element[0]->integer == 1;
+            accepted += r->element[1]->type == REDIS_REPLY_INTEGER && r->element[1]->integer == 1;
+        }
+        freeReplyObject(r);
+    }
+    unsigned quorum = fencing_quorum((unsigned)n);
+    if (granted < quorum || (a->fencing && accepted < quorum))
+        return LOCKCORE_ELOCKED;
+    /* The careless part: the lease is taken to start now, whatever time
+     * passed since the request went out. */
+    uint64_t drift = a->ttl_ms / 100 + 2;
+    l->token = a->fencing ? proposal : 0;
+    l->ttl_ms = a->ttl_ms;
+    l->validity_ms = a->ttl_ms - drift;
+    l->valid_until_ms = lockcore_now_ms() + l->validity_ms;
+    l->nodes = (unsigned)n;
+    l->nodes_ok = granted;
+    l->attempts = 1;
+    return 0;
+}
+
+/* Delete the key where it still holds our id; returns how many did, and
+ * how many nodes answered in *answered. */
+static unsigned naive_release(const struct args *a, redisContext **ctx, int n, const struct lockcore_lock *l,
+                              unsigned *answered)
+{
+    unsigned deleted = 0;
+    *answered = 0;
+    for (int i = 0; i < n; i++) {
+        if (ctx[i] == NULL || ctx[i]->err)
+            continue;
+        redisReply *r = redisCommand(ctx[i], "EVAL %s 1 %s %s", release_script, a->resource, l->id);
+        *answered += r && r->type == REDIS_REPLY_INTEGER;
+        deleted += r && r->type == REDIS_REPLY_INTEGER && r->integer == 1;
+        if (r)
+            freeReplyObject(r);
+    }
+    return deleted;
 }
 
 /* PUT the value with the token; report the answer. */
@@ -154,6 +295,7 @@ int main(int argc, char **argv)
         return 64;
     char *list = strdup(a.nodes);
     const char *nodes[LOCKCORE_NODES_MAX];
+    redisContext *ctx[LOCKCORE_NODES_MAX] = {NULL};
     int n = list ? split_nodes(list, nodes, LOCKCORE_NODES_MAX) : -1;
     if (n <= 0) {
         fprintf(stderr, "%s: bad --nodes\n", a.name);
@@ -179,12 +321,12 @@ int main(int argc, char **argv)
     }
     struct lockcore_lock l;
     int status = 4; /* stdin closed while waiting for "go" */
-    int rc = lockcore_acquire(c, a.resource, &l);
+    int rc = a.validity_check ? lockcore_acquire(c, a.resource, &l) : naive_acquire(&a, nodes, n, ctx, &l);
     if (rc != 0) {
-        emit(json_pack("{s:s,s:s}", "ev", "acquire_failed", "error", lockcore_errmsg(c)));
-        lockcore_client_free(c);
-        free(list);
-        return 3;
+        const char *why = a.validity_check ? lockcore_errmsg(c) : lockcore_strerror(rc);
+        emit(json_pack("{s:s,s:s}", "ev", "acquire_failed", "error", why));
+        status = 3;
+        goto out;
     }
     emit(json_pack("{s:s,s:I,s:I,s:I,s:i,s:i}", "ev", "acquired", "token", (json_int_t)l.token, "validity_ms",
                    (json_int_t)l.validity_ms, "valid_until", (json_int_t)l.valid_until_ms, "nodes_ok",
@@ -202,10 +344,17 @@ int main(int argc, char **argv)
         goto out;
     write_value(&a, &l);
 release:
-    rc = lockcore_release(c, &l);
+    if (a.validity_check) {
+        rc = lockcore_release(c, &l);
+    } else {
+        unsigned answered;
+        l.nodes_ok = naive_release(&a, ctx, n, &l, &answered);
+        rc = answered >= fencing_quorum((unsigned)n) ? 0 : LOCKCORE_ENOQUORUM;
+    }
     emit(json_pack("{s:s,s:i,s:i}", "ev", "released", "rc", rc, "nodes_ok", (int)l.nodes_ok));
     status = 0;
 out:
+    naive_close(ctx, n);
     lockcore_client_free(c);
     free(list);
     return status;

@@ -3,7 +3,14 @@
  * nodes and a real storage-guard, each without fencing and with it, print
  * the timelines and verdicts, and draw them as SVG and JSON.
  *
- *   fencelock-replay [--out DIR] [SCENARIO ...]     (default: all)
+ *   fencelock-replay [--out DIR] [--client PATH] [--storage-guard PATH] [SCENARIO ...]
+ *
+ * It runs the client program (fencelock-scenario-client, or any program
+ * that speaks the protocol in docs/testing.md) and storage-guard, found in
+ * this order: the option, the environment (FENCELOCK_SCENARIO_CLIENT,
+ * FENCELOCK_STORAGE_GUARD), then the programs of the same build: next to
+ * this one in the build tree, or where meson installed them when this
+ * program runs from its installed place. storage-guard last comes from PATH.
  *
  * Exit status: 0 when every run came out as the critique predicts, 1 when
  * one did not, 2 when a run could not be carried out, 64 for bad usage.
@@ -29,13 +36,52 @@ static void usage(FILE *f)
     for (int i = 0; sc_scenarios[i]; i++)
         fprintf(f, " %s", sc_scenarios[i]);
     fprintf(f, " (default: all)\n"
-               "writes DIR/replay.svg and DIR/replay.json (DIR defaults to replay-out)\n");
+               "writes DIR/replay.svg and DIR/replay.json (DIR defaults to replay-out)\n"
+               "--client, $FENCELOCK_SCENARIO_CLIENT: the client program (protocol: docs/testing.md)\n"
+               "--storage-guard, $FENCELOCK_STORAGE_GUARD: the storage-guard program\n");
 }
+
+/* Where meson installs the programs; set by scenarios/meson.build. */
+#ifndef FENCELOCK_BINDIR
+#define FENCELOCK_BINDIR "/usr/local/bin"
+#endif
+#ifndef FENCELOCK_LIBEXECDIR
+#define FENCELOCK_LIBEXECDIR "/usr/local/libexec/fencelock"
+#endif
 
 /* A program next to this one (the build tree or an install). */
 static void sibling(const char *self_dir, const char *rel, char *out, size_t cap)
 {
     snprintf(out, cap, "%s/%s", self_dir, rel);
+}
+
+/* 1 if this program runs from the bindir it was installed to. */
+static int installed(const char *self_dir)
+{
+    char a[PATH_MAX], b[PATH_MAX];
+    return realpath(self_dir, a) != NULL && realpath(FENCELOCK_BINDIR, b) != NULL && strcmp(a, b) == 0;
+}
+
+/* The client and storage-guard of this build, when neither the options nor
+ * the environment named them. */
+static void default_programs(const char *self_dir, const char **client, char *client_buf, const char **sg,
+                             char *sg_buf, size_t cap)
+{
+    int inst = installed(self_dir);
+    if (*client == NULL) {
+        if (inst)
+            snprintf(client_buf, cap, "%s/fencelock-scenario-client", FENCELOCK_LIBEXECDIR);
+        else
+            sibling(self_dir, "fencelock-scenario-client", client_buf, cap);
+        *client = client_buf;
+    }
+    if (*sg == NULL) {
+        if (inst)
+            snprintf(sg_buf, cap, "%s/storage-guard", FENCELOCK_BINDIR);
+        else
+            sibling(self_dir, "../storage-guard/storage-guard", sg_buf, cap);
+        *sg = access(sg_buf, X_OK) == 0 ? sg_buf : "storage-guard";
+    }
 }
 
 int main(int argc, char **argv)
@@ -47,7 +93,8 @@ int main(int argc, char **argv)
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    const char *out_dir = "replay-out", *client = NULL, *sg = getenv("FENCELOCK_STORAGE_GUARD");
+    const char *out_dir = "replay-out", *client = getenv("FENCELOCK_SCENARIO_CLIENT"),
+               *sg = getenv("FENCELOCK_STORAGE_GUARD");
     int c;
     while ((c = getopt_long(argc, argv, "o:h", opts, NULL)) != -1) {
         switch (c) {
@@ -76,16 +123,7 @@ int main(int argc, char **argv)
     }
     self[n] = '\0';
     snprintf(dir, sizeof(dir), "%s", dirname(self));
-    if (client == NULL) {
-        sibling(dir, "fencelock-scenario-client", client_buf, sizeof(client_buf));
-        client = client_buf;
-    }
-    if (sg == NULL) {
-        sibling(dir, "../storage-guard/storage-guard", sg_buf, sizeof(sg_buf)); /* the build tree */
-        if (access(sg_buf, X_OK) != 0)
-            sibling(dir, "storage-guard", sg_buf, sizeof(sg_buf));
-        sg = access(sg_buf, X_OK) == 0 ? sg_buf : "storage-guard";
-    }
+    default_programs(dir, &client, client_buf, &sg, sg_buf, sizeof(client_buf));
     const char *chosen[8];
     int nchosen = 0;
     for (int i = optind; i < argc; i++) {

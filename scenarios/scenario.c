@@ -1,16 +1,19 @@
 /*
- * The four replays. Each run builds its own world (redis-server nodes,
+ * The five replays. Each run builds its own world (redis-server nodes,
  * storage-guard, proxies), drives two client processes through the story
  * of the critique, records what happened on one shared monotonic clock,
  * and tears everything down by PID.
  */
 #include <errno.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <jansson.h>
@@ -24,7 +27,15 @@
 #define NODES_MAX 5
 #define RESOURCE "ledger"
 
-const char *const sc_scenarios[] = {"gc-pause", "network-delay", "clock-jump", "node-restart", NULL};
+const char *const sc_scenarios[] = {"gc-pause",     "network-delay", "clock-jump",
+                                    "node-restart", "acquire-pause", NULL};
+
+/* Scenarios whose story makes two clients hold the lock at once. */
+static int two_holders(const char *scenario)
+{
+    return strcmp(scenario, "clock-jump") == 0 || strcmp(scenario, "node-restart") == 0 ||
+           strcmp(scenario, "acquire-pause") == 0;
+}
 
 int sc_modes(const char *scenario, enum sc_mode modes[3])
 {
@@ -35,6 +46,10 @@ int sc_modes(const char *scenario, enum sc_mode modes[3])
         modes[1] = SC_FENCED;
         if (strcmp(scenario, "node-restart") == 0) {
             modes[2] = SC_DELAYED;
+            return 3;
+        }
+        if (strcmp(scenario, "acquire-pause") == 0) {
+            modes[2] = SC_CHECKED;
             return 3;
         }
         return 2;
@@ -51,6 +66,8 @@ const char *sc_mode_name(enum sc_mode m)
         return "fenced";
     case SC_DELAYED:
         return "delayed restart";
+    case SC_CHECKED:
+        return "validity check";
     }
     return "?";
 }
@@ -76,9 +93,11 @@ struct world {
     struct rh_cluster *rc;
     pid_t sg_pid;
     int sg_port;
-    struct fp_proxy *to_storage;     /* A -> storage-guard (network-delay) */
-    struct fp_proxy *cut[NODES_MAX]; /* A -> node i, dropping (A cannot reach it) */
+    struct fp_proxy *to_storage;         /* A -> storage-guard (network-delay) */
+    struct fp_proxy *to_node[NODES_MAX]; /* A -> node i: dropping (split-majority), holding (acquire-pause) */
     struct client a, b;
+    long long b_valid_until; /* when B's lease ends, run ms */
+    int b_released;
 };
 
 static long long now_run(const struct world *w)
@@ -164,8 +183,8 @@ static void node_list(struct world *w, int for_a, char *buf, size_t cap)
     size_t off = 0;
     for (int i = 0; i < rh_size(w->rc); i++) {
         int n;
-        if (for_a && w->cut[i])
-            n = snprintf(buf + off, cap - off, "%s127.0.0.1:%d", i ? "," : "", fp_port(w->cut[i]));
+        if (for_a && w->to_node[i])
+            n = snprintf(buf + off, cap - off, "%s127.0.0.1:%d", i ? "," : "", fp_port(w->to_node[i]));
         else
             n = snprintf(buf + off, cap - off, "%s%s", i ? "," : "", rh_url(w->rc, i));
         if (n < 0 || (size_t)n >= cap - off)
@@ -175,9 +194,10 @@ static void node_list(struct world *w, int for_a, char *buf, size_t cap)
 }
 
 /* Start client A or B. go_point: NULL (no stop), "before-check" or
- * "before-write": where it waits for a line on stdin. */
+ * "before-write": where it waits for a line on stdin. careless: acquire
+ * without the elapsed-time check. */
 static int spawn_client(struct world *w, struct client *c, const char *name, const char *go_point,
-                        uint64_t wait_ms)
+                        uint64_t wait_ms, int careless)
 {
     char nodes[2048], storage[64], ttl[24], wait[24], logf[300];
     node_list(w, name[0] == 'A', nodes, sizeof(nodes));
@@ -209,6 +229,8 @@ static int spawn_client(struct world *w, struct client *c, const char *name, con
     argv[k++] = wait;
     if (w->r->mode == SC_UNFENCED)
         argv[k++] = "--no-fencing";
+    if (careless)
+        argv[k++] = "--no-validity-check";
     if (go_point) {
         argv[k++] = "--go";
         argv[k++] = go_point;
@@ -226,41 +248,60 @@ static int spawn_client(struct world *w, struct client *c, const char *name, con
 
 static void client_go(struct client *c)
 {
-    ssize_t wr = write(c->in, "go\n", 3);
-    (void)wr;
+    /* A client that has already exited must not take the replay down with
+     * SIGPIPE: block it for this write and drop the one the write raised. */
+    sigset_t pipe, old;
+    sigemptyset(&pipe);
+    sigaddset(&pipe, SIGPIPE);
+    pthread_sigmask(SIG_BLOCK, &pipe, &old);
+    if (write(c->in, "go\n", 3) < 0 && errno == EPIPE) {
+        struct timespec zero = {0, 0};
+        sigtimedwait(&pipe, NULL, &zero);
+    }
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
 }
 
-/* Put one client event on the timeline. */
+/* Put one client event on the timeline. A client that cannot read
+ * CLOCK_MONOTONIC leaves out "t" (and "valid_until"): the event is then
+ * stamped when it is read, and the lease ends validity_ms after that. */
 static void record(struct world *w, struct client *c, json_t *ev)
 {
     const char *kind = json_string_value(json_object_get(ev, "ev"));
-    long long t = json_integer_value(json_object_get(ev, "t")) - w->t0;
+    json_t *jt = json_object_get(ev, "t");
+    long long t = (json_is_integer(jt) ? json_integer_value(jt) : hp_now_ms()) - w->t0;
     int is_a = c->name[0] == 'A';
     struct sc_result *r = w->r;
     if (kind == NULL)
         return;
     if (strcmp(kind, "acquired") == 0) {
         uint64_t token = (uint64_t)json_integer_value(json_object_get(ev, "token"));
-        long long until = json_integer_value(json_object_get(ev, "valid_until")) - w->t0;
+        json_t *ju = json_object_get(ev, "valid_until");
+        long long until = json_is_integer(ju) ? json_integer_value(ju) - w->t0
+                                              : t + json_integer_value(json_object_get(ev, "validity_ms"));
+        int both = 0;
         if (is_a) {
             r->token_a = token;
             r->a_valid_until = until;
+            both = r->b_acquired >= 0 && !w->b_released && w->b_valid_until > t;
         } else {
             r->token_b = token;
             r->b_acquired = t;
-            if (r->a_valid_until > t)
-                r->double_grant = 1;
+            w->b_valid_until = until;
+            both = r->a_valid_until > t;
         }
+        r->double_grant |= both;
         char tok[48] = "no token";
         if (token)
             snprintf(tok, sizeof(tok), "token %llu", (unsigned long long)token);
         event(w, t, until, c->name, "lease", "acquires the lock (%lld/%d nodes), %s, valid %lld ms",
               (long long)json_integer_value(json_object_get(ev, "nodes_ok")), r->n_nodes, tok,
               (long long)json_integer_value(json_object_get(ev, "validity_ms")));
-        if (!is_a && r->double_grant)
-            event(w, t, -1, "B", "note", "two clients hold the lock: A's lease runs %lld ms more",
-                  r->a_valid_until - t);
+        if (both)
+            event(w, t, -1, c->name, "note", "two clients hold the lock: %s's lease runs %lld ms more",
+                  is_a ? "B" : "A", (is_a ? w->b_valid_until : r->a_valid_until) - t);
     } else if (strcmp(kind, "acquire_failed") == 0) {
+        if (is_a)
+            r->a_refused = 1;
         event(w, t, -1, c->name, "note", "cannot acquire: %s",
               json_string_value(json_object_get(ev, "error")));
     } else if (strcmp(kind, "checked") == 0) {
@@ -289,6 +330,8 @@ static void record(struct world *w, struct client *c, json_t *ev)
         else
             event(w, t, -1, "storage", "write-refused", "answers %d to \"%s\"", status, c->value);
     } else if (strcmp(kind, "released") == 0) {
+        if (!is_a)
+            w->b_released = 1;
         event(w, t, -1, c->name, "step", "releases: %lld nodes still held its lock",
               (long long)json_integer_value(json_object_get(ev, "nodes_ok")));
     }
@@ -363,6 +406,30 @@ static void read_final_value(struct world *w)
     event(w, now_run(w), -1, "storage", "note", "holds \"%s\"", w->r->final_value);
 }
 
+/* Stop a client and wait until it is stopped: kill() returns before the
+ * stop takes effect, and a client woken meanwhile could still read what the
+ * replay sends or releases next. */
+static int stop_client(struct world *w, struct client *c)
+{
+    int rc = hp_signal(c->pid, SIGSTOP, 0);
+    if (rc != 0)
+        return rc;
+    char path[64], buf[512];
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int)c->pid);
+    for (long long deadline = hp_now_ms() + 5000; hp_now_ms() < deadline; hp_sleep_ms(1)) {
+        FILE *f = fopen(path, "r");
+        size_t n = f ? fread(buf, 1, sizeof(buf) - 1, f) : 0;
+        if (f)
+            fclose(f);
+        buf[n] = '\0';
+        const char *paren = strrchr(buf, ')'); /* the state follows the command name */
+        if (paren && paren[1] == ' ' && (paren[2] == 'T' || paren[2] == 't'))
+            return 0;
+    }
+    fail(w, "client %s did not stop within 5 s", c->name);
+    return -ETIMEDOUT;
+}
+
 static void sleep_until_run(struct world *w, long long t)
 {
     long long d = t - now_run(w);
@@ -378,14 +445,14 @@ static void sleep_until_run(struct world *w, long long t)
 static int gc_pause(struct world *w)
 {
     int rc;
-    if ((rc = spawn_client(w, &w->a, "A", "before-write", 0)) || (rc = await(w, &w->a, "checked", 10000)))
+    if ((rc = spawn_client(w, &w->a, "A", "before-write", 0, 0)) || (rc = await(w, &w->a, "checked", 10000)))
         return rc;
     long long paused = now_run(w);
-    if ((rc = hp_signal(w->a.pid, SIGSTOP, 0)) != 0)
+    if ((rc = stop_client(w, &w->a)) != 0)
         return rc;
     client_go(&w->a); /* it will write as soon as it runs again */
     sleep_until_run(w, w->r->a_valid_until + 100);
-    if ((rc = spawn_client(w, &w->b, "B", NULL, 5000)) || (rc = await(w, &w->b, "released", 10000)))
+    if ((rc = spawn_client(w, &w->b, "B", NULL, 5000, 0)) || (rc = await(w, &w->b, "released", 10000)))
         return rc;
     client_end(&w->b);
     long long resumed = now_run(w);
@@ -404,7 +471,7 @@ static int network_delay(struct world *w)
         fail(w, "proxy: %s", strerror(-rc));
         return rc;
     }
-    if ((rc = spawn_client(w, &w->a, "A", "before-write", 0)) || (rc = await(w, &w->a, "checked", 10000)))
+    if ((rc = spawn_client(w, &w->a, "A", "before-write", 0, 0)) || (rc = await(w, &w->a, "checked", 10000)))
         return rc;
     long long held = now_run(w);
     fp_set_hold(w->to_storage, FP_UP, 1);
@@ -412,7 +479,7 @@ static int network_delay(struct world *w)
     if ((rc = await(w, &w->a, "writing", 10000)) != 0)
         return rc;
     sleep_until_run(w, w->r->a_valid_until + 100);
-    if ((rc = spawn_client(w, &w->b, "B", NULL, 5000)) || (rc = await(w, &w->b, "released", 10000)))
+    if ((rc = spawn_client(w, &w->b, "B", NULL, 5000, 0)) || (rc = await(w, &w->b, "released", 10000)))
         return rc;
     client_end(&w->b);
     long long released = now_run(w);
@@ -429,14 +496,14 @@ static int split_majority(struct world *w, int restart)
 {
     int rc;
     for (int i = 3; i < 5; i++) {
-        if ((rc = fp_new(rh_port(w->rc, i), &w->cut[i])) != 0) {
+        if ((rc = fp_new(rh_port(w->rc, i), &w->to_node[i])) != 0) {
             fail(w, "proxy: %s", strerror(-rc));
             return rc;
         }
-        fp_set_drop(w->cut[i], FP_BOTH, 1);
+        fp_set_drop(w->to_node[i], FP_BOTH, 1);
     }
     event(w, now_run(w), -1, "network", "note", "A cannot reach redis 4 and 5");
-    if ((rc = spawn_client(w, &w->a, "A", "before-check", 0)) || (rc = await(w, &w->a, "acquired", 10000)))
+    if ((rc = spawn_client(w, &w->a, "A", "before-check", 0, 0)) || (rc = await(w, &w->a, "acquired", 10000)))
         return rc;
     if (!restart) {
         long long t = now_run(w);
@@ -459,7 +526,7 @@ static int split_majority(struct world *w, int restart)
         long long t = now_run(w);
         if ((rc = rh_kill(w->rc, 2)) != 0)
             return rc;
-        if ((rc = spawn_client(w, &w->b, "B", NULL, 4 * w->r->ttl_ms)) != 0)
+        if ((rc = spawn_client(w, &w->b, "B", NULL, 4 * w->r->ttl_ms, 0)) != 0)
             return rc;
         hp_sleep_ms((long)w->r->ttl_ms + 200);
         if ((rc = rh_restart(w->rc, 2, 0)) != 0) {
@@ -468,12 +535,86 @@ static int split_majority(struct world *w, int restart)
         }
         event(w, t, now_run(w), "redis 3", "node", "crashes, stays down for a TTL, restarts without data");
     }
-    if (w->b.pid == 0 && (rc = spawn_client(w, &w->b, "B", NULL, 5000)) != 0)
+    if (w->b.pid == 0 && (rc = spawn_client(w, &w->b, "B", NULL, 5000, 0)) != 0)
         return rc;
     if ((rc = await(w, &w->b, "released", 4 * (int)w->r->ttl_ms + 10000)) != 0)
         return rc;
     client_end(&w->b);
     client_go(&w->a); /* A, unaware, checks its lease and writes */
+    return await(w, &w->a, "released", 10000);
+}
+
+/* Kleppmann's second pause: A sends its lock request to every node and is
+ * stopped while the grants are on their way back; they wait, unread, in
+ * A's socket buffers until its keys have expired and B holds the lock.
+ * A careless client (UNFENCED, FENCED) then takes them for a fresh lock;
+ * fencelock's client (CHECKED) measures how long the acquisition took and
+ * refuses the grant. The proxies hold the grants until A is stopped, so
+ * that A cannot read them first, then deliver them to A's sockets. */
+static int acquire_pause(struct world *w)
+{
+    int rc, n = rh_size(w->rc), careless = w->r->mode != SC_CHECKED;
+    for (int i = 0; i < n; i++) {
+        if ((rc = fp_new(rh_port(w->rc, i), &w->to_node[i])) != 0) {
+            fail(w, "proxy: %s", strerror(-rc));
+            return rc;
+        }
+        fp_set_hold(w->to_node[i], FP_DOWN, 1);
+    }
+    event(w, now_run(w), -1, "network", "note", "A reaches the nodes through proxies; A %s",
+          careless ? "does not check how long its acquisition took" : "is fencelock's client");
+    if ((rc = spawn_client(w, &w->a, "A", "before-write", 0, careless)) != 0)
+        return rc;
+    /* A's request has been carried out once its key is on every node. */
+    long long deadline = hp_now_ms() + 10000;
+    int have = 0;
+    while (have < n && hp_now_ms() < deadline) {
+        int status;
+        if (hp_wait(w->a.pid, 0, &status) == 0) {
+            w->a.pid = 0;
+            fail(w,
+                 "client A exited (status %d) before its lock request reached the nodes; see %s/client-A.log",
+                 WIFEXITED(status) ? WEXITSTATUS(status) : -1, w->dir);
+            return -EPIPE;
+        }
+        have = 0;
+        for (int i = 0; i < n; i++)
+            have += rh_pttl(w->rc, i, RESOURCE) >= 0;
+        if (have < n)
+            hp_sleep_ms(1);
+    }
+    if (have < n) {
+        fail(w, "A's lock request reached %d of %d nodes; see %s/client-A.log", have, n, w->dir);
+        return -ETIMEDOUT;
+    }
+    long long sent = now_run(w);
+    if ((rc = stop_client(w, &w->a)) != 0)
+        return rc;
+    event(w, sent, -1, "A", "note",
+          "its lock request is granted by all %d nodes; the grants are on their way", n);
+    for (int i = 0; i < n; i++)
+        fp_set_hold(w->to_node[i], FP_DOWN, 0);
+    event(w, now_run(w), -1, "network", "note", "delivers the grants into A's socket buffers, unread");
+    sleep_until_run(w, sent + (long long)w->r->ttl_ms + 100); /* A's keys have expired */
+    if ((rc = spawn_client(w, &w->b, "B", "before-write", 5000, 0)) ||
+        (rc = await(w, &w->b, "checked", 10000)))
+        return rc;
+    long long resumed = now_run(w);
+    event(w, sent, resumed, "A", "pause", "stopped (SIGSTOP) for %lld ms with its grants unread",
+          resumed - sent);
+    if ((rc = hp_signal(w->a.pid, SIGCONT, 0)) != 0)
+        return rc;
+    rc = await(w, &w->a, "checked", 10000);
+    if (rc != 0 && rc != -ENOLCK)
+        return rc;
+    int a_writes = rc == 0;
+    client_go(&w->b); /* B writes first, A after it */
+    if ((rc = await(w, &w->b, "released", 10000)) != 0)
+        return rc;
+    client_end(&w->b);
+    if (!a_writes)
+        return 0;
+    client_go(&w->a);
     return await(w, &w->a, "released", 10000);
 }
 
@@ -490,7 +631,15 @@ static void judge(struct sc_result *r)
     r->lost_update =
         r->status_b == 200 && r->status_a == 200 && !a_first && strcmp(r->final_value, "written by A") == 0;
     const char *grant = r->double_grant ? "two clients held the lock; " : "";
-    if (r->mode == SC_DELAYED) {
+    if (r->mode == SC_CHECKED) {
+        if (r->a_refused && r->status_a == 0 && !r->double_grant &&
+            strcmp(r->final_value, "written by B") == 0)
+            snprintf(r->verdict, sizeof(r->verdict),
+                     "validity check: A's late grant refused, A did not write; B's write stands");
+        else
+            snprintf(r->verdict, sizeof(r->verdict), "validity check: UNEXPECTED: A's write %d, final \"%s\"",
+                     r->status_a, r->final_value);
+    } else if (r->mode == SC_DELAYED) {
         if (!r->double_grant && r->b_acquired >= 0)
             snprintf(r->verdict, sizeof(r->verdict),
                      "delayed restart: no double grant (B granted %lld ms after A's lease ended)",
@@ -512,15 +661,18 @@ static void judge(struct sc_result *r)
 
 int sc_as_predicted(const struct sc_result *r)
 {
-    int split = strcmp(r->scenario, "clock-jump") == 0 || strcmp(r->scenario, "node-restart") == 0;
+    int two = two_holders(r->scenario);
     switch (r->mode) {
     case SC_UNFENCED:
-        return r->lost_update && (!split || r->double_grant);
+        return r->lost_update && (!two || r->double_grant);
     case SC_FENCED:
         return r->status_b == 200 && r->status_a == 409 && r->token_a < r->token_b &&
-               strcmp(r->final_value, "written by B") == 0 && (!split || r->double_grant);
+               strcmp(r->final_value, "written by B") == 0 && (!two || r->double_grant);
     case SC_DELAYED:
         return !r->double_grant && r->b_acquired >= r->a_valid_until && r->status_b == 200;
+    case SC_CHECKED:
+        return r->a_refused && !r->double_grant && r->status_a == 0 && r->status_b == 200 &&
+               strcmp(r->final_value, "written by B") == 0;
     }
     return 0;
 }
@@ -585,6 +737,8 @@ int sc_run(const char *scenario, enum sc_mode mode, const struct sc_config *cfg,
         rc = gc_pause(&w);
     else if (strcmp(scenario, "network-delay") == 0)
         rc = network_delay(&w);
+    else if (strcmp(scenario, "acquire-pause") == 0)
+        rc = acquire_pause(&w);
     else
         rc = split_majority(&w, strcmp(scenario, "node-restart") == 0);
     if (rc == 0) {
@@ -599,7 +753,7 @@ out:
     client_end(&w.b);
     fp_free(w.to_storage);
     for (int i = 0; i < NODES_MAX; i++)
-        fp_free(w.cut[i]);
+        fp_free(w.to_node[i]);
     if (w.sg_pid > 0)
         hp_signal(w.sg_pid, SIGTERM, 5000);
     rh_cluster_free(w.rc);

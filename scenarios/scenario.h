@@ -7,7 +7,10 @@
  * checks nothing) shows the lost update; FENCED (tokens, storage-guard
  * checks them) shows the stale write refused. node-restart also runs
  * DELAYED: the crashed node stays down for a TTL before it comes back (the
- * Redlock rule), and no two clients hold the lock at once.
+ * Redlock rule), and no two clients hold the lock at once. In acquire-pause
+ * the UNFENCED and FENCED runs use a client that skips Redlock's
+ * elapsed-time check; its CHECKED run is fencelock's own client, whose
+ * check refuses the late grant.
  *
  * Used by the fencelock-replay program and by the scenario tests.
  */
@@ -17,7 +20,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-enum sc_mode { SC_UNFENCED, SC_FENCED, SC_DELAYED };
+enum sc_mode { SC_UNFENCED, SC_FENCED, SC_DELAYED, SC_CHECKED };
 
 #define SC_EVENTS_MAX 64
 
@@ -40,7 +43,8 @@ struct sc_result {
     int status_a, status_b;    /* HTTP status of each client's write; 0: did not write */
     long long a_valid_until;   /* when A's lease ends, run ms */
     long long b_acquired;      /* when B was granted the lock, run ms (-1: never) */
-    int double_grant;          /* B was granted while A's lease was valid */
+    int double_grant;          /* one client was granted while the other's lease was valid */
+    int a_refused;             /* A's acquisition failed (its grant came too late) */
     int lost_update;           /* B's accepted write was overwritten by A */
     char final_value[64];      /* the record as storage-guard holds it at the end */
     char verdict[200];
@@ -68,7 +72,7 @@ int sc_run(const char *scenario, enum sc_mode mode, const struct sc_config *cfg,
 /* 1 if a completed run shows what the critique predicts for its mode:
  * UNFENCED a lost update, FENCED the stale write refused (and, where the
  * scenario makes two clients hold the lock, that they did), DELAYED no
- * double grant. */
+ * double grant, CHECKED A's late grant refused and B's write kept. */
 int sc_as_predicted(const struct sc_result *r);
 
 /* The timeline as text, one event a line, then the verdict. */

@@ -105,14 +105,6 @@ static int lanes(const struct sc_result *r, char names[][16], int cap)
     return n;
 }
 
-static int lane_of(char names[][16], int n, const char *lane)
-{
-    for (int i = 0; i < n; i++)
-        if (strcmp(names[i], lane) == 0)
-            return i;
-    return n - 1;
-}
-
 static const char *lane_color(const char *lane)
 {
     if (strcmp(lane, "A") == 0)
@@ -148,102 +140,162 @@ static void take(struct spans *s, double a, double b)
     s->b[s->n++] = b;
 }
 
-static void panel(FILE *f, const struct sc_result *r, int y0)
-{
+/* One panel's geometry: its lanes, where they start, and the time axis. */
+struct geom {
     char names[12][16];
-    int nl = lanes(r, names, 12);
+    int nl;         /* lanes */
+    int ly;         /* top of the first lane */
+    long long tmax; /* the axis ends here, in run ms */
+    double sx;      /* pixels per ms */
+};
+
+/* A lane's index; unknown lanes are drawn in the last one. */
+static int lane_of(const struct geom *g, const char *lane)
+{
+    for (int i = 0; i < g->nl; i++)
+        if (strcmp(g->names[i], lane) == 0)
+            return i;
+    return g->nl - 1;
+}
+
+static int lane_y(const struct geom *g, int lane)
+{
+    return g->ly + lane * LANE_H + LANE_H / 2;
+}
+
+/* x of a time; times past the end of the axis sit at its end. */
+static double x_at(const struct geom *g, long long t)
+{
+    return LEFT + (double)(t < g->tmax ? t : g->tmax) * g->sx;
+}
+
+/* The axis covers every event and span, except that a lease running far
+ * past the story would squash it: leases are cut at the axis end. */
+static void time_axis(struct geom *g, const struct sc_result *r)
+{
     long long tmax = 1;
     for (int i = 0; i < r->n_ev; i++) {
         const struct sc_event *e = &r->ev[i];
         long long t = e->end_ms > e->t_ms ? e->end_ms : e->t_ms;
-        /* A lease far longer than the story would squash it: cut the axis. */
         if (e->end_ms < 0 || strcmp(e->kind, "lease") != 0)
             tmax = t > tmax ? t : tmax;
     }
-    tmax = tmax * 11 / 10 + 10;
-    double sx = (double)(W - LEFT - RIGHT) / (double)tmax;
-#define X(t) (LEFT + (double)((t) < tmax ? (t) : tmax) * sx)
+    g->tmax = tmax * 11 / 10 + 10;
+    g->sx = (double)(W - LEFT - RIGHT) / (double)g->tmax;
+}
+
+static void draw_title(FILE *f, const struct sc_result *r, int y0)
+{
     fprintf(f, "<text x=\"10\" y=\"%d\" class=\"title\">", y0 + 20);
     xml_text(f, r->scenario);
     fprintf(f, " — %s</text>\n<text x=\"10\" y=\"%d\" class=\"verdict\">", sc_mode_name(r->mode), y0 + 38);
     xml_text(f, r->verdict);
     fputs("</text>\n", f);
-    int ly = y0 + TITLE_H;
-    for (int i = 0; i < nl; i++) {
-        int y = ly + i * LANE_H + LANE_H / 2;
+}
+
+/* A name and a horizontal line per lane. */
+static void draw_lanes(FILE *f, const struct geom *g)
+{
+    for (int i = 0; i < g->nl; i++) {
+        int y = lane_y(g, i);
         fprintf(f, "<text x=\"10\" y=\"%d\" class=\"lane\">%s</text>\n", y + 4,
-                strcmp(names[i], "A") == 0   ? "client A"
-                : strcmp(names[i], "B") == 0 ? "client B"
-                                             : names[i]);
+                strcmp(g->names[i], "A") == 0   ? "client A"
+                : strcmp(g->names[i], "B") == 0 ? "client B"
+                                                : g->names[i]);
         fprintf(f, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" class=\"axis\"/>\n", LEFT, y, W - RIGHT, y);
     }
-    /* Time ticks. */
-    /* At most about eight ticks, at 1, 2 or 5 times a power of ten. */
+}
+
+/* Time ticks under the last lane: at most about eight, at 1, 2 or 5 times
+ * a power of ten. */
+static void draw_ticks(FILE *f, const struct geom *g)
+{
     static const int nice[] = {1, 2, 5};
     long long step = 1;
-    for (long long p = 1; step * 8 < tmax; p *= 10)
-        for (int k = 0; k < 3 && step * 8 < tmax; k++)
+    for (long long p = 1; step * 8 < g->tmax; p *= 10)
+        for (int k = 0; k < 3 && step * 8 < g->tmax; k++)
             step = nice[k] * p;
-    int yb = ly + nl * LANE_H;
-    for (long long t = 0; t <= tmax; t += step)
-        fprintf(f, "<text x=\"%.1f\" y=\"%d\" class=\"tick\">%lld ms</text>\n", X(t), yb + 12, t);
-    int storage_y = ly + lane_of(names, nl, "storage") * LANE_H + LANE_H / 2;
+    int yb = g->ly + g->nl * LANE_H;
+    for (long long t = 0; t <= g->tmax; t += step)
+        fprintf(f, "<text x=\"%.1f\" y=\"%d\" class=\"tick\">%lld ms</text>\n", x_at(g, t), yb + 12, t);
+}
+
+/* An event's mark: a bar for a span (a pause sits on the lease it spoils:
+ * thinner, on top), an arrow from the writer's lane into the storage lane
+ * for a write, a dot with a tooltip for the rest. */
+static void draw_mark(FILE *f, const struct geom *g, const struct sc_event *e)
+{
+    int y = lane_y(g, lane_of(g, e->lane));
+    double x = x_at(g, e->t_ms);
+    if (e->end_ms >= 0) {
+        double x2 = x_at(g, e->end_ms);
+        const char *cls = strcmp(e->kind, "lease") == 0   ? "lease"
+                          : strcmp(e->kind, "pause") == 0 ? "pause"
+                          : strcmp(e->kind, "hold") == 0  ? "pause"
+                                                          : "span";
+        int h = strcmp(cls, "pause") == 0 ? 4 : 10;
+        fprintf(f, "<rect x=\"%.1f\" y=\"%d\" width=\"%.1f\" height=\"%d\" class=\"%s\" fill=\"%s\">", x,
+                y - h / 2, x2 - x < 2 ? 2 : x2 - x, h, cls, lane_color(e->lane));
+        fputs("<title>", f);
+        xml_text(f, e->text);
+        fputs("</title></rect>\n", f);
+    } else if (strncmp(e->kind, "write", 5) == 0) {
+        int ok = strcmp(e->kind, "write-ok") == 0;
+        int from = strstr(e->text, "by A") ? lane_of(g, "A") : lane_of(g, "B");
+        int storage_y = lane_y(g, lane_of(g, "storage"));
+        fprintf(f,
+                "<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\" class=\"%s\" marker-end=\"url(#%s)\"/>\n",
+                x, lane_y(g, from), x, storage_y - 6, ok ? "ok" : "refused", ok ? "ok" : "refused");
+    } else {
+        fprintf(f, "<circle cx=\"%.1f\" cy=\"%d\" r=\"3\" fill=\"%s\"><title>", x, y, lane_color(e->lane));
+        xml_text(f, e->text);
+        fputs("</title></circle>\n", f);
+    }
+}
+
+/* An event's label, in the first of its lane's rows where it covers no
+ * other label (used[] are the lane's rows). Near the right edge a label
+ * ends at its event instead of starting there. Minor steps get none: their
+ * dot's tooltip is enough. */
+static void draw_label(FILE *f, const struct geom *g, const struct sc_event *e, struct spans used[ROWS])
+{
     static const int row_dy[ROWS] = {-8, 15, 26};
+    if (strcmp(e->kind, "step") == 0)
+        return;
+    int y = lane_y(g, lane_of(g, e->lane));
+    double x = x_at(g, e->t_ms);
+    char shortt[72];
+    snprintf(shortt, sizeof(shortt), "%.60s%s", e->text, strlen(e->text) > 60 ? "..." : "");
+    double width = 5.0 * (double)strlen(shortt);
+    int end_anchor = x + 3 + width > W - 5;
+    double a = end_anchor ? x - 3 - width : x + 3, b = a + width;
+    int row = 0;
+    while (row < ROWS - 1 && overlaps(&used[row], a, b))
+        row++;
+    take(&used[row], a, b);
+    fprintf(f, "<text x=\"%.1f\" y=\"%d\" text-anchor=\"%s\" class=\"label\">", end_anchor ? x - 3 : x + 3,
+            y + row_dy[row], end_anchor ? "end" : "start");
+    xml_text(f, shortt);
+    fputs("</text>\n", f);
+}
+
+/* One run's panel, its top at y0: title and verdict, lanes, ticks, then
+ * every event's mark and label in time order. */
+static void panel(FILE *f, const struct sc_result *r, int y0)
+{
+    struct geom g;
+    g.nl = lanes(r, g.names, 12);
+    g.ly = y0 + TITLE_H;
+    time_axis(&g, r);
+    draw_title(f, r, y0);
+    draw_lanes(f, &g);
+    draw_ticks(f, &g);
     struct spans used[12][ROWS];
     memset(used, 0, sizeof(used));
     for (int i = 0; i < r->n_ev; i++) {
-        const struct sc_event *e = &r->ev[i];
-        int li = lane_of(names, nl, e->lane);
-        int y = ly + li * LANE_H + LANE_H / 2;
-        double x = X(e->t_ms);
-        if (e->end_ms >= 0) {
-            double x2 = X(e->end_ms);
-            const char *cls = strcmp(e->kind, "lease") == 0   ? "lease"
-                              : strcmp(e->kind, "pause") == 0 ? "pause"
-                              : strcmp(e->kind, "hold") == 0  ? "pause"
-                                                              : "span";
-            /* A pause sits on the lease it spoils: thinner, on top. */
-            int h = strcmp(cls, "pause") == 0 ? 4 : 10;
-            fprintf(f, "<rect x=\"%.1f\" y=\"%d\" width=\"%.1f\" height=\"%d\" class=\"%s\" fill=\"%s\">", x,
-                    y - h / 2, x2 - x < 2 ? 2 : x2 - x, h, cls, lane_color(e->lane));
-            fputs("<title>", f);
-            xml_text(f, e->text);
-            fputs("</title></rect>\n", f);
-        } else if (strncmp(e->kind, "write", 5) == 0) {
-            int ok = strcmp(e->kind, "write-ok") == 0;
-            /* The arrow starts in the writer's lane. */
-            int from = strstr(e->text, "by A") ? lane_of(names, nl, "A") : lane_of(names, nl, "B");
-            int fy = ly + from * LANE_H + LANE_H / 2;
-            fprintf(
-                f,
-                "<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\" class=\"%s\" marker-end=\"url(#%s)\"/>\n",
-                x, fy, x, storage_y - 6, ok ? "ok" : "refused", ok ? "ok" : "refused");
-        } else {
-            fprintf(f, "<circle cx=\"%.1f\" cy=\"%d\" r=\"3\" fill=\"%s\"><title>", x, y,
-                    lane_color(e->lane));
-            xml_text(f, e->text);
-            fputs("</title></circle>\n", f);
-        }
-        /* Minor steps are dots with a tooltip; the rest get a label in the
-         * first of the lane's rows where it covers no other label. Near the
-         * right edge a label ends at its event instead of starting there. */
-        if (strcmp(e->kind, "step") == 0)
-            continue;
-        char shortt[72];
-        snprintf(shortt, sizeof(shortt), "%.60s%s", e->text, strlen(e->text) > 60 ? "..." : "");
-        double width = 5.0 * (double)strlen(shortt);
-        int end_anchor = x + 3 + width > W - 5;
-        double a = end_anchor ? x - 3 - width : x + 3, b = a + width;
-        int row = 0;
-        while (row < ROWS - 1 && overlaps(&used[li][row], a, b))
-            row++;
-        take(&used[li][row], a, b);
-        fprintf(f, "<text x=\"%.1f\" y=\"%d\" text-anchor=\"%s\" class=\"label\">",
-                end_anchor ? x - 3 : x + 3, y + row_dy[row], end_anchor ? "end" : "start");
-        xml_text(f, shortt);
-        fputs("</text>\n", f);
+        draw_mark(f, &g, &r->ev[i]);
+        draw_label(f, &g, &r->ev[i], used[lane_of(&g, r->ev[i].lane)]);
     }
-#undef X
 }
 
 int sc_write_svg(FILE *f, const struct sc_result *runs, int n)

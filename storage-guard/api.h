@@ -20,6 +20,8 @@
 /* Default and largest page of GET /v1/log. */
 #define SG_API_LOG_LIMIT_DEFAULT 100
 #define SG_API_LOG_LIMIT_MAX 1000
+/* Most operations in one POST /v1/batch. */
+#define SG_API_BATCH_OPS_MAX 100
 
 /* One query argument as received: still percent-encoded ('+' may already be
  * a space). Borrowed. */
@@ -34,11 +36,18 @@ struct sg_request {
     const char *path; /* still percent-encoded, without the query */
     const struct sg_arg *args;
     size_t n_args;
-    const char *token_header; /* the Fencing-Token header, NULL if absent */
+    const char *token_header;  /* the Fencing-Token header, NULL if absent */
+    const char *if_match;      /* the If-Match header, NULL if absent */
+    const char *if_none_match; /* the If-None-Match header, NULL if absent */
     const char *body;
     size_t body_len;
     int body_too_large; /* the body went over the limit and was dropped */
     int unfenced;       /* the server runs unfenced: a write needs no token */
+    /* Refuse tokens (microsecond timestamps) more than this far past the
+     * server's clock; 0: no bound. */
+    int64_t max_token_ahead_ms;
+    int auth_enabled; /* the server runs with --auth-file */
+    int admin;        /* the client is an operator (an admin entry) */
 };
 
 /* An answer. body is malloc'ed and owned by the struct; content_type and
@@ -49,6 +58,7 @@ struct sg_response {
     size_t body_len;
     const char *content_type;
     const char *allow; /* the Allow header of a 405, else NULL */
+    char etag[32];     /* the ETag header ("\"3\""), empty if none */
 };
 
 /* Free the body and zero the struct. Accepts NULL. */
@@ -61,6 +71,9 @@ enum sg_route {
     SG_ROUTE_GET_LOG,
     SG_ROUTE_HEALTH,
     SG_ROUTE_METRICS,
+    SG_ROUTE_DELETE_RECORD,
+    SG_ROUTE_BATCH,
+    SG_ROUTE_RESET_FENCE,
 };
 
 /* A validated request. Every pointer is malloc'ed and owned: sg_op_clear. */
@@ -76,6 +89,11 @@ struct sg_op {
     int64_t after; /* GET /v1/log */
     int limit;
     int has_key_filter, has_resource_filter;
+    int64_t expect;       /* PUT and DELETE: the precondition (SG_EXPECT_NONE if none) */
+    int64_t max_ahead_ms; /* from the request: 0 or the bound on the token */
+    /* POST /v1/batch: every key, resource and value is malloc'ed and owned. */
+    struct sg_store_op *ops;
+    size_t n_ops;
 };
 
 void sg_op_clear(struct sg_op *op);

@@ -26,6 +26,8 @@ struct sg_http {
     sg_store_pool *pool;
     size_t max_body;
     int unfenced;
+    const sg_auth *auth;
+    int64_t max_token_ahead_ms;
     uint16_t port;
     int quiesced;
     atomic_int in_flight;
@@ -37,6 +39,7 @@ struct req_state {
     size_t len, cap;
     int too_large;
     int answered;
+    const struct sg_client *client; /* who it is, with --auth-file */
 };
 
 static double since(const struct timespec *t0)
@@ -104,6 +107,10 @@ static enum MHD_Result collect_arg(void *cls, enum MHD_ValueKind kind, const cha
 struct header_scan {
     const char *token;
     int count;
+    const char *if_match, *if_none_match;
+    int n_if_match, n_if_none_match;
+    const char *te; /* Transfer-Encoding */
+    int n_te, n_content_length, n_host;
     size_t bytes; /* names and values of every header */
 };
 
@@ -115,6 +122,19 @@ static enum MHD_Result scan_header(void *cls, enum MHD_ValueKind kind, const cha
     if (key != NULL && strcasecmp(key, "Fencing-Token") == 0) {
         h->token = value ? value : "";
         h->count++;
+    } else if (key != NULL && strcasecmp(key, MHD_HTTP_HEADER_IF_MATCH) == 0) {
+        h->if_match = value ? value : "";
+        h->n_if_match++;
+    } else if (key != NULL && strcasecmp(key, MHD_HTTP_HEADER_IF_NONE_MATCH) == 0) {
+        h->if_none_match = value ? value : "";
+        h->n_if_none_match++;
+    } else if (key != NULL && strcasecmp(key, MHD_HTTP_HEADER_TRANSFER_ENCODING) == 0) {
+        h->te = value ? value : "";
+        h->n_te++;
+    } else if (key != NULL && strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH) == 0) {
+        h->n_content_length++;
+    } else if (key != NULL && strcasecmp(key, MHD_HTTP_HEADER_HOST) == 0) {
+        h->n_host++;
     }
     return MHD_YES;
 }
@@ -134,6 +154,10 @@ static enum MHD_Result answer(struct MHD_Connection *c, struct req_state *st, co
     MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
     if (resp->allow)
         MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, resp->allow);
+    if (resp->etag[0] != '\0')
+        MHD_add_response_header(r, MHD_HTTP_HEADER_ETAG, resp->etag);
+    if (resp->status == 401)
+        MHD_add_response_header(r, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer realm=\"storage-guard\"");
     enum MHD_Result ok = MHD_queue_response(c, (unsigned)resp->status, r);
     MHD_destroy_response(r);
     st->answered = 1;
@@ -142,7 +166,7 @@ static enum MHD_Result answer(struct MHD_Connection *c, struct req_state *st, co
     sg_metrics_observe(resp->status, secs);
     if (resp->status >= 500)
         sg_metrics_inc(SG_M_STORE_ERRORS);
-    else if (resp->status >= 400 && resp->status != 409)
+    else if (resp->status >= 400 && resp->status != 409 && resp->status != 412)
         sg_metrics_inc(SG_M_BAD_REQUESTS);
     if (sg_log_enabled(SG_LOG_DEBUG))
         sg_log(SG_LOG_DEBUG, "%.8s %.200s -> %d (%.1f ms)", method, url, resp->status, secs * 1e3);
@@ -150,76 +174,122 @@ static enum MHD_Result answer(struct MHD_Connection *c, struct req_state *st, co
     return ok;
 }
 
-static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url, const char *method,
-                                  const char *version, const char *upload_data, size_t *upload_data_size,
-                                  void **con_cls)
+/* The first call of a request, once its head is in: set up its state and
+ * refuse, as JSON, heads and declared bodies over our limits. */
+/* Whether a Transfer-Encoding value is exactly "chunked" (any case,
+ * surrounding spaces allowed): the only coding libmicrohttpd decodes. */
+static int only_chunked(const char *te)
 {
-    (void)version;
-    struct sg_http *h = cls;
-    struct req_state *st = *con_cls;
+    while (*te == ' ' || *te == '\t')
+        te++;
+    size_t n = strlen(te);
+    while (n > 0 && (te[n - 1] == ' ' || te[n - 1] == '\t'))
+        n--;
+    return n == 7 && strncasecmp(te, "chunked", 7) == 0;
+}
+
+/*
+ * How the body is framed, checked before any of it is read. libmicrohttpd
+ * 0.9.75 takes the first of two Content-Length headers, frames a body sent
+ * with both Content-Length and chunked by its chunks, and waits for the end
+ * of a body in a coding it does not know until the idle timeout (30 s). Two
+ * parties that frame one request differently are how a request is smuggled
+ * past a proxy, so all of these are refused, as JSON. Returns 0 or the
+ * status with resp set.
+ */
+static int check_framing(const struct header_scan *head, const char *version, struct sg_response *resp)
+{
+    if (head->n_te > 0 && (head->n_te > 1 || !only_chunked(head->te)))
+        return sg_api_error(resp, 501, "unsupported_transfer_encoding",
+                            "the only Transfer-Encoding understood is chunked");
+    if (head->n_te > 0 && head->n_content_length > 0)
+        return sg_api_error(resp, 400, "bad_framing",
+                            "a request has Content-Length or Transfer-Encoding, not both");
+    if (head->n_content_length > 1)
+        return sg_api_error(resp, 400, "bad_framing", "more than one Content-Length header");
+    if (strcmp(version, MHD_HTTP_VERSION_1_1) == 0 && head->n_host != 1)
+        return sg_api_error(resp, 400, "bad_host", "an HTTP/1.1 request needs exactly one Host header");
+    return 0;
+}
+
+static enum MHD_Result start_request(struct sg_http *h, struct MHD_Connection *c, const char *url,
+                                     const char *method, const char *version, void **con_cls)
+{
     struct sg_response resp = {0};
+    struct req_state *st = calloc(1, sizeof(*st));
+    if (st == NULL)
+        return MHD_NO;
+    clock_gettime(CLOCK_MONOTONIC, &st->start);
+    atomic_fetch_add(&h->in_flight, 1);
+    *con_cls = st;
+    struct header_scan head = {0};
+    MHD_get_connection_values(c, MHD_HEADER_KIND, scan_header, &head);
+    if (strlen(url) > SG_URL_MAX) {
+        sg_api_error(&resp, 414, "uri_too_long", "the URL is over the limit of %d bytes", SG_URL_MAX);
+        return answer(c, st, method, "(long URL)", &resp);
+    }
+    if (head.bytes > SG_HEAD_MAX) {
+        sg_api_error(&resp, 431, "headers_too_large", "the headers are over the limit of %d bytes",
+                     SG_HEAD_MAX);
+        return answer(c, st, method, url, &resp);
+    }
+    if (check_framing(&head, version, &resp) != 0)
+        return answer(c, st, method, url, &resp);
+    /* With --auth-file, everything but the health check needs a known
+     * bearer token, and a stranger's body is never read. */
+    if (h->auth != NULL && strcmp(url, "/healthz") != 0) {
+        const char *ah = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
+        st->client = sg_auth_check(h->auth, ah);
+        if (st->client == NULL) {
+            sg_api_error(&resp, 401, "unauthorized", "%s",
+                         ah == NULL ? "this server needs an Authorization: Bearer header"
+                                    : "the bearer token is not known to this server");
+            return answer(c, st, method, url, &resp);
+        }
+    }
+    /* Refuse a declared oversize body before reading it; a client that
+     * sent "Expect: 100-continue" never has to send it at all. */
+    const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+    if (cl != NULL && strtoull(cl, NULL, 10) > h->max_body) {
+        sg_api_error(&resp, 413, "body_too_large", "the body is over the limit of %zu bytes", h->max_body);
+        return answer(c, st, method, url, &resp);
+    }
+    return MHD_YES;
+}
 
-    if (st == NULL) {
-        st = calloc(1, sizeof(*st));
-        if (st == NULL)
+/* Append one piece of the body. A body over the limit (chunked, without a
+ * declared length) is read to its end and dropped; dispatch answers 413. */
+static enum MHD_Result collect_body(const struct sg_http *h, struct req_state *st, const char *data, size_t n)
+{
+    if (st->too_large || n > h->max_body - st->len) {
+        st->too_large = 1;
+        return MHD_YES;
+    }
+    if (st->len + n > st->cap) {
+        size_t cap = st->cap ? st->cap : 4096;
+        while (cap < st->len + n)
+            cap *= 2;
+        if (cap > h->max_body)
+            cap = h->max_body;
+        char *b = realloc(st->body, cap);
+        if (b == NULL)
             return MHD_NO;
-        clock_gettime(CLOCK_MONOTONIC, &st->start);
-        atomic_fetch_add(&h->in_flight, 1);
-        *con_cls = st;
-        struct header_scan head = {NULL, 0, 0};
-        MHD_get_connection_values(c, MHD_HEADER_KIND, scan_header, &head);
-        if (strlen(url) > SG_URL_MAX) {
-            sg_api_error(&resp, 414, "uri_too_long", "the URL is over the limit of %d bytes", SG_URL_MAX);
-            return answer(c, st, method, "(long URL)", &resp);
-        }
-        if (head.bytes > SG_HEAD_MAX) {
-            sg_api_error(&resp, 431, "headers_too_large", "the headers are over the limit of %d bytes",
-                         SG_HEAD_MAX);
-            return answer(c, st, method, url, &resp);
-        }
-        /* Refuse a declared oversize body before reading it; a client that
-         * sent "Expect: 100-continue" never has to send it at all. */
-        const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
-        if (cl != NULL && strtoull(cl, NULL, 10) > h->max_body) {
-            sg_api_error(&resp, 413, "body_too_large", "the body is over the limit of %zu bytes",
-                         h->max_body);
-            return answer(c, st, method, url, &resp);
-        }
-        return MHD_YES;
+        st->body = b;
+        st->cap = cap;
     }
-    if (st->answered) {
-        *upload_data_size = 0; /* drop whatever follows an early answer */
-        return MHD_YES;
-    }
-    if (*upload_data_size != 0) {
-        size_t n = *upload_data_size;
-        *upload_data_size = 0;
-        if (st->too_large || n > h->max_body - st->len) {
-            /* A chunked body without a length: drop the rest, answer 413 at the end. */
-            st->too_large = 1;
-            return MHD_YES;
-        }
-        if (st->len + n > st->cap) {
-            size_t cap = st->cap ? st->cap : 4096;
-            while (cap < st->len + n)
-                cap *= 2;
-            if (cap > h->max_body)
-                cap = h->max_body;
-            char *b = realloc(st->body, cap);
-            if (b == NULL)
-                return MHD_NO;
-            st->body = b;
-            st->cap = cap;
-        }
-        memcpy(st->body + st->len, upload_data, n);
-        st->len += n;
-        return MHD_YES;
-    }
+    memcpy(st->body + st->len, data, n);
+    st->len += n;
+    return MHD_YES;
+}
 
-    /* The whole request is in: map it to an answer. */
+/* The whole request is in: hand it to api.c and send its answer. */
+static enum MHD_Result dispatch(struct sg_http *h, struct MHD_Connection *c, struct req_state *st,
+                                const char *url, const char *method)
+{
+    struct sg_response resp = {0};
     struct arg_vec args = {.n = 0};
     MHD_get_connection_values(c, MHD_GET_ARGUMENT_KIND, collect_arg, &args);
-    struct header_scan hs = {NULL, 0, 0};
+    struct header_scan hs = {0};
     MHD_get_connection_values(c, MHD_HEADER_KIND, scan_header, &hs);
     if (args.overflow) {
         sg_api_error(&resp, 400, "bad_parameter", "more than %d query parameters", MAX_ARGS);
@@ -229,27 +299,60 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         sg_api_error(&resp, 400, "token_mismatch", "more than one Fencing-Token header");
         return answer(c, st, method, url, &resp);
     }
+    if (hs.n_if_match > 1 || hs.n_if_none_match > 1) {
+        sg_api_error(&resp, 400, "bad_precondition", "more than one If-Match or If-None-Match header");
+        return answer(c, st, method, url, &resp);
+    }
     struct sg_request req = {
         .method = method,
         .path = url,
         .args = args.a,
         .n_args = args.n,
         .token_header = hs.token,
+        .if_match = hs.if_match,
+        .if_none_match = hs.if_none_match,
         .body = st->body,
         .body_len = st->len,
         .body_too_large = st->too_large,
         .unfenced = h->unfenced,
+        .max_token_ahead_ms = h->max_token_ahead_ms,
+        .auth_enabled = h->auth != NULL,
+        .admin = st->client != NULL && st->client->admin,
     };
     struct sg_op op;
     if (sg_api_parse(&req, &op, &resp) == 0) {
         sg_store *s = sg_api_needs_store(&op) ? sg_store_pool_get(h->pool) : NULL;
+        sg_store_set_client(s, st->client ? st->client->name : NULL);
         sg_api_execute(s, &op, wall_ms(), &resp);
+        sg_store_set_client(s, NULL);
         sg_store_pool_put(h->pool, s);
         sg_op_clear(&op);
     }
     if (resp.body == NULL)
         sg_api_error(&resp, 500, "internal", "no answer");
     return answer(c, st, method, url, &resp);
+}
+
+/* libmicrohttpd calls this once when the head is in, once per piece of the
+ * body, and once more when the body is complete (size 0). */
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url, const char *method,
+                                  const char *version, const char *upload_data, size_t *upload_data_size,
+                                  void **con_cls)
+{
+    struct sg_http *h = cls;
+    struct req_state *st = *con_cls;
+    if (st == NULL)
+        return start_request(h, c, url, method, version, con_cls);
+    if (st->answered) {
+        *upload_data_size = 0; /* drop whatever follows an early answer */
+        return MHD_YES;
+    }
+    if (*upload_data_size != 0) {
+        size_t n = *upload_data_size;
+        *upload_data_size = 0;
+        return collect_body(h, st, upload_data, n);
+    }
+    return dispatch(h, c, st, url, method);
 }
 
 static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
@@ -281,6 +384,8 @@ int sg_http_start(const struct sg_http_options *o, sg_http **out, char *errbuf, 
     h->pool = o->pool;
     h->max_body = o->max_body;
     h->unfenced = o->unfenced;
+    h->auth = o->auth;
+    h->max_token_ahead_ms = o->max_token_ahead_ms;
     atomic_init(&h->in_flight, 0);
     /* poll(), not epoll: libmicrohttpd 0.9.75's edge-triggered epoll can miss
      * the end of a half-closed connection whose bytes and FIN arrive
@@ -288,6 +393,28 @@ int sg_http_start(const struct sg_http_options *o, sg_http **out, char *errbuf, 
     unsigned flags = MHD_USE_POLL_INTERNAL_THREAD | MHD_USE_ERROR_LOG | MHD_USE_ITC;
     if (o->addr->sa_family == AF_INET6)
         flags |= MHD_USE_IPv6;
+    if ((o->tls_cert_pem == NULL) != (o->tls_key_pem == NULL)) {
+        snprintf(errbuf, errcap, "HTTPS needs both a certificate and a key");
+        free(h);
+        return -EINVAL;
+    }
+    /* HTTPS through libmicrohttpd's GnuTLS, TLS 1.2 and 1.3 only. */
+    struct MHD_OptionItem tls_opt[] = {
+        {MHD_OPTION_HTTPS_MEM_CERT, 0, (void *)o->tls_cert_pem},
+        {MHD_OPTION_HTTPS_MEM_KEY, 0, (void *)o->tls_key_pem},
+        {MHD_OPTION_HTTPS_PRIORITIES, 0, (void *)"NORMAL:-VERS-ALL:+VERS-TLS1.3:+VERS-TLS1.2"},
+        {MHD_OPTION_END, 0, NULL},
+    };
+    if (o->tls_cert_pem != NULL) {
+        if (MHD_is_feature_supported(MHD_FEATURE_TLS) != MHD_YES) {
+            snprintf(errbuf, errcap, "this libmicrohttpd was built without TLS");
+            free(h);
+            return -EINVAL;
+        }
+        flags |= MHD_USE_TLS;
+    } else {
+        tls_opt[0].option = MHD_OPTION_END;
+    }
     /* The logger comes first so that every message of libmicrohttpd goes
      * through it. The header buffer must hold a 1024-byte key
      * percent-encoded (3 KiB) plus headers: 64 KiB leaves room without
@@ -302,6 +429,7 @@ int sg_http_start(const struct sg_http_options *o, sg_http **out, char *errbuf, 
                                  MHD_OPTION_EXTERNAL_LOGGER, mhd_logger, NULL,
                                  MHD_OPTION_SOCK_ADDR, o->addr,
                                  MHD_OPTION_ARRAY, pool_opt,
+                                 MHD_OPTION_ARRAY, tls_opt,
                                  MHD_OPTION_NOTIFY_COMPLETED, on_completed, h,
                                  MHD_OPTION_UNESCAPE_CALLBACK, keep_escaped, NULL,
                                  MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)30,
@@ -310,7 +438,9 @@ int sg_http_start(const struct sg_http_options *o, sg_http **out, char *errbuf, 
                                  MHD_OPTION_END);
     // clang-format on
     if (h->daemon == NULL) {
-        snprintf(errbuf, errcap, "cannot listen (address in use or not available?)");
+        snprintf(errbuf, errcap, "%s",
+                 o->tls_cert_pem ? "cannot listen (address in use, or a bad TLS certificate or key?)"
+                                 : "cannot listen (address in use or not available?)");
         free(h);
         return -EIO;
     }

@@ -10,15 +10,22 @@
 #include <stdint.h>
 #include <sys/socket.h>
 
+#include "auth.h"
 #include "store.h"
 
 struct sg_http_options {
     const struct sockaddr *addr; /* where to listen; port 0 picks one */
     socklen_t addr_len;
-    int threads;         /* worker threads, >= 1 */
-    size_t max_body;     /* largest accepted request body in bytes */
-    sg_store_pool *pool; /* borrowed until sg_http_stop(); >= threads connections */
-    int unfenced;        /* writes need no token (see sg_store_set_unfenced) */
+    int threads;                /* worker threads, >= 1 */
+    size_t max_body;            /* largest accepted request body in bytes */
+    sg_store_pool *pool;        /* borrowed until sg_http_stop(); >= threads connections */
+    int unfenced;               /* writes need no token (see sg_store_set_unfenced) */
+    const sg_auth *auth;        /* borrowed until sg_http_stop(); NULL: no authentication */
+    int64_t max_token_ahead_ms; /* see sg_request; 0: no bound */
+    /* HTTPS: the certificate chain and its private key as PEM text, both
+     * or neither; borrowed until sg_http_stop(). NULL: plain HTTP. */
+    const char *tls_cert_pem;
+    const char *tls_key_pem;
 };
 
 typedef struct sg_http sg_http;

@@ -11,8 +11,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include "auth.h"
 #include "http.h"
 #include "log.h"
 #include "store.h"
@@ -31,6 +33,10 @@ struct config {
     size_t max_body;
     enum sg_log_level level;
     int unfenced;
+    mode_t umask;
+    const char *auth_file;
+    long long max_ahead_ms;
+    const char *tls_cert, *tls_key;
 };
 
 static void usage(FILE *f)
@@ -48,6 +54,15 @@ static void usage(FILE *f)
             "  --threads N         worker threads and database connections (default 4, 1..256)\n"
             "  --max-body BYTES    largest request body (default 1048576)\n"
             "  --log-level LEVEL   error, warn, info (default) or debug\n"
+            "  --auth-file FILE    clients and their bearer tokens, one per line: TOKEN [NAME [admin]];\n"
+            "                      without a known token every route but /healthz answers 401\n"
+            "  --max-token-ahead DURATION\n"
+            "                      refuse tokens (microsecond timestamps) further than this past the\n"
+            "                      server's clock, e.g. 30s, 10m, 1h (default), 2d; 0 for no bound\n"
+            "  --tls-cert FILE     serve HTTPS with this PEM certificate (chain); needs --tls-key\n"
+            "  --tls-key FILE      the PEM private key of --tls-cert\n"
+            "  --umask OCTAL       file mode mask of the files it creates (default 077: the database,\n"
+            "                      its -wal and -shm files and the port file are 0600)\n"
             "  --unfenced          accept every write, token or not, and never refuse one: the store\n"
             "                      as it is without fencing, to compare against (never in production)\n"
             "  --help              show this help\n"
@@ -68,6 +83,35 @@ static int parse_num(const char *s, long long min, long long max, long long *out
     return 0;
 }
 
+/* A duration: digits and a unit (ms, s, m, h, d), or 0. At most 10 years. */
+static int parse_duration_ms(const char *s, long long *out)
+{
+    char *end = NULL;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (errno != 0 || end == s || v < 0 || *s == '-' || *s == '+' || *s == ' ')
+        return -EINVAL;
+    long long unit;
+    if (strcmp(end, "ms") == 0)
+        unit = 1;
+    else if (strcmp(end, "s") == 0)
+        unit = 1000;
+    else if (strcmp(end, "m") == 0)
+        unit = 60 * 1000;
+    else if (strcmp(end, "h") == 0)
+        unit = 3600 * 1000;
+    else if (strcmp(end, "d") == 0)
+        unit = 86400 * 1000;
+    else if (*end == '\0' && v == 0)
+        unit = 1;
+    else
+        return -EINVAL;
+    if (v > 3650LL * 86400 * 1000 / unit)
+        return -EINVAL;
+    *out = v * unit;
+    return 0;
+}
+
 static int parse_args(int argc, char **argv, struct config *c)
 {
     static const struct option opts[] = {
@@ -80,6 +124,11 @@ static int parse_args(int argc, char **argv, struct config *c)
         {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, 'V'},
         {"unfenced", no_argument, NULL, 'U'},
+        {"umask", required_argument, NULL, 'u'},
+        {"auth-file", required_argument, NULL, 'a'},
+        {"max-token-ahead", required_argument, NULL, 'A'},
+        {"tls-cert", required_argument, NULL, 'c'},
+        {"tls-key", required_argument, NULL, 'k'},
         {NULL, 0, NULL, 0},
     };
     long long n;
@@ -118,6 +167,33 @@ static int parse_args(int argc, char **argv, struct config *c)
         case 'U':
             c->unfenced = 1;
             break;
+        case 'a':
+            c->auth_file = optarg;
+            break;
+        case 'c':
+            c->tls_cert = optarg;
+            break;
+        case 'k':
+            c->tls_key = optarg;
+            break;
+        case 'A':
+            if (parse_duration_ms(optarg, &c->max_ahead_ms) != 0) {
+                fprintf(stderr,
+                        "storage-guard: --max-token-ahead wants a duration such as 90s, 10m, 1h, 2d or 0\n");
+                return 2;
+            }
+            break;
+        case 'u': {
+            char *end = NULL;
+            errno = 0;
+            long v = strtol(optarg, &end, 8);
+            if (errno != 0 || end == optarg || *end != '\0' || v < 0 || v > 0777) {
+                fprintf(stderr, "storage-guard: --umask must be an octal mode mask 0..0777\n");
+                return 2;
+            }
+            c->umask = (mode_t)v;
+            break;
+        }
         case 'h':
             usage(stdout);
             return 0;
@@ -133,12 +209,56 @@ static int parse_args(int argc, char **argv, struct config *c)
         fprintf(stderr, "storage-guard: unexpected argument '%s'\n", argv[optind]);
         return 2;
     }
+    if ((c->tls_cert == NULL) != (c->tls_key == NULL)) {
+        fprintf(stderr, "storage-guard: --tls-cert and --tls-key go together\n");
+        return 2;
+    }
     if (c->db == NULL) {
         fprintf(stderr, "storage-guard: --db PATH is required\n");
         usage(stderr);
         return 2;
     }
     return -1; /* go on */
+}
+
+/* Read a whole (small) file into a new NUL-terminated buffer. */
+static int read_file(const char *path, char **out)
+{
+    FILE *f = fopen(path, "r");
+    if (f == NULL)
+        return -errno;
+    size_t cap = 4096, len = 0;
+    char *buf = malloc(cap);
+    int rc = 0;
+    while (buf != NULL) {
+        len += fread(buf + len, 1, cap - len - 1, f);
+        if (len < cap - 1)
+            break;
+        if (cap >= (1u << 20)) {
+            rc = -EFBIG;
+            break;
+        }
+        char *b = realloc(buf, cap * 2);
+        if (b == NULL) {
+            free(buf);
+            buf = NULL;
+            break;
+        }
+        buf = b;
+        cap *= 2;
+    }
+    if (buf == NULL)
+        rc = -ENOMEM;
+    else if (rc == 0 && ferror(f))
+        rc = -EIO;
+    fclose(f);
+    if (rc != 0) {
+        free(buf);
+        return rc;
+    }
+    buf[len] = '\0';
+    *out = buf;
+    return 0;
 }
 
 /* Resolve HOST:PORT (or [HOST]:PORT) to a socket address. */
@@ -174,19 +294,29 @@ static int resolve(const char *listen, struct sockaddr_storage *ss, socklen_t *l
     return 0;
 }
 
-/* Write the port to path atomically, so a reader never sees half a number. */
-static int write_port_file(const char *path, unsigned port)
+/*
+ * Write the port to path atomically, so a reader never sees half a number.
+ * The temporary file is made by mkstemp next to path: a name nobody can
+ * guess and plant a symlink at beforehand (a fixed PATH.tmp could be one,
+ * and fopen would write through it). Its mode follows the umask.
+ */
+static int write_port_file(const char *path, unsigned port, mode_t mask)
 {
     char tmp[PATH_MAX];
-    if (snprintf(tmp, sizeof(tmp), "%s.tmp", path) >= (int)sizeof(tmp))
+    if (snprintf(tmp, sizeof(tmp), "%s.XXXXXX", path) >= (int)sizeof(tmp))
         return -ENAMETOOLONG;
-    FILE *f = fopen(tmp, "w");
-    if (f == NULL)
+    int fd = mkstemp(tmp);
+    if (fd < 0)
         return -errno;
-    int bad = fprintf(f, "%u\n", port) < 0;
-    bad |= fclose(f) != 0;
-    if (bad || rename(tmp, path) != 0) {
-        int e = errno ? errno : EIO;
+    char text[16];
+    int n = snprintf(text, sizeof(text), "%u\n", port);
+    int bad = fchmod(fd, 0666 & ~mask) != 0 || write(fd, text, (size_t)n) != n;
+    int e = bad ? (errno ? errno : EIO) : 0;
+    if (close(fd) != 0 && e == 0)
+        e = errno;
+    if (e == 0 && rename(tmp, path) != 0)
+        e = errno;
+    if (e != 0) {
         unlink(tmp);
         return -e;
     }
@@ -200,6 +330,8 @@ int main(int argc, char **argv)
         .threads = 4,
         .max_body = 1024 * 1024,
         .level = SG_LOG_INFO,
+        .umask = 077,
+        .max_ahead_ms = 3600 * 1000,
     };
     int rc = parse_args(argc, argv, &c);
     if (rc >= 0)
@@ -222,18 +354,54 @@ int main(int argc, char **argv)
     pthread_sigmask(SIG_BLOCK, &stop_set, NULL);
     signal(SIGPIPE, SIG_IGN);
 
+    /* Records and the audit log are nobody else's business: the database,
+     * the -wal and -shm files SQLite makes next to it, and the port file are
+     * created 0600 unless --umask says otherwise. (SQLite gives -wal and -shm
+     * the mode of an existing database file.) */
+    umask(c.umask);
     if (c.port_file)
         unlink(c.port_file); /* never leave a previous run's port for a reader */
 
     int status = 1;
+    char *tls_cert = NULL, *tls_key = NULL;
+    sg_auth *auth = NULL;
     sg_store_pool *pool = NULL;
     sg_http *http = NULL;
     char err[512] = "";
+    if (c.auth_file != NULL) {
+        rc = sg_auth_load(c.auth_file, &auth, err, sizeof(err));
+        if (rc != 0) {
+            sg_log(SG_LOG_ERROR, "auth file: %s", err);
+            goto out;
+        }
+        struct stat ab;
+        if (stat(c.auth_file, &ab) == 0 && (ab.st_mode & 077) != 0)
+            sg_log(SG_LOG_WARN, "auth file %s is mode %04o: others can read the tokens; chmod 600 it",
+                   c.auth_file, (unsigned)(ab.st_mode & 0777));
+    }
+    if (c.tls_cert != NULL) {
+        if ((rc = read_file(c.tls_cert, &tls_cert)) != 0) {
+            sg_log(SG_LOG_ERROR, "--tls-cert %s: %s", c.tls_cert, strerror(-rc));
+            goto out;
+        }
+        if ((rc = read_file(c.tls_key, &tls_key)) != 0) {
+            sg_log(SG_LOG_ERROR, "--tls-key %s: %s", c.tls_key, strerror(-rc));
+            goto out;
+        }
+        struct stat kb;
+        if (stat(c.tls_key, &kb) == 0 && (kb.st_mode & 077) != 0)
+            sg_log(SG_LOG_WARN, "TLS key %s is mode %04o: others can read it; chmod 600 it", c.tls_key,
+                   (unsigned)(kb.st_mode & 0777));
+    }
     rc = sg_store_pool_open(c.db, c.threads, &pool, err, sizeof(err));
     if (rc != 0) {
         sg_log(SG_LOG_ERROR, "database: %s", err);
         goto out;
     }
+    struct stat sb;
+    if (stat(c.db, &sb) == 0 && (sb.st_mode & 0777 & c.umask) != 0)
+        sg_log(SG_LOG_WARN, "database %s is mode %04o, more open than --umask %03o allows; chmod it", c.db,
+               (unsigned)(sb.st_mode & 0777), (unsigned)c.umask);
     struct sg_http_options ho = {
         .addr = (const struct sockaddr *)&ss,
         .addr_len = ss_len,
@@ -241,6 +409,10 @@ int main(int argc, char **argv)
         .max_body = c.max_body,
         .pool = pool,
         .unfenced = c.unfenced,
+        .auth = auth,
+        .max_token_ahead_ms = c.max_ahead_ms,
+        .tls_cert_pem = tls_cert,
+        .tls_key_pem = tls_key,
     };
     if (c.unfenced) {
         sg_store_pool_set_unfenced(pool, 1);
@@ -252,12 +424,12 @@ int main(int argc, char **argv)
         goto out;
     }
     unsigned port = sg_http_port(http);
-    if (c.port_file && (rc = write_port_file(c.port_file, port)) != 0) {
+    if (c.port_file && (rc = write_port_file(c.port_file, port, c.umask)) != 0) {
         sg_log(SG_LOG_ERROR, "port file %s: %s", c.port_file, strerror(-rc));
         goto out;
     }
-    sg_log(SG_LOG_INFO, "listening on port %u, database %s (WAL, synchronous=FULL), %d threads", port, c.db,
-           c.threads);
+    sg_log(SG_LOG_INFO, "listening on port %u (%s), database %s (WAL, synchronous=FULL), %d threads", port,
+           tls_cert ? "HTTPS" : "HTTP", c.db, c.threads);
 
     int sig = 0;
     while (sigwait(&stop_set, &sig) != 0) {
@@ -272,6 +444,11 @@ int main(int argc, char **argv)
 out:
     sg_http_stop(http);
     sg_store_pool_close(pool);
+    sg_auth_free(auth);
+    if (tls_key != NULL)
+        memset(tls_key, 0, strlen(tls_key)); /* a secret: not left in freed memory */
+    free(tls_key);
+    free(tls_cert);
     if (status == 0 && c.port_file)
         unlink(c.port_file);
     if (status == 0)

@@ -19,8 +19,15 @@ static const struct {
     [SG_M_READS] = {"storage_guard_reads_total", "Record reads answered (fenced or not)."},
     [SG_M_READS_STALE] = {"storage_guard_reads_refused_stale_total",
                           "Fenced reads refused for a stale token."},
+    [SG_M_DELETES] = {"storage_guard_deletes_total", "Deletes admitted by the fencing check."},
+    [SG_M_BATCHES] = {"storage_guard_batches_total", "Batches applied in full."},
+    [SG_M_BATCHES_STALE] = {"storage_guard_batches_refused_stale_total",
+                            "Batches refused because their token was stale for one of their resources."},
+    [SG_M_PRECONDITIONS] = {"storage_guard_preconditions_failed_total",
+                            "Writes, deletes and batches refused because a version did not match (412)."},
+    [SG_M_FENCE_RESETS] = {"storage_guard_fence_resets_total", "Fences set (lowered) by an operator."},
     [SG_M_BAD_REQUESTS] = {"storage_guard_bad_requests_total",
-                           "Requests answered with a 4xx status other than a stale token (409)."},
+                           "Requests answered with a 4xx status other than 409 and 412."},
     [SG_M_STORE_ERRORS] = {"storage_guard_errors_total", "Requests answered with a 5xx status."},
 };
 

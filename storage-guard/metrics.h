@@ -13,8 +13,13 @@ enum sg_metric {
     SG_M_WRITES_STALE,
     SG_M_READS,
     SG_M_READS_STALE,
-    SG_M_BAD_REQUESTS, /* any 4xx answer other than a stale token */
-    SG_M_STORE_ERRORS, /* 5xx answers */
+    SG_M_DELETES,       /* deletes admitted (record deleted or not found) */
+    SG_M_BATCHES,       /* batches applied */
+    SG_M_BATCHES_STALE, /* batches refused for a stale token */
+    SG_M_PRECONDITIONS, /* writes, deletes and batches refused with 412 */
+    SG_M_FENCE_RESETS,  /* fences set by an operator */
+    SG_M_BAD_REQUESTS,  /* any 4xx answer other than 409 and 412 */
+    SG_M_STORE_ERRORS,  /* 5xx answers */
     SG_M_COUNT,
 };
 

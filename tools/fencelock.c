@@ -22,6 +22,8 @@
 
 #include <lockcore/lockcore.h>
 
+#include "cmd_file.h"
+
 #ifndef FENCELOCK_VERSION
 #define FENCELOCK_VERSION "unknown"
 #endif
@@ -649,6 +651,11 @@ int main(int argc, char **argv)
     const char *operands[3];
     int nops = 0;
     char **cmd = NULL;
+
+    /* write, append and fence (tools/cmd_file.c) parse their own options. */
+    int file_code = fencelock_file_main(argc, argv);
+    if (file_code >= 0)
+        return file_code;
 
     opterr = 0;
     optind = 1;

@@ -35,6 +35,10 @@ int lockcore_options_init(struct lockcore_options *o)
     o->clock_us = NULL;
     o->clock_arg = NULL;
     o->tls_verify = 1;
+    o->wait_mode = LOCKCORE_WAIT_NOTIFY;
+    o->backoff = LOCKCORE_BACKOFF_FIXED;
+    o->retry_delay_max_ms = 2000;
+    o->queue_ttl_ms = 3000;
     return 0;
 }
 
@@ -76,6 +80,14 @@ static int check_options(const struct lockcore_options *o, char *err, size_t cap
         BAD("reconnect_min_ms must be at least 1 and at most reconnect_max_ms");
     if (o->fencing != 0 && o->fencing != 1)
         BAD("fencing must be 0 or 1");
+    if (o->wait_mode < LOCKCORE_WAIT_NOTIFY || o->wait_mode > LOCKCORE_WAIT_FAIR)
+        BAD("wait_mode must be LOCKCORE_WAIT_NOTIFY, _POLL or _FAIR");
+    if (o->backoff != LOCKCORE_BACKOFF_FIXED && o->backoff != LOCKCORE_BACKOFF_EXPONENTIAL)
+        BAD("backoff must be LOCKCORE_BACKOFF_FIXED or _EXPONENTIAL");
+    if (o->retry_delay_max_ms > WAIT_MAX_MS || (o->backoff && o->retry_delay_max_ms < o->retry_delay_ms))
+        BAD("retry_delay_max_ms must be at least retry_delay_ms and below one year");
+    if (o->queue_ttl_ms < 30 || o->queue_ttl_ms > 3600000)
+        BAD("queue_ttl_ms must be between 30 and 3600000");
     if (o->tls_verify != 0 && o->tls_verify != 1)
         BAD("tls_verify must be 0 or 1");
     if ((o->tls_cert_file == NULL) != (o->tls_key_file == NULL))
@@ -187,6 +199,7 @@ static void client_destroy(lockcore_client *c)
         free(c->nodes[i].q);
     }
     lockcore__ops_free(c);
+    lockcore__notify_free(c);
     client_release(c);
 }
 
@@ -265,6 +278,16 @@ const char *lockcore_errmsg(const lockcore_client *c)
 void lockcore__op_finish(struct op *op, int rc)
 {
     lockcore_client *c = op->c;
+    /* A waiter that gives up leaves every queue it joined; one that was
+     * granted leaves them with its release (SCRIPT_RELEASE), or when its
+     * place, cut to the lock's TTL by the grant, lapses. And it lets go of
+     * its release channel. */
+    if (op->kind == OP_ACQUIRE && op->queued && rc != 0)
+        for (unsigned i = 0; i < c->n; i++)
+            if (c->nodes[i].state != NODE_DOWN)
+                lockcore__op_resend(op, i, STEP_DEQUEUE, 0, lockcore_now_ms());
+    if (op->subscribed)
+        lockcore__notify_drop(c, op);
     op->rc = rc;
     op->phase = PH_DONE;
     op->serial = ++c->serial;
@@ -320,13 +343,28 @@ int lockcore__deliver(lockcore_client *c)
 
 /* ---- event loop ---- */
 
+/* Every connection: the command connections, then the subscriber ones
+ * (while notified waiting has set them up). */
+static unsigned n_conns(const lockcore_client *c)
+{
+    return c->subs != NULL ? 2 * c->n : c->n;
+}
+
+static struct node *conn(lockcore_client *c, unsigned j)
+{
+    return j < c->n ? &c->nodes[j] : &c->subs[j - c->n];
+}
+
 static int pollfds(lockcore_client *c, struct pollfd *fds, size_t cap, int *timeout_ms)
 {
     uint64_t next = UINT64_MAX;
     size_t k = 0;
-    for (unsigned i = 0; i < c->n; i++) {
-        struct node *n = &c->nodes[i];
+    for (unsigned i = 0; i < n_conns(c); i++) {
+        struct node *n = conn(c, i);
         lockcore__node_flush(c, n);
+        uint64_t t = lockcore__node_next_timer(c, n);
+        if (t < next)
+            next = t;
         if (n->state == NODE_DOWN)
             continue;
         if (k == cap)
@@ -340,9 +378,6 @@ static int pollfds(lockcore_client *c, struct pollfd *fds, size_t cap, int *time
             fds[k].events = (short)(POLLIN | (sdslen(n->ctx->obuf) > 0 ? POLLOUT : 0) | n->tls_want);
         fds[k].revents = 0;
         k++;
-        uint64_t t = lockcore__node_next_timer(c, n);
-        if (t < next)
-            next = t;
     }
     for (struct op *op = c->active; op != NULL; op = op->next) {
         uint64_t t = lockcore__op_next_timer(op);
@@ -385,8 +420,8 @@ static int process(lockcore_client *c, const struct pollfd *fds, size_t nfds)
     for (size_t k = 0; k < nfds; k++) {
         if (fds[k].revents == 0)
             continue;
-        for (unsigned i = 0; i < c->n; i++) {
-            struct node *n = &c->nodes[i];
+        for (unsigned i = 0; i < n_conns(c); i++) {
+            struct node *n = conn(c, i);
             if (n->state != NODE_DOWN && n->ctx->fd == fds[k].fd) {
                 lockcore__node_on_events(c, n, fds[k].revents, now);
                 break;
@@ -394,8 +429,8 @@ static int process(lockcore_client *c, const struct pollfd *fds, size_t nfds)
         }
     }
     now = lockcore_now_ms();
-    for (unsigned i = 0; i < c->n; i++)
-        lockcore__node_check_timers(c, &c->nodes[i], now);
+    for (unsigned i = 0; i < n_conns(c); i++)
+        lockcore__node_check_timers(c, conn(c, i), now);
     for (struct op *op = c->active, *next; op != NULL; op = next) {
         next = op->next;
         lockcore__op_check_timers(op, now);
@@ -403,8 +438,8 @@ static int process(lockcore_client *c, const struct pollfd *fds, size_t nfds)
     lockcore__keepalive_check(c, now);
     lockcore__kinds_check(c, now);
     /* Send what the replies and timers produced in one write per node. */
-    for (unsigned i = 0; i < c->n; i++)
-        lockcore__node_flush(c, &c->nodes[i]);
+    for (unsigned i = 0; i < n_conns(c); i++)
+        lockcore__node_flush(c, conn(c, i));
     return lockcore__deliver(c);
 }
 
@@ -424,9 +459,9 @@ int lockcore_process(lockcore_client *c, const struct pollfd *fds, size_t nfds)
  * and is returned. */
 static int run_once(lockcore_client *c, int timeout_ms)
 {
-    struct pollfd fds[LOCKCORE_NODES_MAX];
+    struct pollfd fds[LOCKCORE_POLLFDS_MAX];
     int t;
-    int nfds = pollfds(c, fds, LOCKCORE_NODES_MAX, &t);
+    int nfds = pollfds(c, fds, LOCKCORE_POLLFDS_MAX, &t);
     if (nfds < 0)
         return nfds;
     if (timeout_ms >= 0 && (t < 0 || t > timeout_ms))
@@ -506,6 +541,16 @@ static void set_keys(struct op *op, const char *resource)
     memcpy(op->ikey + 1, op->key, op->key_len);
     memcpy(op->ikey + 1 + op->key_len, "}:holder", 9);
     op->ikey_len = op->key_len + 9;
+    op->qkey[0] = op->qexp[0] = op->chan[0] = '{';
+    memcpy(op->qkey + 1, op->key, op->key_len);
+    memcpy(op->qkey + 1 + op->key_len, "}:waiters", 10);
+    op->qkey_len = op->key_len + 10;
+    memcpy(op->qexp + 1, op->key, op->key_len);
+    memcpy(op->qexp + 1 + op->key_len, "}:waiting", 10);
+    op->qexp_len = op->key_len + 10;
+    memcpy(op->chan + 1, op->key, op->key_len);
+    memcpy(op->chan + 1 + op->key_len, "}:released", 11);
+    op->chan_len = op->key_len + 11;
 }
 
 static int is_id(const char *id, size_t cap)
@@ -604,6 +649,11 @@ static struct op *start_acquire(lockcore_client *c, const char *resource, lockco
     op->ttl_ms = c->o.ttl_ms;
     uint64_t now = lockcore_now_ms();
     op->wait_deadline_ms = c->o.wait_ms ? now + c->o.wait_ms : 0;
+    /* The ticket orders waiters; a fair acquisition waits its turn from the
+     * first attempt on. */
+    op->ticket = c->o.clock_us(c->o.clock_arg);
+    op->lock.ticket = op->ticket;
+    op->queued = c->o.wait_mode == LOCKCORE_WAIT_FAIR;
     lockcore__op_start(op, now);
     return op;
 }

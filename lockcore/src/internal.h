@@ -15,6 +15,7 @@
 #define KEY_MAX (LOCKCORE_PREFIX_MAX + LOCKCORE_RESOURCE_MAX)
 #define FENCE_KEY_MAX (KEY_MAX + 16)
 #define INFO_KEY_MAX (KEY_MAX + 16)
+#define QUEUE_KEY_MAX (KEY_MAX + 16)
 #define ERRMSG_MAX 512
 
 /* ---- addresses ---- */
@@ -50,6 +51,8 @@ enum script {
     SCRIPT_RAISE,
     SCRIPT_STATUS,
     SCRIPT_SET_INFO,
+    SCRIPT_ACQUIRE_QUEUED,
+    SCRIPT_DEQUEUE,
     SCRIPT_COUNT,
 };
 extern const char *const lockcore__scripts[SCRIPT_COUNT];
@@ -64,9 +67,10 @@ enum fail_kind { FAIL_NET, FAIL_PROTO };
 /* What a queued reply belongs to. Replies come back in the order the
  * commands went out, so a FIFO per node matches them without ids. */
 enum step {
-    STEP_IGNORE, /* fire-and-forget (rollback release): reply dropped */
-    STEP_INFO,   /* fire-and-forget: the holder info after an acquire */
-    STEP_AUTH,   /* connection set-up: an error fails the node */
+    STEP_IGNORE,  /* fire-and-forget (rollback release): reply dropped */
+    STEP_INFO,    /* fire-and-forget: the holder info after an acquire */
+    STEP_DEQUEUE, /* fire-and-forget: leave a waiters' queue */
+    STEP_AUTH,    /* connection set-up: an error fails the node */
     STEP_SELECT,
     STEP_LOAD, /* SCRIPT LOAD: reply is the sha of script `arg` */
     STEP_LOCK, /* operation steps: matched to op by serial */
@@ -87,6 +91,7 @@ struct pending {
 };
 
 struct node {
+    int sub; /* 1: a subscriber connection (release notices), not commands */
     struct address addr;
     char name[280]; /* host:port, for messages */
     unsigned index;
@@ -140,6 +145,17 @@ struct op {
     char holder[LOCKCORE_ID_LEN + 1]; /* who holds it, from a refusal */
     int64_t holder_pttl_ms;
     unsigned holder_nodes;
+    char qkey[QUEUE_KEY_MAX + 1]; /* waiters' queue: "{" key "}:waiters" */
+    size_t qkey_len;
+    char qexp[QUEUE_KEY_MAX + 1]; /* their deadlines: "{" key "}:waiting" */
+    size_t qexp_len;
+    char chan[QUEUE_KEY_MAX + 1]; /* release channel: "{" key "}:released" */
+    size_t chan_len;
+    uint64_t ticket; /* place in the queue: wall µs at the first attempt */
+    int queued;      /* attempts use the queued acquire (registers as a waiter) */
+    unsigned behind; /* nodes that refused because another waiter is first */
+    int noticed;     /* a release named it while an attempt was in flight */
+    int subscribed;  /* holds a reference on the key's release channel */
     uint8_t slot[LOCKCORE_NODES_MAX];
     uint8_t accepted[LOCKCORE_NODES_MAX];
     struct lockcore_node_status *status; /* OP_STATUS: caller's array */
@@ -179,6 +195,13 @@ struct lockcore_client {
      * from a callback is freed when the outermost of those returns. */
     unsigned in_cb;
     unsigned depth;
+    /* Notified waiting: one subscriber connection per node, and the release
+     * channels the client's waiters want, with reference counts. */
+    struct node *subs;
+    struct channel *channels;
+    size_t n_channels, cap_channels;
+    int notify_refused; /* a node refused SUBSCRIBE: waiters use timers */
+    char notify_why[256];
     int free_pending;
     int freeing;    /* being freed: no new operation may start */
     int ka_walking; /* keep-alives are being walked: stop() only marks */
@@ -192,6 +215,7 @@ struct lockcore_client {
 
 /* node.c */
 void lockcore__node_init(lockcore_client *c, struct node *n, unsigned index);
+int lockcore__node_connect(lockcore_client *c, struct node *n, uint64_t now);
 void lockcore__node_close(lockcore_client *c, struct node *n, enum fail_kind kind, const char *why);
 int lockcore__node_usable(lockcore_client *c, struct node *n, uint64_t now);
 /* now: the caller's lockcore_now_ms(), kept as the command's send time. */
@@ -225,6 +249,18 @@ ssize_t lockcore__tls_write(struct node *n, const void *buf, size_t len, char *e
 ssize_t lockcore__tls_read(struct node *n, void *buf, size_t len, char *err, size_t cap);
 int lockcore__tls_pending(const struct node *n);
 void lockcore__tls_free(struct node *n);
+
+/* notify.c */
+struct channel {
+    char *name;
+    size_t len;
+    unsigned refs;
+};
+int lockcore__notify_want(lockcore_client *c, struct op *op);
+void lockcore__notify_drop(lockcore_client *c, struct op *op);
+void lockcore__notify_setup(lockcore_client *c, struct node *sub, uint64_t now);
+void lockcore__notify_reply(lockcore_client *c, struct node *sub, redisReply *r, uint64_t now);
+void lockcore__notify_free(lockcore_client *c);
 
 /* keepalive.c */
 uint64_t lockcore__keepalive_next_timer(const lockcore_client *c);

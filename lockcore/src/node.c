@@ -122,6 +122,10 @@ static void queue_setup(lockcore_client *c, struct node *n, uint64_t now)
             lens[i] = strlen(argv[i]);
         lockcore__node_send(c, n, argc, argv, lens, NULL, STEP_AUTH, 0, now);
     }
+    if (n->sub) {
+        lockcore__notify_setup(c, n, now); /* channels are global: no SELECT */
+        return;
+    }
     if (n->addr.db != 0) {
         char db[16];
         lockcore__fmt(db, sizeof(db), "%d", n->addr.db);
@@ -239,7 +243,7 @@ static void *make_nil(const redisReadTask *t)
 static redisReplyObjectFunctions bounded_replies = {make_string, make_array, make_integer, make_nil,
                                                     freeReplyObject};
 
-static int node_connect(lockcore_client *c, struct node *n, uint64_t now)
+int lockcore__node_connect(lockcore_client *c, struct node *n, uint64_t now)
 {
     /* A numeric address (resolved at client creation): no DNS here. */
     redisContext *ctx = redisConnectNonBlock(n->addr.ip, n->addr.port);
@@ -278,7 +282,7 @@ int lockcore__node_usable(lockcore_client *c, struct node *n, uint64_t now)
         return 1;
     if (now < n->next_attempt_ms)
         return 0;
-    return node_connect(c, n, now);
+    return lockcore__node_connect(c, n, now);
 }
 
 /* Decimal digits of v, written backwards from end; returns the start. */
@@ -489,6 +493,14 @@ static int drain(lockcore_client *c, struct node *n, uint64_t now)
             return 1;
         }
         struct pending p;
+        if (n->sub && (n->q_len == 0 || ((redisReply *)reply)->type == REDIS_REPLY_ARRAY)) {
+            /* Pushes, and answers to (UN)SUBSCRIBE: not in the FIFO. */
+            lockcore__notify_reply(c, n, reply, now);
+            freeReplyObject(reply);
+            if (n->state == NODE_DOWN)
+                return 0;
+            continue;
+        }
         if (!q_pop(n, &p)) {
             freeReplyObject(reply);
             lockcore__node_close(c, n, FAIL_PROTO, "protocol: reply nobody asked for");
@@ -552,8 +564,18 @@ void lockcore__node_on_events(lockcore_client *c, struct node *n, short revents,
         lockcore__node_flush(c, n);
 }
 
+/* A subscriber connection is wanted while the client has waiters. */
+static int sub_wanted(const lockcore_client *c, const struct node *n)
+{
+    return n->sub && c->n_channels > 0 && !c->notify_refused;
+}
+
 void lockcore__node_check_timers(lockcore_client *c, struct node *n, uint64_t now)
 {
+    if (n->state == NODE_DOWN && sub_wanted(c, n) && now >= n->next_attempt_ms) {
+        lockcore__node_connect(c, n, now);
+        return;
+    }
     if ((n->state == NODE_CONNECTING || n->state == NODE_HANDSHAKE) && now >= n->connect_deadline_ms) {
         char why[128];
         lockcore__fmt(why, sizeof(why), "%s: timed out after %llu ms",
@@ -574,5 +596,7 @@ uint64_t lockcore__node_next_timer(const lockcore_client *c, const struct node *
         return n->connect_deadline_ms;
     if (n->state == NODE_UP && n->q_len > 0)
         return n->q[n->q_head].sent_ms + stall_ms(c);
+    if (n->state == NODE_DOWN && sub_wanted(c, n))
+        return n->next_attempt_ms;
     return UINT64_MAX;
 }

@@ -93,12 +93,13 @@ int lockcore__op_resend(struct op *op, unsigned i, enum step step, int use_eval,
 {
     lockcore_client *c = op->c;
     struct node *n = &c->nodes[i];
-    const char *argv[12];
-    size_t lens[12];
+    const char *argv[16]; /* EVAL script numkeys, 4 keys, 7 args */
+    size_t lens[16];
     char ttl[24], prop[24], idle[24], tok[24];
     int argc = 0, script = -1;
-    const char *keys[3], *args[5];
-    size_t klens[3], alens[5];
+    const char *keys[4], *args[7];
+    size_t klens[4], alens[7];
+    char ticket[24], qttl[24];
     int nkeys = 0, nargs = 0;
     if (op->lock.flags & LOCKCORE__KIND_FLAGS) {
         int krc = lockcore__kinds_resend(op, i, step, use_eval, now);
@@ -111,6 +112,26 @@ int lockcore__op_resend(struct op *op, unsigned i, enum step step, int use_eval,
     switch (step) {
     case STEP_LOCK:
         u64s(ttl, sizeof(ttl), op->ttl_ms);
+        if (op->queued) {
+            /* A waiter: takes its place in the queue and tries. */
+            u64s(prop, sizeof(prop), c->o.fencing ? op->proposal : 0);
+            u64s(idle, sizeof(idle), c->o.fence_idle_ms);
+            u64s(ticket, sizeof(ticket), op->ticket);
+            u64s(qttl, sizeof(qttl), c->o.queue_ttl_ms);
+            script = SCRIPT_ACQUIRE_QUEUED;
+            KEY(op->key, op->key_len);
+            KEY(op->fkey, op->fkey_len);
+            KEY(op->qkey, op->qkey_len);
+            KEY(op->qexp, op->qexp_len);
+            ARG(op->lock.id);
+            ARG(ttl);
+            ARG(prop);
+            ARG(idle);
+            ARG(ticket);
+            ARG(qttl);
+            ARG(c->o.wait_mode == LOCKCORE_WAIT_FAIR ? "1" : "0");
+            break;
+        }
         if (!c->o.fencing) {
             /* Plain Redlock: the classic SET NX PX, no script needed. */
             const char *v[] = {"SET", op->key, op->lock.id, "NX", "PX", ttl};
@@ -159,6 +180,21 @@ int lockcore__op_resend(struct op *op, unsigned i, enum step step, int use_eval,
         script = SCRIPT_RELEASE;
         KEY(op->key, op->key_len);
         KEY(op->ikey, op->ikey_len);
+        KEY(op->qkey, op->qkey_len);
+        KEY(op->qexp, op->qexp_len);
+        ARG(op->lock.id);
+        /* A real release tells the next waiter; a rollback does not (the
+         * lock may well be held by someone else). */
+        if (step == STEP_RELEASE && c->o.wait_mode != LOCKCORE_WAIT_POLL)
+            args[nargs] = op->chan, alens[nargs++] = op->chan_len;
+        else
+            ARG("");
+        ARG(step == STEP_RELEASE ? "1" : "0");
+        break;
+    case STEP_DEQUEUE:
+        script = SCRIPT_DEQUEUE;
+        KEY(op->qkey, op->qkey_len);
+        KEY(op->qexp, op->qexp_len);
         ARG(op->lock.id);
         break;
     case STEP_INFO:
@@ -183,7 +219,7 @@ int lockcore__op_resend(struct op *op, unsigned i, enum step step, int use_eval,
 #undef KEY
 #undef ARG
 
-    static const char *const nk[] = {"0", "1", "2", "3"};
+    static const char *const nk[] = {"0", "1", "2", "3", "4"};
     if (use_eval || c->sha[script][0] == '\0') {
         argv[argc] = "EVAL", lens[argc++] = 4;
         argv[argc] = lockcore__scripts[script], lens[argc++] = strlen(lockcore__scripts[script]);
@@ -197,7 +233,7 @@ int lockcore__op_resend(struct op *op, unsigned i, enum step step, int use_eval,
     for (int k = 0; k < nargs; k++)
         argv[argc] = args[k], lens[argc++] = alens[k];
     /* Fire-and-forget steps have no operation: their replies are dropped. */
-    int mine = step != STEP_IGNORE && step != STEP_INFO;
+    int mine = step != STEP_IGNORE && step != STEP_INFO && step != STEP_DEQUEUE;
     return lockcore__node_send(c, n, argc, argv, lens, mine ? op : NULL, step, 0, now);
 }
 
@@ -253,6 +289,7 @@ static void attempt_begin(struct op *op, uint64_t now)
     op->holder[0] = '\0';
     op->holder_pttl_ms = -2;
     op->holder_nodes = 0;
+    op->behind = 0;
     if (op->c->o.fencing) {
         uint64_t wall = op->c->o.clock_us(op->c->o.clock_arg);
         int rc = fencing_propose(wall, *fence_seen(op), &op->proposal);
@@ -263,6 +300,63 @@ static void attempt_begin(struct op *op, uint64_t now)
         }
     }
     phase_begin(op, PH_LOCK, STEP_LOCK, now);
+}
+
+/* The backoff: fixed (delay + jitter), or exponential with full jitter. */
+static uint64_t backoff_delay(struct op *op)
+{
+    lockcore_client *c = op->c;
+    if (c->o.backoff == LOCKCORE_BACKOFF_EXPONENTIAL) {
+        unsigned shift = op->lock.attempts > 1 ? op->lock.attempts - 1 : 0;
+        uint64_t cap = c->o.retry_delay_ms;
+        for (unsigned k = 0; k < shift && cap < c->o.retry_delay_max_ms; k++)
+            cap *= 2;
+        if (cap > c->o.retry_delay_max_ms)
+            cap = c->o.retry_delay_max_ms;
+        return lockcore__rand64(&c->rng) % (cap + 1);
+    }
+    uint64_t delay = c->o.retry_delay_ms;
+    if (c->o.retry_jitter_ms > 0)
+        delay += lockcore__rand64(&c->rng) % (c->o.retry_jitter_ms + 1);
+    return delay;
+}
+
+/* How long a refused acquisition waits. Polling: the backoff. Notified and
+ * fair: a waiter first takes its place in the nodes' queues (the next
+ * attempt, at once), then sleeps until a release names it or until the
+ * holder's TTL runs out (a crashed holder sends nothing), refreshing its
+ * place before it lapses. A refusal by nodes that do not agree on one
+ * holder (a split vote: nobody holds a majority) retries after the
+ * backoff, since nobody will release. */
+static uint64_t wait_delay(struct op *op, int rc)
+{
+    lockcore_client *c = op->c;
+    uint64_t delay = backoff_delay(op);
+    int refused = rc == LOCKCORE_ELOCKED;
+    /* The lock kinds (kinds.c) keep no place in the nodes' queues: they poll. */
+    if (c->o.wait_mode == LOCKCORE_WAIT_POLL || !refused || (op->lock.flags & LOCKCORE__KIND_FLAGS))
+        return delay;
+    if (!op->queued) {
+        op->queued = 1;
+        return 0;
+    }
+    if (op->noticed) {
+        op->noticed = 0;
+        return 0;
+    }
+    if (c->notify_refused || lockcore__notify_want(c, op) < 0)
+        return c->o.wait_mode == LOCKCORE_WAIT_FAIR && delay > c->o.queue_ttl_ms / 3 ? c->o.queue_ttl_ms / 3
+                                                                                     : delay;
+    if (c->o.wait_mode == LOCKCORE_WAIT_FAIR && op->behind >= c->quorum) {
+        delay = UINT64_MAX; /* not our turn: the release before ours names us */
+    } else if (op->holder[0] != '\0' && op->holder_nodes >= c->quorum && op->holder_pttl_ms >= 0) {
+        delay = (uint64_t)op->holder_pttl_ms;
+        if (c->o.retry_jitter_ms > 0)
+            delay += lockcore__rand64(&c->rng) % (c->o.retry_jitter_ms + 1);
+    }
+    if (delay > c->o.queue_ttl_ms / 3)
+        delay = c->o.queue_ttl_ms / 3; /* keep the place in the queue */
+    return delay;
 }
 
 /* Release whatever this attempt set, on every connected node, then retry
@@ -276,11 +370,15 @@ static void attempt_failed(struct op *op, int rc, uint64_t now)
             lockcore__op_resend(op, i, STEP_IGNORE, 0, now);
 
     int retries_left = c->o.retry_count < 0 || op->lock.attempts <= (unsigned)c->o.retry_count;
-    uint64_t delay = c->o.retry_delay_ms;
-    if (c->o.retry_jitter_ms > 0)
-        delay += lockcore__rand64(&c->rng) % (c->o.retry_jitter_ms + 1);
-    if (op->wait_deadline_ms != 0 && now + delay >= op->wait_deadline_ms)
-        retries_left = 0;
+    uint64_t delay = wait_delay(op, rc);
+    /* With a deadline, the last attempt is made at the deadline, not one
+     * delay before it (a notice may still come in between). */
+    if (op->wait_deadline_ms != 0) {
+        if (now >= op->wait_deadline_ms)
+            retries_left = 0;
+        else if (now + delay > op->wait_deadline_ms)
+            delay = op->wait_deadline_ms - now;
+    }
     if (!retries_left) {
         lockcore__op_finish(op, rc);
         return;
@@ -672,7 +770,7 @@ void lockcore__op_reply(struct op *op, unsigned i, enum step step, redisReply *r
         lockcore__kinds_lock_reply(op, i, r);
     switch (step) {
     case STEP_LOCK:
-        if (!op->c->o.fencing && !(op->lock.flags & LOCKCORE__KIND_FLAGS)) {
+        if (!op->c->o.fencing && !op->queued && !(op->lock.flags & LOCKCORE__KIND_FLAGS)) {
             if (r->type == REDIS_REPLY_STATUS && strcmp(r->str, "OK") == 0)
                 op->slot[i] = SLOT_YES;
             else if (r->type == REDIS_REPLY_NIL)
@@ -689,6 +787,10 @@ void lockcore__op_reply(struct op *op, unsigned i, enum step step, redisReply *r
                 op->accepted[i] = op->slot[i] == SLOT_YES && int_at(r, 1) == 1;
                 if (op->slot[i] == SLOT_NO && r->elements >= 5)
                     note_holder(op, r->element[3], int_at(r, 4));
+                if (op->slot[i] == SLOT_NO && r->elements >= 6 && r->element[5]->type == REDIS_REPLY_STRING &&
+                    (r->element[5]->len != LOCKCORE_ID_LEN ||
+                     memcmp(r->element[5]->str, op->lock.id, LOCKCORE_ID_LEN) != 0))
+                    op->behind++;
                 break;
             }
         }

@@ -14,12 +14,36 @@
  * fencelock exclude each other. The keys beside it (the fence key and the
  * holder info key) are fencelock's own; other clients never read them. */
 const char *const lockcore__scripts[SCRIPT_COUNT] = {
-    /* KEYS[1] lock, KEYS[2] holder info; ARGV[1] lock id. */
-    [SCRIPT_RELEASE] = "if redis.call('GET', KEYS[1]) == ARGV[1] then\n"
-                       "  redis.call('DEL', KEYS[2])\n"
-                       "  return redis.call('DEL', KEYS[1])\n"
+    /* KEYS[1] lock, KEYS[2] holder info, KEYS[3] waiters' queue, KEYS[4]
+     * their deadlines; ARGV[1] lock id, ARGV[2] release channel ("" for
+     * none), ARGV[3] 1 to leave the queue (a release), 0 to keep the place
+     * (the rollback of a waiter's failed attempt). A release tells the first live waiter in this node's
+     * queue, by name, on the channel (dead ones are dropped from the head first); pcall, so that a user
+     * without PUBLISH rights still releases. */
+    [SCRIPT_RELEASE] = "if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end\n"
+                       "redis.call('DEL', KEYS[2])\n"
+                       "local r = redis.call('DEL', KEYS[1])\n"
+                       "local h = redis.call('ZRANGE', KEYS[3], 0, 0)[1]\n"
+                       "if not h then return r end\n"
+                       "if ARGV[3] == '0' then return r end\n"
+                       "redis.call('ZREM', KEYS[3], ARGV[1])\n"
+                       "redis.call('HDEL', KEYS[4], ARGV[1])\n"
+                       "if ARGV[2] == '' then return r end\n"
+                       "h = redis.call('ZRANGE', KEYS[3], 0, 0)[1]\n"
+                       "if not h then return r end\n"
+                       "local t = redis.call('TIME')\n"
+                       "local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"
+                       "for i = 1, 64 do\n"
+                       "  if (tonumber(redis.call('HGET', KEYS[4], h) or '0') or 0) >= now then\n"
+                       "    redis.pcall('PUBLISH', ARGV[2], h)\n"
+                       "    return r\n"
+                       "  end\n"
+                       "  redis.call('ZREM', KEYS[3], h)\n"
+                       "  redis.call('HDEL', KEYS[4], h)\n"
+                       "  h = redis.call('ZRANGE', KEYS[3], 0, 0)[1]\n"
+                       "  if not h then return r end\n"
                        "end\n"
-                       "return 0\n",
+                       "return r\n",
     /* KEYS[1] lock, KEYS[2] fence, KEYS[3] holder info; ARGV[1] lock id,
      * ARGV[2] ttl ms, ARGV[3] fence expiry ms (0: the fence never expires),
      * ARGV[4] the lock's token (0: unknown or plain Redlock).
@@ -55,6 +79,53 @@ const char *const lockcore__scripts[SCRIPT_COUNT] = {
                         "  return redis.call('SET', KEYS[2], ARGV[2], 'PX', ARGV[3])\n"
                         "end\n"
                         "return 0\n",
+    /* The acquire of a waiter: it takes (or refreshes) its place in this
+     * node's queue, a sorted set scored by its ticket with a deadline per
+     * member, drops dead waiters from the head, and then tries the lock;
+     * with ARGV[7] = 1 (fair) only if it is the head. Granted here, it
+     * keeps its place until its release (the acquisition may still fail on
+     * the majority), with the deadline cut to the lock's TTL so that a
+     * holder that dies does not stay first for long. The lock and fence
+     * steps are those of the fenced acquire (fencing_script_acquire), or of
+     * plain SET NX PX with ARGV[3] = 0.
+     * KEYS[1] lock, KEYS[2] fence, KEYS[3] queue, KEYS[4] deadlines;
+     * ARGV[1] id, ARGV[2] ttl, ARGV[3] proposal, ARGV[4] fence idle,
+     * ARGV[5] ticket, ARGV[6] queue ttl ms, ARGV[7] fair.
+     * Returns {granted, accepted, fence, holder, holder pttl, head}. */
+    [SCRIPT_ACQUIRE_QUEUED] =
+        "local t = redis.call('TIME')\n"
+        "local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"
+        "local qttl = tonumber(ARGV[6])\n"
+        "for i = 1, 64 do\n"
+        "  local h = redis.call('ZRANGE', KEYS[3], 0, 0)[1]\n"
+        "  if not h or h == ARGV[1] then break end\n"
+        "  if (tonumber(redis.call('HGET', KEYS[4], h) or '0') or 0) >= now then break end\n"
+        "  redis.call('ZREM', KEYS[3], h)\n"
+        "  redis.call('HDEL', KEYS[4], h)\n"
+        "end\n"
+        "local f = tonumber(redis.call('GET', KEYS[2]) or '0') or 0\n"
+        "local fs = string.format('%.0f', f)\n"
+        "redis.call('ZADD', KEYS[3], ARGV[5], ARGV[1])\n"
+        "redis.call('HSET', KEYS[4], ARGV[1], now + qttl)\n"
+        "redis.call('PEXPIRE', KEYS[3], 2 * qttl)\n"
+        "redis.call('PEXPIRE', KEYS[4], 2 * qttl)\n"
+        "local head = redis.call('ZRANGE', KEYS[3], 0, 0)[1]\n"
+        "if (ARGV[7] == '1' and head ~= ARGV[1]) or\n"
+        "   not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then\n"
+        "  return {0, 0, fs, redis.call('GET', KEYS[1]) or '', redis.call('PTTL', KEYS[1]), head}\n"
+        "end\n"
+        "redis.call('HSET', KEYS[4], ARGV[1], now + tonumber(ARGV[2]))\n"
+        "if ARGV[3] == '0' then return {1, 1, fs} end\n"
+        "local p = tonumber(ARGV[3])\n"
+        "if p > f then\n"
+        "  if ARGV[4] ~= '0' then redis.call('SET', KEYS[2], ARGV[3], 'PX', ARGV[4])\n"
+        "  else redis.call('SET', KEYS[2], ARGV[3]) end\n"
+        "  return {1, 1, ARGV[3]}\n"
+        "end\n"
+        "return {1, 0, fs}\n",
+    /* KEYS[1] queue, KEYS[2] deadlines; ARGV[1] id: leave the queue. */
+    [SCRIPT_DEQUEUE] = "redis.call('ZREM', KEYS[1], ARGV[1])\n"
+                       "return redis.call('HDEL', KEYS[2], ARGV[1])\n",
 };
 
 uint64_t lockcore_now_ms(void)

@@ -304,6 +304,7 @@ static void test_redlock_per_node_timeout_is_respected(void **state)
 
 static void tune_retry(struct lockcore_options *o)
 {
+    o->wait_mode = LOCKCORE_WAIT_POLL; /* the retry delays themselves */
     o->retry_count = 3;
     o->retry_delay_ms = 20;
     o->retry_jitter_ms = 60;

@@ -130,6 +130,50 @@ static void test_scenarios_node_restart_delayed_prevents_double_grant(void **sta
     assert_true(sc_as_predicted(&r));
 }
 
+/* Kleppmann's pause during acquisition: the grants wait in A's socket
+ * buffers while A is stopped, past the TTL. A client that does not measure
+ * how long its acquisition took believes it holds the lock alongside B. */
+static void test_scenarios_acquire_pause_unfenced_loses_update(void **state)
+{
+    (void)state;
+    struct sc_result r;
+    replay("acquire-pause", SC_UNFENCED, &r);
+    assert_true(r.a_valid_until > r.b_acquired); /* A's "lease" began after B's grant */
+    assert_false(r.a_refused);
+    assert_lost_update(&r, 1);
+}
+
+static void test_scenarios_acquire_pause_fenced_refuses_stale_write(void **state)
+{
+    (void)state;
+    struct sc_result r;
+    /* The same careless client, with tokens: A's token was accepted before
+     * its keys expired, B's after, so storage-guard refuses A's write. */
+    replay("acquire-pause", SC_FENCED, &r);
+    assert_false(r.a_refused);
+    assert_refused(&r, 1);
+}
+
+static void test_scenarios_acquire_pause_validity_check_refuses_late_grant(void **state)
+{
+    (void)state;
+    struct sc_result r;
+    replay("acquire-pause", SC_CHECKED, &r);
+    assert_true(r.a_refused);
+    assert_false(r.double_grant);
+    assert_int_equal(r.status_a, 0); /* A never wrote */
+    assert_int_equal(r.status_b, 200);
+    assert_string_equal(r.final_value, "written by B");
+    assert_true(sc_as_predicted(&r));
+    assert_non_null(strstr(r.verdict, "late grant refused"));
+    /* Refused for the right reason: the grant came back with no validity
+     * left, not because a node failed to answer. */
+    int why = 0;
+    for (int i = 0; i < r.n_ev; i++)
+        why |= strcmp(r.ev[i].lane, "A") == 0 && strstr(r.ev[i].text, "no validity left") != NULL;
+    assert_true(why);
+}
+
 static void test_scenarios_outputs_draw_every_run(void **state)
 {
     (void)state;
@@ -168,6 +212,9 @@ static void test_scenarios_unknown_scenario_is_refused(void **state)
     enum sc_mode m[3];
     assert_int_equal(sc_modes("node-restart", m), 3);
     assert_int_equal(sc_modes("gc-pause", m), 2);
+    assert_int_equal(sc_modes("acquire-pause", m), 3);
+    assert_int_equal(m[2], SC_CHECKED);
+    assert_int_equal(sc_run("gc-pause", SC_CHECKED, &cfg, &r, err, sizeof(err)), -EINVAL);
     assert_int_equal(sc_modes(NULL, m), 0);
 }
 
@@ -190,6 +237,9 @@ int main(void)
         cmocka_unit_test(test_scenarios_node_restart_grants_twice_unfenced),
         cmocka_unit_test(test_scenarios_node_restart_fenced_tokens_still_grow),
         cmocka_unit_test(test_scenarios_node_restart_delayed_prevents_double_grant),
+        cmocka_unit_test(test_scenarios_acquire_pause_unfenced_loses_update),
+        cmocka_unit_test(test_scenarios_acquire_pause_fenced_refuses_stale_write),
+        cmocka_unit_test(test_scenarios_acquire_pause_validity_check_refuses_late_grant),
         cmocka_unit_test(test_scenarios_outputs_draw_every_run),
         cmocka_unit_test(test_scenarios_unknown_scenario_is_refused),
     };

@@ -1,5 +1,6 @@
 /* The SQLite store of storage-guard on a real database file: durability
- * settings, a refused write's audit row, reopening, a locked database. */
+ * settings, a refused write's audit row, reopening, a locked database, a
+ * rollback that fails. */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -177,6 +178,111 @@ static void test_store_pool_hands_out_each_connection_once(void **state)
     sg_store_pool_close(p);
 }
 
+/* An authorizer on the store's connection: refuses the audit row, so that a
+ * write fails after BEGIN; with deny_rollback also refuses ROLLBACK; with
+ * interrupt it calls sqlite3_interrupt as the write fails, as a shutdown
+ * would. Setting an authorizer expires every prepared statement, so the
+ * store's statements meet it when they are prepared again on next use. */
+struct trap {
+    sqlite3 *db;
+    int deny_rollback;
+    int interrupt;
+};
+
+static int trap_auth(void *arg, int action, const char *a1, const char *a2, const char *a3, const char *a4)
+{
+    struct trap *t = arg;
+    (void)a2;
+    (void)a3;
+    (void)a4;
+    if (action == SQLITE_INSERT && a1 != NULL && strcmp(a1, "sg_log") == 0) {
+        if (t->interrupt)
+            sqlite3_interrupt(t->db);
+        return SQLITE_DENY;
+    }
+    if (action == SQLITE_TRANSACTION && a1 != NULL && strcmp(a1, "ROLLBACK") == 0 && t->deny_rollback)
+        return SQLITE_DENY;
+    return SQLITE_OK;
+}
+
+/* After a failed write on a whose ROLLBACK failed too: nothing of it is
+ * stored, b (the pool's other connection) can write at once, and so can a. */
+static void check_no_open_transaction(sg_store *a, sg_store *b)
+{
+    struct sg_write_result res;
+    sg_store_set_busy_timeout(b, 200);
+    int rc = sg_store_put(b, "other", 5, "r2", 2, 7, "2", 1, 0, &res);
+    if (rc != 0)
+        fail_msg("a second connection cannot write (%d: %s): the first still holds the write lock", rc,
+                 sg_store_errmsg(b));
+    assert_int_equal(res.outcome, SG_OUTCOME_ACCEPTED);
+    uint64_t last = 1;
+    assert_int_equal(sg_store_fence(b, "r", 1, &last), 0);
+    assert_int_equal(last, 0);
+    struct sg_record rec;
+    int found = 1;
+    assert_int_equal(sg_store_get(b, "k", 1, NULL, 0, 0, 0, NULL, &found, &rec), 0);
+    assert_int_equal(found, 0);
+    rc = sg_store_put(a, "k", 1, "r", 1, 5, "1", 1, 0, &res);
+    if (rc != 0)
+        fail_msg("the connection cannot write again (%d: %s)", rc, sg_store_errmsg(a));
+    assert_int_equal(res.outcome, SG_OUTCOME_ACCEPTED);
+    assert_int_equal(res.version, 1);
+}
+
+static void test_store_denied_rollback_reopens_the_connection(void **state)
+{
+    struct fixture *f = *state;
+    sg_store_pool *p = NULL;
+    char err[256];
+    assert_int_equal(sg_store_pool_open(f->path, 2, &p, err, sizeof(err)), 0);
+    sg_store *a = sg_store_pool_get(p), *b = sg_store_pool_get(p);
+    sqlite3 *db = sg_store_handle(a);
+    struct trap t = {.db = db, .deny_rollback = 1};
+    assert_int_equal(sqlite3_set_authorizer(db, trap_auth, &t), SQLITE_OK);
+    struct sg_write_result res;
+    assert_int_equal(sg_store_put(a, "k", 1, "r", 1, 5, "1", 1, 0, &res), SG_STORE_EFAIL);
+    const char *msg = sg_store_errmsg(a);
+    if (strstr(msg, "append log row") == NULL || strstr(msg, "rollback failed") == NULL ||
+        strstr(msg, "reopened") == NULL)
+        fail_msg("the message does not tell what happened: %s", msg);
+    /* A new connection, without the authorizer. */
+    assert_ptr_not_equal(sg_store_handle(a), NULL);
+    check_no_open_transaction(a, b);
+    sg_store_pool_put(p, a);
+    sg_store_pool_put(p, b);
+    sg_store_pool_close(p);
+}
+
+static void test_store_interrupted_rollback_is_retried(void **state)
+{
+    struct fixture *f = *state;
+    sg_store_pool *p = NULL;
+    char err[256];
+    assert_int_equal(sg_store_pool_open(f->path, 2, &p, err, sizeof(err)), 0);
+    sg_store *a = sg_store_pool_get(p), *b = sg_store_pool_get(p);
+    sqlite3 *db = sg_store_handle(a);
+    struct trap t = {.db = db, .interrupt = 1};
+    assert_int_equal(sqlite3_set_authorizer(db, trap_auth, &t), SQLITE_OK);
+    /* A statement left running on the connection keeps the interrupt alive
+     * into the ROLLBACK, which then fails with SQLITE_INTERRUPT. */
+    sqlite3_stmt *running = NULL;
+    assert_int_equal(sqlite3_prepare_v2(db, "SELECT 1 UNION ALL SELECT 2", -1, &running, NULL), SQLITE_OK);
+    assert_int_equal(sqlite3_step(running), SQLITE_ROW);
+    struct sg_write_result res;
+    assert_int_equal(sg_store_put(a, "k", 1, "r", 1, 5, "1", 1, 0, &res), SG_STORE_EFAIL);
+    assert_non_null(strstr(sg_store_errmsg(a), "append log row"));
+    /* Rolled back on the second try: the same connection. */
+    assert_ptr_equal(sg_store_handle(a), db);
+    assert_int_equal(sqlite3_get_autocommit(db), 1);
+    sqlite3_finalize(running);
+    assert_int_equal(sqlite3_set_authorizer(db, NULL, NULL), SQLITE_OK);
+    check_no_open_transaction(a, b);
+    sg_store_pool_put(p, a);
+    sg_store_pool_put(p, b);
+    sg_store_pool_close(p);
+}
+
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
 
 int main(void)
@@ -187,6 +293,8 @@ int main(void)
         T(test_store_refuses_bad_arguments),
         T(test_store_locked_database_is_busy_and_writes_nothing),
         T(test_store_pool_hands_out_each_connection_once),
+        T(test_store_denied_rollback_reopens_the_connection),
+        T(test_store_interrupted_rollback_is_retried),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -79,6 +79,32 @@ extern "C" {
 #define LOCKCORE_NODES_MAX 64
 /* Longest holder info (see lockcore_options.holder_info), in bytes. */
 #define LOCKCORE_INFO_MAX 512
+/* Most descriptors a client watches: a command connection per node, and a
+ * subscriber connection per node while notified waiters wait. */
+#define LOCKCORE_POLLFDS_MAX (2 * LOCKCORE_NODES_MAX)
+
+/* How an acquisition that was refused waits before it tries again
+ * (lockcore_options.wait_mode). See docs/lockcore.md, "Waiting". */
+enum lockcore_wait_mode {
+    /* A release tells waiters: each node PUBLISHes the name of the first
+     * waiter in its queue, which tries again at once; others sleep until
+     * the holder's TTL would run out (a crashed holder sends nothing). Not
+     * fair: a newcomer may take the lock first. Default. */
+    LOCKCORE_WAIT_NOTIFY = 0,
+    /* Retry after the backoff delay, as plain Redlock does. */
+    LOCKCORE_WAIT_POLL = 1,
+    /* Fair: waiters of every client are granted in the order of their
+     * tickets (arrival time on the waiter's clock); nobody may take the
+     * lock ahead of a live waiter with a smaller ticket. Notified too. */
+    LOCKCORE_WAIT_FAIR = 2,
+};
+
+/* The delay between attempts when no notice comes (lockcore_options.backoff). */
+enum lockcore_backoff {
+    LOCKCORE_BACKOFF_FIXED = 0,       /* retry_delay_ms + uniform[0, retry_jitter_ms] */
+    LOCKCORE_BACKOFF_EXPONENTIAL = 1, /* uniform[0, min(retry_delay_max_ms,
+                                         retry_delay_ms * 2^(attempt-1))]: full jitter */
+};
 
 enum {
     LOCKCORE_ELOCKED = -10001,   /* not acquired: held by another client */
@@ -116,6 +142,12 @@ struct lockcore_options {
     uint64_t retry_delay_ms;     /* least wait before a retry; default 200 */
     uint64_t retry_jitter_ms;    /* random extra wait, uniform in [0, jitter];
                                     default 100 */
+    int wait_mode;               /* enum lockcore_wait_mode; default NOTIFY */
+    int backoff;                 /* enum lockcore_backoff; default FIXED */
+    uint64_t retry_delay_max_ms; /* cap of the exponential backoff; default 2000 */
+    uint64_t queue_ttl_ms;       /* a waiter's place in a queue lasts this long
+                                    unless refreshed (a crashed waiter blocks a
+                                    fair queue no longer); default 3000 */
     uint64_t wait_ms;            /* give up acquiring after this long, all retries
                                     included; 0 = no deadline; default 0 */
     const char *key_prefix;      /* prepended to every resource; default "" */
@@ -168,6 +200,8 @@ struct lockcore_lock {
     unsigned nodes_ok;                        /* nodes that granted / extended / released */
     unsigned attempts;                        /* attempts the acquisition took */
     unsigned flags;                           /* LOCKCORE_LOCK_* below */
+    uint64_t ticket;                          /* the acquisition's place among waiters
+                                                 (wall µs at its start) */
 };
 
 /* lockcore_lock.flags: built by lockcore_lock_from_id, validity unknown
@@ -219,6 +253,11 @@ LOCKCORE_API int lockcore_lock_from_id(lockcore_client *c, const char *resource,
  */
 LOCKCORE_API unsigned lockcore_nodes(const lockcore_client *c);
 LOCKCORE_API unsigned lockcore_quorum(const lockcore_client *c);
+
+/* Why notified waiting is off (a node refused SUBSCRIBE, e.g. for lack of
+ * ACL channel rights: waiters then use timers), or NULL while it works or
+ * was never needed. Valid until the client is freed. */
+LOCKCORE_API const char *lockcore_notify_error(const lockcore_client *c);
 
 /* A static name for any error code returned by lockcore. */
 LOCKCORE_API const char *lockcore_strerror(int err);
@@ -323,7 +362,7 @@ LOCKCORE_API int lockcore_run(lockcore_client *c, int timeout_ms);
 
 /*
  * Event-loop embedding: fill fds[0..] with the descriptors to watch (at most
- * cap; LOCKCORE_NODES_MAX always suffices) and *timeout_ms with the longest
+ * cap; LOCKCORE_POLLFDS_MAX always suffices) and *timeout_ms with the longest
  * the caller may wait. Returns the number of entries, or -EINVAL/-ENOSPC.
  * After polling, hand the same array to lockcore_process().
  */

@@ -1,0 +1,205 @@
+/*
+ * Notified waiting. A waiter subscribes to its resource's release channel
+ * ("{key}:released") on every node, over one subscriber connection per node
+ * that carries the channels of every resource the client waits on. A
+ * release PUBLISHes the name of the first live waiter in that node's queue;
+ * the waiter so named tries again at once.
+ *
+ * Notices are hints, never needed for safety: a lost one costs the waiter
+ * its fallback timer (the holder's remaining TTL, or its queue refresh),
+ * duplicates (N nodes each publish) wake an acquisition that is already
+ * trying, which ignores them. A node that refuses SUBSCRIBE (an ACL without
+ * channel rights) turns notification off for the client: waiters go back
+ * to timers, and lockcore_notify_error() says why.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+/* Channels kept subscribed with no waiter, at most. */
+#define IDLE_CHANNELS_MAX 64
+
+static int subs_init(lockcore_client *c)
+{
+    if (c->subs != NULL)
+        return 0;
+    c->subs = calloc(c->n, sizeof(*c->subs));
+    if (c->subs == NULL)
+        return -ENOMEM;
+    for (unsigned i = 0; i < c->n; i++) {
+        c->subs[i].addr = c->nodes[i].addr;
+        lockcore__node_init(c, &c->subs[i], i);
+        c->subs[i].sub = 1;
+    }
+    return 0;
+}
+
+/* (UN)SUBSCRIBE names on one subscriber connection. The confirmations come
+ * back as pushes, which the reader tells apart by their first element. */
+static void send_sub(struct node *s, const char *cmd, char *const *names, const size_t *lens, size_t n)
+{
+    if (s->ctx == NULL || n == 0)
+        return;
+    const char **argv = malloc((n + 1) * sizeof(*argv));
+    size_t *alen = malloc((n + 1) * sizeof(*alen));
+    if (argv != NULL && alen != NULL) {
+        argv[0] = cmd;
+        alen[0] = strlen(cmd);
+        for (size_t k = 0; k < n; k++) {
+            argv[k + 1] = names[k];
+            alen[k + 1] = lens[k];
+        }
+        redisAppendCommandArgv(s->ctx, (int)n + 1, argv, alen);
+    }
+    free(argv);
+    free(alen);
+}
+
+int lockcore__notify_want(lockcore_client *c, struct op *op)
+{
+    if (c->notify_refused)
+        return -1;
+    if (op->subscribed)
+        return 0;
+    if (subs_init(c) < 0)
+        return -1;
+    for (size_t k = 0; k < c->n_channels; k++) {
+        struct channel *ch = &c->channels[k];
+        if (ch->len == op->chan_len && memcmp(ch->name, op->chan, ch->len) == 0) {
+            ch->refs++;
+            op->subscribed = 1;
+            return 0;
+        }
+    }
+    if (c->n_channels == c->cap_channels) {
+        size_t cap = c->cap_channels ? 2 * c->cap_channels : 8;
+        struct channel *t = realloc(c->channels, cap * sizeof(*t));
+        if (t == NULL)
+            return -1;
+        c->channels = t;
+        c->cap_channels = cap;
+    }
+    char *name = malloc(op->chan_len + 1);
+    if (name == NULL)
+        return -1;
+    memcpy(name, op->chan, op->chan_len + 1);
+    c->channels[c->n_channels++] = (struct channel){name, op->chan_len, 1};
+    op->subscribed = 1;
+    uint64_t now = lockcore_now_ms();
+    for (unsigned i = 0; i < c->n; i++) {
+        struct node *s = &c->subs[i];
+        if (s->state == NODE_DOWN)
+            lockcore__node_usable(c, s, now); /* its set-up subscribes to every channel */
+        else
+            send_sub(s, "SUBSCRIBE", &name, &op->chan_len, 1);
+    }
+    return 0;
+}
+
+void lockcore__notify_drop(lockcore_client *c, struct op *op)
+{
+    op->subscribed = 0;
+    for (size_t k = 0; k < c->n_channels; k++) {
+        struct channel *ch = &c->channels[k];
+        if (ch->len != op->chan_len || memcmp(ch->name, op->chan, ch->len) != 0)
+            continue;
+        /* Kept subscribed while idle (up to a bound): a client that waits
+         * on a resource usually waits on it again soon. */
+        if (--ch->refs > 0 || c->n_channels <= IDLE_CHANNELS_MAX)
+            return;
+        for (unsigned i = 0; c->subs != NULL && i < c->n; i++)
+            if (c->subs[i].state != NODE_DOWN)
+                send_sub(&c->subs[i], "UNSUBSCRIBE", &ch->name, &ch->len, 1);
+        free(ch->name);
+        c->channels[k] = c->channels[--c->n_channels];
+        return;
+    }
+}
+
+void lockcore__notify_setup(lockcore_client *c, struct node *s, uint64_t now)
+{
+    (void)now;
+    if (c->n_channels == 0)
+        return;
+    char **names = malloc(c->n_channels * sizeof(*names));
+    size_t *lens = malloc(c->n_channels * sizeof(*lens));
+    if (names != NULL && lens != NULL) {
+        for (size_t k = 0; k < c->n_channels; k++) {
+            names[k] = c->channels[k].name;
+            lens[k] = c->channels[k].len;
+        }
+        send_sub(s, "SUBSCRIBE", names, lens, c->n_channels);
+    }
+    free(names);
+    free(lens);
+}
+
+/* A release named a waiter: if it is one of ours, waiting on that
+ * resource, it tries again now. */
+static void notice(lockcore_client *c, const redisReply *chan, const redisReply *who, uint64_t now)
+{
+    for (struct op *op = c->active; op != NULL; op = op->next) {
+        if (op->kind != OP_ACQUIRE || op->chan_len != chan->len ||
+            memcmp(op->chan, chan->str, chan->len) != 0)
+            continue;
+        /* Named while its attempt is in flight: that attempt may still be
+         * refused (it raced the release); try again at once after it. */
+        if (op->phase != PH_RETRY_WAIT) {
+            if (who->len == LOCKCORE_ID_LEN && memcmp(op->lock.id, who->str, LOCKCORE_ID_LEN) == 0)
+                op->noticed = 1;
+            continue;
+        }
+        if (who->len == LOCKCORE_ID_LEN && memcmp(op->lock.id, who->str, LOCKCORE_ID_LEN) == 0) {
+            if (op->retry_at_ms > now)
+                op->retry_at_ms = now;
+            return;
+        }
+    }
+}
+
+void lockcore__notify_reply(lockcore_client *c, struct node *s, redisReply *r, uint64_t now)
+{
+    if (r->type == REDIS_REPLY_ARRAY && r->elements == 3 && r->element[0]->type == REDIS_REPLY_STRING) {
+        s->backoff_ms = 0;
+        if (strcmp(r->element[0]->str, "message") == 0 && r->element[1]->type == REDIS_REPLY_STRING &&
+            r->element[2]->type == REDIS_REPLY_STRING)
+            notice(c, r->element[1], r->element[2], now);
+        return;
+    }
+    if (r->type != REDIS_REPLY_ERROR)
+        return;
+    /* SUBSCRIBE refused (e.g. NOPERM: no rights on the channel): waiting
+     * falls back to timers for good, and says why once. */
+    c->notify_refused = 1;
+    lockcore__fmt(c->notify_why, sizeof(c->notify_why), "%s refused SUBSCRIBE (%.160s): waiting by timers",
+                  s->name, r->str);
+    for (unsigned i = 0; i < c->n; i++)
+        if (c->subs[i].state != NODE_DOWN)
+            lockcore__node_close(c, &c->subs[i], FAIL_PROTO, c->notify_why);
+}
+
+void lockcore__notify_free(lockcore_client *c)
+{
+    for (size_t k = 0; k < c->n_channels; k++)
+        free(c->channels[k].name);
+    free(c->channels);
+    c->channels = NULL;
+    c->n_channels = c->cap_channels = 0;
+    if (c->subs == NULL)
+        return;
+    for (unsigned i = 0; i < c->n; i++) {
+        lockcore__tls_free(&c->subs[i]);
+        if (c->subs[i].ctx != NULL)
+            redisFree(c->subs[i].ctx);
+        free(c->subs[i].q);
+    }
+    free(c->subs);
+    c->subs = NULL;
+}
+
+const char *lockcore_notify_error(const lockcore_client *c)
+{
+    return c != NULL && c->notify_refused ? c->notify_why : NULL;
+}

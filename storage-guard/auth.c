@@ -1,0 +1,178 @@
+/* The clients of --auth-file, and a comparison that does not leak where a
+ * guessed token first differs from a real one. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "auth.h"
+
+struct entry {
+    char token[SG_AUTH_TOKEN_MAX + 1];
+    size_t len;
+    struct sg_client client;
+};
+
+struct sg_auth {
+    struct entry *e;
+    size_t n;
+};
+
+void sg_auth_free(sg_auth *a)
+{
+    if (a == NULL)
+        return;
+    /* Tokens are secrets: do not leave them in freed memory. */
+    if (a->e != NULL)
+        memset(a->e, 0, a->n * sizeof(*a->e));
+    free(a->e);
+    free(a);
+}
+
+/* Equal bytes and equal lengths, in a time that depends only on the
+ * length of the presented token. */
+static int same_token(const char *given, size_t given_len, const struct entry *e)
+{
+    unsigned diff = (unsigned)(given_len != e->len);
+    for (size_t i = 0; i < given_len; i++) {
+        /* An index past the real token reads its byte 0; diff is set by the
+         * length already. */
+        size_t j = i < e->len ? i : 0;
+        diff |= (unsigned)((unsigned char)given[i] ^ (unsigned char)e->token[j]);
+    }
+    return diff == 0;
+}
+
+const struct sg_client *sg_auth_check(const sg_auth *a, const char *header)
+{
+    if (a == NULL || header == NULL)
+        return NULL;
+    while (*header == ' ' || *header == '\t')
+        header++;
+    if (strncasecmp(header, "Bearer", 6) != 0 || (header[6] != ' ' && header[6] != '\t'))
+        return NULL;
+    const char *t = header + 7;
+    while (*t == ' ' || *t == '\t')
+        t++;
+    size_t len = strlen(t);
+    while (len > 0 && (t[len - 1] == ' ' || t[len - 1] == '\t'))
+        len--;
+    if (len == 0 || len > SG_AUTH_TOKEN_MAX)
+        return NULL;
+    /* Every entry is compared, whichever matches. */
+    const struct sg_client *found = NULL;
+    for (size_t i = 0; i < a->n; i++) {
+        int same = same_token(t, len, &a->e[i]);
+        if (same && found == NULL)
+            found = &a->e[i].client;
+    }
+    return found;
+}
+
+static int bad_line(char *errbuf, size_t errcap, const char *path, int line, const char *why)
+{
+    snprintf(errbuf, errcap, "%s:%d: %s", path, line, why);
+    return -EINVAL;
+}
+
+int sg_auth_load(const char *path, sg_auth **out, char *errbuf, size_t errcap)
+{
+    if (path == NULL || out == NULL) {
+        snprintf(errbuf, errcap, "sg_auth_load: NULL argument");
+        return -EINVAL;
+    }
+    FILE *f = fopen(path, "r");
+    if (f == NULL) {
+        int e = errno;
+        snprintf(errbuf, errcap, "%s: %s", path, strerror(e));
+        return -e;
+    }
+    sg_auth *a = calloc(1, sizeof(*a));
+    char line[1024];
+    int rc = 0, lineno = 0;
+    size_t cap = 0;
+    if (a == NULL) {
+        rc = -ENOMEM;
+        goto out;
+    }
+    while (fgets(line, sizeof(line), f) != NULL) {
+        lineno++;
+        size_t n = strlen(line);
+        if (n == sizeof(line) - 1 && line[n - 1] != '\n') {
+            rc = bad_line(errbuf, errcap, path, lineno, "line too long");
+            goto out;
+        }
+        char *save = NULL;
+        char *tok = strtok_r(line, " \t\r\n", &save);
+        if (tok == NULL || tok[0] == '#')
+            continue;
+        char *name = strtok_r(NULL, " \t\r\n", &save);
+        char *flag = name ? strtok_r(NULL, " \t\r\n", &save) : NULL;
+        if (flag != NULL && (strcmp(flag, "admin") != 0 || strtok_r(NULL, " \t\r\n", &save) != NULL)) {
+            rc = bad_line(errbuf, errcap, path, lineno, "want: TOKEN [NAME [admin]]");
+            goto out;
+        }
+        size_t len = strlen(tok);
+        if (len < SG_AUTH_TOKEN_MIN || len > SG_AUTH_TOKEN_MAX) {
+            rc = bad_line(errbuf, errcap, path, lineno, "a token must be 16..256 bytes");
+            goto out;
+        }
+        for (size_t i = 0; i < len; i++) {
+            if ((unsigned char)tok[i] <= 0x20 || (unsigned char)tok[i] >= 0x7f) {
+                rc = bad_line(errbuf, errcap, path, lineno, "a token must be printable ASCII");
+                goto out;
+            }
+        }
+        if (name != NULL && strlen(name) > SG_AUTH_NAME_MAX) {
+            rc = bad_line(errbuf, errcap, path, lineno, "a name must be at most 64 bytes");
+            goto out;
+        }
+        for (size_t i = 0; i < a->n; i++) {
+            if (a->e[i].len == len && memcmp(a->e[i].token, tok, len) == 0) {
+                rc = bad_line(errbuf, errcap, path, lineno, "the same token twice");
+                goto out;
+            }
+        }
+        if (a->n == cap) {
+            size_t ncap = cap ? cap * 2 : 8;
+            struct entry *e = realloc(a->e, ncap * sizeof(*e));
+            if (e == NULL) {
+                rc = -ENOMEM;
+                goto out;
+            }
+            a->e = e;
+            cap = ncap;
+        }
+        struct entry *e = &a->e[a->n++];
+        memset(e, 0, sizeof(*e));
+        memcpy(e->token, tok, len);
+        e->len = len;
+        if (name != NULL)
+            snprintf(e->client.name, sizeof(e->client.name), "%s", name);
+        else
+            snprintf(e->client.name, sizeof(e->client.name), "line-%d", lineno);
+        e->client.admin = flag != NULL;
+    }
+    if (ferror(f)) {
+        rc = -EIO;
+        snprintf(errbuf, errcap, "%s: read error", path);
+        goto out;
+    }
+    if (a->n == 0) {
+        rc = -EINVAL;
+        snprintf(errbuf, errcap, "%s: no client in the file", path);
+        goto out;
+    }
+out:
+    memset(line, 0, sizeof(line));
+    fclose(f);
+    if (rc != 0) {
+        if (rc == -ENOMEM)
+            snprintf(errbuf, errcap, "out of memory");
+        sg_auth_free(a);
+        return rc;
+    }
+    *out = a;
+    return 0;
+}

@@ -1,0 +1,627 @@
+/* Waiting without polling, and fair order: notified waiters in other
+ * processes, a crashed holder, the fair lock's ticket order and its dead
+ * waiters, SUBSCRIBE refused by an ACL, exponential backoff, and mutual
+ * exclusion in every mode, against real redis-server processes.
+ *
+ * Children are forked from the test and end with _exit(): exit() would run
+ * the testkit's atexit handler, which stops the nodes. */
+#include <errno.h>
+#include <inttypes.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "fault_proxy.h"
+#include "proc.h"
+#include "redis_harness.h"
+#include <lockcore/lockcore.h>
+
+struct fixture {
+    struct rh_cluster *rc;
+    unsigned n;
+    const char *urls[5];
+    char url_buf[5][256];
+    char dir[256];
+};
+
+static int setup_n(void **state, unsigned n)
+{
+    struct fixture *f = calloc(1, sizeof(*f));
+    assert_non_null(f);
+    f->n = n;
+    assert_int_equal(rh_cluster_start((int)n, NULL, &f->rc), 0);
+    for (unsigned i = 0; i < n; i++) {
+        snprintf(f->url_buf[i], sizeof(f->url_buf[i]), "%s", rh_url(f->rc, (int)i));
+        f->urls[i] = f->url_buf[i];
+    }
+    assert_int_equal(rh_mkdtemp("wait", f->dir, sizeof(f->dir)), 0);
+    *state = f;
+    return 0;
+}
+
+static int setup3(void **state)
+{
+    return setup_n(state, 3);
+}
+
+static int setup5(void **state)
+{
+    return setup_n(state, 5);
+}
+
+static int teardown(void **state)
+{
+    struct fixture *f = *state;
+    rh_cluster_free(f->rc);
+    rh_rmtree(f->dir);
+    free(f);
+    return 0;
+}
+
+struct tuning {
+    int wait_mode;
+    uint64_t ttl_ms;
+    uint64_t queue_ttl_ms;
+    uint64_t wait_ms;
+    int backoff;
+    uint64_t retry_delay_ms, retry_delay_max_ms;
+    int retry_count; /* 0 here means "no limit" */
+    const char *const *urls;
+};
+
+static lockcore_client *client(struct fixture *f, const struct tuning *t)
+{
+    struct lockcore_options o;
+    lockcore_options_init(&o);
+    o.nodes = t->urls ? t->urls : f->urls;
+    o.n_nodes = f->n;
+    o.wait_mode = t->wait_mode;
+    o.retry_count = t->retry_count ? t->retry_count : -1;
+    if (t->ttl_ms)
+        o.ttl_ms = t->ttl_ms;
+    if (t->queue_ttl_ms)
+        o.queue_ttl_ms = t->queue_ttl_ms;
+    o.wait_ms = t->wait_ms ? t->wait_ms : 20000;
+    o.backoff = t->backoff;
+    if (t->retry_delay_ms)
+        o.retry_delay_ms = t->retry_delay_ms;
+    if (t->retry_delay_max_ms)
+        o.retry_delay_max_ms = t->retry_delay_max_ms;
+    lockcore_client *c = NULL;
+    char err[256];
+    if (lockcore_client_new(&o, &c, err, sizeof(err)) != 0) {
+        fprintf(stderr, "client: %s\n", err);
+        return NULL;
+    }
+    return c;
+}
+
+static uint64_t wall_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* Sum of a command's calls on every node (INFO commandstats). */
+static long long calls(struct fixture *f, const char *cmd)
+{
+    long long total = 0;
+    char needle[64];
+    snprintf(needle, sizeof(needle), "cmdstat_%s:calls=", cmd);
+    for (unsigned i = 0; i < f->n; i++) {
+        redisReply *r = rh_command(f->rc, (int)i, "INFO commandstats");
+        if (r == NULL)
+            continue;
+        if (r->type == REDIS_REPLY_STRING) {
+            const char *p = strstr(r->str, needle);
+            if (p != NULL)
+                total += atoll(p + strlen(needle));
+        }
+        freeReplyObject(r);
+    }
+    return total;
+}
+
+/* A child that acquires `resource` and reports the wall ms of its grant on
+ * a pipe (or 0 if it failed). */
+static pid_t waiter(struct fixture *f, const struct tuning *t, const char *resource, int *rfd)
+{
+    int p[2];
+    assert_int_equal(pipe(p), 0);
+    fflush(NULL);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        close(p[0]);
+        lockcore_client *c = client(f, t);
+        struct lockcore_lock l;
+        uint64_t at = 0;
+        if (c != NULL && lockcore_acquire(c, resource, &l) == 0) {
+            at = wall_ms();
+            lockcore_release(c, &l);
+        }
+        ssize_t w = write(p[1], &at, sizeof(at));
+        (void)w;
+        lockcore_client_free(c);
+        _exit(at ? 0 : 1);
+    }
+    close(p[1]);
+    *rfd = p[0];
+    return pid;
+}
+
+static uint64_t read_u64(int fd)
+{
+    uint64_t v = 0;
+    ssize_t r = read(fd, &v, sizeof(v));
+    close(fd);
+    return r == sizeof(v) ? v : 0;
+}
+
+static void reap(pid_t pid)
+{
+    int status;
+    if (hp_wait(pid, 20000, &status) != 0)
+        hp_signal(pid, SIGKILL, 0);
+}
+
+/* Wait until n waiters sit in the queue of `resource` on node 0. */
+static void await_queued(struct fixture *f, const char *resource, long long n)
+{
+    long long end = hp_now_ms() + 5000, have = -1;
+    while (hp_now_ms() < end) {
+        redisReply *r = rh_command(f->rc, 0, "ZCARD {%s}:waiters", resource);
+        have = r && r->type == REDIS_REPLY_INTEGER ? r->integer : -1;
+        if (r)
+            freeReplyObject(r);
+        if (have >= n)
+            return;
+        hp_sleep_ms(10);
+    }
+    fail_msg("%lld waiters queued on '%s', wanted %lld", have, resource, n);
+}
+
+/* ---- notified waiting ---- */
+
+static void test_wait_notified_waiter_is_granted_at_the_release(void **state)
+{
+    struct fixture *f = *state;
+    /* Long TTL, queue refresh and retry delay: only the notice can wake the
+     * waiter soon (a polling one would sleep 5 s and more). */
+    struct tuning t = {
+        .wait_mode = LOCKCORE_WAIT_NOTIFY, .ttl_ms = 20000, .queue_ttl_ms = 30000, .retry_delay_ms = 5000};
+    lockcore_client *c = client(f, &t);
+    struct lockcore_lock held;
+    assert_int_equal(lockcore_acquire(c, "notify", &held), 0);
+    int fd;
+    pid_t pid = waiter(f, &t, "notify", &fd);
+    await_queued(f, "notify", 1);
+    hp_sleep_ms(300);
+    uint64_t released_at = wall_ms();
+    assert_int_equal(lockcore_release(c, &held), 0);
+    uint64_t granted_at = read_u64(fd);
+    reap(pid);
+    /* Granted after the release, long before any timer (10 s refresh,
+     * 20 s TTL) could have woken it. */
+    assert_true(granted_at >= released_at);
+    assert_true(granted_at - released_at < 2000);
+    lockcore_client_free(c);
+}
+
+static void test_wait_crashed_holder_costs_one_ttl_without_polling(void **state)
+{
+    struct fixture *f = *state;
+    struct tuning t = {.wait_mode = LOCKCORE_WAIT_NOTIFY, .ttl_ms = 2000, .queue_ttl_ms = 30000};
+    /* The holder: a child that acquires and is then killed with SIGKILL. */
+    int p[2];
+    assert_int_equal(pipe(p), 0);
+    fflush(NULL);
+    pid_t holder = fork();
+    assert_true(holder >= 0);
+    if (holder == 0) {
+        lockcore_client *c = client(f, &t);
+        struct lockcore_lock l;
+        char ok = c != NULL && lockcore_acquire(c, "crash", &l) == 0 ? 'y' : 'n';
+        ssize_t w = write(p[1], &ok, 1);
+        (void)w;
+        pause();
+        _exit(0);
+    }
+    close(p[1]);
+    char ok = 0;
+    assert_int_equal(read(p[0], &ok, 1), 1);
+    close(p[0]);
+    assert_int_equal(ok, 'y');
+    long long evals_before = calls(f, "evalsha") + calls(f, "eval");
+    uint64_t killed_at = wall_ms();
+    assert_int_equal(hp_signal(holder, SIGKILL, 1000), 0);
+
+    lockcore_client *c = client(f, &t);
+    struct lockcore_lock l;
+    assert_int_equal(lockcore_acquire(c, "crash", &l), 0);
+    uint64_t granted_at = wall_ms();
+    long long evals = calls(f, "evalsha") + calls(f, "eval") - evals_before;
+    /* One TTL (the holder's keys expire), plus slack; not TTL plus polling. */
+    assert_true(granted_at - killed_at <= 2000 + 500);
+    /* Per node: the first attempt, the queued one, the one at the holder's
+     * expiry, the release of the rollbacks and the dequeue: a handful, where
+     * polling every 200-300 ms for 2 s would be 20 and more. */
+    assert_true(evals <= 8 * (long long)f->n);
+    assert_int_equal(lockcore_release(c, &l), 0);
+    lockcore_client_free(c);
+}
+
+/* ---- fair ---- */
+
+#define FAIR_PROCS 16
+#define FAIR_GRANTS 4
+
+struct grant {
+    uint64_t ticket_us;
+    uint64_t start_ms;   /* wall ms when it asked */
+    uint64_t granted_ms; /* wall ms when granted */
+    uint64_t left_ms;    /* wall ms when it released */
+    int proc;
+};
+
+static void fair_child(struct fixture *f, const struct tuning *t, int proc, const char *log)
+{
+    lockcore_client *c = client(f, t);
+    FILE *fp = fopen(log, "a");
+    if (c == NULL || fp == NULL)
+        _exit(2);
+    setvbuf(fp, NULL, _IONBF, 0);
+    /* Connect first: a waiter counts from when its first attempt reaches
+     * the nodes, and the first call of a process also opens connections. */
+    struct lockcore_node_status st[5];
+    lockcore_status(c, "fair", st, 5);
+    for (int k = 0; k < FAIR_GRANTS; k++) {
+        struct lockcore_lock l;
+        uint64_t start = wall_ms();
+        if (lockcore_acquire(c, "fair", &l) != 0)
+            _exit(3);
+        uint64_t got = wall_ms();
+        hp_sleep_ms(2);
+        uint64_t left = wall_ms();
+        /* One line per grant, written before the release: lines of one
+         * write() to an O_APPEND file do not interleave. */
+        char line[160];
+        int n = snprintf(line, sizeof(line), "%" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64 " %d\n", l.ticket,
+                         start, got, left, proc);
+        if (write(fileno(fp), line, (size_t)n) != n)
+            _exit(4);
+        lockcore_release(c, &l);
+    }
+    fclose(fp);
+    lockcore_client_free(c);
+    _exit(0);
+}
+
+static int load_grants(const char *log, struct grant *g, int cap)
+{
+    FILE *fp = fopen(log, "r");
+    int n = 0;
+    if (fp == NULL)
+        return 0;
+    while (n < cap && fscanf(fp, "%" SCNu64 " %" SCNu64 " %" SCNu64 " %" SCNu64 " %d", &g[n].ticket_us,
+                             &g[n].start_ms, &g[n].granted_ms, &g[n].left_ms, &g[n].proc) == 5)
+        n++;
+    fclose(fp);
+    return n;
+}
+
+/* No two grants overlap: sorted by grant time, each starts after the
+ * previous one left. */
+static int cmp_granted(const void *a, const void *b)
+{
+    const struct grant *x = a, *y = b;
+    return x->granted_ms < y->granted_ms ? -1 : x->granted_ms > y->granted_ms;
+}
+
+static void check_exclusive(struct grant *g, int n)
+{
+    qsort(g, (size_t)n, sizeof(*g), cmp_granted);
+    for (int i = 1; i < n; i++)
+        if (g[i].granted_ms < g[i - 1].left_ms)
+            fail_msg("grants overlap: proc %d held [%" PRIu64 ", %" PRIu64 "], proc %d granted at %" PRIu64,
+                     g[i - 1].proc, g[i - 1].granted_ms, g[i - 1].left_ms, g[i].proc, g[i].granted_ms);
+}
+
+static void test_wait_fair_grants_in_ticket_order(void **state)
+{
+    struct fixture *f = *state;
+    struct tuning t = {.wait_mode = LOCKCORE_WAIT_FAIR, .ttl_ms = 5000, .queue_ttl_ms = 3000};
+    char log[300];
+    snprintf(log, sizeof(log), "%s/fair.log", f->dir);
+    pid_t pids[FAIR_PROCS];
+    for (int p = 0; p < FAIR_PROCS; p++) {
+        fflush(NULL);
+        pids[p] = fork();
+        assert_true(pids[p] >= 0);
+        if (pids[p] == 0)
+            fair_child(f, &t, p, log);
+    }
+    for (int p = 0; p < FAIR_PROCS; p++) {
+        int status = -1;
+        assert_int_equal(hp_wait(pids[p], 60000, &status), 0);
+        assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    }
+    struct grant g[FAIR_PROCS * FAIR_GRANTS];
+    int n = load_grants(log, g, FAIR_PROCS * FAIR_GRANTS);
+    assert_int_equal(n, FAIR_PROCS * FAIR_GRANTS);
+    check_exclusive(g, n);
+    /* Ticket order: once a waiter has taken its place (its first attempt
+     * reached the nodes: within `reg` ms of asking), no grant goes to a
+     * later ticket before it. Under valgrind or ASan, 16 processes on two
+     * cores take several times longer for that first round trip. */
+    uint64_t reg = 150;
+    const char *preload = getenv("LD_PRELOAD");
+    if (preload != NULL && strstr(preload, "vgpreload") != NULL)
+        reg *= 10;
+#ifdef __SANITIZE_ADDRESS__
+    reg *= 4;
+#endif
+    for (int i = 0; i < n; i++)
+        for (int j = i + 1; j < n; j++)
+            if (g[j].ticket_us < g[i].ticket_us && g[j].start_ms + reg < g[i].granted_ms)
+                fail_msg("proc %d (ticket %" PRIu64 ", asked at %" PRIu64 ") was granted at %" PRIu64
+                         " after proc %d (ticket %" PRIu64 ") at %" PRIu64,
+                         g[j].proc, g[j].ticket_us, g[j].start_ms, g[j].granted_ms, g[i].proc, g[i].ticket_us,
+                         g[i].granted_ms);
+}
+
+static void test_wait_fair_dead_waiter_leaves_the_queue(void **state)
+{
+    struct fixture *f = *state;
+    struct tuning t = {.wait_mode = LOCKCORE_WAIT_FAIR, .ttl_ms = 5000, .queue_ttl_ms = 1000};
+    lockcore_client *c = client(f, &t);
+    struct lockcore_lock held;
+    assert_int_equal(lockcore_acquire(c, "dead", &held), 0);
+    int fd;
+    pid_t pid = waiter(f, &t, "dead", &fd);
+    await_queued(f, "dead", 2); /* the holder keeps its place until it releases */
+    assert_int_equal(hp_signal(pid, SIGKILL, 1000), 0);
+    close(fd);
+    uint64_t killed_at = wall_ms();
+    assert_int_equal(lockcore_release(c, &held), 0);
+    /* The dead waiter is first in line: a newcomer waits for its place to
+     * lapse (queue_ttl_ms), and not much longer. */
+    struct lockcore_lock l;
+    assert_int_equal(lockcore_acquire(c, "dead", &l), 0);
+    uint64_t took = wall_ms() - killed_at;
+    assert_true(took >= 500);
+    assert_true(took <= 1000 + 1000);
+    assert_int_equal(lockcore_release(c, &l), 0);
+    lockcore_client_free(c);
+}
+
+static long long queue_len(struct fixture *f, int node, const char *resource)
+{
+    redisReply *r = rh_command(f->rc, node, "ZCARD {%s}:waiters", resource);
+    long long n = r && r->type == REDIS_REPLY_INTEGER ? r->integer : -1;
+    if (r)
+        freeReplyObject(r);
+    return n;
+}
+
+struct outcome {
+    int done, rc;
+    uint64_t at_ms;
+    struct lockcore_lock lock;
+};
+
+static void on_outcome(lockcore_client *c, int rc, const struct lockcore_lock *l, void *arg)
+{
+    (void)c;
+    struct outcome *o = arg;
+    o->done = 1;
+    o->rc = rc;
+    o->at_ms = lockcore_now_ms();
+    o->lock = *l;
+}
+
+/* Two fair waiters whose queues disagree: A (the earlier ticket) reaches
+ * only nodes 0 and 1, B only nodes 2 and 3, node 4 neither (2-2-1). Once
+ * the network heals, A is first everywhere it is known and is granted at
+ * its next attempt: no livelock, no waiting out a TTL or a queue place. */
+static void test_wait_fair_split_queues_resolve_at_once(void **state)
+{
+    struct fixture *f = *state;
+    struct fp_proxy *pa[5] = {0}, *pb[5] = {0};
+    char ua[5][64], ub[5][64];
+    const char *urls_a[5], *urls_b[5];
+    for (int i = 0; i < 5; i++) {
+        snprintf(ua[i], sizeof(ua[i]), "%s", rh_url(f->rc, i));
+        snprintf(ub[i], sizeof(ub[i]), "%s", rh_url(f->rc, i));
+        if (i >= 2) { /* A cannot reach 2, 3, 4 */
+            assert_int_equal(fp_new(rh_port(f->rc, i), &pa[i]), 0);
+            fp_set_hold(pa[i], FP_BOTH, 1);
+            snprintf(ua[i], sizeof(ua[i]), "127.0.0.1:%d", fp_port(pa[i]));
+        }
+        if (i <= 1 || i == 4) { /* B cannot reach 0, 1, 4 */
+            assert_int_equal(fp_new(rh_port(f->rc, i), &pb[i]), 0);
+            fp_set_hold(pb[i], FP_BOTH, 1);
+            snprintf(ub[i], sizeof(ub[i]), "127.0.0.1:%d", fp_port(pb[i]));
+        }
+        urls_a[i] = ua[i];
+        urls_b[i] = ub[i];
+    }
+    struct tuning t = {.wait_mode = LOCKCORE_WAIT_FAIR,
+                       .ttl_ms = 10000,
+                       .queue_ttl_ms = 30000,
+                       .retry_delay_ms = 100,
+                       .wait_ms = 20000};
+    t.urls = urls_a;
+    lockcore_client *a = client(f, &t);
+    t.urls = urls_b;
+    lockcore_client *b = client(f, &t);
+    struct outcome oa = {0}, ob = {0};
+    assert_int_equal(lockcore_acquire_async(a, "split", on_outcome, &oa), 0);
+    hp_sleep_ms(20);
+    assert_int_equal(lockcore_acquire_async(b, "split", on_outcome, &ob), 0);
+    /* Shorter than a node's stall limit (1 s): the held connections stay
+     * open, so every attempt's rollback follows it to the node. (A closed
+     * one could deliver a late attempt without its rollback, which would
+     * hold the key until its TTL: Redlock's stray lock.) */
+    uint64_t end = lockcore_now_ms() + 700;
+    while (lockcore_now_ms() < end) {
+        lockcore_run(a, 5);
+        lockcore_run(b, 5);
+    }
+    assert_false(oa.done);
+    assert_false(ob.done);
+    /* The split: each waiter is known only where it could reach. */
+    assert_int_equal(queue_len(f, 0, "split"), 1);
+    assert_int_equal(queue_len(f, 1, "split"), 1);
+    assert_int_equal(queue_len(f, 2, "split"), 1);
+    assert_int_equal(queue_len(f, 3, "split"), 1);
+    assert_true(queue_len(f, 4, "split") <= 0);
+
+    uint64_t healed = lockcore_now_ms();
+    for (int i = 0; i < 5; i++) {
+        fp_set_hold(pa[i], FP_BOTH, 0);
+        fp_set_hold(pb[i], FP_BOTH, 0);
+    }
+    end = lockcore_now_ms() + 8000;
+    while (!oa.done && lockcore_now_ms() < end) {
+        lockcore_run(a, 5);
+        lockcore_run(b, 5);
+    }
+    assert_true(oa.done);
+    assert_int_equal(oa.rc, 0);
+    assert_false(ob.done); /* B, the later ticket, waits its turn */
+    assert_true(oa.at_ms - healed < 2000);
+    assert_true(oa.lock.ticket < ob.lock.ticket || ob.lock.ticket == 0);
+    assert_int_equal(lockcore_release(a, &oa.lock), 0);
+    end = lockcore_now_ms() + 8000;
+    while (!ob.done && lockcore_now_ms() < end)
+        lockcore_run(b, 20);
+    assert_true(ob.done);
+    assert_int_equal(ob.rc, 0);
+    assert_int_equal(lockcore_release(b, &ob.lock), 0);
+    lockcore_client_free(a);
+    lockcore_client_free(b);
+    for (int i = 0; i < 5; i++) {
+        fp_free(pa[i]);
+        fp_free(pb[i]);
+    }
+}
+
+/* ---- SUBSCRIBE refused ---- */
+
+static void test_wait_subscribe_refused_falls_back_to_timers(void **state)
+{
+    struct fixture *f = *state;
+    /* An ACL user with every command and key but no channel. */
+    for (unsigned i = 0; i < f->n; i++) {
+        redisReply *r = rh_command(f->rc, (int)i, "ACL SETUSER waiter on >pw ~* resetchannels +@all");
+        assert_non_null(r);
+        assert_int_not_equal(r->type, REDIS_REPLY_ERROR);
+        freeReplyObject(r);
+    }
+    char urls[3][128];
+    const char *nodes[3];
+    for (int i = 0; i < 3; i++) {
+        snprintf(urls[i], sizeof(urls[i]), "redis://waiter:pw@127.0.0.1:%d", rh_port(f->rc, i));
+        nodes[i] = urls[i];
+    }
+    struct tuning t = {.wait_mode = LOCKCORE_WAIT_NOTIFY, .ttl_ms = 1000, .queue_ttl_ms = 600, .urls = nodes};
+    lockcore_client *holder = client(f, &t);
+    lockcore_client *c = client(f, &t);
+    struct lockcore_lock held, l;
+    assert_int_equal(lockcore_acquire(holder, "acl", &held), 0);
+    /* The holder never releases: its lock runs out after its 1 s TTL. */
+    uint64_t t0 = lockcore_now_ms();
+    assert_int_equal(lockcore_acquire(c, "acl", &l), 0);
+    uint64_t took = lockcore_now_ms() - t0;
+    assert_non_null(lockcore_notify_error(c));
+    assert_non_null(strstr(lockcore_notify_error(c), "SUBSCRIBE"));
+    /* Granted by its timers once the holder's lock ran out. */
+    assert_true(took >= 500);
+    assert_true(took <= 3000);
+    assert_int_equal(lockcore_release(c, &l), 0);
+    lockcore_client_free(c);
+    lockcore_client_free(holder);
+}
+
+/* ---- exponential backoff ---- */
+
+static void test_wait_exponential_backoff_is_capped(void **state)
+{
+    struct fixture *f = *state;
+    for (unsigned i = 0; i < f->n; i++)
+        assert_int_equal(rh_set(f->rc, (int)i, "spin", "someone"), 0);
+    struct tuning t = {.wait_mode = LOCKCORE_WAIT_POLL,
+                       .backoff = LOCKCORE_BACKOFF_EXPONENTIAL,
+                       .retry_delay_ms = 10,
+                       .retry_delay_max_ms = 40,
+                       .retry_count = 6,
+                       .wait_ms = 60000};
+    lockcore_client *c = client(f, &t);
+    struct lockcore_lock l;
+    uint64_t t0 = lockcore_now_ms();
+    assert_int_equal(lockcore_acquire(c, "spin", &l), LOCKCORE_ELOCKED);
+    uint64_t took = lockcore_now_ms() - t0;
+    assert_int_equal(l.attempts, 7);
+    /* Six waits of at most 10, 20, 40, 40, 40, 40 ms (full jitter), plus
+     * seven round trips: far below six fixed delays of 200-300 ms. */
+    assert_true(took <= 190 + 7 * 50);
+    lockcore_client_free(c);
+}
+
+/* ---- mutual exclusion in every mode, many processes ---- */
+
+static void test_wait_every_mode_excludes(void **state)
+{
+    struct fixture *f = *state;
+    static const int modes[] = {LOCKCORE_WAIT_POLL, LOCKCORE_WAIT_NOTIFY, LOCKCORE_WAIT_FAIR};
+    for (size_t m = 0; m < 3; m++) {
+        struct tuning t = {.wait_mode = modes[m], .ttl_ms = 5000, .retry_delay_ms = 20};
+        char log[300];
+        snprintf(log, sizeof(log), "%s/mode%zu.log", f->dir, m);
+        pid_t pids[6];
+        for (int p = 0; p < 6; p++) {
+            fflush(NULL);
+            pids[p] = fork();
+            assert_true(pids[p] >= 0);
+            if (pids[p] == 0)
+                fair_child(f, &t, p, log);
+        }
+        for (int p = 0; p < 6; p++) {
+            int status = -1;
+            assert_int_equal(hp_wait(pids[p], 60000, &status), 0);
+            assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+        }
+        struct grant g[6 * FAIR_GRANTS];
+        int n = load_grants(log, g, 6 * FAIR_GRANTS);
+        assert_int_equal(n, 6 * FAIR_GRANTS);
+        check_exclusive(g, n);
+    }
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_wait_notified_waiter_is_granted_at_the_release, setup3,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_wait_crashed_holder_costs_one_ttl_without_polling, setup3,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_wait_fair_grants_in_ticket_order, setup3, teardown),
+        cmocka_unit_test_setup_teardown(test_wait_fair_dead_waiter_leaves_the_queue, setup3, teardown),
+        cmocka_unit_test_setup_teardown(test_wait_fair_split_queues_resolve_at_once, setup5, teardown),
+        cmocka_unit_test_setup_teardown(test_wait_subscribe_refused_falls_back_to_timers, setup3, teardown),
+        cmocka_unit_test_setup_teardown(test_wait_exponential_backoff_is_capped, setup3, teardown),
+        cmocka_unit_test_setup_teardown(test_wait_every_mode_excludes, setup3, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

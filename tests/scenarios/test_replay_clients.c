@@ -1,0 +1,117 @@
+/* The example replay clients (examples/replay-clients: shell and Python,
+ * both taking the lock with the fencelock command) play the scenarios'
+ * clients as well as fencelock-scenario-client does: each scenario run
+ * with one of them ends with the verdict of the same run with the C
+ * client. Real redis-server nodes, a real storage-guard, the clients as
+ * real processes. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "scenario.h"
+
+static const char *c_client, *sh_client, *py_client, *storage_guard;
+
+static void replay(const char *client, const char *scenario, enum sc_mode mode, struct sc_result *r)
+{
+    struct sc_config cfg = {.client_bin = client, .storage_guard_bin = storage_guard};
+    char err[512];
+    if (sc_run(scenario, mode, &cfg, r, err, sizeof(err)) != 0)
+        fail_msg("%s (%s) with %s did not run: %s", scenario, sc_mode_name(mode), client, err);
+    sc_print_timeline(stderr, r);
+}
+
+/* The verdict without its details in parentheses (tokens, milliseconds),
+ * which differ from run to run. */
+static void verdict_kind(const struct sc_result *r, char *out, size_t cap)
+{
+    snprintf(out, cap, "%s", r->verdict);
+    char *details = strstr(out, " (");
+    if (details)
+        *details = '\0';
+}
+
+static void assert_same_as_c_client(const char *client, const char *scenario)
+{
+    enum sc_mode modes[3];
+    int n = sc_modes(scenario, modes);
+    assert_true(n >= 2);
+    for (int i = 0; i < n; i++) {
+        struct sc_result ref, got;
+        char want[200], have[200];
+        replay(c_client, scenario, modes[i], &ref);
+        replay(client, scenario, modes[i], &got);
+        assert_true(sc_as_predicted(&ref));
+        verdict_kind(&ref, want, sizeof(want));
+        verdict_kind(&got, have, sizeof(have));
+        assert_string_equal(have, want);
+        assert_int_equal(got.status_a, ref.status_a);
+        assert_int_equal(got.status_b, ref.status_b);
+        assert_string_equal(got.final_value, ref.final_value);
+        assert_int_equal(got.lost_update, ref.lost_update);
+        assert_int_equal(got.double_grant, ref.double_grant);
+        assert_true(sc_as_predicted(&got));
+        /* With fencing the example clients carried real tokens. */
+        assert_int_equal(got.token_a != 0, ref.token_a != 0);
+        if (got.token_a)
+            assert_true(got.token_a < got.token_b);
+    }
+}
+
+static void test_replay_clients_shell_gc_pause(void **state)
+{
+    (void)state;
+    assert_same_as_c_client(sh_client, "gc-pause");
+}
+
+static void test_replay_clients_python_gc_pause(void **state)
+{
+    (void)state;
+    assert_same_as_c_client(py_client, "gc-pause");
+}
+
+static void test_replay_clients_shell_network_delay(void **state)
+{
+    (void)state;
+    assert_same_as_c_client(sh_client, "network-delay");
+}
+
+static void test_replay_clients_python_network_delay(void **state)
+{
+    (void)state;
+    assert_same_as_c_client(py_client, "network-delay");
+}
+
+static void test_replay_clients_python_node_restart(void **state)
+{
+    (void)state;
+    /* Five nodes, two of them cut off from A, and the delayed restart in
+     * which B retries for seconds. */
+    assert_same_as_c_client(py_client, "node-restart");
+}
+
+int main(void)
+{
+    c_client = getenv("FENCELOCK_SCENARIO_CLIENT");
+    sh_client = getenv("FENCELOCK_SHELL_CLIENT");
+    py_client = getenv("FENCELOCK_PYTHON_CLIENT");
+    storage_guard = getenv("FENCELOCK_STORAGE_GUARD");
+    if (!c_client || !sh_client || !py_client || !storage_guard || !getenv("FENCELOCK")) {
+        fprintf(stderr, "FENCELOCK_SCENARIO_CLIENT, FENCELOCK_SHELL_CLIENT, FENCELOCK_PYTHON_CLIENT, "
+                        "FENCELOCK_STORAGE_GUARD and FENCELOCK must be set (meson test does)\n");
+        return 1;
+    }
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_replay_clients_shell_gc_pause),
+        cmocka_unit_test(test_replay_clients_python_gc_pause),
+        cmocka_unit_test(test_replay_clients_shell_network_delay),
+        cmocka_unit_test(test_replay_clients_python_network_delay),
+        cmocka_unit_test(test_replay_clients_python_node_restart),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
