@@ -209,7 +209,7 @@ struct lockcore_client {
     /* The lock kinds (kinds.c, sem.c, multi.c, reentrant.c). */
     struct {
         struct lockcore__sem *sems; /* semaphore acquisitions in flight */
-        char sha[8][41];            /* of the kinds' scripts, computed locally */
+        char sha[12][41];           /* of the kinds' scripts, computed locally */
     } kx;
 };
 

@@ -13,6 +13,7 @@
  * they share.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -61,6 +62,9 @@ void lockcore__kinds_keys(const lockcore_client *c, const char *resource, struct
         key[c->prefix_len + len] = '\0';
         lockcore__kinds_tagged(ks->fence[ks->k], key, ":fence");
         lockcore__kinds_tagged(ks->info[ks->k], key, ":holder");
+        lockcore__kinds_tagged(ks->waiters[ks->k], key, ":waiters");
+        lockcore__kinds_tagged(ks->waiting[ks->k], key, ":waiting");
+        lockcore__kinds_tagged(ks->chan[ks->k], key, ":released");
         ks->k++;
         if (e == NULL)
             break;
@@ -72,6 +76,62 @@ void lockcore__kinds_keys(const lockcore_client *c, const char *resource, struct
 void lockcore__kinds_u64(char *buf, size_t cap, uint64_t v)
 {
     snprintf(buf, cap, "%llu", (unsigned long long)v);
+}
+
+/* The plain release as a Lua function rel(KEYS, ARGV): its parameters
+ * shadow the script's own KEYS and ARGV, and its returns return from it. */
+static char *multi_release, *re_release;
+
+static void build_releases(void)
+{
+    static const char head[] = "local function rel(KEYS, ARGV)\n";
+    static const char multi[] = "end\n"
+                                "local k = #KEYS / 4\n"
+                                "local n = 0\n"
+                                "for i = 1, k do\n"
+                                "  n = n + rel({KEYS[i], KEYS[k + i], KEYS[2 * k + i], KEYS[3 * k + i]}, "
+                                "{ARGV[1], ARGV[1 + i], ARGV[2 + k]})\n"
+                                "end\n"
+                                "if n > 0 then return 1 end\n"
+                                "return 0\n";
+    static const char re[] = "end\n"
+                             "if redis.call('GET', KEYS[1]) == ARGV[1] then\n"
+                             "  local n = tonumber(redis.call('HGET', KEYS[5], 'n') or '1') or 1\n"
+                             "  if n > 1 then redis.call('HINCRBY', KEYS[5], 'n', -1); return 1 end\n"
+                             "  redis.call('DEL', KEYS[5])\n"
+                             "end\n"
+                             "return rel(KEYS, ARGV)\n";
+    const char *plain = lockcore__scripts[SCRIPT_RELEASE];
+    size_t hl = strlen(head), pl = strlen(plain);
+    if ((multi_release = malloc(hl + pl + sizeof(multi))) != NULL) {
+        memcpy(multi_release, head, hl);
+        memcpy(multi_release + hl, plain, pl);
+        memcpy(multi_release + hl + pl, multi, sizeof(multi));
+    }
+    if ((re_release = malloc(hl + pl + sizeof(re))) != NULL) {
+        memcpy(re_release, head, hl);
+        memcpy(re_release + hl, plain, pl);
+        memcpy(re_release + hl + pl, re, sizeof(re));
+    }
+}
+
+static pthread_once_t releases_once = PTHREAD_ONCE_INIT;
+
+const char *lockcore__kinds_multi_release(void)
+{
+    pthread_once(&releases_once, build_releases);
+    return multi_release;
+}
+
+const char *lockcore__kinds_re_release(void)
+{
+    pthread_once(&releases_once, build_releases);
+    return re_release;
+}
+
+int lockcore__kinds_tells(const struct op *op, enum step step)
+{
+    return step == STEP_RELEASE && op->c->o.wait_mode != LOCKCORE_WAIT_POLL;
 }
 
 int lockcore__kinds_resend(struct op *op, unsigned i, enum step step, int use_eval, uint64_t now)
@@ -87,8 +147,10 @@ int lockcore__kinds_send(struct op *op, unsigned i, enum step step, int slot, co
                          const struct lockcore__kcmd *k, uint64_t now)
 {
     lockcore_client *c = op->c;
-    const char *argv[3 + 3 * LOCKCORE_MULTI_MAX + 1 + 6];
-    size_t lens[3 + 3 * LOCKCORE_MULTI_MAX + 1 + 6];
+    if (body == NULL)
+        return -ENOMEM; /* a release script could not be built */
+    const char *argv[3 + sizeof(k->keys) / sizeof(k->keys[0]) + sizeof(k->args) / sizeof(k->args[0])];
+    size_t lens[sizeof(argv) / sizeof(argv[0])];
     char nk[8];
     int argc = 0;
     /* A fire-and-forget step never sees a NOSCRIPT reply: send the body. */

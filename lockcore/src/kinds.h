@@ -16,17 +16,22 @@ enum kscript {
     KS_RE_ACQUIRE,
     KS_RE_RAISE,
     KS_RE_EXTEND,
+    KS_RE_RELEASE,
     KS_COUNT,
 };
 _Static_assert(KS_COUNT <= sizeof(((lockcore_client *)0)->kx.sha) / 41, "c->kx.sha too small");
 
 /* Up to LOCKCORE_MULTI_MAX keys of each sort: the lock key, "{key}:fence",
- * "{key}:holder", and "{key}:holds" of the first. */
+ * "{key}:holder", the waiters' queue "{key}:waiters" and "{key}:waiting",
+ * the release channel "{key}:released"; and "{key}:holds" of the first. */
 struct lockcore__keyset {
     unsigned k;
     char lock[LOCKCORE_MULTI_MAX][KEY_MAX + 1];
     char fence[LOCKCORE_MULTI_MAX][FENCE_KEY_MAX + 1];
     char info[LOCKCORE_MULTI_MAX][INFO_KEY_MAX + 1];
+    char waiters[LOCKCORE_MULTI_MAX][INFO_KEY_MAX + 1];
+    char waiting[LOCKCORE_MULTI_MAX][INFO_KEY_MAX + 1];
+    char chan[LOCKCORE_MULTI_MAX][INFO_KEY_MAX + 1];
     char holds[INFO_KEY_MAX + 1];
 };
 
@@ -39,10 +44,10 @@ void lockcore__kinds_u64(char *buf, size_t cap, uint64_t v);
 
 /* One script call: its keys and arguments. */
 struct lockcore__kcmd {
-    const char *keys[3 * LOCKCORE_MULTI_MAX + 1];
+    const char *keys[4 * LOCKCORE_MULTI_MAX + 1];
     int nkeys;
-    const char *args[6];
-    size_t alens[6];
+    const char *args[LOCKCORE_MULTI_MAX + 6];
+    size_t alens[LOCKCORE_MULTI_MAX + 6];
     int nargs;
 };
 
@@ -55,6 +60,19 @@ int lockcore__kinds_send(struct op *op, unsigned i, enum step step, int slot, co
 /* Each kind's commands (lockcore__kinds_resend dispatches). */
 int lockcore__multi_resend(struct op *op, unsigned i, enum step step, int use_eval, uint64_t now);
 int lockcore__re_resend(struct op *op, unsigned i, enum step step, int use_eval, uint64_t now);
+
+/* The release scripts of the kinds, built once around the plain release
+ * (util.c's SCRIPT_RELEASE, which also tells the first live waiter of
+ * the nodes' queue), so that plain waiters of a resource hear a kind's
+ * release as they hear a plain one. Multi: KEYS k lock, k info, k
+ * waiters, k waiting; ARGV id, k channels ('' for none), "1" (a release)
+ * or "0" (a rollback). Reentrant: KEYS lock, info, waiters, waiting,
+ * holds; ARGV id, channel, "1"/"0". */
+const char *lockcore__kinds_multi_release(void);
+const char *lockcore__kinds_re_release(void);
+/* The channel argument of a release step: the resource's channel for a
+ * release that tells waiters, '' for a rollback or a polling client. */
+int lockcore__kinds_tells(const struct op *op, enum step step);
 
 /* Argument checks; they set c->errmsg. */
 int lockcore__kinds_check_client(lockcore_client *c);

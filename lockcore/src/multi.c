@@ -82,18 +82,6 @@ static const char *const multi_scripts[] = {
         "  redis.call('PEXPIRE', KEYS[i], ARGV[2])\n"
         "end\n"
         "return 1\n",
-    /* KEYS: k lock, k info keys; ARGV[1] id. Deletes the keys of the set
-     * that hold the id; 1 if any did. */
-    [KS_MULTI_RELEASE] = "local k = #KEYS / 2\n"
-                         "local n = 0\n"
-                         "for i = 1, k do\n"
-                         "  if redis.call('GET', KEYS[i]) == ARGV[1] then\n"
-                         "    redis.call('DEL', KEYS[k + i])\n"
-                         "    n = n + redis.call('DEL', KEYS[i])\n"
-                         "  end\n"
-                         "end\n"
-                         "if n > 0 then return 1 end\n"
-                         "return 0\n",
     /* KEYS: k lock, k info keys; ARGV[1] id, ARGV[2] info, ARGV[3] ttl. */
     [KS_MULTI_INFO] = "local k = #KEYS / 2\n"
                       "for i = 1, k do\n"
@@ -114,6 +102,7 @@ int lockcore__multi_resend(struct op *op, unsigned i, enum step step, int use_ev
     struct lockcore__kcmd k = {.nkeys = 0};
     char ttl[24], prop[24], idle[24], tok[24];
     int s = -1, rc;
+    const char *body = NULL;
     unsigned n = ks->k;
 #define KEY(p) (k.keys[k.nkeys++] = (p))
 #define ARG(p) (k.args[k.nargs] = (p), k.alens[k.nargs++] = strlen(p))
@@ -161,12 +150,22 @@ int lockcore__multi_resend(struct op *op, unsigned i, enum step step, int use_ev
     }
     case STEP_RELEASE:
     case STEP_IGNORE:
+        /* Deletes the keys of the set that hold the id (1 if any did) and
+         * tells each member's first waiter, as a plain release does. */
         s = KS_MULTI_RELEASE;
+        body = lockcore__kinds_multi_release();
         for (unsigned j = 0; j < n; j++)
             KEY(ks->lock[j]);
         for (unsigned j = 0; j < n; j++)
             KEY(ks->info[j]);
+        for (unsigned j = 0; j < n; j++)
+            KEY(ks->waiters[j]);
+        for (unsigned j = 0; j < n; j++)
+            KEY(ks->waiting[j]);
         ARG(op->lock.id);
+        for (unsigned j = 0; j < n; j++)
+            ARG(lockcore__kinds_tells(op, step) ? ks->chan[j] : "");
+        ARG(step == STEP_RELEASE ? "1" : "0");
         break;
     case STEP_INFO:
         s = KS_MULTI_INFO;
@@ -185,7 +184,7 @@ int lockcore__multi_resend(struct op *op, unsigned i, enum step step, int use_ev
     }
 #undef KEY
 #undef ARG
-    rc = lockcore__kinds_send(op, i, step, s, multi_scripts[s], use_eval, &k, now);
+    rc = lockcore__kinds_send(op, i, step, s, body ? body : multi_scripts[s], use_eval, &k, now);
     free(ks);
     return rc;
 }

@@ -79,15 +79,8 @@ static const char *const re_scripts[] = {
         "return redis.call('PEXPIRE', KEYS[1], ARGV[2])\n",
 };
 
-/* The scripts below go by EVAL: release and status are rare next to
- * acquisitions, and the fix-up is fire-and-forget. */
-/* KEYS[1] lock, KEYS[2] info, KEYS[3] holds; ARGV[1] id. One hold less;
- * the last one deletes the lock. 1 if the id held the lock here. */
-static const char re_release[] = "if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end\n"
-                                 "local n = tonumber(redis.call('HGET', KEYS[3], 'n') or '1') or 1\n"
-                                 "if n > 1 then redis.call('HINCRBY', KEYS[3], 'n', -1); return 1 end\n"
-                                 "redis.call('DEL', KEYS[2], KEYS[3])\n"
-                                 "return redis.call('DEL', KEYS[1])\n";
+/* The scripts below go by EVAL: status is rare, the fix-up is
+ * fire-and-forget. The release is lockcore__kinds_re_release(). */
 /* KEYS[1] lock, KEYS[2] holds; ARGV[1] id, ARGV[2] count, ARGV[3] token.
  * After a re-entry, on the nodes that did not re-enter: where the attempt
  * set the key afresh, the hold gets the count and token of the majority. */
@@ -160,16 +153,24 @@ int lockcore__re_resend(struct op *op, unsigned i, enum step step, int use_eval,
     }
     case STEP_RELEASE:
     case STEP_IGNORE:
-        body = re_release;
+        /* One hold less; the last deletes the lock, the count and the
+         * info, and tells the first waiter, as a plain release does. */
+        s = KS_RE_RELEASE;
+        body = lockcore__kinds_re_release();
         KEY(ks->lock[0]);
         KEY(ks->info[0]);
+        KEY(ks->waiters[0]);
+        KEY(ks->waiting[0]);
         KEY(ks->holds);
         ARG(op->lock.id);
+        ARG(lockcore__kinds_tells(op, step) ? ks->chan[0] : "");
+        ARG(step == STEP_RELEASE ? "1" : "0");
         break;
     case STEP_INFO:
         free(ks);
         return 1; /* the plain script: one key */
     case STEP_STATUS:
+        s = -1; /* EVAL */
         body = re_status;
         KEY(ks->lock[0]);
         KEY(ks->fence[0]);
@@ -182,7 +183,7 @@ int lockcore__re_resend(struct op *op, unsigned i, enum step step, int use_eval,
     }
 #undef KEY
 #undef ARG
-    rc = lockcore__kinds_send(op, i, step, body ? -1 : s, body ? body : re_scripts[s], use_eval, &k, now);
+    rc = lockcore__kinds_send(op, i, step, s, body ? body : re_scripts[s], use_eval, &k, now);
     free(ks);
     return rc;
 }

@@ -849,6 +849,70 @@ static void test_kinds_reentrant_processes_with_restart(void **state)
     check_tokens(s, n, "nest");
 }
 
+/* A kind's release tells the plain waiters of its resources, as a plain
+ * release does: a notified waiter (the default wait mode) of a member of a
+ * set, or of a reentrant lock, gets the lock within a few ms of the last
+ * release, not when its wait for the holder's TTL ends (up to a second). */
+struct waited {
+    int done, rc;
+    long long at;
+    struct lockcore_lock lock;
+};
+
+static void waited_cb(lockcore_client *c, int rc, const struct lockcore_lock *lock, void *arg)
+{
+    (void)c;
+    struct waited *w = arg;
+    w->done = 1;
+    w->rc = rc;
+    w->at = hp_now_ms();
+    w->lock = *lock;
+}
+
+static long long wake_after_release(lockcore_client *holder, struct lockcore_lock *held,
+                                    lockcore_client *waiter, const char *resource)
+{
+    struct waited w = {0};
+    assert_int_equal(lockcore_acquire_async(waiter, resource, waited_cb, &w), 0);
+    long long end = hp_now_ms() + 300;
+    while (hp_now_ms() < end)
+        lockcore_run(waiter, 20); /* refused, then waiting for a notice */
+    assert_int_equal(w.done, 0);
+    long long released = hp_now_ms();
+    assert_int_equal(lockcore_release(holder, held), 0);
+    end = hp_now_ms() + 5000;
+    while (!w.done && hp_now_ms() < end)
+        lockcore_run(waiter, 20);
+    assert_int_equal(w.done, 1);
+    assert_int_equal(w.rc, 0);
+    assert_int_equal(lockcore_release(waiter, &w.lock), 0);
+    return w.at - released;
+}
+
+static void test_kinds_release_tells_plain_waiters(void **state)
+{
+    struct fixture *f = *state;
+    struct tune t = {.ttl_ms = 10000, .retry_count = -1, .wait_ms = 8000};
+    lockcore_client *c = client_on(f->urls, f->n, &t);
+    lockcore_client *w = client_on(f->urls, f->n, &t);
+    assert_non_null(c);
+    assert_non_null(w);
+    const char *set[] = {"q:a", "q:b"};
+    struct lockcore_lock m, r1, r2;
+    assert_int_equal(lockcore_multi_acquire(c, set, 2, &m), 0);
+    long long ms = wake_after_release(c, &m, w, "q:b");
+    fprintf(stderr, "plain waiter of a set's member granted %lld ms after the release\n", ms);
+    assert_true(ms < 200);
+    assert_int_equal(lockcore_reentrant_acquire(c, "q:r", NULL, &r1), 0);
+    assert_int_equal(lockcore_reentrant_acquire(c, "q:r", r1.id, &r2), 0);
+    assert_int_equal(lockcore_release(c, &r2), 0); /* one hold left: no notice */
+    ms = wake_after_release(c, &r1, w, "q:r");
+    fprintf(stderr, "plain waiter of a reentrant lock granted %lld ms after the last release\n", ms);
+    assert_true(ms < 200);
+    lockcore_client_free(w);
+    lockcore_client_free(c);
+}
+
 int main(void)
 {
     signal(SIGPIPE, SIG_IGN);
@@ -863,6 +927,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_kinds_multi_tokens_mix_with_single, setup, teardown),
         cmocka_unit_test_setup_teardown(test_kinds_reentrant_counts_holds, setup, teardown),
         cmocka_unit_test_setup_teardown(test_kinds_reentrant_processes_with_restart, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_kinds_release_tells_plain_waiters, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
