@@ -548,6 +548,10 @@ static void set_keys(struct op *op, const char *resource)
     memcpy(op->qexp + 1, op->key, op->key_len);
     memcpy(op->qexp + 1 + op->key_len, "}:waiting", 10);
     op->qexp_len = op->key_len + 10;
+    op->nkey[0] = '{';
+    memcpy(op->nkey + 1, op->key, op->key_len);
+    memcpy(op->nkey + 1 + op->key_len, "}:next", 7);
+    op->nkey_len = op->key_len + 7;
     memcpy(op->chan + 1, op->key, op->key_len);
     memcpy(op->chan + 1 + op->key_len, "}:released", 11);
     op->chan_len = op->key_len + 11;

@@ -65,6 +65,7 @@ void lockcore__kinds_keys(const lockcore_client *c, const char *resource, struct
         lockcore__kinds_tagged(ks->waiters[ks->k], key, ":waiters");
         lockcore__kinds_tagged(ks->waiting[ks->k], key, ":waiting");
         lockcore__kinds_tagged(ks->chan[ks->k], key, ":released");
+        lockcore__kinds_tagged(ks->next[ks->k], key, ":next");
         ks->k++;
         if (e == NULL)
             break;
@@ -85,20 +86,21 @@ static char *multi_release, *re_release;
 static void build_releases(void)
 {
     static const char head[] = "local function rel(KEYS, ARGV)\n";
-    static const char multi[] = "end\n"
-                                "local k = #KEYS / 4\n"
-                                "local n = 0\n"
-                                "for i = 1, k do\n"
-                                "  n = n + rel({KEYS[i], KEYS[k + i], KEYS[2 * k + i], KEYS[3 * k + i]}, "
-                                "{ARGV[1], ARGV[1 + i], ARGV[2 + k]})\n"
-                                "end\n"
-                                "if n > 0 then return 1 end\n"
-                                "return 0\n";
+    static const char multi[] =
+        "end\n"
+        "local k = #KEYS / 5\n"
+        "local n = 0\n"
+        "for i = 1, k do\n"
+        "  n = n + rel({KEYS[i], KEYS[k + i], KEYS[2 * k + i], KEYS[3 * k + i], KEYS[4 * k + i]},\n"
+        "              {ARGV[1], ARGV[1 + i], ARGV[2 + k], ARGV[3 + k]})\n"
+        "end\n"
+        "if n > 0 then return 1 end\n"
+        "return 0\n";
     static const char re[] = "end\n"
                              "if redis.call('GET', KEYS[1]) == ARGV[1] then\n"
-                             "  local n = tonumber(redis.call('HGET', KEYS[5], 'n') or '1') or 1\n"
-                             "  if n > 1 then redis.call('HINCRBY', KEYS[5], 'n', -1); return 1 end\n"
-                             "  redis.call('DEL', KEYS[5])\n"
+                             "  local n = tonumber(redis.call('HGET', KEYS[6], 'n') or '1') or 1\n"
+                             "  if n > 1 then redis.call('HINCRBY', KEYS[6], 'n', -1); return 1 end\n"
+                             "  redis.call('DEL', KEYS[6])\n"
                              "end\n"
                              "return rel(KEYS, ARGV)\n";
     const char *plain = lockcore__scripts[SCRIPT_RELEASE];
@@ -132,6 +134,14 @@ const char *lockcore__kinds_re_release(void)
 int lockcore__kinds_tells(const struct op *op, enum step step)
 {
     return step == STEP_RELEASE && op->c->o.wait_mode != LOCKCORE_WAIT_POLL;
+}
+
+void lockcore__kinds_reserve(const struct op *op, enum step step, char *buf, size_t cap)
+{
+    const struct lockcore_options *o = &op->c->o;
+    lockcore__kinds_u64(
+        buf, cap,
+        step == STEP_RELEASE && o->wait_mode == LOCKCORE_WAIT_NOTIFY ? 2 * o->request_timeout_ms : 0);
 }
 
 int lockcore__kinds_resend(struct op *op, unsigned i, enum step step, int use_eval, uint64_t now)

@@ -23,7 +23,8 @@ _Static_assert(KS_COUNT <= sizeof(((lockcore_client *)0)->kx.sha) / 41, "c->kx.s
 
 /* Up to LOCKCORE_MULTI_MAX keys of each sort: the lock key, "{key}:fence",
  * "{key}:holder", the waiters' queue "{key}:waiters" and "{key}:waiting",
- * the release channel "{key}:released"; and "{key}:holds" of the first. */
+ * the release channel "{key}:released", the handoff reservation
+ * "{key}:next"; and "{key}:holds" of the first. */
 struct lockcore__keyset {
     unsigned k;
     char lock[LOCKCORE_MULTI_MAX][KEY_MAX + 1];
@@ -32,6 +33,7 @@ struct lockcore__keyset {
     char waiters[LOCKCORE_MULTI_MAX][INFO_KEY_MAX + 1];
     char waiting[LOCKCORE_MULTI_MAX][INFO_KEY_MAX + 1];
     char chan[LOCKCORE_MULTI_MAX][INFO_KEY_MAX + 1];
+    char next[LOCKCORE_MULTI_MAX][INFO_KEY_MAX + 1];
     char holds[INFO_KEY_MAX + 1];
 };
 
@@ -44,7 +46,7 @@ void lockcore__kinds_u64(char *buf, size_t cap, uint64_t v);
 
 /* One script call: its keys and arguments. */
 struct lockcore__kcmd {
-    const char *keys[4 * LOCKCORE_MULTI_MAX + 1];
+    const char *keys[5 * LOCKCORE_MULTI_MAX + 1];
     int nkeys;
     const char *args[LOCKCORE_MULTI_MAX + 6];
     size_t alens[LOCKCORE_MULTI_MAX + 6];
@@ -64,15 +66,17 @@ int lockcore__re_resend(struct op *op, unsigned i, enum step step, int use_eval,
 /* The release scripts of the kinds, built once around the plain release
  * (util.c's SCRIPT_RELEASE, which also tells the first live waiter of
  * the nodes' queue), so that plain waiters of a resource hear a kind's
- * release as they hear a plain one. Multi: KEYS k lock, k info, k
- * waiters, k waiting; ARGV id, k channels ('' for none), "1" (a release)
- * or "0" (a rollback). Reentrant: KEYS lock, info, waiters, waiting,
- * holds; ARGV id, channel, "1"/"0". */
+ * release as they hear a plain one. Their arguments follow op.c's
+ * STEP_RELEASE, per resource: KEYS lock, info, waiters, waiting, next;
+ * ARGV id, channel ('' for none), "1" (a release) or "0" (a rollback),
+ * the reservation ms. Multi: each KEYS sort k times in a row, the channel
+ * k times. Reentrant: the hold count's key after them. */
 const char *lockcore__kinds_multi_release(void);
 const char *lockcore__kinds_re_release(void);
-/* The channel argument of a release step: the resource's channel for a
- * release that tells waiters, '' for a rollback or a polling client. */
+/* Whether a release step tells waiters (else its channel is ''), and the
+ * handoff reservation it leaves for the waiter it names, as op.c's. */
 int lockcore__kinds_tells(const struct op *op, enum step step);
+void lockcore__kinds_reserve(const struct op *op, enum step step, char *buf, size_t cap);
 
 /* Argument checks; they set c->errmsg. */
 int lockcore__kinds_check_client(lockcore_client *c);

@@ -162,10 +162,14 @@ int lockcore__multi_resend(struct op *op, unsigned i, enum step step, int use_ev
             KEY(ks->waiters[j]);
         for (unsigned j = 0; j < n; j++)
             KEY(ks->waiting[j]);
+        for (unsigned j = 0; j < n; j++)
+            KEY(ks->next[j]);
         ARG(op->lock.id);
         for (unsigned j = 0; j < n; j++)
             ARG(lockcore__kinds_tells(op, step) ? ks->chan[j] : "");
         ARG(step == STEP_RELEASE ? "1" : "0");
+        lockcore__kinds_reserve(op, step, tok, sizeof(tok));
+        ARG(tok);
         break;
     case STEP_INFO:
         s = KS_MULTI_INFO;

@@ -161,10 +161,13 @@ int lockcore__re_resend(struct op *op, unsigned i, enum step step, int use_eval,
         KEY(ks->info[0]);
         KEY(ks->waiters[0]);
         KEY(ks->waiting[0]);
+        KEY(ks->next[0]);
         KEY(ks->holds);
         ARG(op->lock.id);
         ARG(lockcore__kinds_tells(op, step) ? ks->chan[0] : "");
         ARG(step == STEP_RELEASE ? "1" : "0");
+        lockcore__kinds_reserve(op, step, tok, sizeof(tok));
+        ARG(tok);
         break;
     case STEP_INFO:
         free(ks);
