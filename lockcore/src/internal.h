@@ -211,7 +211,7 @@ struct lockcore_client {
     /* The lock kinds (kinds.c, sem.c, multi.c, reentrant.c). */
     struct {
         struct lockcore__sem *sems; /* semaphore acquisitions in flight */
-        char sha[12][41];           /* of the kinds' scripts, computed locally */
+        char sha[16][41];           /* of the kinds' scripts, computed locally */
     } kx;
 };
 
@@ -279,7 +279,8 @@ void lockcore__kinds_cancel(lockcore_client *c);
 /* kinds.c: an operation on a lock whose flags name a kind builds its
  * commands there: lockcore__kinds_resend returns what lockcore__op_resend
  * would, or 1 for a step the kind sends as a plain lock does. */
-#define LOCKCORE__KIND_FLAGS (LOCKCORE_LOCK_MULTI | LOCKCORE_LOCK_REENTRANT)
+#define LOCKCORE__KIND_FLAGS                                                                                 \
+    (LOCKCORE_LOCK_MULTI | LOCKCORE_LOCK_REENTRANT | LOCKCORE_LOCK_READ | LOCKCORE_LOCK_WRITE)
 int lockcore__kinds_resend(struct op *op, unsigned node, enum step step, int use_eval, uint64_t now);
 /* reentrant.c: a node's reply to a reentrant acquire (before op.c reads
  * it), and whether a majority re-entered: 1 yes (op->proposal is the

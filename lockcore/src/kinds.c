@@ -72,6 +72,8 @@ void lockcore__kinds_keys(const lockcore_client *c, const char *resource, struct
         p = e + 1;
     }
     lockcore__kinds_tagged(ks->holds, ks->lock[0], ":holds");
+    lockcore__kinds_tagged(ks->readers, ks->lock[0], ":readers");
+    lockcore__kinds_tagged(ks->intent, ks->lock[0], ":wintent");
 }
 
 void lockcore__kinds_u64(char *buf, size_t cap, uint64_t v)
@@ -81,7 +83,7 @@ void lockcore__kinds_u64(char *buf, size_t cap, uint64_t v)
 
 /* The plain release as a Lua function rel(KEYS, ARGV): its parameters
  * shadow the script's own KEYS and ARGV, and its returns return from it. */
-static char *multi_release, *re_release;
+static char *multi_release, *re_release, *rw_release;
 
 static void build_releases(void)
 {
@@ -110,6 +112,16 @@ static void build_releases(void)
         memcpy(multi_release + hl, plain, pl);
         memcpy(multi_release + hl + pl, multi, sizeof(multi));
     }
+    static const char rw[] = "end\n"
+                             "if ARGV[3] == '1' and redis.call('GET', KEYS[6]) == ARGV[1] then\n"
+                             "  redis.call('DEL', KEYS[6])\n"
+                             "end\n"
+                             "return rel(KEYS, ARGV)\n";
+    if ((rw_release = malloc(hl + pl + sizeof(rw))) != NULL) {
+        memcpy(rw_release, head, hl);
+        memcpy(rw_release + hl, plain, pl);
+        memcpy(rw_release + hl + pl, rw, sizeof(rw));
+    }
     if ((re_release = malloc(hl + pl + sizeof(re))) != NULL) {
         memcpy(re_release, head, hl);
         memcpy(re_release + hl, plain, pl);
@@ -123,6 +135,12 @@ const char *lockcore__kinds_multi_release(void)
 {
     pthread_once(&releases_once, build_releases);
     return multi_release;
+}
+
+const char *lockcore__kinds_rw_release(void)
+{
+    pthread_once(&releases_once, build_releases);
+    return rw_release;
 }
 
 const char *lockcore__kinds_re_release(void)
@@ -150,6 +168,8 @@ int lockcore__kinds_resend(struct op *op, unsigned i, enum step step, int use_ev
         return lockcore__multi_resend(op, i, step, use_eval, now);
     if (op->lock.flags & LOCKCORE_LOCK_REENTRANT)
         return lockcore__re_resend(op, i, step, use_eval, now);
+    if (op->lock.flags & (LOCKCORE_LOCK_READ | LOCKCORE_LOCK_WRITE))
+        return lockcore__rw_resend(op, i, step, use_eval, now);
     return 1;
 }
 

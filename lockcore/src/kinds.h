@@ -17,6 +17,11 @@ enum kscript {
     KS_RE_RAISE,
     KS_RE_EXTEND,
     KS_RE_RELEASE,
+    KS_RW_READ,
+    KS_RW_WRITE,
+    KS_RW_RRELEASE,
+    KS_RW_REXTEND,
+    KS_RW_WRELEASE,
     KS_COUNT,
 };
 _Static_assert(KS_COUNT <= sizeof(((lockcore_client *)0)->kx.sha) / 41, "c->kx.sha too small");
@@ -35,6 +40,8 @@ struct lockcore__keyset {
     char chan[LOCKCORE_MULTI_MAX][INFO_KEY_MAX + 1];
     char next[LOCKCORE_MULTI_MAX][INFO_KEY_MAX + 1];
     char holds[INFO_KEY_MAX + 1];
+    char readers[INFO_KEY_MAX + 1];
+    char intent[INFO_KEY_MAX + 1];
 };
 
 /* The keys of a lock's resource: its names split at '\n' (one name for a
@@ -62,6 +69,7 @@ int lockcore__kinds_send(struct op *op, unsigned i, enum step step, int slot, co
 /* Each kind's commands (lockcore__kinds_resend dispatches). */
 int lockcore__multi_resend(struct op *op, unsigned i, enum step step, int use_eval, uint64_t now);
 int lockcore__re_resend(struct op *op, unsigned i, enum step step, int use_eval, uint64_t now);
+int lockcore__rw_resend(struct op *op, unsigned i, enum step step, int use_eval, uint64_t now);
 
 /* The release scripts of the kinds, built once around the plain release
  * (util.c's SCRIPT_RELEASE, which also tells the first live waiter of
@@ -73,6 +81,8 @@ int lockcore__re_resend(struct op *op, unsigned i, enum step step, int use_eval,
  * k times. Reentrant: the hold count's key after them. */
 const char *lockcore__kinds_multi_release(void);
 const char *lockcore__kinds_re_release(void);
+/* The writer's release: KEYS as the plain one, then the writer's intent. */
+const char *lockcore__kinds_rw_release(void);
 /* Whether a release step tells waiters (else its channel is ''), and the
  * handoff reservation it leaves for the waiter it names, as op.c's. */
 int lockcore__kinds_tells(const struct op *op, enum step step);

@@ -538,6 +538,8 @@ static void decide_lock(struct op *op, const struct fencing_tally *t, unsigned n
             return;
         }
     }
+    if (op->lock.flags & LOCKCORE_LOCK_READ)
+        op->proposal = op->max_fence; /* a reader's token: the newest fence it saw (rw.c) */
     switch (fencing_decide(t, c->o.fencing)) {
     case FENCING_WAIT:
         return;

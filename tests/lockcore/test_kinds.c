@@ -915,6 +915,199 @@ static void test_kinds_release_tells_plain_waiters(void **state)
     lockcore_client_free(c);
 }
 
+/* ---- read-write ---- */
+
+static void test_kinds_rw_readers_share_writer_waits(void **state)
+{
+    struct fixture *f = *state;
+    struct tune t = {.ttl_ms = 3000, .retry_count = 0};
+    lockcore_client *c = client_on(f->urls, f->n, &t);
+    assert_non_null(c);
+    struct lockcore_lock r1, r2, r3, w, w2;
+    assert_int_equal(lockcore_rw_acquire(c, "doc", 0, &r1), 0);
+    assert_int_equal(lockcore_rw_acquire(c, "doc", 0, &r2), 0);
+    assert_true(r1.flags & LOCKCORE_LOCK_READ);
+    assert_int_equal(r1.token, 0); /* no write was ever granted */
+    /* A writer is refused while readers hold; while it waits, new readers
+     * are refused too: a stream of readers cannot starve it. */
+    assert_int_equal(lockcore_rw_acquire(c, "doc", 1, &w), LOCKCORE_ELOCKED);
+    assert_int_equal(lockcore_rw_acquire(c, "doc", 0, &r3), 0); /* it gave up: no intent left */
+    assert_int_equal(lockcore_release(c, &r3), 0);
+    struct tune tw = {.ttl_ms = 3000, .retry_count = -1, .wait_ms = 5000};
+    lockcore_client *cw = client_on(f->urls, f->n, &tw);
+    assert_non_null(cw);
+    struct waited ww = {0};
+    assert_int_equal(lockcore_rw_acquire_async(cw, "doc", 1, waited_cb, &ww), 0);
+    long long until = hp_now_ms() + 300;
+    while (hp_now_ms() < until)
+        lockcore_run(cw, 20);
+    assert_int_equal(ww.done, 0);
+    assert_int_equal(lockcore_rw_acquire(c, "doc", 0, &r3), LOCKCORE_ELOCKED);
+    assert_int_equal(lockcore_extend(c, &r1, 3000), 0);
+    assert_int_equal(lockcore_release(c, &r1), 0);
+    assert_int_equal(lockcore_release(c, &r2), 0);
+    until = hp_now_ms() + 3000;
+    while (!ww.done && hp_now_ms() < until)
+        lockcore_run(cw, 20);
+    assert_int_equal(ww.rc, 0);
+    w = ww.lock;
+    assert_true(w.flags & LOCKCORE_LOCK_WRITE);
+    assert_true(w.token > 0);
+    assert_int_equal(lockcore_rw_acquire(c, "doc", 0, &r3), LOCKCORE_ELOCKED);
+    assert_int_equal(lockcore_acquire(c, "doc", &w2), LOCKCORE_ELOCKED);
+    assert_int_equal(lockcore_extend(cw, &w, 3000), 0);
+    assert_int_equal(lockcore_release(cw, &w), 0);
+    lockcore_client_free(cw);
+    /* A reader after a write carries at least its token; the next writer a
+     * larger one. */
+    assert_int_equal(lockcore_rw_acquire(c, "doc", 0, &r3), 0);
+    assert_true(r3.token >= w.token);
+    lockcore_keepalive *ka;
+    assert_int_equal(lockcore_extend(c, &r3, 300), 0);
+    assert_int_equal(lockcore_keepalive_start(c, &r3, 300, 150, NULL, NULL, &ka), 0);
+    long long end = hp_now_ms() + 800;
+    while (hp_now_ms() < end)
+        lockcore_run(c, 50);
+    assert_true(lockcore_keepalive_extensions(ka) >= 2);
+    assert_int_equal(lockcore_keepalive_get(ka, &r3), 0);
+    lockcore_keepalive_stop(ka);
+    assert_int_equal(lockcore_release(c, &r3), 0);
+    assert_int_equal(lockcore_rw_acquire(c, "doc", 1, &w2), 0);
+    assert_true(w2.token > w.token);
+    assert_int_equal(lockcore_release(c, &w2), 0);
+    lockcore_client_free(c);
+}
+
+#define RW_WRITES 6
+
+/* Readers come back as soon as they leave, for as long as the writers
+ * work: someone is always reading unless writers get in. */
+static int rw_reader(struct fixture *f, int who)
+{
+    struct tune t = {.ttl_ms = 2000, .retry_count = -1, .wait_ms = 30000};
+    lockcore_client *c = client_on(f->urls, f->n, &t);
+    if (c == NULL)
+        return 2;
+    long long end = hp_now_ms() + 25000;
+    int rcode = 0;
+    char done[320];
+    snprintf(done, sizeof(done), "%s.writers-done", f->log);
+    while (hp_now_ms() < end && access(done, F_OK) != 0) {
+        struct lockcore_lock l;
+        if (lockcore_rw_acquire(c, "rw", 0, &l) != 0) {
+            rcode = 3;
+            break;
+        }
+        uint64_t enter = now_us();
+        hp_sleep_ms(15);
+        log_section(f->log, "rw:r", who, enter, section_end(&l), l.token ? l.token : 1);
+        lockcore_release(c, &l);
+    }
+    lockcore_client_free(c);
+    return rcode;
+}
+
+static int rw_writer(struct fixture *f, int who)
+{
+    struct tune t = {.ttl_ms = 2000, .retry_count = -1, .wait_ms = 30000};
+    lockcore_client *c = client_on(f->urls, f->n, &t);
+    if (c == NULL)
+        return 2;
+    hp_sleep_ms(200); /* the readers are in first */
+    for (int it = 0; it < RW_WRITES; it++) {
+        struct lockcore_lock l;
+        int rc = lockcore_rw_acquire(c, "rw", 1, &l);
+        if (rc != 0) {
+            fprintf(stderr, "writer %d: %s: %s\n", who, lockcore_strerror(rc), lockcore_errmsg(c));
+            lockcore_client_free(c);
+            return 3;
+        }
+        uint64_t enter = now_us();
+        hp_sleep_ms(5);
+        log_section(f->log, "rw:w", who, enter, section_end(&l), l.token);
+        lockcore_release(c, &l);
+        hp_sleep_ms(20);
+    }
+    lockcore_client_free(c);
+    return 0;
+}
+
+/* A reader stopped past its TTL while holding: writers go in meanwhile. */
+static int rw_pauser(struct fixture *f, int who)
+{
+    struct tune t = {.ttl_ms = 500, .retry_count = -1, .wait_ms = 10000};
+    lockcore_client *c = client_on(f->urls, f->n, &t);
+    if (c == NULL)
+        return 2;
+    struct lockcore_lock l;
+    if (lockcore_rw_acquire(c, "rw", 0, &l) != 0)
+        return 3;
+    uint64_t enter = now_us();
+    mark(f->log, "R pauser\n");
+    hp_sleep_ms(2500);
+    log_section(f->log, "rw:r", who, enter, section_end(&l), l.token ? l.token : 1);
+    int lost = lockcore_remaining_ms(&l) == 0 && lockcore_extend(c, &l, 0) == LOCKCORE_ELOST;
+    lockcore_client_free(c);
+    return lost ? 0 : 5;
+}
+
+static void test_kinds_rw_processes_with_faults(void **state)
+{
+    struct fixture *f = *state;
+    enum { R = 6, W = 2 };
+    pid_t pids[R + W + 1];
+    pids[R + W] = spawn(rw_pauser, f, 100);
+    assert_int_equal(wait_mark(f->log, "R pauser", 10000), 0);
+    assert_int_equal(kill(pids[R + W], SIGSTOP), 0);
+    long long start = hp_now_ms();
+    for (int i = 0; i < R; i++)
+        pids[i] = spawn(rw_reader, f, i);
+    for (int i = 0; i < W; i++)
+        pids[R + i] = spawn(rw_writer, f, 10 + i);
+    hp_sleep_ms(400);
+    assert_int_equal(rh_restart(f->rc, 1, 1), 0);
+    hp_sleep_ms(600);
+    assert_int_equal(kill(pids[R + W], SIGCONT), 0);
+    /* The writers finish while the readers keep coming. */
+    assert_int_equal(reap(pids + R, W, 40000), W);
+    long long writers_ms = hp_now_ms() - start;
+    char done[320];
+    snprintf(done, sizeof(done), "%s.writers-done", f->log);
+    mark(done, "done\n");
+    assert_int_equal(reap(pids, R, 30000), R);
+    assert_int_equal(reap(pids + R + W, 1, 10000), 1);
+
+    enum { MAXS = 4000 };
+    struct section *s = calloc(MAXS, sizeof(*s));
+    assert_non_null(s);
+    size_t n = read_log(f->log, s, MAXS);
+    unsigned reads = 0, writes = 0, most_readers = max_overlap(s, n, "rw:r");
+    for (size_t i = 0; i < n; i++) {
+        if (strcmp(s[i].res, "rw:w") != 0) {
+            reads++;
+            continue;
+        }
+        writes++;
+        /* No section of anyone overlaps a write. */
+        for (size_t j = 0; j < n; j++)
+            if (j != i && s[j].enter < s[i].end && s[i].enter < s[j].end)
+                fail_msg("a write [%llu, %llu] overlaps %s [%llu, %llu]", (unsigned long long)s[i].enter,
+                         (unsigned long long)s[i].end, s[j].res, (unsigned long long)s[j].enter,
+                         (unsigned long long)s[j].end);
+    }
+    fprintf(stderr, "%u reads (up to %u at once), %u writes, writers done in %lld ms\n", reads, most_readers,
+            writes, writers_ms);
+    assert_int_equal(writes, W * RW_WRITES);
+    assert_true(most_readers >= 2); /* readers did share */
+    check_tokens(s, n, "rw:w");
+    /* A read that began after a write ended carries at least its token. */
+    for (size_t i = 0; i < n; i++)
+        for (size_t j = 0; j < n; j++)
+            if (strcmp(s[i].res, "rw:w") == 0 && strcmp(s[j].res, "rw:r") == 0 && s[i].end <= s[j].enter)
+                assert_true(s[j].token >= s[i].token);
+    free(s);
+}
+
 int main(void)
 {
     signal(SIGPIPE, SIG_IGN);
@@ -930,6 +1123,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_kinds_reentrant_counts_holds, setup, teardown),
         cmocka_unit_test_setup_teardown(test_kinds_reentrant_processes_with_restart, setup, teardown),
         cmocka_unit_test_setup_teardown(test_kinds_release_tells_plain_waiters, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_kinds_rw_readers_share_writer_waits, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_kinds_rw_processes_with_faults, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -209,11 +209,14 @@ struct lockcore_lock {
 #define LOCKCORE_LOCK_FROM_ID 1u
 /* The lock kinds (see "Lock kinds" below): a permit of a semaphore (an
  * ordinary lock of the permit's resource; the flag only says so), a
- * multi-resource lock, a reentrant lock. Extend, release and keep-alive
- * read the last two, so keep the flags when you copy a lock. */
+ * multi-resource lock, a reentrant lock, the read and the write side of a
+ * read-write lock. Extend, release and keep-alive read all but the first,
+ * so keep the flags when you copy a lock. */
 #define LOCKCORE_LOCK_PERMIT 2u
 #define LOCKCORE_LOCK_MULTI 4u
 #define LOCKCORE_LOCK_REENTRANT 8u
+#define LOCKCORE_LOCK_READ 16u
+#define LOCKCORE_LOCK_WRITE 32u
 
 /* Fill *o with the defaults. Returns 0 or -EINVAL for o == NULL. */
 LOCKCORE_API int lockcore_options_init(struct lockcore_options *o);
@@ -508,6 +511,27 @@ LOCKCORE_API int lockcore_reentrant_acquire_async(lockcore_client *c, const char
 /* lockcore_status, and each node's hold count in out[i].holds. */
 LOCKCORE_API int lockcore_reentrant_status(lockcore_client *c, const char *resource,
                                            struct lockcore_node_status *out, size_t cap);
+
+/*
+ * Read-write lock: many readers or one writer of `resource`. write 0
+ * acquires a read lease, 1 the write lease. The writer holds the plain key
+ * (so it excludes and is excluded by plain locks of the resource, and
+ * other writers); readers are members of "{key}:readers", each with its
+ * own expiry. A node grants a reader only while no writer holds the key
+ * and no writer has declared it waits ("{key}:wintent": set by a writer
+ * that readers refused, for its TTL); it grants a writer only when no
+ * live reader is registered. So a stream of readers cannot starve a
+ * writer. A reader's token is not a new token: it is the largest fence
+ * value the nodes reported, at least the token of every write granted
+ * before the read began; check reads with it, never raise a resource's
+ * last token with it (docs/lockcore.md). flags LOCKCORE_LOCK_READ or
+ * LOCKCORE_LOCK_WRITE; extend, release and keep-alive as any lock.
+ * Returns what lockcore_acquire returns.
+ */
+LOCKCORE_API int lockcore_rw_acquire(lockcore_client *c, const char *resource, int write,
+                                     struct lockcore_lock *lock);
+LOCKCORE_API int lockcore_rw_acquire_async(lockcore_client *c, const char *resource, int write,
+                                           lockcore_cb cb, void *arg);
 
 #ifdef __cplusplus
 }
