@@ -27,7 +27,8 @@
  *   w6  the lock kinds against the plain lock, one client, sequential, all
  *       kinds in every cycle: plain acquire, reentrant re-acquire (of a
  *       hold acquired just before), multi-resource of 4, semaphore of 3
- *       free permits; each on fresh resources
+ *       free permits, read and write side of a read-write lock; each on
+ *       fresh resources
  *
  * Times come from CLOCK_MONOTONIC; percentiles are nearest-rank.
  */
@@ -857,9 +858,9 @@ static void w4(int shared)
 
 /* ---- W6: the lock kinds against the plain lock ---- */
 
-enum { K_PLAIN, K_RE_FIRST, K_REENTER, K_MULTI4, K_SEM3, K_COUNT };
-static const char *const k_names[K_COUNT] = {"plain", "reentrant_first", "reentrant_reacquire", "multi4",
-                                             "sem3_free"};
+enum { K_PLAIN, K_RE_FIRST, K_REENTER, K_MULTI4, K_SEM3, K_READ, K_WRITE, K_COUNT };
+static const char *const k_names[K_COUNT] = {
+    "plain", "reentrant_first", "reentrant_reacquire", "multi4", "sem3_free", "rw_read", "rw_write"};
 
 /* Every cycle runs every kind once, in one client, so that the machine's
  * load falls on all of them alike; the ratios to the plain lock are what
@@ -910,6 +911,9 @@ static void w6(int fencing)
         TIMED(K_MULTI4, lockcore_multi_acquire(c, set, 4, &m), lockcore_release(c, &m));
         snprintf(r[0], sizeof(r[0]), "w6:%d:sem:%d", fencing, i);
         TIMED(K_SEM3, lockcore_sem_acquire(c, r[0], 3, &l), lockcore_release(c, &l));
+        snprintf(r[0], sizeof(r[0]), "w6:%d:rw:%d", fencing, i);
+        TIMED(K_READ, lockcore_rw_acquire(c, r[0], 0, &l), lockcore_release(c, &l));
+        TIMED(K_WRITE, lockcore_rw_acquire(c, r[0], 1, &l), lockcore_release(c, &l));
         atomic_fetch_add(&ops_total, K_COUNT);
     next:;
 #undef TIMED

@@ -15,25 +15,25 @@
 static const char *const re_scripts[] = {
     /* KEYS[1] lock, KEYS[2] fence, KEYS[3] holds; ARGV[1] id, ARGV[2] ttl,
      * ARGV[3] proposal, ARGV[4] fence idle expiry ms.
-     * Held under our id: one more hold, the TTL pushed out to at least
-     * ttl, and 1, the token kept for the hold and the new count returned
-     * (elements 6 to 8).
+     * Held under our id: one more hold (a held key without a count has
+     * one hold), the TTL pushed out to at least ttl, and 1, the token kept
+     * for the hold and the new count returned (elements 6 to 8; the fence
+     * is not read: a re-entry proposes nothing).
      * Free: the fenced acquire, with a hold count of 1 and the proposal
      * kept as the hold's token where it was accepted. Held by another:
      * refused with the holder, as fencing_script_acquire. */
-    [KS_RE_ACQUIRE] = "local f = tonumber(redis.call('GET', KEYS[2]) or '0') or 0\n"
-                      "local fs = string.format('%.0f', f)\n"
-                      "local v = redis.call('GET', KEYS[1])\n"
+    [KS_RE_ACQUIRE] = "local v = redis.call('GET', KEYS[1])\n"
                       "if v == ARGV[1] then\n"
-                      "  if redis.call('EXISTS', KEYS[3]) == 0 then redis.call('HSET', KEYS[3], 'n', 1) end\n"
-                      "  redis.call('HINCRBY', KEYS[3], 'n', 1)\n"
+                      "  local n = redis.call('HINCRBY', KEYS[3], 'n', 1)\n"
+                      "  if n == 1 then n = 2; redis.call('HSET', KEYS[3], 'n', 2) end\n"
                       "  local pt = redis.call('PTTL', KEYS[1])\n"
                       "  local ttl = tonumber(ARGV[2])\n"
                       "  if pt < ttl then redis.call('PEXPIRE', KEYS[1], ARGV[2]); pt = ttl end\n"
                       "  redis.call('PEXPIRE', KEYS[3], pt)\n"
-                      "  return {1, 0, fs, '', -1, 1, redis.call('HGET', KEYS[3], 't') or '0',\n"
-                      "          tonumber(redis.call('HGET', KEYS[3], 'n'))}\n"
+                      "  return {1, 0, '0', '', -1, 1, redis.call('HGET', KEYS[3], 't') or '0', n}\n"
                       "end\n"
+                      "local f = tonumber(redis.call('GET', KEYS[2]) or '0') or 0\n"
+                      "local fs = string.format('%.0f', f)\n"
                       "if v then return {0, 0, fs, v, redis.call('PTTL', KEYS[1])} end\n"
                       "redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])\n"
                       "local t = '0'\n"
@@ -226,7 +226,10 @@ static void reentry_fixup(struct op *op, uint64_t token)
         lens[k] = strlen(argv[k]);
     uint64_t now = lockcore_now_ms();
     for (unsigned i = 0; i < c->n; i++) {
-        if ((op->slot[i] == SLOT_YES && op->kx.reentered[i]) || c->nodes[i].state == NODE_DOWN)
+        /* Only where the attempt may have set the key afresh: a node that
+         * said so, or one that has not answered yet. */
+        int fresh = op->slot[i] == SLOT_YES && !op->kx.reentered[i];
+        if (!(fresh || op->slot[i] == SLOT_OPEN) || c->nodes[i].state == NODE_DOWN)
             continue;
         lockcore__node_send(c, &c->nodes[i], 8, argv, lens, NULL, STEP_IGNORE, 0, now);
     }
