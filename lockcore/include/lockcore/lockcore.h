@@ -425,7 +425,11 @@ LOCKCORE_API void lockcore_keepalive_stop(lockcore_keepalive *k);
  * whose flags name its kind: lockcore_extend, lockcore_release,
  * lockcore_keepalive_start and their _async forms work on it unchanged.
  * The options of the client apply (ttl_ms, retry_count, wait_ms, ...).
- * docs/lockcore.md ("Lock kinds") gives the safety argument of each. */
+ * docs/lockcore.md ("Lock kinds") gives the safety argument of each.
+ * A lock of a kind held under a known id (another process's) is built
+ * with lockcore_lock_from_id and the kind's flag added to its flags: the
+ * resource is the permit's name, the set's names joined by '\n', or the
+ * resource of a reentrant or read-write lock. */
 
 /* Most permits of a semaphore; most resources of a multi-resource lock. */
 #define LOCKCORE_PERMITS_MAX 1024
