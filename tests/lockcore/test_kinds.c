@@ -1109,6 +1109,49 @@ static void test_kinds_rw_processes_with_faults(void **state)
     free(s);
 }
 
+/* Another process holds a lock of a kind and passes its id on: the lock
+ * is rebuilt with lockcore_lock_from_id and the kind's flag, extended and
+ * released by the nodes' say. */
+static void test_kinds_locks_from_ids(void **state)
+{
+    struct fixture *f = *state;
+    struct tune t = {.ttl_ms = 3000, .retry_count = 0};
+    lockcore_client *c = client_on(f->urls, f->n, &t);
+    lockcore_client *d = client_on(f->urls, f->n, &t);
+    assert_non_null(c);
+    assert_non_null(d);
+    struct lockcore_lock m, r, r2, rd, x;
+    const char *set[] = {"id:a", "id:b"};
+    assert_int_equal(lockcore_multi_acquire(c, set, 2, &m), 0);
+    assert_int_equal(lockcore_lock_from_id(d, "id:a\nid:b", m.id, &x), 0);
+    x.flags |= LOCKCORE_LOCK_MULTI;
+    assert_int_equal(lockcore_extend(d, &x, 5000), 0);
+    assert_int_equal(lockcore_release(d, &x), 0);
+    assert_int_equal(lockcore_acquire(d, "id:b", &x), 0);
+    assert_int_equal(lockcore_release(d, &x), 0);
+
+    assert_int_equal(lockcore_reentrant_acquire(c, "id:r", NULL, &r), 0);
+    assert_int_equal(lockcore_reentrant_acquire(d, "id:r", r.id, &r2), 0); /* a child joins */
+    assert_int_equal(r2.token, r.token);
+    assert_int_equal(lockcore_lock_from_id(d, "id:r", r.id, &x), 0);
+    x.flags |= LOCKCORE_LOCK_REENTRANT;
+    assert_int_equal(lockcore_release(d, &x), 0); /* the child's hold */
+    assert_int_equal(lockcore_acquire(d, "id:r", &x), LOCKCORE_ELOCKED);
+    assert_int_equal(lockcore_release(c, &r), 0);
+    assert_int_equal(lockcore_acquire(d, "id:r", &x), 0);
+    assert_int_equal(lockcore_release(d, &x), 0);
+
+    assert_int_equal(lockcore_rw_acquire(c, "id:rw", 0, &rd), 0);
+    assert_int_equal(lockcore_lock_from_id(d, "id:rw", rd.id, &x), 0);
+    x.flags |= LOCKCORE_LOCK_READ;
+    assert_int_equal(lockcore_extend(d, &x, 5000), 0);
+    assert_int_equal(lockcore_release(d, &x), 0);
+    assert_int_equal(lockcore_rw_acquire(d, "id:rw", 1, &x), 0);
+    assert_int_equal(lockcore_release(d, &x), 0);
+    lockcore_client_free(d);
+    lockcore_client_free(c);
+}
+
 int main(void)
 {
     signal(SIGPIPE, SIG_IGN);
@@ -1126,6 +1169,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_kinds_release_tells_plain_waiters, setup, teardown),
         cmocka_unit_test_setup_teardown(test_kinds_rw_readers_share_writer_waits, setup, teardown),
         cmocka_unit_test_setup_teardown(test_kinds_rw_processes_with_faults, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_kinds_locks_from_ids, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
