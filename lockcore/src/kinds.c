@@ -347,3 +347,37 @@ int lockcore__kinds_blocking(lockcore_client *c, const char *what, const char *r
     *lock = w.lock;
     return rc;
 }
+
+int lockcore__kinds_status(lockcore_client *c, const char *what, const char *resource, unsigned flags,
+                           struct lockcore_node_status *out, size_t cap)
+{
+    if (c == NULL)
+        return -EINVAL;
+    int rc = lockcore__kinds_check_name(c, resource, LOCKCORE_RESOURCE_MAX);
+    if (rc < 0)
+        return rc;
+    if (out == NULL || cap < c->n) {
+        lockcore__fmt(c->errmsg, sizeof(c->errmsg), "status needs room for %u nodes", c->n);
+        return out == NULL ? -EINVAL : -ENOSPC;
+    }
+    if ((rc = lockcore__enter(c, what)) < 0)
+        return rc;
+    struct lockcore__waiter w = {0};
+    struct op *op = NULL;
+    if ((rc = lockcore__kinds_check_client(c)) == 0 &&
+        (op = lockcore__op_new(c, OP_STATUS, lockcore__kinds_wake, &w)) == NULL)
+        rc = -ENOMEM;
+    if (op == NULL) {
+        lockcore__leave(c);
+        return rc;
+    }
+    size_t len = strlen(resource);
+    memcpy(op->lock.resource, resource, len + 1);
+    memcpy(op->key, c->prefix, c->prefix_len);
+    memcpy(op->key + c->prefix_len, resource, len + 1);
+    op->key_len = c->prefix_len + len;
+    op->lock.flags = flags;
+    op->status = out;
+    lockcore__op_start(op, lockcore_now_ms());
+    return lockcore__kinds_wait(c, &w, lockcore__kinds_abort_op, op);
+}

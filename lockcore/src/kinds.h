@@ -115,4 +115,8 @@ void lockcore__kinds_abort_op(void *op, int err, const char *why);
 int lockcore__kinds_blocking(lockcore_client *c, const char *what, const char *resource, unsigned flags,
                              const char *id, struct lockcore_lock *lock);
 
+/* lockcore_status through a kind's status script (flags name the kind). */
+int lockcore__kinds_status(lockcore_client *c, const char *what, const char *resource, unsigned flags,
+                           struct lockcore_node_status *out, size_t cap);
+
 #endif

@@ -74,6 +74,16 @@ static const char *const rw_scripts[] = {
                       "return 1\n",
 };
 
+/* KEYS[1] lock, KEYS[2] fence, KEYS[3] info, KEYS[4] readers: SCRIPT_STATUS
+ * and the live readers. Read-only (expired readers are counted out, not
+ * removed). */
+static const char rw_status[] =
+    "local t = redis.call('TIME')\n"
+    "local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"
+    "return {redis.call('GET', KEYS[1]) or '', redis.call('PTTL', KEYS[1]),\n"
+    "        redis.call('GET', KEYS[2]) or '', redis.call('GET', KEYS[3]) or '',\n"
+    "        redis.call('ZCOUNT', KEYS[4], '(' .. now, '+inf')}\n";
+
 int lockcore__rw_resend(struct op *op, unsigned i, enum step step, int use_eval, uint64_t now)
 {
     lockcore_client *c = op->c;
@@ -139,9 +149,18 @@ int lockcore__rw_resend(struct op *op, unsigned i, enum step step, int use_eval,
         ARG(op->lock.id);
         ARG(ttl);
         break;
+    case STEP_STATUS:
+        if (!(op->lock.flags & LOCKCORE_LOCK_READ))
+            goto plain;
+        body = rw_status;
+        KEY(ks->lock[0]);
+        KEY(ks->fence[0]);
+        KEY(ks->info[0]);
+        KEY(ks->readers);
+        break;
     case STEP_RAISE:
     case STEP_INFO:
-    case STEP_STATUS:
+    plain:
         free(ks);
         if (write)
             return 1; /* as a plain lock */
@@ -154,7 +173,8 @@ int lockcore__rw_resend(struct op *op, unsigned i, enum step step, int use_eval,
     }
 #undef KEY
 #undef ARG
-    rc = lockcore__kinds_send(op, i, step, s, body ? body : rw_scripts[s], use_eval, &k, now);
+    rc = lockcore__kinds_send(op, i, step, body == rw_status ? -1 : s, body ? body : rw_scripts[s], use_eval,
+                              &k, now);
     free(ks);
     return rc;
 }
@@ -255,4 +275,10 @@ int lockcore_rw_acquire(lockcore_client *c, const char *resource, int write, str
     rc = lockcore__kinds_wait(c, &w, lockcore__kinds_abort_op, op);
     *lock = w.lock;
     return rc;
+}
+
+int lockcore_rw_status(lockcore_client *c, const char *resource, struct lockcore_node_status *out, size_t cap)
+{
+    /* The status op carries the read flag: the readers' count comes back. */
+    return lockcore__kinds_status(c, "lockcore_rw_status", resource, LOCKCORE_LOCK_READ, out, cap);
 }

@@ -929,6 +929,13 @@ static void test_kinds_rw_readers_share_writer_waits(void **state)
     assert_int_equal(lockcore_rw_acquire(c, "doc", 0, &r2), 0);
     assert_true(r1.flags & LOCKCORE_LOCK_READ);
     assert_int_equal(r1.token, 0); /* no write was ever granted */
+    struct lockcore_node_status st[NODES];
+    hp_sleep_ms(50); /* granted at a majority: the others may still be running it */
+    assert_int_equal(lockcore_rw_status(c, "doc", st, NODES), NODES);
+    for (int i = 0; i < NODES; i++) {
+        assert_int_equal(st[i].holds, 2); /* two live readers */
+        assert_string_equal(st[i].holder, "");
+    }
     /* A writer is refused while readers hold; while it waits, new readers
      * are refused too: a stream of readers cannot starve it. */
     assert_int_equal(lockcore_rw_acquire(c, "doc", 1, &w), LOCKCORE_ELOCKED);

@@ -317,7 +317,8 @@ struct lockcore_node_status {
     char info[LOCKCORE_INFO_MAX + 1]; /* the holder's info ("" if none) */
     char error[128];                  /* why not reachable, "" otherwise */
     unsigned holds;                   /* lockcore_reentrant_status: the hold
-                                        count on this node; 0 otherwise */
+                                        count on this node; lockcore_rw_status:
+                                        its live readers; 0 otherwise */
 };
 
 /*
@@ -536,6 +537,11 @@ LOCKCORE_API int lockcore_rw_acquire(lockcore_client *c, const char *resource, i
                                      struct lockcore_lock *lock);
 LOCKCORE_API int lockcore_rw_acquire_async(lockcore_client *c, const char *resource, int write,
                                            lockcore_cb cb, void *arg);
+
+/* lockcore_status (holder: the writer), and each node's live readers in
+ * out[i].holds. */
+LOCKCORE_API int lockcore_rw_status(lockcore_client *c, const char *resource,
+                                    struct lockcore_node_status *out, size_t cap);
 
 #ifdef __cplusplus
 }
