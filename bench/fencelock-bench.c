@@ -67,6 +67,7 @@ struct settings {
     int shared, threads; /* modes of w2 and w3 */
     int quick;
     int round;
+    int wait_mode; /* -1: lockcore's default */
     const char *storage_guard;
     /* durations, shortened by --quick */
     int w1_warmup, w1_cycles;
@@ -268,6 +269,8 @@ static lockcore_client *client_new(int fencing, int contention)
     o.ttl_ms = 10000;
     o.drift_factor = 0.01;
     o.fencing = fencing;
+    if (S.wait_mode >= 0)
+        o.wait_mode = S.wait_mode;
     if (contention) {
         o.retry_count = -1;
         o.retry_delay_ms = 5;
@@ -1023,7 +1026,7 @@ static int w5_cmp(const void *a, const void *b)
 
 static void w5(int mode)
 {
-    static const char *const names[] = {"notify", "poll", "fair"};
+    static const char *const names[] = {"poll", "notify", "fair"};
     flushall();
     /* Commands of one uncontended acquire + release, for the ratio. */
     lockcore_client *solo = w5_client(mode);
@@ -1125,7 +1128,7 @@ static void usage(void)
     fprintf(stderr, "usage: fencelock-bench [--nodes host:port,...] [--workloads w1,...,w6]\n"
                     "                       [--fencing off|on|both] [--modes shared,threads]\n"
                     "                       [--quick] [--round N]\n"
-                    "                       [--storage-guard PATH]\n");
+                    "                       [--storage-guard PATH] [--wait poll|notify|fair]\n");
     exit(2);
 }
 
@@ -1136,6 +1139,7 @@ int main(int argc, char **argv)
     const char *fencing = "both";
     const char *modes = "shared,threads";
     S.round = 1;
+    S.wait_mode = -1;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--nodes") == 0 && i + 1 < argc)
             nodes_arg = strdup(argv[++i]);
@@ -1151,7 +1155,15 @@ int main(int argc, char **argv)
             S.round = atoi(argv[++i]);
         else if (strcmp(argv[i], "--storage-guard") == 0 && i + 1 < argc)
             S.storage_guard = argv[++i];
-        else
+        else if (strcmp(argv[i], "--wait") == 0 && i + 1 < argc) {
+            const char *m = argv[++i];
+            S.wait_mode = strcmp(m, "poll") == 0     ? LOCKCORE_WAIT_POLL
+                          : strcmp(m, "notify") == 0 ? LOCKCORE_WAIT_NOTIFY
+                          : strcmp(m, "fair") == 0   ? LOCKCORE_WAIT_FAIR
+                                                     : -2;
+            if (S.wait_mode == -2)
+                usage();
+        } else
             usage();
     }
     for (int k = 1; k <= 6; k++) {

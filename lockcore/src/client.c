@@ -35,7 +35,7 @@ int lockcore_options_init(struct lockcore_options *o)
     o->clock_us = NULL;
     o->clock_arg = NULL;
     o->tls_verify = 1;
-    o->wait_mode = LOCKCORE_WAIT_NOTIFY;
+    o->wait_mode = LOCKCORE_WAIT_POLL;
     o->backoff = LOCKCORE_BACKOFF_FIXED;
     o->retry_delay_max_ms = 2000;
     o->queue_ttl_ms = 3000;
@@ -80,8 +80,8 @@ static int check_options(const struct lockcore_options *o, char *err, size_t cap
         BAD("reconnect_min_ms must be at least 1 and at most reconnect_max_ms");
     if (o->fencing != 0 && o->fencing != 1)
         BAD("fencing must be 0 or 1");
-    if (o->wait_mode < LOCKCORE_WAIT_NOTIFY || o->wait_mode > LOCKCORE_WAIT_FAIR)
-        BAD("wait_mode must be LOCKCORE_WAIT_NOTIFY, _POLL or _FAIR");
+    if (o->wait_mode < LOCKCORE_WAIT_POLL || o->wait_mode > LOCKCORE_WAIT_FAIR)
+        BAD("wait_mode must be LOCKCORE_WAIT_POLL, _NOTIFY or _FAIR");
     if (o->backoff != LOCKCORE_BACKOFF_FIXED && o->backoff != LOCKCORE_BACKOFF_EXPONENTIAL)
         BAD("backoff must be LOCKCORE_BACKOFF_FIXED or _EXPONENTIAL");
     if (o->retry_delay_max_ms > WAIT_MAX_MS || (o->backoff && o->retry_delay_max_ms < o->retry_delay_ms))
