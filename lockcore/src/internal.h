@@ -212,6 +212,11 @@ struct lockcore_client {
     struct {
         struct lockcore__sem *sems; /* semaphore acquisitions in flight */
         char sha[16][41];           /* of the kinds' scripts, computed locally */
+        /* Scripts sent whole once on a node's current connection (bit per
+         * script): the first use of a script on a connection is an EVAL,
+         * so that no fire-and-forget command behind it runs before it. */
+        const void *sent_on[LOCKCORE_NODES_MAX];
+        uint32_t sent[LOCKCORE_NODES_MAX];
     } kx;
 };
 

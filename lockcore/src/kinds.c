@@ -185,6 +185,20 @@ int lockcore__kinds_send(struct op *op, unsigned i, enum step step, int slot, co
     int argc = 0;
     /* A fire-and-forget step never sees a NOSCRIPT reply: send the body. */
     int mine = step != STEP_IGNORE && step != STEP_INFO;
+    /* An EVALSHA answered NOSCRIPT is sent again whole, but what was
+     * pipelined behind it (the holder info, a rollback) has run by then: a
+     * script's first use on a connection goes whole instead. A node that
+     * forgets its scripts without a reconnect (SCRIPT FLUSH) is still
+     * caught by the NOSCRIPT resend. */
+    struct node *nd = &c->nodes[i];
+    if (c->kx.sent_on[i] != (const void *)nd->ctx) {
+        c->kx.sent_on[i] = nd->ctx;
+        c->kx.sent[i] = 0;
+    }
+    if (slot >= 0 && !(c->kx.sent[i] & (1u << slot))) {
+        use_eval = 1;
+        c->kx.sent[i] |= 1u << slot;
+    }
     if (slot < 0 || use_eval || !mine) {
         argv[argc] = "EVAL", lens[argc++] = 4;
         argv[argc] = body, lens[argc++] = strlen(body);

@@ -1159,6 +1159,36 @@ static void test_kinds_locks_from_ids(void **state)
     lockcore_client_free(c);
 }
 
+/* The first acquisition of a kind on fresh nodes leaves its holder info:
+ * what is pipelined behind a script's first use must not run before it
+ * (an EVALSHA answered NOSCRIPT would be resent after it). */
+static void test_kinds_first_use_keeps_holder_info(void **state)
+{
+    struct fixture *f = *state;
+    struct lockcore_options o;
+    lockcore_options_init(&o);
+    o.nodes = f->urls;
+    o.n_nodes = f->n;
+    o.retry_count = 0;
+    o.holder_info = "{\"who\":\"test\"}";
+    lockcore_client *c = NULL;
+    char err[256];
+    assert_int_equal(lockcore_client_new(&o, &c, err, sizeof(err)), 0);
+    struct lockcore_lock r, m;
+    const char *set[] = {"hi:a", "hi:b"};
+    assert_int_equal(lockcore_reentrant_acquire(c, "hi:r", NULL, &r), 0);
+    assert_int_equal(lockcore_multi_acquire(c, set, 2, &m), 0);
+    hp_sleep_ms(100);
+    char got[64];
+    const char *keys[] = {"{hi:r}:holder", "{hi:a}:holder", "{hi:b}:holder"};
+    for (int k = 0; k < 3; k++)
+        for (int i = 0; i < NODES; i++) {
+            rh_get(f->rc, i, keys[k], got, sizeof(got));
+            assert_string_equal(got, "{\"who\":\"test\"}");
+        }
+    lockcore_client_free(c);
+}
+
 int main(void)
 {
     signal(SIGPIPE, SIG_IGN);
@@ -1177,6 +1207,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_kinds_rw_readers_share_writer_waits, setup, teardown),
         cmocka_unit_test_setup_teardown(test_kinds_rw_processes_with_faults, setup, teardown),
         cmocka_unit_test_setup_teardown(test_kinds_locks_from_ids, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_kinds_first_use_keeps_holder_info, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
