@@ -42,6 +42,8 @@ struct args {
     int verbose;      /* --verbose: say what a wait waits for, even without a terminal */
     int quiet;        /* --quiet: never */
     int help;
+    unsigned permits; /* --permits N: a permit of a semaphore of N; 0 = a lock */
+    int reentrant;    /* run: a reentrant lock, joined by nested runs of the resource */
 };
 
 /* The client's message for a failure rc, or the code's name where the
