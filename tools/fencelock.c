@@ -141,6 +141,8 @@ static void command_usage(FILE *to, const char *name)
               "then SIGKILL after --kill-after, and fencelock exits with 79. SIGINT, SIGTERM\n"
               "and SIGHUP are passed on to the group. If fencelock dies, a guardian process\n"
               "stops the group the same way (a process that leaves the group escapes).\n"
+              "A run nested in a run of RESOURCE joins its lock (the same token); with\n"
+              "--permits N it holds one of N permits, RESOURCE:permit:<i>.\n"
               "Exit: COMMAND's own status (128+N if killed by signal N); 75 not acquired;\n"
               "  79 lock lost; 69 no majority in time; 64 usage; 70 error;\n"
               "  126/127 COMMAND could not be run / not found.\n",
