@@ -853,7 +853,7 @@ static void test_kinds_reentrant_processes_with_restart(void **state)
 }
 
 /* A kind's release tells the plain waiters of its resources, as a plain
- * release does: a notified waiter (the default wait mode) of a member of a
+ * release does: a notified waiter (LOCKCORE_WAIT_NOTIFY) of a member of a
  * set, or of a reentrant lock, gets the lock within a few ms of the last
  * release, not when its wait for the holder's TTL ends (up to a second). */
 struct waited {
@@ -895,11 +895,22 @@ static long long wake_after_release(lockcore_client *holder, struct lockcore_loc
 static void test_kinds_release_tells_plain_waiters(void **state)
 {
     struct fixture *f = *state;
-    struct tune t = {.ttl_ms = 10000, .retry_count = -1, .wait_ms = 8000};
-    lockcore_client *c = client_on(f->urls, f->n, &t);
-    lockcore_client *w = client_on(f->urls, f->n, &t);
-    assert_non_null(c);
-    assert_non_null(w);
+    /* Both clients notified (a polling client's release tells nobody, as
+     * a plain one); the waiter's polling alone would take 2 s. */
+    struct lockcore_options o;
+    lockcore_options_init(&o);
+    o.nodes = f->urls;
+    o.n_nodes = f->n;
+    o.ttl_ms = 10000;
+    o.retry_count = -1;
+    o.wait_ms = 8000;
+    o.retry_delay_ms = 2000;
+    o.request_timeout_ms = 100;
+    o.wait_mode = LOCKCORE_WAIT_NOTIFY;
+    lockcore_client *w = NULL, *c = NULL;
+    char err[256];
+    assert_int_equal(lockcore_client_new(&o, &w, err, sizeof(err)), 0);
+    assert_int_equal(lockcore_client_new(&o, &c, err, sizeof(err)), 0);
     const char *set[] = {"q:a", "q:b"};
     struct lockcore_lock m, r1, r2;
     assert_int_equal(lockcore_multi_acquire(c, set, 2, &m), 0);
