@@ -2,7 +2,7 @@
  * fencelock-bench: lockcore's latency, throughput and contention against
  * real redis-server masters, one JSON line per workload on stdout.
  *
- *   fencelock-bench [--nodes host:port,...] [--workloads w1,w2,w3,w4]
+ *   fencelock-bench [--nodes host:port,...] [--workloads w1,...,w6]
  *                   [--fencing off|on|both] [--modes shared,threads]
  *                   [--quick] [--round N]
  *                   [--storage-guard PATH]
@@ -24,6 +24,11 @@
  *   w4  64 concurrent fenced writes to storage-guard over HTTP
  *   w5  16 processes (a client each) on one resource, each holding the lock
  *       1 ms per grant, default options: polling, notified and fair waiting
+ *   w6  the lock kinds against the plain lock, one client, sequential, all
+ *       kinds in every cycle: plain acquire, reentrant re-acquire (of a
+ *       hold acquired just before), multi-resource of 4, semaphore of 3
+ *       free permits, read and write side of a read-write lock; each on
+ *       fresh resources
  *
  * Times come from CLOCK_MONOTONIC; percentiles are nearest-rank.
  */
@@ -57,7 +62,7 @@
 struct settings {
     const char *nodes[MAX_NODES];
     size_t n_nodes;
-    int w[6];            /* w[1..5]: run workload */
+    int w[7];            /* w[1..6]: run workload */
     int fencing[2];      /* fencing[0]: off, fencing[1]: on */
     int shared, threads; /* modes of w2 and w3 */
     int quick;
@@ -854,6 +859,82 @@ static void w4(int shared)
     pthread_mutex_destroy(&r.mu);
 }
 
+/* ---- W6: the lock kinds against the plain lock ---- */
+
+enum { K_PLAIN, K_RE_FIRST, K_REENTER, K_MULTI4, K_SEM3, K_READ, K_WRITE, K_COUNT };
+static const char *const k_names[K_COUNT] = {
+    "plain", "reentrant_first", "reentrant_reacquire", "multi4", "sem3_free", "rw_read", "rw_write"};
+
+/* Every cycle runs every kind once, in one client, so that the machine's
+ * load falls on all of them alike; the ratios to the plain lock are what
+ * docs/benchmarks.md reports. */
+static void w6(int fencing)
+{
+    flushall();
+    lockcore_client *c = client_new(fencing, 0);
+    struct samples acq[K_COUNT] = {{0}};
+    uint64_t busy[K_COUNT] = {0}; /* acquire + release, ns */
+    int cycles = S.w1_cycles / 2, warmup = S.w1_warmup / 2;
+    unsigned errors = 0;
+    for (int i = 0; i < warmup + cycles; i++) {
+        char r[4][64];
+        struct lockcore_lock l, outer, m;
+        uint64_t t[3];
+        int rc;
+#define TIMED(kind, call_acq, call_rel)                                                                      \
+    do {                                                                                                     \
+        t[0] = now_ns();                                                                                     \
+        if ((rc = (call_acq)) < 0) {                                                                         \
+            note_error(k_names[kind], c, rc);                                                                \
+            errors++;                                                                                        \
+            goto next;                                                                                       \
+        }                                                                                                    \
+        t[1] = now_ns();                                                                                     \
+        call_rel;                                                                                            \
+        t[2] = now_ns();                                                                                     \
+        if (i >= warmup) {                                                                                   \
+            samples_add(&acq[kind], t[1] - t[0]);                                                            \
+            busy[kind] += t[2] - t[0];                                                                       \
+        }                                                                                                    \
+    } while (0)
+        snprintf(r[0], sizeof(r[0]), "w6:%d:plain:%d", fencing, i);
+        TIMED(K_PLAIN, lockcore_acquire(c, r[0], &l), lockcore_release(c, &l));
+        snprintf(r[0], sizeof(r[0]), "w6:%d:re:%d", fencing, i);
+        TIMED(K_RE_FIRST, lockcore_reentrant_acquire(c, r[0], NULL, &outer), (void)0);
+        rc = lockcore_reentrant_acquire(c, r[0], outer.id, &l); /* warms nothing: timed below */
+        if (rc == 0)
+            lockcore_release(c, &l);
+        TIMED(K_REENTER, lockcore_reentrant_acquire(c, r[0], outer.id, &l), lockcore_release(c, &l));
+        lockcore_release(c, &outer);
+        const char *set[4];
+        for (int k = 0; k < 4; k++) {
+            snprintf(r[k], sizeof(r[k]), "w6:%d:multi:%d:%d", fencing, i, k);
+            set[k] = r[k];
+        }
+        TIMED(K_MULTI4, lockcore_multi_acquire(c, set, 4, &m), lockcore_release(c, &m));
+        snprintf(r[0], sizeof(r[0]), "w6:%d:sem:%d", fencing, i);
+        TIMED(K_SEM3, lockcore_sem_acquire(c, r[0], 3, &l), lockcore_release(c, &l));
+        snprintf(r[0], sizeof(r[0]), "w6:%d:rw:%d", fencing, i);
+        TIMED(K_READ, lockcore_rw_acquire(c, r[0], 0, &l), lockcore_release(c, &l));
+        TIMED(K_WRITE, lockcore_rw_acquire(c, r[0], 1, &l), lockcore_release(c, &l));
+        atomic_fetch_add(&ops_total, K_COUNT);
+    next:;
+#undef TIMED
+    }
+    samples_sort(&acq[K_PLAIN]);
+    double plain_p50 = pct_us(&acq[K_PLAIN], 50);
+    for (int k = 0; k < K_COUNT; k++) {
+        jbegin("w6", k_names[k], fencing);
+        jadd(",\"cycles\":%d,\"cycles_per_s\":%.1f", cycles, busy[k] ? cycles / ((double)busy[k] / 1e9) : 0);
+        jpct("acquire", &acq[k]);
+        jadd(",\"acquire_p50_vs_plain\":%.2f,\"errors\":%u",
+             plain_p50 > 0 ? pct_us(&acq[k], 50) / plain_p50 : 0, errors);
+        jend();
+        samples_free(&acq[k]);
+    }
+    lockcore_client_free(c);
+}
+
 /* ---- W5: 16 processes on one resource, waiting modes ---- */
 
 #define W5_PROCS 16
@@ -1044,7 +1125,7 @@ static void w5(int mode)
 
 static void usage(void)
 {
-    fprintf(stderr, "usage: fencelock-bench [--nodes host:port,...] [--workloads w1,w2,w3,w4,w5]\n"
+    fprintf(stderr, "usage: fencelock-bench [--nodes host:port,...] [--workloads w1,...,w6]\n"
                     "                       [--fencing off|on|both] [--modes shared,threads]\n"
                     "                       [--quick] [--round N]\n"
                     "                       [--storage-guard PATH] [--wait poll|notify|fair]\n");
@@ -1085,7 +1166,7 @@ int main(int argc, char **argv)
         } else
             usage();
     }
-    for (int k = 1; k <= 5; k++) {
+    for (int k = 1; k <= 6; k++) {
         char name[4];
         snprintf(name, sizeof(name), "w%d", k);
         S.w[k] = strstr(workloads, name) != NULL;
@@ -1139,7 +1220,6 @@ int main(int argc, char **argv)
         BOTH(w3_shared);
     if (S.w[3] && S.threads)
         BOTH(w3_threads);
-#undef BOTH
     if (S.w[4]) {
         if (S.storage_guard == NULL) {
             fprintf(stderr, "fencelock-bench: w4 needs --storage-guard PATH\n");
@@ -1148,6 +1228,9 @@ int main(int argc, char **argv)
         w4(0);
         w4(1);
     }
+    if (S.w[6])
+        BOTH(w6);
+#undef BOTH
     if (S.w[5]) {
         w5(LOCKCORE_WAIT_POLL);
         w5(LOCKCORE_WAIT_NOTIFY);

@@ -58,6 +58,8 @@ static const char usage_options[] =
     "  --verbose            say on stderr what a wait waits for (the default when stderr\n"
     "                       is a terminal)\n"
     "  --quiet              never say it\n"
+    "  --permits N          acquire, run, status: a semaphore of N permits on RESOURCE\n"
+    "                       (the lock is one permit, \"RESOURCE:permit:<i>\")\n"
     "  -h, --help           help (for one command: fencelock COMMAND --help)\n"
     "  --version            print the version\n"
     "durations: an integer with ms, s, m or h (a bare number is ms); --ttl at most 24h\n";
@@ -147,6 +149,8 @@ static void command_usage(FILE *to, const char *name)
               "then SIGKILL after --kill-after, and fencelock exits with 79. SIGINT, SIGTERM\n"
               "and SIGHUP are passed on to the group. If fencelock dies, a guardian process\n"
               "stops the group the same way (a process that leaves the group escapes).\n"
+              "A run nested in a run of RESOURCE joins its lock (the same token); with\n"
+              "--permits N it holds one of N permits, RESOURCE:permit:<i>.\n"
               "Exit: COMMAND's own status (128+N if killed by signal N); 75 not acquired;\n"
               "  79 lock lost; 69 no majority in time; 64 usage; 70 error;\n"
               "  126/127 COMMAND could not be run / not found.\n",
@@ -514,6 +518,16 @@ static void on_outcome(lockcore_client *c, int rc, const struct lockcore_lock *l
 int fencelock_acquire(lockcore_client *c, const struct args *a, const char *resource,
                       struct lockcore_lock *out)
 {
+    /* The kinds: a permit of a semaphore; for run, a reentrant lock that a
+     * nested run of the same resource joins through the environment its
+     * command got (FENCELOCK_RESOURCE, FENCELOCK_LOCK_ID). */
+    if (a->permits > 0)
+        return lockcore_sem_acquire(c, resource, a->permits, out);
+    if (a->reentrant) {
+        const char *r = getenv("FENCELOCK_RESOURCE"), *id = getenv("FENCELOCK_LOCK_ID");
+        int join = r != NULL && id != NULL && strcmp(r, resource) == 0;
+        return lockcore_reentrant_acquire(c, resource, join ? id : NULL, out);
+    }
     int show = !a->quiet && (a->verbose || isatty(STDERR_FILENO));
     if (!show)
         return lockcore_acquire(c, resource, out);
@@ -629,6 +643,29 @@ static json_t *queue_json(const struct lockcore_node_status *st)
  * being released; also, for a moment, an acquisition half done), "free"
  * when no reachable node holds it.
  */
+/* status --permits N: each permit of the semaphore. */
+static int cmd_status_permits(lockcore_client *c, const char *resource, unsigned permits)
+{
+    struct lockcore_permit_status *ps = calloc(permits, sizeof(*ps));
+    if (ps == NULL)
+        return fencelock_fail(c, "status", -ENOMEM);
+    int held = lockcore_sem_status(c, resource, permits, ps, permits);
+    if (held < 0) {
+        free(ps);
+        return fencelock_fail(c, "status", held);
+    }
+    json_t *arr = json_array();
+    for (unsigned p = 0; p < permits; p++)
+        json_array_append_new(
+            arr, json_pack("{s:i, s:b, s:s?, s:i, s:I, s:I}", "permit", (int)ps[p].permit, "held", ps[p].held,
+                           "holder", ps[p].holder[0] ? ps[p].holder : NULL, "nodes", (int)ps[p].nodes,
+                           "remaining_ms", (json_int_t)ps[p].pttl_ms, "fence", (json_int_t)ps[p].fence));
+    print_json(json_pack("{s:s, s:i, s:i, s:o}", "resource", resource, "permits", (int)permits, "held", held,
+                         "permit_status", arr));
+    free(ps);
+    return EXIT_OK;
+}
+
 static int cmd_status(lockcore_client *c, const char *resource)
 {
     static struct lockcore_node_status st[LOCKCORE_NODES_MAX];
@@ -695,6 +732,7 @@ enum {
     O_BACKOFF,
     O_RETRY_DELAY_MAX,
     O_PASSWORD_FILE,
+    O_PERMITS,
 };
 
 /* name: the option as "--ttl" (never the value: argv may hold "--ttl=5x"). */
@@ -775,6 +813,7 @@ static const struct option longopts[] = {
     {"retry-delay-max", required_argument, NULL, O_RETRY_DELAY_MAX},
     {"password-file", required_argument, NULL, O_PASSWORD_FILE},
     {"undo", required_argument, NULL, O_UNDO},
+    {"permits", required_argument, NULL, O_PERMITS},
     {NULL, 0, NULL, 0},
 };
 
@@ -829,6 +868,17 @@ static int parse_option(struct args *a, int opt, int longindex, const char *arg,
             return EXIT_USAGE;
         }
         return -1;
+    case O_PERMITS: {
+        char *end;
+        errno = 0;
+        long v = strtol(arg, &end, 10);
+        if (*arg == '\0' || *end != '\0' || errno != 0 || v < 1 || v > LOCKCORE_PERMITS_MAX) {
+            fprintf(stderr, "%s: --permits takes an integer from 1 to %d\n", prog, LOCKCORE_PERMITS_MAX);
+            return EXIT_USAGE;
+        }
+        a->permits = (unsigned)v;
+        return -1;
+    }
     case O_RETRY_COUNT: {
         char *end;
         errno = 0;
@@ -912,6 +962,8 @@ static int do_acquire(lockcore_client *c, const struct cmdline *cl)
 
 static int do_status(lockcore_client *c, const struct cmdline *cl)
 {
+    if (cl->a.permits > 0)
+        return cmd_status_permits(c, cl->operands[1], cl->a.permits);
     return cmd_status(c, cl->operands[1]);
 }
 
@@ -927,7 +979,9 @@ static int do_release(lockcore_client *c, const struct cmdline *cl)
 
 static int do_run(lockcore_client *c, const struct cmdline *cl)
 {
-    return fencelock_run(c, &cl->a, cl->operands[1], cl->cmd);
+    struct args a = cl->a;
+    a.reentrant = a.permits == 0; /* a nested run of the resource joins it */
+    return fencelock_run(c, &a, cl->operands[1], cl->cmd);
 }
 
 /* The lock commands: name, operands (the name included), what runs it. */
@@ -967,6 +1021,13 @@ static int check_args(const struct cmdline *cl, const struct command **out)
     if (cl->nops != k->nops || (k->run == do_run && (cl->cmd == NULL || cl->cmd[0] == NULL))) {
         fprintf(stderr, "%s: %s: wrong number of arguments\n", prog, name);
         command_usage(stderr, name);
+        return EXIT_USAGE;
+    }
+    if (cl->a.permits > 0 && k->run != do_run && k->run != do_acquire && k->run != do_status) {
+        fprintf(stderr,
+                "%s: --permits applies to acquire, run and status (extend and release a permit by\n"
+                "  its own name, RESOURCE:permit:<i>)\n",
+                prog);
         return EXIT_USAGE;
     }
     if (cl->a.undo != NULL && k->run != do_run) {

@@ -190,6 +190,7 @@ static void client_destroy(lockcore_client *c)
 {
     c->freeing = 1;
     lockcore__keepalives_detach(c);
+    lockcore__kinds_cancel(c);
     /* Canceled callbacks cannot start new operations (c->freeing), so this
      * ends with nothing in flight and nothing leaked. */
     while (c->active != NULL || c->done_head != NULL) {
@@ -242,6 +243,16 @@ static int leave(lockcore_client *c)
         return 1;
     }
     return 0;
+}
+
+int lockcore__enter(lockcore_client *c, const char *what)
+{
+    return enter(c, what);
+}
+
+int lockcore__leave(lockcore_client *c)
+{
+    return leave(c);
 }
 
 void lockcore__call(lockcore_client *c, lockcore_cb cb, int rc, const struct lockcore_lock *lock, void *arg)
@@ -382,6 +393,9 @@ static int pollfds(lockcore_client *c, struct pollfd *fds, size_t cap, int *time
     uint64_t kt = lockcore__keepalive_next_timer(c);
     if (kt < next)
         next = kt;
+    kt = lockcore__kinds_next_timer(c);
+    if (kt < next)
+        next = kt;
     if (c->done_head != NULL)
         *timeout_ms = 0;
     else if (next == UINT64_MAX)
@@ -428,6 +442,7 @@ static int process(lockcore_client *c, const struct pollfd *fds, size_t nfds)
         lockcore__op_check_timers(op, now);
     }
     lockcore__keepalive_check(c, now);
+    lockcore__kinds_check(c, now);
     /* Send what the replies and timers produced in one write per node. */
     for (unsigned i = 0; i < n_conns(c); i++)
         lockcore__node_flush(c, conn(c, i));
@@ -470,6 +485,11 @@ static int run_once(lockcore_client *c, int timeout_ms)
             fds[k].revents = 0;
     }
     return process(c, fds, (size_t)nfds);
+}
+
+int lockcore__run_once(lockcore_client *c, int timeout_ms)
+{
+    return run_once(c, timeout_ms);
 }
 
 int lockcore_run(lockcore_client *c, int timeout_ms)

@@ -162,6 +162,12 @@ struct op {
     uint8_t accepted[LOCKCORE_NODES_MAX];
     struct lockcore_node_status *status; /* OP_STATUS: caller's array */
     char errmsg[ERRMSG_MAX];
+    /* The reentrant lock (reentrant.c); zeroed by lockcore__op_new. */
+    struct {
+        uint8_t reentered[LOCKCORE_NODES_MAX];   /* node re-entered our hold (STEP_LOCK) */
+        uint64_t held_token[LOCKCORE_NODES_MAX]; /* the token it keeps for the hold */
+        long long holds;                         /* the largest hold count re-entered */
+    } kx;
 };
 
 struct lockcore_client {
@@ -202,6 +208,16 @@ struct lockcore_client {
     int freeing;    /* being freed: no new operation may start */
     int ka_walking; /* keep-alives are being walked: stop() only marks */
     char errmsg[ERRMSG_MAX];
+    /* The lock kinds (kinds.c, sem.c, multi.c, reentrant.c). */
+    struct {
+        struct lockcore__sem *sems; /* semaphore acquisitions in flight */
+        char sha[16][41];           /* of the kinds' scripts, computed locally */
+        /* Scripts sent whole once on a node's current connection (bit per
+         * script): the first use of a script on a connection is an EVAL,
+         * so that no fire-and-forget command behind it runs before it. */
+        const void *sent_on[LOCKCORE_NODES_MAX];
+        uint32_t sent[LOCKCORE_NODES_MAX];
+    } kx;
 };
 
 /* node.c */
@@ -258,6 +274,25 @@ uint64_t lockcore__keepalive_next_timer(const lockcore_client *c);
 void lockcore__keepalive_check(lockcore_client *c, uint64_t now);
 void lockcore__keepalives_detach(lockcore_client *c);
 
+/* The lock kinds (kinds.h has what they share). */
+/* sem.c: semaphore acquisitions are drivers with timers of their own, run
+ * from the client's loop; the client's free ends them. */
+struct lockcore__sem;
+uint64_t lockcore__kinds_next_timer(const lockcore_client *c);
+void lockcore__kinds_check(lockcore_client *c, uint64_t now);
+void lockcore__kinds_cancel(lockcore_client *c);
+/* kinds.c: an operation on a lock whose flags name a kind builds its
+ * commands there: lockcore__kinds_resend returns what lockcore__op_resend
+ * would, or 1 for a step the kind sends as a plain lock does. */
+#define LOCKCORE__KIND_FLAGS                                                                                 \
+    (LOCKCORE_LOCK_MULTI | LOCKCORE_LOCK_REENTRANT | LOCKCORE_LOCK_READ | LOCKCORE_LOCK_WRITE)
+int lockcore__kinds_resend(struct op *op, unsigned node, enum step step, int use_eval, uint64_t now);
+/* reentrant.c: a node's reply to a reentrant acquire (before op.c reads
+ * it), and whether a majority re-entered: 1 yes (op->proposal is the
+ * hold's token), -1 not decided yet, 0 no. */
+void lockcore__kinds_lock_reply(struct op *op, unsigned node, const redisReply *r);
+int lockcore__kinds_reentered(struct op *op);
+
 /* client.c */
 void lockcore__op_finish(struct op *op, int rc);
 int lockcore__deliver(lockcore_client *c);
@@ -265,6 +300,11 @@ int lockcore__deliver(lockcore_client *c);
  * c->errmsg and return -EINVAL. ttl_ms 0 passes (the default TTL). */
 int lockcore__check_lock(lockcore_client *c, const struct lockcore_lock *lock);
 int lockcore__check_ttl(lockcore_client *c, uint64_t ttl_ms, const char *what);
+/* The blocking calls' loop, for kinds.c: enter/leave bracket it as in
+ * every blocking call (leave returns 1 if the client was freed). */
+int lockcore__enter(lockcore_client *c, const char *what);
+int lockcore__leave(lockcore_client *c);
+int lockcore__run_once(lockcore_client *c, int timeout_ms);
 /* Run a user callback under the callback contract. */
 void lockcore__call(lockcore_client *c, lockcore_cb cb, int rc, const struct lockcore_lock *lock, void *arg);
 

@@ -43,6 +43,7 @@ struct op *lockcore__op_new(lockcore_client *c, enum op_kind kind, lockcore_cb c
     else if ((op = malloc(sizeof(*op))) == NULL)
         return NULL;
     memset(op, 0, offsetof(struct op, slot));
+    memset(&op->kx, 0, sizeof(op->kx));
     op->c = c;
     op->kind = kind;
     op->cb = cb;
@@ -100,6 +101,11 @@ int lockcore__op_resend(struct op *op, unsigned i, enum step step, int use_eval,
     size_t klens[5], alens[7];
     char ticket[24], qttl[24], reserve[24];
     int nkeys = 0, nargs = 0;
+    if (op->lock.flags & LOCKCORE__KIND_FLAGS) {
+        int krc = lockcore__kinds_resend(op, i, step, use_eval, now);
+        if (krc != 1)
+            return krc;
+    }
 #define KEY(p, l) (keys[nkeys] = (p), klens[nkeys++] = (l))
 #define ARG(p) (args[nargs] = (p), alens[nargs++] = strlen(p))
 
@@ -338,7 +344,8 @@ static uint64_t wait_delay(struct op *op, int rc)
     lockcore_client *c = op->c;
     uint64_t delay = backoff_delay(op);
     int refused = rc == LOCKCORE_ELOCKED;
-    if (c->o.wait_mode == LOCKCORE_WAIT_POLL || !refused)
+    /* The lock kinds (kinds.c) keep no place in the nodes' queues: they poll. */
+    if (c->o.wait_mode == LOCKCORE_WAIT_POLL || !refused || (op->lock.flags & LOCKCORE__KIND_FLAGS))
         return delay;
     if (!op->queued) {
         op->queued = 1;
@@ -523,6 +530,17 @@ static void decide_lock(struct op *op, const struct fencing_tally *t, unsigned n
                         unsigned proto, uint64_t now)
 {
     lockcore_client *c = op->c;
+    if (op->lock.flags & LOCKCORE_LOCK_REENTRANT) {
+        int re = lockcore__kinds_reentered(op);
+        if (re < 0)
+            return; /* a majority may still re-enter our hold */
+        if (re > 0) {
+            granted(op, t->granted, now); /* a majority re-entered our hold: its token */
+            return;
+        }
+    }
+    if (op->lock.flags & LOCKCORE_LOCK_READ)
+        op->proposal = op->max_fence; /* a reader's token: the newest fence it saw (rw.c) */
     switch (fencing_decide(t, c->o.fencing)) {
     case FENCING_WAIT:
         return;
@@ -764,8 +782,11 @@ static void note_holder(struct op *op, const redisReply *h, long long pttl)
 static void status_reply(struct op *op, unsigned i, const redisReply *r)
 {
     struct lockcore_node_status *st = &op->status[i];
-    if (r->type != REDIS_REPLY_ARRAY || r->elements != 6 || r->element[0]->type != REDIS_REPLY_STRING ||
-        r->element[3]->type != REDIS_REPLY_STRING || r->element[5]->type != REDIS_REPLY_ARRAY) {
+    /* The plain status: 6 elements (with the queue of waiters); a kind's
+     * status: 5 (with its hold count or readers). */
+    if (r->type != REDIS_REPLY_ARRAY || r->elements < 5 || r->elements > 6 ||
+        r->element[0]->type != REDIS_REPLY_STRING || r->element[3]->type != REDIS_REPLY_STRING ||
+        (r->elements == 6 && r->element[5]->type != REDIS_REPLY_ARRAY)) {
         slot_error(op, i, r);
         lockcore__fmt(st->error, sizeof(st->error), "%s", op->errmsg);
         return;
@@ -780,16 +801,21 @@ static void status_reply(struct op *op, unsigned i, const redisReply *r)
     size_t il = r->element[3]->len < LOCKCORE_INFO_MAX ? r->element[3]->len : LOCKCORE_INFO_MAX;
     memcpy(st->info, r->element[3]->str, il);
     st->info[il] = '\0';
-    long long w = int_at(r, 4);
-    st->waiters = w > 0 ? (unsigned)w : 0;
-    const redisReply *q = r->element[5];
-    for (size_t k = 0; k + 1 < q->elements && k / 2 < LOCKCORE_STATUS_WAITERS; k += 2) {
-        const redisReply *id = q->element[k], *score = q->element[k + 1];
-        struct lockcore_waiter *wt = &st->queue[k / 2];
-        if (id->type != REDIS_REPLY_STRING || id->len != LOCKCORE_ID_LEN || score->type != REDIS_REPLY_STRING)
-            break;
-        memcpy(wt->id, id->str, LOCKCORE_ID_LEN + 1);
-        wt->ticket = strtoull(score->str, NULL, 10);
+    if (r->elements == 6) {
+        long long w = int_at(r, 4);
+        st->waiters = w > 0 ? (unsigned)w : 0;
+        const redisReply *q = r->element[5];
+        for (size_t k = 0; k + 1 < q->elements && k / 2 < LOCKCORE_STATUS_WAITERS; k += 2) {
+            const redisReply *id = q->element[k], *score = q->element[k + 1];
+            struct lockcore_waiter *wt = &st->queue[k / 2];
+            if (id->type != REDIS_REPLY_STRING || id->len != LOCKCORE_ID_LEN ||
+                score->type != REDIS_REPLY_STRING)
+                break;
+            memcpy(wt->id, id->str, LOCKCORE_ID_LEN + 1);
+            wt->ticket = strtoull(score->str, NULL, 10);
+        }
+    } else if (int_at(r, 4) > 0) { /* a reentrant lock's hold count, or readers */
+        st->holds = (unsigned)int_at(r, 4);
     }
     op->slot[i] = SLOT_YES;
 }
@@ -806,9 +832,11 @@ void lockcore__op_reply(struct op *op, unsigned i, enum step step, redisReply *r
         else
             return;
     }
+    if (step == STEP_LOCK && (op->lock.flags & LOCKCORE_LOCK_REENTRANT))
+        lockcore__kinds_lock_reply(op, i, r);
     switch (step) {
     case STEP_LOCK:
-        if (!op->c->o.fencing && !op->queued) {
+        if (!op->c->o.fencing && !op->queued && !(op->lock.flags & LOCKCORE__KIND_FLAGS)) {
             if (r->type == REDIS_REPLY_STATUS && strcmp(r->str, "OK") == 0)
                 op->slot[i] = SLOT_YES;
             else if (r->type == REDIS_REPLY_NIL)

@@ -702,6 +702,110 @@ static void test_cli_runs_never_overlap(void **state)
     }
 }
 
+/* seed 004's room from the shell: `run --permits 3`, six jobs at once,
+ * never more than three inside, each in a permit of its own; status shows
+ * the permits. */
+static void test_cli_run_permits_room_of_three(void **state)
+{
+    struct fixture *f = *state;
+    enum { K = 6 };
+    char log[300], var[330];
+    path_in(f, "room", log, sizeof(log));
+    snprintf(var, sizeof(var), "T_LOG=%s", log);
+    char *env[] = {var, NULL};
+    const char *script = "echo \"S $FENCELOCK_RESOURCE $(date +%s%N)\" >> \"$T_LOG\"; sleep 0.3; "
+                         "echo \"E $FENCELOCK_RESOURCE $(date +%s%N)\" >> \"$T_LOG\"";
+    const char *args[] = {"--ttl",    "3s", "--wait", "15s", "--retry-delay", "50ms", "--permits", "3", "run",
+                          "cli:room", "--", "sh",     "-c",  script,          NULL};
+    struct child ch[K];
+    for (int i = 0; i < K; i++)
+        spawn(f, &ch[i], env, args);
+    for (int i = 0; i < K; i++) {
+        struct res r;
+        collect(&ch[i], RUN_TIMEOUT_MS, &r);
+        if (r.code != 0)
+            fail_msg("run %d exited %d: %s", i, r.code, r.err);
+    }
+    char text[4096];
+    read_file(log, text, sizeof(text));
+    unsigned long long start[K], end[K];
+    int ns = 0, ne = 0;
+    for (char *save = NULL, *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+        char kind, res[64];
+        unsigned long long t;
+        assert_int_equal(sscanf(line, "%c %63s %llu", &kind, res, &t), 3);
+        assert_int_equal(strncmp(res, "cli:room:permit:", 16), 0);
+        assert_true(res[16] >= '0' && res[16] <= '2' && res[17] == '\0');
+        if (kind == 'S')
+            start[ns++] = t;
+        else
+            end[ne++] = t;
+    }
+    assert_int_equal(ns, K);
+    assert_int_equal(ne, K);
+    /* At every start, at most three have started and not ended (the log's
+     * order is each job's own, so count by time). */
+    int most = 0;
+    for (int i = 0; i < K; i++) {
+        int inside = 0;
+        for (int j = 0; j < K; j++)
+            inside += start[j] <= start[i];
+        for (int j = 0; j < K; j++)
+            inside -= end[j] <= start[i];
+        most = inside > most ? inside : most;
+    }
+    assert_true(most <= 3);
+    assert_true(most >= 2);
+
+    struct res r;
+    fl(f, &r, "--permits", "3", "status", "cli:room", NULL);
+    assert_int_equal(r.code, 0);
+    assert_non_null(strstr(r.out, "\"permits\":3"));
+    assert_non_null(strstr(r.out, "\"held\":0"));
+    fl(f, &r, "--permits", "3", "extend", "cli:room", "0123456789abcdef0123456789abcdef01234567", NULL);
+    assert_int_equal(r.code, 64);
+}
+
+/* A run nested in a run of the same resource joins its lock (the same
+ * token), where any other client is refused; the outer holds on after
+ * the inner ends. */
+static void test_cli_nested_run_joins_the_lock(void **state)
+{
+    struct fixture *f = *state;
+    char out[300], var[330];
+    path_in(f, "nested", out, sizeof(out));
+    snprintf(var, sizeof(var), "T_OUT=%s", out);
+    char *env[] = {var, NULL};
+    char inner[1200];
+    snprintf(inner, sizeof(inner),
+             "echo \"outer $FENCELOCK_TOKEN\" >> \"$T_OUT\"; "
+             "\"%s\" --wait 0 run cli:nest -- sh -c 'echo \"inner $FENCELOCK_TOKEN\" >> \"$T_OUT\"' || "
+             "echo \"inner failed $?\" >> \"$T_OUT\"; "
+             "FENCELOCK_LOCK_ID= \"%s\" --wait 0 --quiet acquire cli:nest >/dev/null 2>&1; "
+             "echo \"stranger $?\" >> \"$T_OUT\"",
+             fencelock_bin(), fencelock_bin());
+    struct res r;
+    fl_env(f, &r, env, "--ttl", "5s", "run", "cli:nest", "--", "sh", "-c", inner, NULL);
+    assert_int_equal(r.code, 0);
+    char got[1024];
+    read_file(out, got, sizeof(got));
+    unsigned long long t_outer = 0, t_inner = 0;
+    int stranger = -1;
+    char *o = strstr(got, "outer "), *i = strstr(got, "inner "), *s = strstr(got, "stranger ");
+    assert_non_null(o);
+    assert_non_null(i);
+    assert_non_null(s);
+    assert_int_equal(sscanf(o, "outer %llu", &t_outer), 1);
+    if (sscanf(i, "inner %llu", &t_inner) != 1)
+        fail_msg("the nested run did not run: %s", got);
+    assert_int_equal(sscanf(s, "stranger %d", &stranger), 1);
+    assert_true(t_outer > 0);
+    assert_int_equal(t_inner, t_outer); /* joined: the same token */
+    assert_int_equal(stranger, 75);     /* still held by the outer run */
+    for (int n = 0; n < 3; n++)         /* the outer run released it when its command ended */
+        assert_int_equal(rh_pttl(f->rc, n, "cli:nest"), -2);
+}
+
 static void test_cli_run_keeps_the_lock_past_its_ttl(void **state)
 {
     struct fixture *f = *state;
@@ -1545,6 +1649,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_cli_status_shows_who_holds_the_lock, setup3, teardown),
         cmocka_unit_test_setup_teardown(test_cli_run_passes_the_lock_to_the_command, setup3, teardown),
         cmocka_unit_test_setup_teardown(test_cli_runs_never_overlap, setup3, teardown),
+        cmocka_unit_test_setup_teardown(test_cli_run_permits_room_of_three, setup3, teardown),
+        cmocka_unit_test_setup_teardown(test_cli_nested_run_joins_the_lock, setup3, teardown),
         cmocka_unit_test_setup_teardown(test_cli_run_keeps_the_lock_past_its_ttl, setup3, teardown),
         cmocka_unit_test_setup_teardown(test_cli_run_signals_the_command_when_the_lock_is_lost, setup3,
                                         teardown),

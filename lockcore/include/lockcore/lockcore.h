@@ -20,28 +20,20 @@
  * lockcore_errmsg() gives the detail of the client's last failure (which
  * node said what, who holds the lock).
  *
- *   code                 meaning                                  fencelock exit
- *   0                    success                                  0
- *   -EINVAL              a bad argument or option (errmsg: which)  64
- *   LOCKCORE_ELOCKED     not acquired: held by another client;     75
- *                        also when wait_ms or the retries ran out
- *                        while it was held
- *   LOCKCORE_ENOQUORUM   a majority of nodes unreachable, or not   69
- *                        answering within request_timeout_ms
- *   -ETIMEDOUT           a majority granted, but so slowly that    69
- *                        no validity was left (slow nodes, or a
- *                        client paused while acquiring); retried
- *                        like a refusal
- *   LOCKCORE_ELOST       the lock is not held (any more): its       79
- *                        validity ran out, or a majority no
- *                        longer holds its id
- *   LOCKCORE_EPROTO      a server error or a bad reply (AUTH or     70
- *                        ACL refused, a hostile or broken node)
- *   LOCKCORE_EFENCE      no fencing token could be agreed           70
- *   LOCKCORE_ECANCELED   the client was freed with the operation    70
- *                        in flight, or is being freed
- *   -EDEADLK             a call the callback contract forbids       70
- *                        (below), made from a callback
+ *   code                 meaning                                  fencelock
+ * exit 0                    success                                  0 -EINVAL
+ * a bad argument or option (errmsg: which)  64 LOCKCORE_ELOCKED     not
+ * acquired: held by another client;     75 also when wait_ms or the retries ran
+ * out while it was held LOCKCORE_ENOQUORUM   a majority of nodes unreachable,
+ * or not   69 answering within request_timeout_ms -ETIMEDOUT           a
+ * majority granted, but so slowly that    69 no validity was left (slow nodes,
+ * or a client paused while acquiring); retried like a refusal LOCKCORE_ELOST
+ * the lock is not held (any more): its       79 validity ran out, or a majority
+ * no longer holds its id LOCKCORE_EPROTO      a server error or a bad reply
+ * (AUTH or     70 ACL refused, a hostile or broken node) LOCKCORE_EFENCE no
+ * fencing token could be agreed           70 LOCKCORE_ECANCELED   the client
+ * was freed with the operation    70 in flight, or is being freed -EDEADLK a
+ * call the callback contract forbids       70 (below), made from a callback
  *   -ENOMEM, -ENOSPC     out of memory; an array too small          70
  *   other -errno         a system call failed (poll)                70
  *
@@ -223,6 +215,16 @@ struct lockcore_lock {
 /* lockcore_lock.flags: built by lockcore_lock_from_id, validity unknown
  * until an extension succeeds. */
 #define LOCKCORE_LOCK_FROM_ID 1u
+/* The lock kinds (see "Lock kinds" below): a permit of a semaphore (an
+ * ordinary lock of the permit's resource; the flag only says so), a
+ * multi-resource lock, a reentrant lock, the read and the write side of a
+ * read-write lock. Extend, release and keep-alive read all but the first,
+ * so keep the flags when you copy a lock. */
+#define LOCKCORE_LOCK_PERMIT 2u
+#define LOCKCORE_LOCK_MULTI 4u
+#define LOCKCORE_LOCK_REENTRANT 8u
+#define LOCKCORE_LOCK_READ 16u
+#define LOCKCORE_LOCK_WRITE 32u
 
 /* Fill *o with the defaults. Returns 0 or -EINVAL for o == NULL. */
 LOCKCORE_API int lockcore_options_init(struct lockcore_options *o);
@@ -258,7 +260,8 @@ LOCKCORE_API const char *lockcore_errmsg(const lockcore_client *c);
 LOCKCORE_API int lockcore_lock_from_id(lockcore_client *c, const char *resource, const char *id,
                                        struct lockcore_lock *out);
 
-/* The client's number of nodes, and its majority (nodes / 2 + 1); 0 for NULL. */
+/* The client's number of nodes, and its majority (nodes / 2 + 1); 0 for NULL.
+ */
 LOCKCORE_API unsigned lockcore_nodes(const lockcore_client *c);
 LOCKCORE_API unsigned lockcore_quorum(const lockcore_client *c);
 
@@ -332,6 +335,9 @@ struct lockcore_node_status {
     unsigned waiters;                                      /* in this node's queue (some may have lapsed) */
     struct lockcore_waiter queue[LOCKCORE_STATUS_WAITERS]; /* the first of them, in order */
     char error[128];                                       /* why not reachable, "" otherwise */
+    unsigned holds;                                        /* lockcore_reentrant_status: the hold
+                                                             count on this node; lockcore_rw_status:
+                                                             its live readers; 0 otherwise */
 };
 
 /*
@@ -432,6 +438,129 @@ LOCKCORE_API unsigned lockcore_keepalive_extensions(const lockcore_keepalive *k)
  * lockcore_keepalive_get first). Accepts NULL.
  */
 LOCKCORE_API void lockcore_keepalive_stop(lockcore_keepalive *k);
+
+/* ---- Lock kinds ----------------------------------------------------------
+ * Three kinds beside the plain lock, all with fencing tokens, the error
+ * codes above and the callback contract. Each returns a struct lockcore_lock
+ * whose flags name its kind: lockcore_extend, lockcore_release,
+ * lockcore_keepalive_start and their _async forms work on it unchanged.
+ * The options of the client apply (ttl_ms, retry_count, wait_ms, ...).
+ * docs/lockcore.md ("Lock kinds") gives the safety argument of each.
+ * A lock of a kind held under a known id (another process's) is built
+ * with lockcore_lock_from_id and the kind's flag added to its flags: the
+ * resource is the permit's name, the set's names joined by '\n', or the
+ * resource of a reentrant or read-write lock. */
+
+/* Most permits of a semaphore; most resources of a multi-resource lock. */
+#define LOCKCORE_PERMITS_MAX 1024
+#define LOCKCORE_MULTI_MAX 16
+
+/*
+ * Counting semaphore: at most `permits` holders of `resource` at once.
+ * Permit i is an ordinary lock of the resource "<resource>:permit:<i>"
+ * (i = 0 .. permits-1), so at most one client holds each permit, by the
+ * lock's own majority argument, and so at most `permits` hold at once.
+ * An attempt tries the permits one at a time in a random order and takes
+ * the first one granted; when all were refused it waits retry_delay_ms +
+ * jitter and tries them all again (retry_count rounds, or until wait_ms).
+ * On success *lock is that permit (flags LOCKCORE_LOCK_PERMIT, resource
+ * the permit's name, its own token and TTL): extend, release and keep it
+ * alive like any lock. resource is at most LOCKCORE_RESOURCE_MAX - 16
+ * bytes; permits 1..LOCKCORE_PERMITS_MAX, and every client of a semaphore
+ * must use the same number. Returns what lockcore_acquire returns;
+ * LOCKCORE_ELOCKED when every permit was held in the last round.
+ */
+LOCKCORE_API int lockcore_sem_acquire(lockcore_client *c, const char *resource, unsigned permits,
+                                      struct lockcore_lock *lock);
+/* The same, non-blocking: cb runs once, as for lockcore_acquire_async. */
+LOCKCORE_API int lockcore_sem_acquire_async(lockcore_client *c, const char *resource, unsigned permits,
+                                            lockcore_cb cb, void *arg);
+
+/* One permit of a semaphore as the nodes see it. */
+struct lockcore_permit_status {
+    unsigned permit;                  /* i of "<resource>:permit:<i>" */
+    int held;                         /* 1 if a majority holds it for holder */
+    char holder[LOCKCORE_ID_LEN + 1]; /* the id most nodes hold, "" if none */
+    unsigned nodes;                   /* nodes holding that id */
+    int64_t pttl_ms;                  /* the longest time it has left on them */
+    uint64_t fence;                   /* the largest fence value of the permit */
+    unsigned reachable;               /* nodes that answered */
+};
+
+/*
+ * Read every permit of a semaphore into out[0..permits-1] (cap entries).
+ * Returns the number of permits held by a majority (0..permits), -EINVAL,
+ * -ENOSPC, LOCKCORE_ENOQUORUM (a majority did not answer), -EDEADLK.
+ */
+LOCKCORE_API int lockcore_sem_status(lockcore_client *c, const char *resource, unsigned permits,
+                                     struct lockcore_permit_status *out, size_t cap);
+
+/*
+ * Multi-resource lock: resources[0..n-1] (1..LOCKCORE_MULTI_MAX distinct
+ * names without '\n') all or nothing. Each node grants the whole set in
+ * one atomic script or none of it; the set is granted when a majority
+ * granted it whole, and a failed attempt is rolled back on every node like
+ * a plain one, so no partial hold survives it. The token is greater than
+ * every resource's fence value on a majority and is stored in every
+ * resource's fence key: one token fences a write that spans the set, and
+ * each resource's tokens stay unique and monotonic across single and
+ * multi grants. The lock keys are the plain ones (each holds the id), so
+ * plain clients of any resource of the set are excluded. On success
+ * lock->resource holds the names joined by '\n' (at most
+ * LOCKCORE_RESOURCE_MAX bytes in all) and flags LOCKCORE_LOCK_MULTI.
+ * Returns what lockcore_acquire returns.
+ */
+LOCKCORE_API int lockcore_multi_acquire(lockcore_client *c, const char *const *resources, size_t n,
+                                        struct lockcore_lock *lock);
+LOCKCORE_API int lockcore_multi_acquire_async(lockcore_client *c, const char *const *resources, size_t n,
+                                              lockcore_cb cb, void *arg);
+
+/*
+ * Reentrant lock. With id NULL, a fresh id, as lockcore_acquire. With the
+ * id of a reentrant lock the caller (the same owner, e.g. a parent process
+ * that passed FENCELOCK_LOCK_ID down) holds on `resource`: the hold count
+ * goes up by one, the TTL is pushed out to at least ttl_ms, and the lock
+ * keeps its token. A lock not held under that id is acquired under it,
+ * with a new token. Every lockcore_release of a reentrant lock takes one
+ * hold away; the last frees the resource. The key's value stays the id
+ * (other Redlock clients see an ordinary lock); the count lives beside it
+ * in "{" key "}:holds", with the key's TTL. id: LOCKCORE_ID_LEN lowercase
+ * hex digits, copied. Returns what lockcore_acquire returns.
+ */
+LOCKCORE_API int lockcore_reentrant_acquire(lockcore_client *c, const char *resource, const char *id,
+                                            struct lockcore_lock *lock);
+LOCKCORE_API int lockcore_reentrant_acquire_async(lockcore_client *c, const char *resource, const char *id,
+                                                  lockcore_cb cb, void *arg);
+
+/* lockcore_status, and each node's hold count in out[i].holds. */
+LOCKCORE_API int lockcore_reentrant_status(lockcore_client *c, const char *resource,
+                                           struct lockcore_node_status *out, size_t cap);
+
+/*
+ * Read-write lock: many readers or one writer of `resource`. write 0
+ * acquires a read lease, 1 the write lease. The writer holds the plain key
+ * (so it excludes and is excluded by plain locks of the resource, and
+ * other writers); readers are members of "{key}:readers", each with its
+ * own expiry. A node grants a reader only while no writer holds the key
+ * and no writer has declared it waits ("{key}:wintent": set by a writer
+ * that readers refused, for its TTL); it grants a writer only when no
+ * live reader is registered. So a stream of readers cannot starve a
+ * writer. A reader's token is not a new token: it is the largest fence
+ * value the nodes reported, at least the token of every write granted
+ * before the read began; check reads with it, never raise a resource's
+ * last token with it (docs/lockcore.md). flags LOCKCORE_LOCK_READ or
+ * LOCKCORE_LOCK_WRITE; extend, release and keep-alive as any lock.
+ * Returns what lockcore_acquire returns.
+ */
+LOCKCORE_API int lockcore_rw_acquire(lockcore_client *c, const char *resource, int write,
+                                     struct lockcore_lock *lock);
+LOCKCORE_API int lockcore_rw_acquire_async(lockcore_client *c, const char *resource, int write,
+                                           lockcore_cb cb, void *arg);
+
+/* lockcore_status (holder: the writer), and each node's live readers in
+ * out[i].holds. */
+LOCKCORE_API int lockcore_rw_status(lockcore_client *c, const char *resource,
+                                    struct lockcore_node_status *out, size_t cap);
 
 /* ---- Steps with undo ----------------------------------------------------- */
 

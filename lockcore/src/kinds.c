@@ -1,0 +1,397 @@
+/*
+ * The lock kinds beside the plain lock: the counting semaphore (sem.c:
+ * permits that are each a plain lock), the multi-resource lock (multi.c:
+ * one atomic script per node over the whole set) and the reentrant lock
+ * (reentrant.c: a hold count beside the plain key). docs/lockcore.md
+ * ("Lock kinds") has the safety argument of each; docs/fencing.md the
+ * fencing story.
+ *
+ * Multi-resource and reentrant locks are ordinary operations of op.c whose
+ * lock flags send their commands through lockcore__kinds_resend. A
+ * semaphore acquisition is a driver of its own that runs one plain
+ * single-attempt acquisition per permit it tries. This file holds what
+ * they share.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <openssl/sha.h>
+
+#include "kinds.h"
+
+/* The sha1 of a script, as Redis names it; computed here so that EVALSHA
+ * can be tried first (a NOSCRIPT reply resends it with EVAL, which also
+ * caches it on the node). */
+static const char *ksha(lockcore_client *c, int s, const char *body)
+{
+    if (c->kx.sha[s][0] == '\0') {
+        unsigned char md[SHA_DIGEST_LENGTH];
+        static const char hex[] = "0123456789abcdef";
+        SHA1((const unsigned char *)body, strlen(body), md);
+        for (int i = 0; i < SHA_DIGEST_LENGTH; i++) {
+            c->kx.sha[s][2 * i] = hex[md[i] >> 4];
+            c->kx.sha[s][2 * i + 1] = hex[md[i] & 15];
+        }
+        c->kx.sha[s][40] = '\0';
+    }
+    return c->kx.sha[s];
+}
+
+void lockcore__kinds_tagged(char *out, const char *key, const char *suffix)
+{
+    size_t kl = strlen(key), sl = strlen(suffix);
+    out[0] = '{';
+    memcpy(out + 1, key, kl);
+    out[1 + kl] = '}';
+    memcpy(out + 2 + kl, suffix, sl + 1);
+}
+
+void lockcore__kinds_keys(const lockcore_client *c, const char *resource, struct lockcore__keyset *ks)
+{
+    ks->k = 0;
+    const char *p = resource;
+    while (ks->k < LOCKCORE_MULTI_MAX) {
+        const char *e = strchr(p, '\n');
+        size_t len = e ? (size_t)(e - p) : strlen(p);
+        char *key = ks->lock[ks->k];
+        memcpy(key, c->prefix, c->prefix_len);
+        memcpy(key + c->prefix_len, p, len);
+        key[c->prefix_len + len] = '\0';
+        lockcore__kinds_tagged(ks->fence[ks->k], key, ":fence");
+        lockcore__kinds_tagged(ks->info[ks->k], key, ":holder");
+        lockcore__kinds_tagged(ks->waiters[ks->k], key, ":waiters");
+        lockcore__kinds_tagged(ks->waiting[ks->k], key, ":waiting");
+        lockcore__kinds_tagged(ks->chan[ks->k], key, ":released");
+        lockcore__kinds_tagged(ks->next[ks->k], key, ":next");
+        ks->k++;
+        if (e == NULL)
+            break;
+        p = e + 1;
+    }
+    lockcore__kinds_tagged(ks->holds, ks->lock[0], ":holds");
+    lockcore__kinds_tagged(ks->readers, ks->lock[0], ":readers");
+    lockcore__kinds_tagged(ks->intent, ks->lock[0], ":wintent");
+}
+
+void lockcore__kinds_u64(char *buf, size_t cap, uint64_t v)
+{
+    snprintf(buf, cap, "%llu", (unsigned long long)v);
+}
+
+/* The plain release as a Lua function rel(KEYS, ARGV): its parameters
+ * shadow the script's own KEYS and ARGV, and its returns return from it. */
+static char *multi_release, *re_release, *rw_release;
+
+static void build_releases(void)
+{
+    static const char head[] = "local function rel(KEYS, ARGV)\n";
+    static const char multi[] =
+        "end\n"
+        "local k = #KEYS / 5\n"
+        "local n = 0\n"
+        "for i = 1, k do\n"
+        "  n = n + rel({KEYS[i], KEYS[k + i], KEYS[2 * k + i], KEYS[3 * k + i], KEYS[4 * k + i]},\n"
+        "              {ARGV[1], ARGV[1 + i], ARGV[2 + k], ARGV[3 + k]})\n"
+        "end\n"
+        "if n > 0 then return 1 end\n"
+        "return 0\n";
+    static const char re[] = "end\n"
+                             "if redis.call('GET', KEYS[1]) == ARGV[1] then\n"
+                             "  local n = tonumber(redis.call('HGET', KEYS[6], 'n') or '1') or 1\n"
+                             "  if n > 1 then redis.call('HINCRBY', KEYS[6], 'n', -1); return 1 end\n"
+                             "  redis.call('DEL', KEYS[6])\n"
+                             "end\n"
+                             "return rel(KEYS, ARGV)\n";
+    const char *plain = lockcore__scripts[SCRIPT_RELEASE];
+    size_t hl = strlen(head), pl = strlen(plain);
+    if ((multi_release = malloc(hl + pl + sizeof(multi))) != NULL) {
+        memcpy(multi_release, head, hl);
+        memcpy(multi_release + hl, plain, pl);
+        memcpy(multi_release + hl + pl, multi, sizeof(multi));
+    }
+    static const char rw[] = "end\n"
+                             "if ARGV[3] == '1' and redis.call('GET', KEYS[6]) == ARGV[1] then\n"
+                             "  redis.call('DEL', KEYS[6])\n"
+                             "end\n"
+                             "return rel(KEYS, ARGV)\n";
+    if ((rw_release = malloc(hl + pl + sizeof(rw))) != NULL) {
+        memcpy(rw_release, head, hl);
+        memcpy(rw_release + hl, plain, pl);
+        memcpy(rw_release + hl + pl, rw, sizeof(rw));
+    }
+    if ((re_release = malloc(hl + pl + sizeof(re))) != NULL) {
+        memcpy(re_release, head, hl);
+        memcpy(re_release + hl, plain, pl);
+        memcpy(re_release + hl + pl, re, sizeof(re));
+    }
+}
+
+static pthread_once_t releases_once = PTHREAD_ONCE_INIT;
+
+const char *lockcore__kinds_multi_release(void)
+{
+    pthread_once(&releases_once, build_releases);
+    return multi_release;
+}
+
+const char *lockcore__kinds_rw_release(void)
+{
+    pthread_once(&releases_once, build_releases);
+    return rw_release;
+}
+
+const char *lockcore__kinds_re_release(void)
+{
+    pthread_once(&releases_once, build_releases);
+    return re_release;
+}
+
+int lockcore__kinds_tells(const struct op *op, enum step step)
+{
+    return step == STEP_RELEASE && op->c->o.wait_mode != LOCKCORE_WAIT_POLL;
+}
+
+void lockcore__kinds_reserve(const struct op *op, enum step step, char *buf, size_t cap)
+{
+    const struct lockcore_options *o = &op->c->o;
+    lockcore__kinds_u64(
+        buf, cap,
+        step == STEP_RELEASE && o->wait_mode == LOCKCORE_WAIT_NOTIFY ? 2 * o->request_timeout_ms : 0);
+}
+
+int lockcore__kinds_resend(struct op *op, unsigned i, enum step step, int use_eval, uint64_t now)
+{
+    if (op->lock.flags & LOCKCORE_LOCK_MULTI)
+        return lockcore__multi_resend(op, i, step, use_eval, now);
+    if (op->lock.flags & LOCKCORE_LOCK_REENTRANT)
+        return lockcore__re_resend(op, i, step, use_eval, now);
+    if (op->lock.flags & (LOCKCORE_LOCK_READ | LOCKCORE_LOCK_WRITE))
+        return lockcore__rw_resend(op, i, step, use_eval, now);
+    return 1;
+}
+
+int lockcore__kinds_send(struct op *op, unsigned i, enum step step, int slot, const char *body, int use_eval,
+                         const struct lockcore__kcmd *k, uint64_t now)
+{
+    lockcore_client *c = op->c;
+    if (body == NULL)
+        return -ENOMEM; /* a release script could not be built */
+    const char *argv[3 + sizeof(k->keys) / sizeof(k->keys[0]) + sizeof(k->args) / sizeof(k->args[0])];
+    size_t lens[sizeof(argv) / sizeof(argv[0])];
+    char nk[8];
+    int argc = 0;
+    /* A fire-and-forget step never sees a NOSCRIPT reply: send the body. */
+    int mine = step != STEP_IGNORE && step != STEP_INFO;
+    /* An EVALSHA answered NOSCRIPT is sent again whole, but what was
+     * pipelined behind it (the holder info, a rollback) has run by then: a
+     * script's first use on a connection goes whole instead. A node that
+     * forgets its scripts without a reconnect (SCRIPT FLUSH) is still
+     * caught by the NOSCRIPT resend. */
+    struct node *nd = &c->nodes[i];
+    if (c->kx.sent_on[i] != (const void *)nd->ctx) {
+        c->kx.sent_on[i] = nd->ctx;
+        c->kx.sent[i] = 0;
+    }
+    if (slot >= 0 && !(c->kx.sent[i] & (1u << slot))) {
+        use_eval = 1;
+        c->kx.sent[i] |= 1u << slot;
+    }
+    if (slot < 0 || use_eval || !mine) {
+        argv[argc] = "EVAL", lens[argc++] = 4;
+        argv[argc] = body, lens[argc++] = strlen(body);
+    } else {
+        argv[argc] = "EVALSHA", lens[argc++] = 7;
+        argv[argc] = ksha(c, slot, body), lens[argc++] = 40;
+    }
+    snprintf(nk, sizeof(nk), "%d", k->nkeys);
+    argv[argc] = nk, lens[argc++] = strlen(nk);
+    for (int j = 0; j < k->nkeys; j++)
+        argv[argc] = k->keys[j], lens[argc++] = strlen(k->keys[j]);
+    for (int j = 0; j < k->nargs; j++)
+        argv[argc] = k->args[j], lens[argc++] = k->alens[j];
+    return lockcore__node_send(c, &c->nodes[i], argc, argv, lens, mine ? op : NULL, step, 0, now);
+}
+
+/* ---- starting acquisitions of a kind ---- */
+
+int lockcore__kinds_check_client(lockcore_client *c)
+{
+    if (c->freeing || c->free_pending) {
+        lockcore__fmt(c->errmsg, sizeof(c->errmsg), "the client is being freed");
+        return LOCKCORE_ECANCELED;
+    }
+    return 0;
+}
+
+int lockcore__kinds_check_name(lockcore_client *c, const char *r, size_t max)
+{
+    if (r == NULL || r[0] == '\0') {
+        lockcore__fmt(c->errmsg, sizeof(c->errmsg), "resource name is empty");
+        return -EINVAL;
+    }
+    if (strnlen(r, max + 1) > max) {
+        lockcore__fmt(c->errmsg, sizeof(c->errmsg), "resource name longer than %zu bytes", max);
+        return -EINVAL;
+    }
+    return 0;
+}
+
+int lockcore__kinds_is_id(const char *id)
+{
+    if (strnlen(id, LOCKCORE_ID_LEN + 1) != LOCKCORE_ID_LEN)
+        return 0;
+    for (size_t i = 0; i < LOCKCORE_ID_LEN; i++)
+        if (!((id[i] >= '0' && id[i] <= '9') || (id[i] >= 'a' && id[i] <= 'f')))
+            return 0;
+    return 1;
+}
+
+/* Start an acquisition of a kind: resource as the lock will name it, flags
+ * its kind, id NULL for a fresh one. single: one attempt, no retries (a
+ * semaphore's permit; the driver retries). */
+struct op *lockcore__kinds_start(lockcore_client *c, const char *resource, unsigned flags, const char *id,
+                                 int single, lockcore_cb cb, void *arg, int *rcp)
+{
+    int rc = lockcore__kinds_check_client(c);
+    unsigned char raw[LOCKCORE_ID_LEN / 2];
+    if (rc == 0 && cb == NULL) {
+        lockcore__fmt(c->errmsg, sizeof(c->errmsg), "callback is NULL");
+        rc = -EINVAL;
+    }
+    if (rc == 0 && id == NULL && (rc = lockcore__id_bytes(c->idpool, raw, sizeof(raw))) < 0)
+        lockcore__fmt(c->errmsg, sizeof(c->errmsg), "no randomness for the lock id: %s", strerror(-rc));
+    struct op *op = NULL;
+    if (rc == 0 && (op = lockcore__op_new(c, OP_ACQUIRE, cb, arg)) == NULL) {
+        lockcore__fmt(c->errmsg, sizeof(c->errmsg), "out of memory");
+        rc = -ENOMEM;
+    }
+    *rcp = rc;
+    if (rc < 0 || op == NULL)
+        return NULL;
+    size_t len = strlen(resource);
+    memcpy(op->lock.resource, resource, len + 1);
+    /* The keys of op.c: they name the operation for the waiters of one
+     * client and for the fence values it has seen; the commands of a kind
+     * build their own. */
+    memcpy(op->key, c->prefix, c->prefix_len);
+    memcpy(op->key + c->prefix_len, resource, len + 1);
+    op->key_len = c->prefix_len + len;
+    int fk = fencing_fence_key(op->key, op->key_len, op->fkey, sizeof(op->fkey));
+    op->fkey_len = fk > 0 ? (size_t)fk : 0;
+    op->ikey_len = (size_t)snprintf(op->ikey, sizeof(op->ikey), "{%s}:holder", op->key);
+    op->lock.flags = flags;
+    if (id != NULL) {
+        memcpy(op->lock.id, id, LOCKCORE_ID_LEN + 1);
+    } else {
+        static const char hex[] = "0123456789abcdef";
+        for (size_t i = 0; i < sizeof(raw); i++) {
+            op->lock.id[2 * i] = hex[raw[i] >> 4];
+            op->lock.id[2 * i + 1] = hex[raw[i] & 15];
+        }
+        op->lock.id[LOCKCORE_ID_LEN] = '\0';
+    }
+    op->ttl_ms = c->o.ttl_ms;
+    uint64_t now = lockcore_now_ms();
+    /* A deadline already past (1 ms after boot) leaves no room for a retry
+     * and keeps the attempt from queueing behind the client's own. */
+    op->wait_deadline_ms = single ? 1 : (c->o.wait_ms ? now + c->o.wait_ms : 0);
+    lockcore__op_start(op, now);
+    return op;
+}
+
+/* ---- blocking forms ---- */
+
+void lockcore__kinds_wake(lockcore_client *c, int rc, const struct lockcore_lock *lock, void *arg)
+{
+    (void)c;
+    struct lockcore__waiter *w = arg;
+    w->done = 1;
+    w->rc = rc;
+    w->lock = *lock;
+}
+
+/* As the blocking calls of client.c do: nothing may point at the
+ * caller's stack (the waiter) once this returns. */
+int lockcore__kinds_wait(lockcore_client *c, struct lockcore__waiter *w,
+                         void (*abort_fn)(void *, int, const char *), void *what)
+{
+    int err = 0;
+    while (!w->done) {
+        int r = lockcore__run_once(c, -1);
+        if (r < 0 || c->free_pending) {
+            err = r < 0 ? r : LOCKCORE_ECANCELED;
+            break;
+        }
+    }
+    if (!w->done) {
+        char why[ERRMSG_MAX];
+        lockcore__fmt(why, sizeof(why), "%s",
+                      err == LOCKCORE_ECANCELED ? "canceled: the client was freed by a callback" : c->errmsg);
+        abort_fn(what, err, why);
+        while (!w->done && lockcore__deliver(c) > 0)
+            ;
+    }
+    lockcore__leave(c);
+    return w->rc;
+}
+
+void lockcore__kinds_abort_op(void *what, int err, const char *why)
+{
+    struct op *op = what;
+    if (op->phase != PH_DONE)
+        lockcore__op_abort(op, err, why);
+}
+
+int lockcore__kinds_blocking(lockcore_client *c, const char *what, const char *resource, unsigned flags,
+                             const char *id, struct lockcore_lock *lock)
+{
+    int rc = lockcore__enter(c, what);
+    if (rc < 0)
+        return rc;
+    struct lockcore__waiter w = {0};
+    struct op *op = lockcore__kinds_start(c, resource, flags, id, 0, lockcore__kinds_wake, &w, &rc);
+    if (op == NULL) {
+        lockcore__leave(c);
+        return rc;
+    }
+    rc = lockcore__kinds_wait(c, &w, lockcore__kinds_abort_op, op);
+    *lock = w.lock;
+    return rc;
+}
+
+int lockcore__kinds_status(lockcore_client *c, const char *what, const char *resource, unsigned flags,
+                           struct lockcore_node_status *out, size_t cap)
+{
+    if (c == NULL)
+        return -EINVAL;
+    int rc = lockcore__kinds_check_name(c, resource, LOCKCORE_RESOURCE_MAX);
+    if (rc < 0)
+        return rc;
+    if (out == NULL || cap < c->n) {
+        lockcore__fmt(c->errmsg, sizeof(c->errmsg), "status needs room for %u nodes", c->n);
+        return out == NULL ? -EINVAL : -ENOSPC;
+    }
+    if ((rc = lockcore__enter(c, what)) < 0)
+        return rc;
+    struct lockcore__waiter w = {0};
+    struct op *op = NULL;
+    if ((rc = lockcore__kinds_check_client(c)) == 0 &&
+        (op = lockcore__op_new(c, OP_STATUS, lockcore__kinds_wake, &w)) == NULL)
+        rc = -ENOMEM;
+    if (op == NULL) {
+        lockcore__leave(c);
+        return rc;
+    }
+    size_t len = strlen(resource);
+    memcpy(op->lock.resource, resource, len + 1);
+    memcpy(op->key, c->prefix, c->prefix_len);
+    memcpy(op->key + c->prefix_len, resource, len + 1);
+    op->key_len = c->prefix_len + len;
+    op->lock.flags = flags;
+    op->status = out;
+    lockcore__op_start(op, lockcore_now_ms());
+    return lockcore__kinds_wait(c, &w, lockcore__kinds_abort_op, op);
+}

@@ -1,0 +1,122 @@
+/* What the lock kinds share (kinds.c): keys, sending a script, starting an
+ * acquisition of a kind, and the blocking calls' loop. One file per kind:
+ * sem.c, multi.c, reentrant.c. */
+#ifndef LOCKCORE_KINDS_H
+#define LOCKCORE_KINDS_H
+
+#include "internal.h"
+
+/* The kinds' scripts that go by EVALSHA: their slots in c->kx.sha. */
+enum kscript {
+    KS_MULTI_ACQUIRE,
+    KS_MULTI_RAISE,
+    KS_MULTI_EXTEND,
+    KS_MULTI_RELEASE,
+    KS_MULTI_INFO,
+    KS_RE_ACQUIRE,
+    KS_RE_RAISE,
+    KS_RE_EXTEND,
+    KS_RE_RELEASE,
+    KS_RW_READ,
+    KS_RW_WRITE,
+    KS_RW_RRELEASE,
+    KS_RW_REXTEND,
+    KS_RW_WRELEASE,
+    KS_COUNT,
+};
+_Static_assert(KS_COUNT <= sizeof(((lockcore_client *)0)->kx.sha) / 41, "c->kx.sha too small");
+
+/* Up to LOCKCORE_MULTI_MAX keys of each sort: the lock key, "{key}:fence",
+ * "{key}:holder", the waiters' queue "{key}:waiters" and "{key}:waiting",
+ * the release channel "{key}:released", the handoff reservation
+ * "{key}:next"; and "{key}:holds" of the first. */
+struct lockcore__keyset {
+    unsigned k;
+    char lock[LOCKCORE_MULTI_MAX][KEY_MAX + 1];
+    char fence[LOCKCORE_MULTI_MAX][FENCE_KEY_MAX + 1];
+    char info[LOCKCORE_MULTI_MAX][INFO_KEY_MAX + 1];
+    char waiters[LOCKCORE_MULTI_MAX][INFO_KEY_MAX + 1];
+    char waiting[LOCKCORE_MULTI_MAX][INFO_KEY_MAX + 1];
+    char chan[LOCKCORE_MULTI_MAX][INFO_KEY_MAX + 1];
+    char next[LOCKCORE_MULTI_MAX][INFO_KEY_MAX + 1];
+    char holds[INFO_KEY_MAX + 1];
+    char readers[INFO_KEY_MAX + 1];
+    char intent[INFO_KEY_MAX + 1];
+};
+
+/* The keys of a lock's resource: its names split at '\n' (one name for a
+ * reentrant lock). */
+void lockcore__kinds_keys(const lockcore_client *c, const char *resource, struct lockcore__keyset *ks);
+/* "{" key "}" suffix into out (INFO_KEY_MAX + 1 bytes; key <= KEY_MAX). */
+void lockcore__kinds_tagged(char *out, const char *key, const char *suffix);
+void lockcore__kinds_u64(char *buf, size_t cap, uint64_t v);
+
+/* One script call: its keys and arguments. */
+struct lockcore__kcmd {
+    const char *keys[5 * LOCKCORE_MULTI_MAX + 1];
+    int nkeys;
+    const char *args[LOCKCORE_MULTI_MAX + 6];
+    size_t alens[LOCKCORE_MULTI_MAX + 6];
+    int nargs;
+};
+
+/* Send a script for one step of op to node i: EVALSHA of script slot
+ * `slot` (body its text) unless use_eval, slot < 0 (EVAL always) or the
+ * step is fire-and-forget. Returns what lockcore__node_send returns. */
+int lockcore__kinds_send(struct op *op, unsigned i, enum step step, int slot, const char *body, int use_eval,
+                         const struct lockcore__kcmd *k, uint64_t now);
+
+/* Each kind's commands (lockcore__kinds_resend dispatches). */
+int lockcore__multi_resend(struct op *op, unsigned i, enum step step, int use_eval, uint64_t now);
+int lockcore__re_resend(struct op *op, unsigned i, enum step step, int use_eval, uint64_t now);
+int lockcore__rw_resend(struct op *op, unsigned i, enum step step, int use_eval, uint64_t now);
+
+/* The release scripts of the kinds, built once around the plain release
+ * (util.c's SCRIPT_RELEASE, which also tells the first live waiter of
+ * the nodes' queue), so that plain waiters of a resource hear a kind's
+ * release as they hear a plain one. Their arguments follow op.c's
+ * STEP_RELEASE, per resource: KEYS lock, info, waiters, waiting, next;
+ * ARGV id, channel ('' for none), "1" (a release) or "0" (a rollback),
+ * the reservation ms. Multi: each KEYS sort k times in a row, the channel
+ * k times. Reentrant: the hold count's key after them. */
+const char *lockcore__kinds_multi_release(void);
+const char *lockcore__kinds_re_release(void);
+/* The writer's release: KEYS as the plain one, then the writer's intent. */
+const char *lockcore__kinds_rw_release(void);
+/* Whether a release step tells waiters (else its channel is ''), and the
+ * handoff reservation it leaves for the waiter it names, as op.c's. */
+int lockcore__kinds_tells(const struct op *op, enum step step);
+void lockcore__kinds_reserve(const struct op *op, enum step step, char *buf, size_t cap);
+
+/* Argument checks; they set c->errmsg. */
+int lockcore__kinds_check_client(lockcore_client *c);
+int lockcore__kinds_check_name(lockcore_client *c, const char *r, size_t max);
+int lockcore__kinds_is_id(const char *id);
+
+/* Start an acquisition of a kind: resource as the lock will name it, flags
+ * its kind, id NULL for a fresh one. single: one attempt, no retries. */
+struct op *lockcore__kinds_start(lockcore_client *c, const char *resource, unsigned flags, const char *id,
+                                 int single, lockcore_cb cb, void *arg, int *rcp);
+
+/* The blocking calls: a waiter the callback fills, and the loop. */
+struct lockcore__waiter {
+    int done;
+    int rc;
+    struct lockcore_lock lock;
+};
+void lockcore__kinds_wake(lockcore_client *c, int rc, const struct lockcore_lock *lock, void *arg);
+/* Run the loop until w is done (after lockcore__enter); if the loop fails
+ * or the client is being freed, abort_fn(what, err, why) must end it.
+ * Leaves (lockcore__leave) and returns w->rc. */
+int lockcore__kinds_wait(lockcore_client *c, struct lockcore__waiter *w,
+                         void (*abort_fn)(void *, int, const char *), void *what);
+void lockcore__kinds_abort_op(void *op, int err, const char *why);
+/* enter, start an acquisition of a kind, wait, leave; *lock gets the result. */
+int lockcore__kinds_blocking(lockcore_client *c, const char *what, const char *resource, unsigned flags,
+                             const char *id, struct lockcore_lock *lock);
+
+/* lockcore_status through a kind's status script (flags name the kind). */
+int lockcore__kinds_status(lockcore_client *c, const char *what, const char *resource, unsigned flags,
+                           struct lockcore_node_status *out, size_t cap);
+
+#endif

@@ -1,0 +1,284 @@
+/*
+ * The read-write lock: many readers or one writer. The writer holds the
+ * plain key (its value the writer's id); readers are members of the sorted
+ * set "{key}:readers", scored by the node time (ms) at which each expires.
+ * A writer that readers refused declares that it waits in "{key}:wintent"
+ * (its id, for its TTL), and no node admits a new reader while a writer
+ * holds the key or waits. docs/lockcore.md has the intersection argument;
+ * a reader's token is the newest fence value it saw, not a new token.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kinds.h"
+
+static const char *const rw_scripts[] = {
+    /* KEYS[1] lock, KEYS[2] fence, KEYS[3] readers, KEYS[4] intent;
+     * ARGV[1] id, ARGV[2] ttl ms. A reader: refused while a writer holds
+     * the lock or waits for it; else registered until node time + ttl.
+     * Replies like fencing_script_acquire, "accepted" when granted (a
+     * reader proposes nothing: its token is chosen by the client). */
+    [KS_RW_READ] = "local f = tonumber(redis.call('GET', KEYS[2]) or '0') or 0\n"
+                   "local fs = string.format('%.0f', f)\n"
+                   "local h = redis.call('GET', KEYS[1])\n"
+                   "if h then return {0, 0, fs, h, redis.call('PTTL', KEYS[1])} end\n"
+                   "local w = redis.call('GET', KEYS[4])\n"
+                   "if w then return {0, 0, fs, w, redis.call('PTTL', KEYS[4])} end\n"
+                   "local t = redis.call('TIME')\n"
+                   "local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"
+                   "local ttl = tonumber(ARGV[2])\n"
+                   "redis.call('ZADD', KEYS[3], now + ttl, ARGV[1])\n"
+                   "if redis.call('PTTL', KEYS[3]) < ttl then redis.call('PEXPIRE', KEYS[3], ttl) end\n"
+                   "return {1, 1, fs}\n",
+    /* KEYS[1] lock, KEYS[2] fence, KEYS[3] readers, KEYS[4] intent;
+     * ARGV[1] id, ARGV[2] ttl ms, ARGV[3] proposal, ARGV[4] fence idle
+     * expiry ms. A writer: refused while the lock is held or a live reader
+     * is registered (then it declares that it waits, unless another writer
+     * already did); else the fenced acquire, and its own intent is done. */
+    [KS_RW_WRITE] = "local f = tonumber(redis.call('GET', KEYS[2]) or '0') or 0\n"
+                    "local fs = string.format('%.0f', f)\n"
+                    "local h = redis.call('GET', KEYS[1])\n"
+                    "if h then return {0, 0, fs, h, redis.call('PTTL', KEYS[1])} end\n"
+                    "local t = redis.call('TIME')\n"
+                    "local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"
+                    "redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now)\n"
+                    "local r = redis.call('ZRANGE', KEYS[3], -1, -1, 'WITHSCORES')\n"
+                    "if r[1] then\n"
+                    "  local w = redis.call('GET', KEYS[4])\n"
+                    "  if not w or w == ARGV[1] then redis.call('SET', KEYS[4], ARGV[1], 'PX', ARGV[2]) end\n"
+                    "  return {0, 0, fs, r[1], tonumber(r[2]) - now}\n"
+                    "end\n"
+                    "redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])\n"
+                    "if redis.call('GET', KEYS[4]) == ARGV[1] then redis.call('DEL', KEYS[4]) end\n"
+                    "local p = tonumber(ARGV[3])\n"
+                    "if p > f then\n"
+                    "  if ARGV[4] ~= '0' then redis.call('SET', KEYS[2], ARGV[3], 'PX', ARGV[4])\n"
+                    "  else redis.call('SET', KEYS[2], ARGV[3]) end\n"
+                    "  return {1, 1, ARGV[3]}\n"
+                    "end\n"
+                    "return {1, 0, fs}\n",
+    /* KEYS[1] readers; ARGV[1] id. A reader leaves (a release or a
+     * rollback): 1 if it was registered. */
+    [KS_RW_RRELEASE] = "return redis.call('ZREM', KEYS[1], ARGV[1])\n",
+    /* KEYS[1] readers; ARGV[1] id, ARGV[2] ttl ms. Only a reader still
+     * registered and not expired is extended. */
+    [KS_RW_REXTEND] = "local s = redis.call('ZSCORE', KEYS[1], ARGV[1])\n"
+                      "local t = redis.call('TIME')\n"
+                      "local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"
+                      "if not s or tonumber(s) <= now then return 0 end\n"
+                      "local ttl = tonumber(ARGV[2])\n"
+                      "redis.call('ZADD', KEYS[1], now + ttl, ARGV[1])\n"
+                      "if redis.call('PTTL', KEYS[1]) < ttl then redis.call('PEXPIRE', KEYS[1], ttl) end\n"
+                      "return 1\n",
+};
+
+/* KEYS[1] lock, KEYS[2] fence, KEYS[3] info, KEYS[4] readers: SCRIPT_STATUS
+ * and the live readers. Read-only (expired readers are counted out, not
+ * removed). */
+static const char rw_status[] =
+    "local t = redis.call('TIME')\n"
+    "local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"
+    "return {redis.call('GET', KEYS[1]) or '', redis.call('PTTL', KEYS[1]),\n"
+    "        redis.call('GET', KEYS[2]) or '', redis.call('GET', KEYS[3]) or '',\n"
+    "        redis.call('ZCOUNT', KEYS[4], '(' .. now, '+inf')}\n";
+
+int lockcore__rw_resend(struct op *op, unsigned i, enum step step, int use_eval, uint64_t now)
+{
+    lockcore_client *c = op->c;
+    int write = (op->lock.flags & LOCKCORE_LOCK_WRITE) != 0;
+    struct lockcore__keyset *ks = malloc(sizeof(*ks));
+    if (ks == NULL)
+        return -ENOMEM;
+    lockcore__kinds_keys(c, op->lock.resource, ks);
+    struct lockcore__kcmd k = {.nkeys = 0};
+    char ttl[24], prop[24], idle[24], res[24];
+    int s = -1, rc;
+    const char *body = NULL;
+#define KEY(p) (k.keys[k.nkeys++] = (p))
+#define ARG(p) (k.args[k.nargs] = (p), k.alens[k.nargs++] = strlen(p))
+    lockcore__kinds_u64(ttl, sizeof(ttl), op->ttl_ms);
+    lockcore__kinds_u64(prop, sizeof(prop), c->o.fencing ? op->proposal : 0);
+    lockcore__kinds_u64(idle, sizeof(idle), c->o.fence_idle_ms);
+    switch (step) {
+    case STEP_LOCK:
+        s = write ? KS_RW_WRITE : KS_RW_READ;
+        KEY(ks->lock[0]);
+        KEY(ks->fence[0]);
+        KEY(ks->readers);
+        KEY(ks->intent);
+        ARG(op->lock.id);
+        ARG(ttl);
+        if (write) {
+            ARG(prop);
+            ARG(idle);
+        }
+        break;
+    case STEP_RELEASE:
+    case STEP_IGNORE:
+        if (write) {
+            /* The plain release, telling waiters; a real release also ends
+             * the writer's intent (a rollback keeps it: the writer retries). */
+            s = KS_RW_WRELEASE;
+            body = lockcore__kinds_rw_release();
+            KEY(ks->lock[0]);
+            KEY(ks->info[0]);
+            KEY(ks->waiters[0]);
+            KEY(ks->waiting[0]);
+            KEY(ks->next[0]);
+            KEY(ks->intent);
+            ARG(op->lock.id);
+            ARG(lockcore__kinds_tells(op, step) ? ks->chan[0] : "");
+            ARG(step == STEP_RELEASE ? "1" : "0");
+            lockcore__kinds_reserve(op, step, res, sizeof(res));
+            ARG(res);
+        } else {
+            s = KS_RW_RRELEASE;
+            KEY(ks->readers);
+            ARG(op->lock.id);
+        }
+        break;
+    case STEP_EXTEND:
+        if (write) {
+            free(ks);
+            return 1; /* the plain extension: the writer holds the plain key */
+        }
+        s = KS_RW_REXTEND;
+        KEY(ks->readers);
+        ARG(op->lock.id);
+        ARG(ttl);
+        break;
+    case STEP_STATUS:
+        if (!(op->lock.flags & LOCKCORE_LOCK_READ))
+            goto plain;
+        body = rw_status;
+        KEY(ks->lock[0]);
+        KEY(ks->fence[0]);
+        KEY(ks->info[0]);
+        KEY(ks->readers);
+        break;
+    case STEP_RAISE:
+    case STEP_INFO:
+    plain:
+        free(ks);
+        if (write)
+            return 1; /* as a plain lock */
+        /* A reader is granted with its acceptance (no second round) and
+         * keeps no holder info. */
+        return step == STEP_INFO ? 0 : -EINVAL;
+    default:
+        free(ks);
+        return -EINVAL;
+    }
+#undef KEY
+#undef ARG
+    rc = lockcore__kinds_send(op, i, step, body == rw_status ? -1 : s, body ? body : rw_scripts[s], use_eval,
+                              &k, now);
+    free(ks);
+    return rc;
+}
+
+/* A writer that gives up must not leave its intent behind to keep readers
+ * out until its TTL: its acquisition's callback is wrapped, and a failure
+ * deletes the intent where it is still the writer's (fire-and-forget, on
+ * every connection behind the attempt's own rollback). */
+struct rw_call {
+    lockcore_cb cb;
+    void *arg;
+    char id[LOCKCORE_ID_LEN + 1];
+    char intent[INFO_KEY_MAX + 1];
+};
+
+static const char intent_clear[] = "if redis.call('GET', KEYS[1]) == ARGV[1] then\n"
+                                   "  return redis.call('DEL', KEYS[1])\n"
+                                   "end\n"
+                                   "return 0\n";
+
+static void rw_done(lockcore_client *c, int rc, const struct lockcore_lock *lock, void *arg)
+{
+    struct rw_call *w = arg;
+    if (rc < 0 && !c->freeing) {
+        const char *argv[] = {"EVAL", intent_clear, "1", w->intent, w->id};
+        size_t lens[5];
+        for (int k = 0; k < 5; k++)
+            lens[k] = strlen(argv[k]);
+        uint64_t now = lockcore_now_ms();
+        for (unsigned i = 0; i < c->n; i++)
+            if (c->nodes[i].state != NODE_DOWN)
+                lockcore__node_send(c, &c->nodes[i], 5, argv, lens, NULL, STEP_IGNORE, 0, now);
+    }
+    lockcore_cb cb = w->cb;
+    void *a = w->arg;
+    free(w);
+    cb(c, rc, lock, a);
+}
+
+static struct op *rw_start(lockcore_client *c, const char *resource, int write, lockcore_cb cb, void *arg,
+                           int *rcp)
+{
+    int rc = lockcore__kinds_check_name(c, resource, LOCKCORE_RESOURCE_MAX);
+    if (rc == 0 && cb == NULL) {
+        lockcore__fmt(c->errmsg, sizeof(c->errmsg), "callback is NULL");
+        rc = -EINVAL;
+    }
+    if (rc < 0) {
+        *rcp = rc;
+        return NULL;
+    }
+    if (!write)
+        return lockcore__kinds_start(c, resource, LOCKCORE_LOCK_READ, NULL, 0, cb, arg, rcp);
+    struct rw_call *w = calloc(1, sizeof(*w));
+    if (w == NULL) {
+        lockcore__fmt(c->errmsg, sizeof(c->errmsg), "out of memory");
+        *rcp = -ENOMEM;
+        return NULL;
+    }
+    w->cb = cb;
+    w->arg = arg;
+    struct op *op = lockcore__kinds_start(c, resource, LOCKCORE_LOCK_WRITE, NULL, 0, rw_done, w, rcp);
+    if (op == NULL) {
+        free(w);
+        return NULL;
+    }
+    memcpy(w->id, op->lock.id, sizeof(w->id));
+    lockcore__kinds_tagged(w->intent, op->key, ":wintent");
+    return op;
+}
+
+int lockcore_rw_acquire_async(lockcore_client *c, const char *resource, int write, lockcore_cb cb, void *arg)
+{
+    if (c == NULL)
+        return -EINVAL;
+    int rc;
+    rw_start(c, resource, write, cb, arg, &rc);
+    return rc;
+}
+
+int lockcore_rw_acquire(lockcore_client *c, const char *resource, int write, struct lockcore_lock *lock)
+{
+    if (c == NULL)
+        return -EINVAL;
+    if (lock == NULL) {
+        lockcore__fmt(c->errmsg, sizeof(c->errmsg), "lock is NULL");
+        return -EINVAL;
+    }
+    int rc = lockcore__enter(c, "lockcore_rw_acquire");
+    if (rc < 0)
+        return rc;
+    struct lockcore__waiter w = {0};
+    struct op *op = rw_start(c, resource, write, lockcore__kinds_wake, &w, &rc);
+    if (op == NULL) {
+        lockcore__leave(c);
+        return rc;
+    }
+    rc = lockcore__kinds_wait(c, &w, lockcore__kinds_abort_op, op);
+    *lock = w.lock;
+    return rc;
+}
+
+int lockcore_rw_status(lockcore_client *c, const char *resource, struct lockcore_node_status *out, size_t cap)
+{
+    /* The status op carries the read flag: the readers' count comes back. */
+    return lockcore__kinds_status(c, "lockcore_rw_status", resource, LOCKCORE_LOCK_READ, out, cap);
+}

@@ -1,0 +1,1224 @@
+/* The lock kinds against real redis-server nodes: the counting semaphore,
+ * the multi-resource lock and the reentrant lock, each with many processes
+ * (fork), paused holders, node restarts, and a checker over a shared log of
+ * critical sections. */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "proc.h"
+#include "redis_harness.h"
+#include <lockcore/lockcore.h>
+
+#define NODES 5
+
+struct fixture {
+    struct rh_cluster *rc;
+    unsigned n;
+    const char *urls[NODES];
+    char url_buf[NODES][256];
+    char dir[256];
+    char log[300];
+};
+
+static int setup(void **state)
+{
+    struct fixture *f = calloc(1, sizeof(*f));
+    assert_non_null(f);
+    struct rh_options ro;
+    rh_options_init(&ro);
+    ro.persistent = 1; /* restarts keep the locks (appendfsync always) */
+    f->n = NODES;
+    assert_int_equal(rh_cluster_start(NODES, &ro, &f->rc), 0);
+    for (unsigned i = 0; i < f->n; i++) {
+        snprintf(f->url_buf[i], sizeof(f->url_buf[i]), "%s", rh_url(f->rc, (int)i));
+        f->urls[i] = f->url_buf[i];
+    }
+    assert_int_equal(rh_mkdtemp("kinds", f->dir, sizeof(f->dir)), 0);
+    snprintf(f->log, sizeof(f->log), "%s/sections.log", f->dir);
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    struct fixture *f = *state;
+    rh_cluster_free(f->rc);
+    rh_rmtree(f->dir);
+    free(f);
+    return 0;
+}
+
+struct tune {
+    uint64_t ttl_ms;
+    int retry_count;
+    uint64_t wait_ms;
+};
+
+static lockcore_client *client_on(const char *const *urls, unsigned n, const struct tune *t)
+{
+    struct lockcore_options o;
+    lockcore_options_init(&o);
+    o.nodes = urls;
+    o.n_nodes = n;
+    o.ttl_ms = t && t->ttl_ms ? t->ttl_ms : 2000;
+    o.retry_count = t ? t->retry_count : 0;
+    o.retry_delay_ms = 10;
+    o.retry_jitter_ms = 30;
+    o.wait_ms = t ? t->wait_ms : 0;
+    o.request_timeout_ms = 100;
+    lockcore_client *c = NULL;
+    char err[256];
+    if (lockcore_client_new(&o, &c, err, sizeof(err)) != 0) {
+        fprintf(stderr, "client: %s\n", err);
+        return NULL;
+    }
+    return c;
+}
+
+static uint64_t now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+/* ---- the shared log and its checker ----
+ * One line per critical section, appended with one write() to a file
+ * opened O_APPEND by every process: "I <res> <who> <enter_us> <end_us>
+ * <token>". end_us is when the holder left, or when its lease ran out if
+ * that came first (a paused holder): the time it held a valid lease. */
+
+static void log_section(const char *path, const char *res, int who, uint64_t enter, uint64_t end,
+                        uint64_t token)
+{
+    char line[700];
+    int len = snprintf(line, sizeof(line), "I %s %d %llu %llu %llu\n", res, who, (unsigned long long)enter,
+                       (unsigned long long)end, (unsigned long long)token);
+    int fd = open(path, O_WRONLY | O_APPEND | O_CREAT, 0644);
+    if (fd >= 0) {
+        if (write(fd, line, (size_t)len) != len)
+            perror("log write");
+        close(fd);
+    }
+}
+
+/* The end of a section: now, or the lease's end if that came first. */
+static uint64_t section_end(const struct lockcore_lock *l)
+{
+    uint64_t t = now_us(), until = l->valid_until_ms * 1000u;
+    return t < until ? t : until;
+}
+
+struct section {
+    char res[128];
+    int who;
+    uint64_t enter, end, token;
+};
+
+static size_t read_log(const char *path, struct section *s, size_t cap)
+{
+    FILE *fp = fopen(path, "r");
+    size_t n = 0;
+    if (fp == NULL)
+        return 0;
+    char line[800];
+    while (n < cap && fgets(line, sizeof(line), fp) != NULL) {
+        unsigned long long a, b, t;
+        if (sscanf(line, "I %127s %d %llu %llu %llu", s[n].res, &s[n].who, &a, &b, &t) == 5) {
+            s[n].enter = a;
+            s[n].end = b;
+            s[n].token = t;
+            n++;
+        }
+    }
+    fclose(fp);
+    return n;
+}
+
+/* The most sections whose res starts with prefix that overlap at any time
+ * (a section that ends when another begins does not overlap it). */
+static unsigned max_overlap(const struct section *s, size_t n, const char *prefix)
+{
+    unsigned best = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (strncmp(s[i].res, prefix, strlen(prefix)) != 0)
+            continue;
+        /* Sections open at s[i]'s start. */
+        unsigned open = 0;
+        for (size_t j = 0; j < n; j++)
+            if (strncmp(s[j].res, prefix, strlen(prefix)) == 0 && s[j].enter <= s[i].enter &&
+                s[j].end > s[i].enter)
+                open++;
+        if (open > best)
+            best = open;
+    }
+    return best;
+}
+
+/* Tokens of one resource: unique, and larger for a section that began
+ * after another ended (T1, T2 of docs/fencing.md). Returns the sections
+ * checked; fails the test on a violation. */
+static unsigned check_tokens(const struct section *s, size_t n, const char *res)
+{
+    unsigned count = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (strcmp(s[i].res, res) != 0)
+            continue;
+        count++;
+        assert_true(s[i].token > 0);
+        for (size_t j = 0; j < n; j++) {
+            if (j == i || strcmp(s[j].res, res) != 0)
+                continue;
+            if (s[i].token == s[j].token && s[i].who != s[j].who)
+                fail_msg("%s: token %llu granted twice", res, (unsigned long long)s[i].token);
+            if (s[i].end <= s[j].enter && s[i].token >= s[j].token)
+                fail_msg("%s: token %llu after %llu", res, (unsigned long long)s[j].token,
+                         (unsigned long long)s[i].token);
+        }
+    }
+    return count;
+}
+
+/* The checker must be able to fail: a log with 4 overlapping sections of
+ * a 3-permit room, and one with a token that goes back. */
+static void test_kinds_checker_sees_overlap(void **state)
+{
+    struct fixture *f = *state;
+    log_section(f->log, "r:permit:0", 1, 100, 200, 5);
+    log_section(f->log, "r:permit:1", 2, 150, 250, 6);
+    log_section(f->log, "r:permit:2", 3, 160, 260, 7);
+    log_section(f->log, "r:permit:0", 4, 199, 300, 8);
+    log_section(f->log, "r:permit:1", 5, 250, 300, 9);
+    struct section s[8];
+    size_t n = read_log(f->log, s, 8);
+    assert_int_equal(n, 5);
+    assert_int_equal(max_overlap(s, n, "r:permit:"), 4);
+    assert_int_equal(max_overlap(s, n, "r:permit:1"), 1);
+    assert_int_equal(check_tokens(s, n, "r:permit:0"), 2);
+}
+
+/* ---- processes ---- */
+
+/* Fork a child that runs fn(arg, who) and _exits with its result: no
+ * atexit handler of the test (which stops the nodes) runs in it. */
+static pid_t spawn(int (*fn)(struct fixture *, int), struct fixture *f, int who)
+{
+    pid_t parent = getpid();
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (getppid() != parent)
+            _exit(99);
+        _exit(fn(f, who));
+    }
+    return pid;
+}
+
+/* Wait for every pid, up to deadline_ms in all; returns how many exited 0.
+ * Those still running are killed. */
+static int reap(pid_t *pids, int n, long deadline_ms)
+{
+    long long end = hp_now_ms() + deadline_ms;
+    int ok = 0;
+    for (int i = 0; i < n; i++) {
+        int st = 0;
+        long long left = end - hp_now_ms();
+        int rc = hp_wait(pids[i], left > 0 ? (int)left : 1, &st);
+        if (rc != 0) {
+            fprintf(stderr, "child %d did not end in time\n", i);
+            hp_signal(pids[i], SIGKILL, 1000);
+            continue;
+        }
+        if (WIFEXITED(st) && WEXITSTATUS(st) == 0)
+            ok++;
+        else
+            fprintf(stderr, "child %d: status %d\n", i, st);
+    }
+    return ok;
+}
+
+/* Wait until the log has at least n lines starting with prefix "R <who>"
+ * (a ready mark), up to ms. */
+static int wait_mark(const char *path, const char *mark, long ms)
+{
+    long long end = hp_now_ms() + ms;
+    while (hp_now_ms() < end) {
+        FILE *fp = fopen(path, "r");
+        if (fp != NULL) {
+            char line[800];
+            while (fgets(line, sizeof(line), fp) != NULL) {
+                if (strncmp(line, mark, strlen(mark)) == 0) {
+                    fclose(fp);
+                    return 0;
+                }
+            }
+            fclose(fp);
+        }
+        hp_sleep_ms(10);
+    }
+    return -ETIMEDOUT;
+}
+
+static void mark(const char *path, const char *text)
+{
+    int fd = open(path, O_WRONLY | O_APPEND | O_CREAT, 0644);
+    if (fd >= 0) {
+        if (write(fd, text, strlen(text)) < 0)
+            perror("mark");
+        close(fd);
+    }
+}
+
+/* ---- counting semaphore ---- */
+
+#define ROOM "room-42"
+#define ROOM_PERMITS 3
+#define JOINERS 30
+
+/* Seed 004's room: join (a permit), stay a moment, leave. */
+static int sem_joiner(struct fixture *f, int who)
+{
+    struct tune t = {.ttl_ms = 2000, .retry_count = -1, .wait_ms = 40000};
+    lockcore_client *c = client_on(f->urls, f->n, &t);
+    if (c == NULL)
+        return 2;
+    struct lockcore_lock l;
+    int rc = lockcore_sem_acquire(c, ROOM, ROOM_PERMITS, &l);
+    if (rc != 0) {
+        fprintf(stderr, "joiner %d: %s: %s\n", who, lockcore_strerror(rc), lockcore_errmsg(c));
+        lockcore_client_free(c);
+        return 3;
+    }
+    uint64_t enter = now_us();
+    hp_sleep_ms(30);
+    uint64_t end = section_end(&l);
+    log_section(f->log, l.resource, who, enter, end, l.token);
+    rc = (l.flags & LOCKCORE_LOCK_PERMIT) && strncmp(l.resource, ROOM ":permit:", 13) == 0 ? 0 : 4;
+    lockcore_release(c, &l);
+    lockcore_client_free(c);
+    return rc;
+}
+
+/* Holds a permit, is stopped past its TTL by the test, and must find its
+ * permit lost when it runs again: its section ends at its lease's end. */
+static int sem_pauser(struct fixture *f, int who)
+{
+    struct tune t = {.ttl_ms = 500, .retry_count = -1, .wait_ms = 10000};
+    lockcore_client *c = client_on(f->urls, f->n, &t);
+    if (c == NULL)
+        return 2;
+    struct lockcore_lock l;
+    if (lockcore_sem_acquire(c, ROOM, ROOM_PERMITS, &l) != 0)
+        return 3;
+    uint64_t enter = now_us();
+    mark(f->log, "R pauser\n");
+    hp_sleep_ms(2500); /* stopped in here for longer than the TTL */
+    uint64_t end = section_end(&l);
+    log_section(f->log, l.resource, who, enter, end, l.token);
+    int lost = lockcore_remaining_ms(&l) == 0 && lockcore_extend(c, &l, 0) == LOCKCORE_ELOST;
+    lockcore_client_free(c);
+    return lost ? 0 : 5;
+}
+
+static void test_kinds_sem_room_of_three_with_faults(void **state)
+{
+    struct fixture *f = *state;
+    pid_t pids[JOINERS + 1];
+    pids[JOINERS] = spawn(sem_pauser, f, 1000);
+    assert_int_equal(wait_mark(f->log, "R pauser", 10000), 0);
+    assert_int_equal(kill(pids[JOINERS], SIGSTOP), 0);
+    /* 30 join at once while one permit is held by a stopped process. */
+    for (int i = 0; i < JOINERS; i++)
+        pids[i] = spawn(sem_joiner, f, i);
+    hp_sleep_ms(200);
+    assert_int_equal(rh_restart(f->rc, 1, 1), 0);
+    hp_sleep_ms(300);
+    assert_int_equal(rh_restart(f->rc, 3, 1), 0);
+    hp_sleep_ms(1000); /* well past the pauser's 500 ms TTL */
+    assert_int_equal(kill(pids[JOINERS], SIGCONT), 0);
+    assert_int_equal(reap(pids, JOINERS + 1, 60000), JOINERS + 1);
+
+    struct section s[JOINERS + 8];
+    size_t n = read_log(f->log, s, JOINERS + 8);
+    assert_int_equal(n, JOINERS + 1);
+    unsigned most = max_overlap(s, n, ROOM ":permit:");
+    fprintf(stderr, "room of %d: at most %u inside at once\n", ROOM_PERMITS, most);
+    assert_true(most <= ROOM_PERMITS);
+    assert_true(most >= 2); /* the run did contend */
+    for (int p = 0; p < ROOM_PERMITS; p++) {
+        char res[64];
+        snprintf(res, sizeof(res), ROOM ":permit:%d", p);
+        check_tokens(s, n, res);
+    }
+}
+
+/* Each process enters and leaves the room several times; the room's status
+ * shows the permits held. */
+static void test_kinds_sem_status_shows_permits(void **state)
+{
+    struct fixture *f = *state;
+    struct tune t = {.ttl_ms = 5000, .retry_count = 0};
+    lockcore_client *c = client_on(f->urls, f->n, &t);
+    assert_non_null(c);
+    struct lockcore_lock l[3];
+    assert_int_equal(lockcore_sem_acquire(c, "hall", 2, &l[0]), 0);
+    assert_int_equal(lockcore_sem_acquire(c, "hall", 2, &l[1]), 0);
+    assert_string_not_equal(l[0].resource, l[1].resource);
+    assert_int_equal(lockcore_sem_acquire(c, "hall", 2, &l[2]), LOCKCORE_ELOCKED);
+    assert_string_equal(l[2].id, "");
+    struct lockcore_permit_status ps[2];
+    assert_int_equal(lockcore_sem_status(c, "hall", 2, ps, 2), 2);
+    for (int p = 0; p < 2; p++) {
+        assert_int_equal(ps[p].held, 1);
+        assert_int_equal(ps[p].nodes, NODES);
+        assert_true(ps[p].pttl_ms > 0);
+        assert_true(ps[p].fence > 0);
+        int mine = strcmp(ps[p].holder, l[0].id) == 0 || strcmp(ps[p].holder, l[1].id) == 0;
+        assert_true(mine);
+    }
+    /* A permit is an ordinary lock: a keep-alive extends it, a release
+     * frees it for the next. */
+    lockcore_keepalive *ka;
+    assert_int_equal(lockcore_keepalive_start(c, &l[0], 0, 0, NULL, NULL, &ka), 0);
+    lockcore_keepalive_stop(ka);
+    assert_int_equal(lockcore_extend(c, &l[1], 0), 0);
+    assert_int_equal(lockcore_release(c, &l[1]), 0);
+    assert_int_equal(lockcore_sem_status(c, "hall", 2, ps, 2), 1);
+    assert_int_equal(lockcore_sem_acquire(c, "hall", 2, &l[2]), 0);
+    assert_string_equal(l[2].resource, l[1].resource);
+    assert_true(l[2].token > l[1].token);
+    assert_int_equal(lockcore_sem_acquire(c, "hall", 0, &l[2]), -EINVAL);
+    lockcore_client_free(c);
+}
+
+/* The non-blocking form: several acquisitions of one client in flight. */
+struct sem_count {
+    int done, ok, locked;
+    struct lockcore_lock held[8];
+};
+
+static void sem_cb(lockcore_client *c, int rc, const struct lockcore_lock *lock, void *arg)
+{
+    (void)c;
+    struct sem_count *k = arg;
+    k->done++;
+    if (rc == 0)
+        k->held[k->ok++] = *lock;
+    else if (rc == LOCKCORE_ELOCKED)
+        k->locked++;
+}
+
+static void test_kinds_sem_async_in_flight(void **state)
+{
+    struct fixture *f = *state;
+    struct tune t = {.ttl_ms = 5000, .retry_count = 1};
+    lockcore_client *c = client_on(f->urls, f->n, &t);
+    assert_non_null(c);
+    struct sem_count k = {0};
+    for (int i = 0; i < 5; i++)
+        assert_int_equal(lockcore_sem_acquire_async(c, "lobby", 3, sem_cb, &k), 0);
+    long long end = hp_now_ms() + 10000;
+    while (k.done < 5 && hp_now_ms() < end)
+        assert_true(lockcore_run(c, 100) >= 0);
+    assert_int_equal(k.done, 5);
+    assert_int_equal(k.ok, 3);
+    assert_int_equal(k.locked, 2);
+    for (int i = 0; i < k.ok; i++)
+        assert_int_equal(lockcore_release(c, &k.held[i]), 0);
+    /* Freed with a round pending: the callback runs with ECANCELED. */
+    struct sem_count k2 = {0};
+    struct lockcore_lock a, b;
+    assert_int_equal(lockcore_sem_acquire(c, "lobby2", 1, &a), 0);
+    (void)b;
+    assert_int_equal(lockcore_sem_acquire_async(c, "lobby2", 1, sem_cb, &k2), 0);
+    lockcore_run(c, 50);
+    lockcore_client_free(c);
+    assert_int_equal(k2.done, 1);
+    assert_int_equal(k2.ok, 0);
+}
+
+/* The 3 x 3 <= 2 x 5 case. Five nodes, a semaphore of 2 permits, three
+ * clients that each reach a different three of the nodes (the other two
+ * are addresses nobody listens on, a partition as each client sees it):
+ * A {0,1,2}, B {2,3,4}, C {0,1,3}. No node is reached by more than two of
+ * them, so a semaphore that counts holders per node and takes a majority
+ * admits all three; the permit design admits two. */
+static const int reach[3][3] = {{0, 1, 2}, {2, 3, 4}, {0, 1, 3}};
+
+static lockcore_client *partitioned_client(struct fixture *f, int who, char urls[NODES][256])
+{
+    const char *u[NODES];
+    for (int i = 0; i < NODES; i++) {
+        int in = reach[who][0] == i || reach[who][1] == i || reach[who][2] == i;
+        if (in)
+            snprintf(urls[i], 256, "%s", f->urls[i]);
+        else
+            snprintf(urls[i], 256, "127.0.0.1:%d", rh_free_port());
+        u[i] = urls[i];
+    }
+    struct tune t = {.ttl_ms = 5000, .retry_count = 0};
+    return client_on(u, NODES, &t);
+}
+
+static void test_kinds_sem_counting_would_admit_three(void **state)
+{
+    struct fixture *f = *state;
+    /* First the counting design, run by hand: each node admits while it
+     * counts fewer than 2 holders; a client is in with 3 of 5 nodes. */
+    int admitted = 0;
+    for (int who = 0; who < 3; who++) {
+        int yes = 0;
+        for (int k = 0; k < 3; k++) {
+            redisReply *r = rh_command(f->rc, reach[who][k], "EVAL %s 1 counted %d",
+                                       "if redis.call('SCARD', KEYS[1]) < 2 then "
+                                       "return redis.call('SADD', KEYS[1], ARGV[1]) end return 0",
+                                       who);
+            assert_non_null(r);
+            yes += r->type == REDIS_REPLY_INTEGER && r->integer == 1;
+            freeReplyObject(r);
+        }
+        admitted += yes >= 3;
+    }
+    assert_int_equal(admitted, 3);
+
+    /* Then the permits, in every order of arrival and at once. */
+    static const int orders[6][3] = {{0, 1, 2}, {0, 2, 1}, {1, 0, 2}, {1, 2, 0}, {2, 0, 1}, {2, 1, 0}};
+    for (int o = 0; o < 7; o++) {
+        lockcore_client *c[3];
+        char urls[3][NODES][256];
+        for (int w = 0; w < 3; w++) {
+            c[w] = partitioned_client(f, w, urls[w]);
+            assert_non_null(c[w]);
+        }
+        struct lockcore_lock l[3];
+        int rc[3], held = 0;
+        if (o < 6) {
+            for (int k = 0; k < 3; k++) {
+                int w = orders[o][k];
+                rc[w] = lockcore_sem_acquire(c[w], "split", 2, &l[w]);
+            }
+        } else {
+            struct sem_count k[3] = {{0}};
+            for (int w = 0; w < 3; w++)
+                assert_int_equal(lockcore_sem_acquire_async(c[w], "split", 2, sem_cb, &k[w]), 0);
+            long long end = hp_now_ms() + 5000;
+            while ((k[0].done + k[1].done + k[2].done) < 3 && hp_now_ms() < end)
+                for (int w = 0; w < 3; w++)
+                    lockcore_run(c[w], 5);
+            for (int w = 0; w < 3; w++) {
+                assert_int_equal(k[w].done, 1);
+                rc[w] = k[w].ok ? 0 : LOCKCORE_ELOCKED;
+                if (k[w].ok)
+                    l[w] = k[w].held[0];
+            }
+        }
+        for (int w = 0; w < 3; w++)
+            held += rc[w] == 0;
+        fprintf(stderr, "order %d: %d of 3 hold a permit of 2\n", o, held);
+        assert_true(held <= 2);
+        if (o < 6)
+            assert_int_equal(held, 2); /* the first two in always get one */
+        for (int w = 0; w < 3; w++) {
+            if (rc[w] == 0)
+                assert_int_equal(lockcore_release(c[w], &l[w]), 0);
+            lockcore_client_free(c[w]);
+        }
+    }
+}
+
+/* ---- multi-resource ---- */
+
+static const char *const sets[4][2] = {
+    {"acct:a", "acct:b"}, {"acct:b", "acct:a"}, {"acct:b", "acct:c"}, {"acct:c", "acct:b"}};
+
+/* Takes its set (in its own order) or a single resource, many times. */
+static int multi_worker(struct fixture *f, int who)
+{
+    struct tune t = {.ttl_ms = 2000, .retry_count = -1, .wait_ms = 30000};
+    lockcore_client *c = client_on(f->urls, f->n, &t);
+    if (c == NULL)
+        return 2;
+    int rcode = 0;
+    for (int it = 0; it < 12 && rcode == 0; it++) {
+        struct lockcore_lock l;
+        int single = who >= 8;
+        const char *one[1] = {who == 8 ? "acct:a" : who == 9 ? "acct:b" : "acct:c"};
+        int rc = single ? lockcore_acquire(c, one[0], &l)
+                        : lockcore_multi_acquire(c, (const char *const *)sets[who % 4], 2, &l);
+        if (rc != 0) {
+            fprintf(stderr, "worker %d: %s: %s\n", who, lockcore_strerror(rc), lockcore_errmsg(c));
+            rcode = 3;
+            break;
+        }
+        uint64_t enter = now_us();
+        hp_sleep_ms(3);
+        uint64_t end = section_end(&l);
+        if (single) {
+            log_section(f->log, one[0], who, enter, end, l.token);
+        } else {
+            log_section(f->log, sets[who % 4][0], who, enter, end, l.token);
+            log_section(f->log, sets[who % 4][1], who, enter, end, l.token);
+            if (!(l.flags & LOCKCORE_LOCK_MULTI))
+                rcode = 4;
+        }
+        /* A release that misses its majority (a node restarting, a slow
+         * machine) leaves keys to expire: not what is checked here. */
+        lockcore_release(c, &l);
+    }
+    lockcore_client_free(c);
+    return rcode;
+}
+
+/* Holds {a, b}, is stopped past its TTL, must find it lost. */
+static int multi_pauser(struct fixture *f, int who)
+{
+    struct tune t = {.ttl_ms = 500, .retry_count = -1, .wait_ms = 10000};
+    lockcore_client *c = client_on(f->urls, f->n, &t);
+    if (c == NULL)
+        return 2;
+    struct lockcore_lock l;
+    if (lockcore_multi_acquire(c, (const char *const *)sets[0], 2, &l) != 0)
+        return 3;
+    uint64_t enter = now_us();
+    mark(f->log, "R pauser\n");
+    hp_sleep_ms(2500);
+    uint64_t end = section_end(&l);
+    log_section(f->log, "acct:a", who, enter, end, l.token);
+    log_section(f->log, "acct:b", who, enter, end, l.token);
+    int lost = lockcore_remaining_ms(&l) == 0 && lockcore_extend(c, &l, 0) == LOCKCORE_ELOST;
+    lockcore_client_free(c);
+    return lost ? 0 : 5;
+}
+
+static void test_kinds_multi_overlapping_sets_with_faults(void **state)
+{
+    struct fixture *f = *state;
+    enum { W = 11 };
+    pid_t pids[W + 1];
+    pids[W] = spawn(multi_pauser, f, 100);
+    assert_int_equal(wait_mark(f->log, "R pauser", 10000), 0);
+    assert_int_equal(kill(pids[W], SIGSTOP), 0);
+    for (int i = 0; i < W; i++)
+        pids[i] = spawn(multi_worker, f, i);
+    hp_sleep_ms(300);
+    assert_int_equal(rh_restart(f->rc, 2, 1), 0);
+    hp_sleep_ms(700);
+    assert_int_equal(kill(pids[W], SIGCONT), 0);
+    /* Opposite orders of the same set never deadlock: everyone ends. */
+    assert_int_equal(reap(pids, W + 1, 90000), W + 1);
+
+    enum { MAXS = 400 };
+    struct section *s = calloc(MAXS, sizeof(*s));
+    assert_non_null(s);
+    size_t n = read_log(f->log, s, MAXS);
+    assert_int_equal(n, 8 * 12 * 2 + 3 * 12 + 2);
+    const char *res[3] = {"acct:a", "acct:b", "acct:c"};
+    for (int r = 0; r < 3; r++) {
+        unsigned most = max_overlap(s, n, res[r]);
+        unsigned k = check_tokens(s, n, res[r]);
+        fprintf(stderr, "%s: %u sections, at most %u at once\n", res[r], k, most);
+        assert_int_equal(most, 1);
+    }
+    free(s);
+}
+
+/* A failed attempt leaves nothing: {a, b} while b is held sets a nowhere,
+ * even on the nodes where only a was free. */
+static void test_kinds_multi_no_partial_hold(void **state)
+{
+    struct fixture *f = *state;
+    struct tune t = {.ttl_ms = 5000, .retry_count = 1};
+    lockcore_client *c = client_on(f->urls, f->n, &t);
+    assert_non_null(c);
+    struct lockcore_lock b, ab;
+    assert_int_equal(lockcore_acquire(c, "p:b", &b), 0);
+    /* b also disappears from two nodes: there, the set is free. */
+    for (int i = 0; i < 2; i++)
+        freeReplyObject(rh_command(f->rc, i, "DEL p:b"));
+    const char *set[] = {"p:a", "p:b"};
+    assert_int_equal(lockcore_multi_acquire(c, set, 2, &ab), LOCKCORE_ELOCKED);
+    hp_sleep_ms(50); /* the rollback is sent behind the attempt */
+    for (int i = 0; i < NODES; i++)
+        assert_int_equal(rh_pttl(f->rc, i, "p:a"), -2);
+    assert_int_equal(lockcore_release(c, &b), 0);
+    /* Bad sets. */
+    const char *dup[] = {"x", "x"};
+    assert_int_equal(lockcore_multi_acquire(c, dup, 2, &ab), -EINVAL);
+    const char *nl[] = {"x\ny"};
+    assert_int_equal(lockcore_multi_acquire(c, nl, 1, &ab), -EINVAL);
+    assert_int_equal(lockcore_multi_acquire(c, set, 0, &ab), -EINVAL);
+    lockcore_client_free(c);
+}
+
+/* One token for the set, stored in every fence key; single and multi
+ * grants of one resource keep its tokens unique and growing, and a
+ * keep-alive extends every key of the set. */
+static void test_kinds_multi_tokens_mix_with_single(void **state)
+{
+    struct fixture *f = *state;
+    struct tune t = {.ttl_ms = 3000, .retry_count = 0};
+    lockcore_client *c = client_on(f->urls, f->n, &t);
+    assert_non_null(c);
+    /* b's fence far ahead of a's: the multi token must pass both. */
+    struct lockcore_lock l, m;
+    char far[32];
+    snprintf(far, sizeof(far), "%llu", 4000000000000000ULL);
+    for (int i = 0; i < NODES; i++) {
+        redisReply *r = rh_command(f->rc, i, "SET {t:b}:fence %s", far);
+        freeReplyObject(r);
+    }
+    uint64_t last_a = 0, last_b = 0;
+    for (int round = 0; round < 4; round++) {
+        assert_int_equal(lockcore_acquire(c, "t:a", &l), 0);
+        assert_true(l.token > last_a);
+        last_a = l.token;
+        assert_int_equal(lockcore_release(c, &l), 0);
+        const char *set[] = {"t:a", "t:b", "t:c"};
+        assert_int_equal(lockcore_multi_acquire(c, set, 3, &m), 0);
+        assert_true(m.token > last_a);
+        assert_true(m.token > last_b);
+        assert_true(m.token > 4000000000000000ULL);
+        assert_string_equal(m.resource, "t:a\nt:b\nt:c");
+        last_a = last_b = m.token;
+        /* Stored in every fence key of the set on a majority. */
+        hp_sleep_ms(100); /* granted at a majority: the others may still be running it */
+        char want[32], got[64];
+        snprintf(want, sizeof(want), "%llu", (unsigned long long)m.token);
+        const char *fk[] = {"{t:a}:fence", "{t:b}:fence", "{t:c}:fence"};
+        for (int k = 0; k < 3; k++) {
+            unsigned same = 0;
+            for (int i = 0; i < NODES; i++) {
+                rh_get(f->rc, i, fk[k], got, sizeof(got));
+                same += strcmp(got, want) == 0;
+                rh_get(f->rc, i, set[k], got, sizeof(got));
+                assert_string_equal(got, m.id); /* plain keys, the id as value */
+            }
+            assert_true(same >= 3);
+        }
+        /* A single of a member is excluded while the set is held. */
+        assert_int_equal(lockcore_acquire(c, "t:b", &l), LOCKCORE_ELOCKED);
+        lockcore_keepalive *ka;
+        assert_int_equal(lockcore_extend(c, &m, 600), 0);
+        assert_int_equal(lockcore_keepalive_start(c, &m, 600, 300, NULL, NULL, &ka), 0);
+        long long end = hp_now_ms() + 1000;
+        while (hp_now_ms() < end)
+            lockcore_run(c, 50);
+        assert_true(lockcore_keepalive_extensions(ka) >= 2);
+        assert_int_equal(lockcore_keepalive_get(ka, &m), 0);
+        lockcore_keepalive_stop(ka);
+        for (int i = 0; i < NODES; i++)
+            assert_true(rh_pttl(f->rc, i, "t:c") > 0);
+        assert_int_equal(lockcore_release(c, &m), 0);
+        for (int i = 0; i < NODES; i++)
+            assert_int_equal(rh_pttl(f->rc, i, "t:c"), -2);
+        assert_int_equal(lockcore_acquire(c, "t:b", &l), 0);
+        assert_true(l.token > last_b);
+        last_b = l.token;
+        assert_int_equal(lockcore_release(c, &l), 0);
+    }
+    lockcore_client_free(c);
+}
+
+/* ---- reentrant ---- */
+
+static void test_kinds_reentrant_counts_holds(void **state)
+{
+    struct fixture *f = *state;
+    struct tune t = {.ttl_ms = 3000, .retry_count = 0};
+    lockcore_client *c = client_on(f->urls, f->n, &t);
+    lockcore_client *other = client_on(f->urls, f->n, &t);
+    assert_non_null(c);
+    assert_non_null(other);
+    struct lockcore_lock outer, inner[3], x;
+    struct lockcore_node_status st[NODES];
+    assert_int_equal(lockcore_reentrant_acquire(c, "doc:7", NULL, &outer), 0);
+    assert_true(outer.flags & LOCKCORE_LOCK_REENTRANT);
+    for (int d = 0; d < 3; d++) {
+        assert_int_equal(lockcore_reentrant_acquire(c, "doc:7", outer.id, &inner[d]), 0);
+        assert_string_equal(inner[d].id, outer.id);
+        assert_int_equal(inner[d].token, outer.token);
+        assert_int_equal(lockcore_reentrant_status(c, "doc:7", st, NODES), NODES);
+        for (int i = 0; i < NODES; i++) {
+            assert_int_equal(st[i].holds, (unsigned)d + 2);
+            assert_string_equal(st[i].holder, outer.id); /* the key's value stays the id */
+        }
+        /* Another owner stays out, plain or reentrant. */
+        assert_int_equal(lockcore_acquire(other, "doc:7", &x), LOCKCORE_ELOCKED);
+        assert_int_equal(lockcore_reentrant_acquire(other, "doc:7", NULL, &x), LOCKCORE_ELOCKED);
+    }
+    /* A keep-alive of the outer hold keeps the count's key alive too. */
+    assert_int_equal(lockcore_extend(c, &outer, 5000), 0);
+    hp_sleep_ms(100); /* decided at a majority: the others may still be running it */
+    for (int i = 0; i < NODES; i++) {
+        assert_true(rh_pttl(f->rc, i, "{doc:7}:holds") > 3000);
+        assert_true(rh_pttl(f->rc, i, "doc:7") > 3000);
+    }
+    for (int d = 2; d >= 0; d--) {
+        assert_int_equal(lockcore_release(c, &inner[d]), 0);
+        assert_int_equal(lockcore_reentrant_status(c, "doc:7", st, NODES), NODES);
+        assert_int_equal(st[0].holds, (unsigned)d + 1);
+        assert_int_equal(lockcore_acquire(other, "doc:7", &x), LOCKCORE_ELOCKED);
+    }
+    assert_int_equal(lockcore_release(c, &outer), 0);
+    assert_int_equal(lockcore_reentrant_status(c, "doc:7", st, NODES), NODES);
+    assert_int_equal(st[0].holds, 0);
+    assert_string_equal(st[0].holder, "");
+    assert_int_equal(rh_pttl(f->rc, 0, "{doc:7}:holds"), -2);
+    assert_int_equal(lockcore_acquire(other, "doc:7", &x), 0);
+    assert_true(x.token > outer.token);
+    /* The id of a hold that is gone acquires afresh, with a new token. */
+    assert_int_equal(lockcore_release(other, &x), 0);
+    assert_int_equal(lockcore_reentrant_acquire(c, "doc:7", outer.id, &inner[0]), 0);
+    assert_true(inner[0].token > x.token);
+    assert_int_equal(lockcore_release(c, &inner[0]), 0);
+    assert_int_equal(lockcore_reentrant_acquire(c, "doc:7", "xyz", &x), -EINVAL);
+    lockcore_client_free(other);
+    lockcore_client_free(c);
+}
+
+/* Processes that each nest three holds of one resource: one owner at a
+ * time, the same token at every depth. */
+static int reentrant_worker(struct fixture *f, int who)
+{
+    struct tune t = {.ttl_ms = 2000, .retry_count = -1, .wait_ms = 30000};
+    lockcore_client *c = client_on(f->urls, f->n, &t);
+    if (c == NULL)
+        return 2;
+    int rcode = 0;
+    for (int it = 0; it < 8 && rcode == 0; it++) {
+        struct lockcore_lock outer, in1, in2;
+        if (lockcore_reentrant_acquire(c, "nest", NULL, &outer) != 0) {
+            rcode = 3;
+            break;
+        }
+        uint64_t enter = now_us();
+        int r1 = lockcore_reentrant_acquire(c, "nest", outer.id, &in1);
+        int r2 = lockcore_reentrant_acquire(c, "nest", outer.id, &in2);
+        if (r1 != 0 || r2 != 0 || in1.token != outer.token || in2.token != outer.token) {
+            fprintf(stderr, "worker %d: nested: %d %d tokens %llu %llu %llu: %s\n", who, r1, r2,
+                    (unsigned long long)outer.token, (unsigned long long)in1.token,
+                    (unsigned long long)in2.token, lockcore_errmsg(c));
+            fprintf(stderr, "  id %s attempts %u %u %u nodes_ok %u %u %u\n", outer.id, outer.attempts,
+                    in1.attempts, in2.attempts, outer.nodes_ok, in1.nodes_ok, in2.nodes_ok);
+            for (int i = 0; i < NODES; i++) {
+                redisReply *r = rh_command(f->rc, i, "HGETALL {nest}:holds");
+                char v[64];
+                rh_get(f->rc, i, "nest", v, sizeof(v));
+                fprintf(stderr, "  node %d: %s n=%s t=%s\n", i, v,
+                        r && r->elements >= 2 ? r->element[1]->str : "-",
+                        r && r->elements >= 4 ? r->element[3]->str : "-");
+                freeReplyObject(r);
+            }
+            rcode = 4;
+        }
+        lockcore_release(c, &in2);
+        lockcore_release(c, &in1);
+        hp_sleep_ms(2); /* still held by the outer hold */
+        log_section(f->log, "nest", who, enter, section_end(&outer), outer.token);
+        lockcore_release(c, &outer);
+    }
+    lockcore_client_free(c);
+    return rcode;
+}
+
+static void test_kinds_reentrant_processes_with_restart(void **state)
+{
+    struct fixture *f = *state;
+    enum { W = 6 };
+    pid_t pids[W];
+    for (int i = 0; i < W; i++)
+        pids[i] = spawn(reentrant_worker, f, i);
+    hp_sleep_ms(300);
+    assert_int_equal(rh_restart(f->rc, 4, 1), 0);
+    assert_int_equal(reap(pids, W, 60000), W);
+    struct section s[W * 8 + 4];
+    size_t n = read_log(f->log, s, W * 8 + 4);
+    assert_int_equal(n, W * 8);
+    assert_int_equal(max_overlap(s, n, "nest"), 1);
+    check_tokens(s, n, "nest");
+}
+
+/* A kind's release tells the plain waiters of its resources, as a plain
+ * release does: a notified waiter (LOCKCORE_WAIT_NOTIFY) of a member of a
+ * set, or of a reentrant lock, gets the lock within a few ms of the last
+ * release, not when its wait for the holder's TTL ends (up to a second). */
+struct waited {
+    int done, rc;
+    long long at;
+    struct lockcore_lock lock;
+};
+
+static void waited_cb(lockcore_client *c, int rc, const struct lockcore_lock *lock, void *arg)
+{
+    (void)c;
+    struct waited *w = arg;
+    w->done = 1;
+    w->rc = rc;
+    w->at = hp_now_ms();
+    w->lock = *lock;
+}
+
+static long long wake_after_release(lockcore_client *holder, struct lockcore_lock *held,
+                                    lockcore_client *waiter, const char *resource)
+{
+    struct waited w = {0};
+    assert_int_equal(lockcore_acquire_async(waiter, resource, waited_cb, &w), 0);
+    long long end = hp_now_ms() + 300;
+    while (hp_now_ms() < end)
+        lockcore_run(waiter, 20); /* refused, then waiting for a notice */
+    assert_int_equal(w.done, 0);
+    long long released = hp_now_ms();
+    assert_int_equal(lockcore_release(holder, held), 0);
+    end = hp_now_ms() + 5000;
+    while (!w.done && hp_now_ms() < end)
+        lockcore_run(waiter, 20);
+    assert_int_equal(w.done, 1);
+    assert_int_equal(w.rc, 0);
+    assert_int_equal(lockcore_release(waiter, &w.lock), 0);
+    return w.at - released;
+}
+
+static void test_kinds_release_tells_plain_waiters(void **state)
+{
+    struct fixture *f = *state;
+    /* Both clients notified (a polling client's release tells nobody, as
+     * a plain one); the waiter's polling alone would take 2 s. */
+    struct lockcore_options o;
+    lockcore_options_init(&o);
+    o.nodes = f->urls;
+    o.n_nodes = f->n;
+    o.ttl_ms = 10000;
+    o.retry_count = -1;
+    o.wait_ms = 8000;
+    o.retry_delay_ms = 2000;
+    o.request_timeout_ms = 100;
+    o.wait_mode = LOCKCORE_WAIT_NOTIFY;
+    lockcore_client *w = NULL, *c = NULL;
+    char err[256];
+    assert_int_equal(lockcore_client_new(&o, &w, err, sizeof(err)), 0);
+    assert_int_equal(lockcore_client_new(&o, &c, err, sizeof(err)), 0);
+    const char *set[] = {"q:a", "q:b"};
+    struct lockcore_lock m, r1, r2;
+    assert_int_equal(lockcore_multi_acquire(c, set, 2, &m), 0);
+    long long ms = wake_after_release(c, &m, w, "q:b");
+    fprintf(stderr, "plain waiter of a set's member granted %lld ms after the release\n", ms);
+    assert_true(ms < 200);
+    assert_int_equal(lockcore_reentrant_acquire(c, "q:r", NULL, &r1), 0);
+    assert_int_equal(lockcore_reentrant_acquire(c, "q:r", r1.id, &r2), 0);
+    assert_int_equal(lockcore_release(c, &r2), 0); /* one hold left: no notice */
+    ms = wake_after_release(c, &r1, w, "q:r");
+    fprintf(stderr, "plain waiter of a reentrant lock granted %lld ms after the last release\n", ms);
+    assert_true(ms < 200);
+    lockcore_client_free(w);
+    lockcore_client_free(c);
+}
+
+/* ---- read-write ---- */
+
+static void test_kinds_rw_readers_share_writer_waits(void **state)
+{
+    struct fixture *f = *state;
+    struct tune t = {.ttl_ms = 3000, .retry_count = 0};
+    lockcore_client *c = client_on(f->urls, f->n, &t);
+    assert_non_null(c);
+    struct lockcore_lock r1, r2, r3, w, w2;
+    assert_int_equal(lockcore_rw_acquire(c, "doc", 0, &r1), 0);
+    assert_int_equal(lockcore_rw_acquire(c, "doc", 0, &r2), 0);
+    assert_true(r1.flags & LOCKCORE_LOCK_READ);
+    assert_int_equal(r1.token, 0); /* no write was ever granted */
+    struct lockcore_node_status st[NODES];
+    hp_sleep_ms(50); /* granted at a majority: the others may still be running it */
+    assert_int_equal(lockcore_rw_status(c, "doc", st, NODES), NODES);
+    for (int i = 0; i < NODES; i++) {
+        assert_int_equal(st[i].holds, 2); /* two live readers */
+        assert_string_equal(st[i].holder, "");
+    }
+    /* A writer is refused while readers hold; while it waits, new readers
+     * are refused too: a stream of readers cannot starve it. */
+    assert_int_equal(lockcore_rw_acquire(c, "doc", 1, &w), LOCKCORE_ELOCKED);
+    assert_int_equal(lockcore_rw_acquire(c, "doc", 0, &r3), 0); /* it gave up: no intent left */
+    assert_int_equal(lockcore_release(c, &r3), 0);
+    struct tune tw = {.ttl_ms = 3000, .retry_count = -1, .wait_ms = 5000};
+    lockcore_client *cw = client_on(f->urls, f->n, &tw);
+    assert_non_null(cw);
+    struct waited ww = {0};
+    assert_int_equal(lockcore_rw_acquire_async(cw, "doc", 1, waited_cb, &ww), 0);
+    long long until = hp_now_ms() + 300;
+    while (hp_now_ms() < until)
+        lockcore_run(cw, 20);
+    assert_int_equal(ww.done, 0);
+    assert_int_equal(lockcore_rw_acquire(c, "doc", 0, &r3), LOCKCORE_ELOCKED);
+    assert_int_equal(lockcore_extend(c, &r1, 3000), 0);
+    assert_int_equal(lockcore_release(c, &r1), 0);
+    assert_int_equal(lockcore_release(c, &r2), 0);
+    until = hp_now_ms() + 3000;
+    while (!ww.done && hp_now_ms() < until)
+        lockcore_run(cw, 20);
+    assert_int_equal(ww.rc, 0);
+    w = ww.lock;
+    assert_true(w.flags & LOCKCORE_LOCK_WRITE);
+    assert_true(w.token > 0);
+    assert_int_equal(lockcore_rw_acquire(c, "doc", 0, &r3), LOCKCORE_ELOCKED);
+    assert_int_equal(lockcore_acquire(c, "doc", &w2), LOCKCORE_ELOCKED);
+    assert_int_equal(lockcore_extend(cw, &w, 3000), 0);
+    assert_int_equal(lockcore_release(cw, &w), 0);
+    lockcore_client_free(cw);
+    /* A reader after a write carries at least its token; the next writer a
+     * larger one. */
+    assert_int_equal(lockcore_rw_acquire(c, "doc", 0, &r3), 0);
+    assert_true(r3.token >= w.token);
+    lockcore_keepalive *ka;
+    assert_int_equal(lockcore_extend(c, &r3, 300), 0);
+    assert_int_equal(lockcore_keepalive_start(c, &r3, 300, 150, NULL, NULL, &ka), 0);
+    long long end = hp_now_ms() + 800;
+    while (hp_now_ms() < end)
+        lockcore_run(c, 50);
+    assert_true(lockcore_keepalive_extensions(ka) >= 2);
+    assert_int_equal(lockcore_keepalive_get(ka, &r3), 0);
+    lockcore_keepalive_stop(ka);
+    assert_int_equal(lockcore_release(c, &r3), 0);
+    assert_int_equal(lockcore_rw_acquire(c, "doc", 1, &w2), 0);
+    assert_true(w2.token > w.token);
+    assert_int_equal(lockcore_release(c, &w2), 0);
+    lockcore_client_free(c);
+}
+
+#define RW_WRITES 6
+
+/* Readers come back as soon as they leave, for as long as the writers
+ * work: someone is always reading unless writers get in. */
+static int rw_reader(struct fixture *f, int who)
+{
+    struct tune t = {.ttl_ms = 2000, .retry_count = -1, .wait_ms = 30000};
+    lockcore_client *c = client_on(f->urls, f->n, &t);
+    if (c == NULL)
+        return 2;
+    long long end = hp_now_ms() + 25000;
+    int rcode = 0;
+    char done[320];
+    snprintf(done, sizeof(done), "%s.writers-done", f->log);
+    while (hp_now_ms() < end && access(done, F_OK) != 0) {
+        struct lockcore_lock l;
+        if (lockcore_rw_acquire(c, "rw", 0, &l) != 0) {
+            rcode = 3;
+            break;
+        }
+        uint64_t enter = now_us();
+        hp_sleep_ms(15);
+        log_section(f->log, "rw:r", who, enter, section_end(&l), l.token ? l.token : 1);
+        lockcore_release(c, &l);
+    }
+    lockcore_client_free(c);
+    return rcode;
+}
+
+static int rw_writer(struct fixture *f, int who)
+{
+    struct tune t = {.ttl_ms = 2000, .retry_count = -1, .wait_ms = 30000};
+    lockcore_client *c = client_on(f->urls, f->n, &t);
+    if (c == NULL)
+        return 2;
+    hp_sleep_ms(200); /* the readers are in first */
+    for (int it = 0; it < RW_WRITES; it++) {
+        struct lockcore_lock l;
+        int rc = lockcore_rw_acquire(c, "rw", 1, &l);
+        if (rc != 0) {
+            fprintf(stderr, "writer %d: %s: %s\n", who, lockcore_strerror(rc), lockcore_errmsg(c));
+            lockcore_client_free(c);
+            return 3;
+        }
+        uint64_t enter = now_us();
+        hp_sleep_ms(5);
+        log_section(f->log, "rw:w", who, enter, section_end(&l), l.token);
+        lockcore_release(c, &l);
+        hp_sleep_ms(20);
+    }
+    lockcore_client_free(c);
+    return 0;
+}
+
+/* A reader stopped past its TTL while holding: writers go in meanwhile. */
+static int rw_pauser(struct fixture *f, int who)
+{
+    struct tune t = {.ttl_ms = 500, .retry_count = -1, .wait_ms = 10000};
+    lockcore_client *c = client_on(f->urls, f->n, &t);
+    if (c == NULL)
+        return 2;
+    struct lockcore_lock l;
+    if (lockcore_rw_acquire(c, "rw", 0, &l) != 0)
+        return 3;
+    uint64_t enter = now_us();
+    mark(f->log, "R pauser\n");
+    hp_sleep_ms(2500);
+    log_section(f->log, "rw:r", who, enter, section_end(&l), l.token ? l.token : 1);
+    int lost = lockcore_remaining_ms(&l) == 0 && lockcore_extend(c, &l, 0) == LOCKCORE_ELOST;
+    lockcore_client_free(c);
+    return lost ? 0 : 5;
+}
+
+static void test_kinds_rw_processes_with_faults(void **state)
+{
+    struct fixture *f = *state;
+    enum { R = 6, W = 2 };
+    pid_t pids[R + W + 1];
+    pids[R + W] = spawn(rw_pauser, f, 100);
+    assert_int_equal(wait_mark(f->log, "R pauser", 10000), 0);
+    assert_int_equal(kill(pids[R + W], SIGSTOP), 0);
+    long long start = hp_now_ms();
+    for (int i = 0; i < R; i++)
+        pids[i] = spawn(rw_reader, f, i);
+    for (int i = 0; i < W; i++)
+        pids[R + i] = spawn(rw_writer, f, 10 + i);
+    hp_sleep_ms(400);
+    assert_int_equal(rh_restart(f->rc, 1, 1), 0);
+    hp_sleep_ms(600);
+    assert_int_equal(kill(pids[R + W], SIGCONT), 0);
+    /* The writers finish while the readers keep coming. */
+    assert_int_equal(reap(pids + R, W, 40000), W);
+    long long writers_ms = hp_now_ms() - start;
+    char done[320];
+    snprintf(done, sizeof(done), "%s.writers-done", f->log);
+    mark(done, "done\n");
+    assert_int_equal(reap(pids, R, 30000), R);
+    assert_int_equal(reap(pids + R + W, 1, 10000), 1);
+
+    enum { MAXS = 4000 };
+    struct section *s = calloc(MAXS, sizeof(*s));
+    assert_non_null(s);
+    size_t n = read_log(f->log, s, MAXS);
+    unsigned reads = 0, writes = 0, most_readers = max_overlap(s, n, "rw:r");
+    for (size_t i = 0; i < n; i++) {
+        if (strcmp(s[i].res, "rw:w") != 0) {
+            reads++;
+            continue;
+        }
+        writes++;
+        /* No section of anyone overlaps a write. */
+        for (size_t j = 0; j < n; j++)
+            if (j != i && s[j].enter < s[i].end && s[i].enter < s[j].end)
+                fail_msg("a write [%llu, %llu] overlaps %s [%llu, %llu]", (unsigned long long)s[i].enter,
+                         (unsigned long long)s[i].end, s[j].res, (unsigned long long)s[j].enter,
+                         (unsigned long long)s[j].end);
+    }
+    fprintf(stderr, "%u reads (up to %u at once), %u writes, writers done in %lld ms\n", reads, most_readers,
+            writes, writers_ms);
+    assert_int_equal(writes, W * RW_WRITES);
+    assert_true(most_readers >= 2); /* readers did share */
+    check_tokens(s, n, "rw:w");
+    /* A read that began after a write ended carries at least its token. */
+    for (size_t i = 0; i < n; i++)
+        for (size_t j = 0; j < n; j++)
+            if (strcmp(s[i].res, "rw:w") == 0 && strcmp(s[j].res, "rw:r") == 0 && s[i].end <= s[j].enter)
+                assert_true(s[j].token >= s[i].token);
+    free(s);
+}
+
+/* Another process holds a lock of a kind and passes its id on: the lock
+ * is rebuilt with lockcore_lock_from_id and the kind's flag, extended and
+ * released by the nodes' say. */
+static void test_kinds_locks_from_ids(void **state)
+{
+    struct fixture *f = *state;
+    struct tune t = {.ttl_ms = 3000, .retry_count = 0};
+    lockcore_client *c = client_on(f->urls, f->n, &t);
+    lockcore_client *d = client_on(f->urls, f->n, &t);
+    assert_non_null(c);
+    assert_non_null(d);
+    struct lockcore_lock m, r, r2, rd, x;
+    const char *set[] = {"id:a", "id:b"};
+    assert_int_equal(lockcore_multi_acquire(c, set, 2, &m), 0);
+    assert_int_equal(lockcore_lock_from_id(d, "id:a\nid:b", m.id, &x), 0);
+    x.flags |= LOCKCORE_LOCK_MULTI;
+    assert_int_equal(lockcore_extend(d, &x, 5000), 0);
+    assert_int_equal(lockcore_release(d, &x), 0);
+    assert_int_equal(lockcore_acquire(d, "id:b", &x), 0);
+    assert_int_equal(lockcore_release(d, &x), 0);
+
+    assert_int_equal(lockcore_reentrant_acquire(c, "id:r", NULL, &r), 0);
+    assert_int_equal(lockcore_reentrant_acquire(d, "id:r", r.id, &r2), 0); /* a child joins */
+    assert_int_equal(r2.token, r.token);
+    assert_int_equal(lockcore_lock_from_id(d, "id:r", r.id, &x), 0);
+    x.flags |= LOCKCORE_LOCK_REENTRANT;
+    assert_int_equal(lockcore_release(d, &x), 0); /* the child's hold */
+    assert_int_equal(lockcore_acquire(d, "id:r", &x), LOCKCORE_ELOCKED);
+    assert_int_equal(lockcore_release(c, &r), 0);
+    assert_int_equal(lockcore_acquire(d, "id:r", &x), 0);
+    assert_int_equal(lockcore_release(d, &x), 0);
+
+    assert_int_equal(lockcore_rw_acquire(c, "id:rw", 0, &rd), 0);
+    assert_int_equal(lockcore_lock_from_id(d, "id:rw", rd.id, &x), 0);
+    x.flags |= LOCKCORE_LOCK_READ;
+    assert_int_equal(lockcore_extend(d, &x, 5000), 0);
+    assert_int_equal(lockcore_release(d, &x), 0);
+    assert_int_equal(lockcore_rw_acquire(d, "id:rw", 1, &x), 0);
+    assert_int_equal(lockcore_release(d, &x), 0);
+    lockcore_client_free(d);
+    lockcore_client_free(c);
+}
+
+/* The first acquisition of a kind on fresh nodes leaves its holder info:
+ * what is pipelined behind a script's first use must not run before it
+ * (an EVALSHA answered NOSCRIPT would be resent after it). */
+static void test_kinds_first_use_keeps_holder_info(void **state)
+{
+    struct fixture *f = *state;
+    struct lockcore_options o;
+    lockcore_options_init(&o);
+    o.nodes = f->urls;
+    o.n_nodes = f->n;
+    o.retry_count = 0;
+    o.holder_info = "{\"who\":\"test\"}";
+    lockcore_client *c = NULL;
+    char err[256];
+    assert_int_equal(lockcore_client_new(&o, &c, err, sizeof(err)), 0);
+    struct lockcore_lock r, m;
+    const char *set[] = {"hi:a", "hi:b"};
+    assert_int_equal(lockcore_reentrant_acquire(c, "hi:r", NULL, &r), 0);
+    assert_int_equal(lockcore_multi_acquire(c, set, 2, &m), 0);
+    hp_sleep_ms(100);
+    char got[64];
+    const char *keys[] = {"{hi:r}:holder", "{hi:a}:holder", "{hi:b}:holder"};
+    for (int k = 0; k < 3; k++)
+        for (int i = 0; i < NODES; i++) {
+            rh_get(f->rc, i, keys[k], got, sizeof(got));
+            assert_string_equal(got, "{\"who\":\"test\"}");
+        }
+    lockcore_client_free(c);
+}
+
+int main(void)
+{
+    signal(SIGPIPE, SIG_IGN);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_kinds_checker_sees_overlap, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_kinds_sem_room_of_three_with_faults, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_kinds_sem_status_shows_permits, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_kinds_sem_async_in_flight, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_kinds_sem_counting_would_admit_three, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_kinds_multi_overlapping_sets_with_faults, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_kinds_multi_no_partial_hold, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_kinds_multi_tokens_mix_with_single, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_kinds_reentrant_counts_holds, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_kinds_reentrant_processes_with_restart, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_kinds_release_tells_plain_waiters, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_kinds_rw_readers_share_writer_waits, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_kinds_rw_processes_with_faults, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_kinds_locks_from_ids, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_kinds_first_use_keeps_holder_info, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
