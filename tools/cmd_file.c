@@ -35,7 +35,7 @@ static const char *const value_opts[] = {
     "--nodes",      "--ttl",     "--retry-count", "--retry-delay",     "--wait",
     "--key-prefix", "--timeout", "--extend-at",   "--kill-after",      "--token",
     "--dir",        "--undo",    "--backoff",     "--retry-delay-max", "--password-file",
-    NULL,
+    "--permits",    NULL,
 };
 
 static int takes_value(const char *arg)
