@@ -18,6 +18,8 @@ struct cc_client_args {
     long long until_ms; /* CLOCK_MONOTONIC deadline (hp_now_ms) */
     const char *history;
     const char *run_dir;
+    const char *cli; /* the fencelock command: take and release the lock
+                        through it instead of the library; NULL: library */
 };
 
 /* Run the client loop; returns the process exit status. */

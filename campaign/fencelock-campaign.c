@@ -69,6 +69,7 @@ struct opts {
     int require_loss;
     int keep;
     const char *sg_exe;
+    const char *cli; /* clients through the fencelock command */
     int verbose;
 };
 
@@ -148,9 +149,13 @@ static int spawn_client(struct run *r, int k)
     snprintf(hist, sizeof(hist), "%s/history-%d", r->dir, k);
     snprintf(log, sizeof(log), "%s/client-%d.log", r->dir, k);
     snprintf(nodes, sizeof(nodes), "%s,%s,%s", r->urls[0], r->urls[1], r->urls[2]);
-    char *argv[] = {self,        "--client", "--id",    id,          "--sg-port", port,        "--ttl-ms",
-                    ttl,         "--until",  until,     "--fencing", fencing,     "--history", hist,
-                    "--run-dir", r->dir,     "--nodes", nodes,       NULL};
+    char *argv[21] = {self,        "--client", "--id",    id,          "--sg-port", port,        "--ttl-ms",
+                      ttl,         "--until",  until,     "--fencing", fencing,     "--history", hist,
+                      "--run-dir", r->dir,     "--nodes", nodes,       NULL};
+    if (O->cli != NULL) {
+        argv[18] = "--cli";
+        argv[19] = (char *)O->cli; /* argv[18..19] replace the NULL */
+    }
     pid_t pid = hp_spawn(argv, NULL, log);
     if (pid < 0)
         return (int)pid;
@@ -699,6 +704,7 @@ static void usage(FILE *f)
             "  --require-loss    fail unless every unfenced run of a fault that bites loses updates\n"
             "  --storage-guard P the storage-guard binary\n"
             "  --keep            keep each run's directory (histories, logs)\n"
+            "  --cli[=PATH]      clients take and release the lock with the fencelock command\n"
             "  -v, --verbose     say what is injected when\n");
 }
 
@@ -749,6 +755,8 @@ static int client_mode(int argc, char **argv)
             a.run_dir = v;
         else if (strcmp(k, "--nodes") == 0)
             nodes = v;
+        else if (strcmp(k, "--cli") == 0)
+            a.cli = v;
     }
     char *list[NODES] = {0};
     char *save = NULL;
@@ -790,7 +798,8 @@ int main(int argc, char **argv)
         O_SHORT,
         O_REQUIRE,
         O_SG,
-        O_KEEP
+        O_KEEP,
+        O_CLI,
     };
     static const struct option longopts[] = {
         {"faults", required_argument, NULL, O_FAULTS},
@@ -804,6 +813,7 @@ int main(int argc, char **argv)
         {"require-loss", no_argument, NULL, O_REQUIRE},
         {"storage-guard", required_argument, NULL, O_SG},
         {"keep", no_argument, NULL, O_KEEP},
+        {"cli", optional_argument, NULL, O_CLI},
         {"verbose", no_argument, NULL, 'v'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
@@ -855,6 +865,15 @@ int main(int argc, char **argv)
         case O_KEEP:
             o.keep = 1;
             break;
+        case O_CLI:
+            o.cli = optarg ? optarg : getenv("FENCELOCK");
+#ifdef CAMPAIGN_FENCELOCK_EXE
+            if (o.cli == NULL)
+                o.cli = CAMPAIGN_FENCELOCK_EXE;
+#endif
+            if (o.cli == NULL)
+                o.cli = "fencelock";
+            break;
         case 'v':
             o.verbose = 1;
             break;
@@ -871,8 +890,8 @@ int main(int argc, char **argv)
         return 64;
     }
     O = &o;
-    printf("fencelock-campaign: seed %llu, %d clients, %d s per run, %d run(s) per fault and mode\n", o.seed,
-           o.clients, o.duration_s, o.runs);
+    printf("fencelock-campaign: seed %llu, %d clients%s, %d s per run, %d run(s) per fault and mode\n",
+           o.seed, o.clients, o.cli ? " through the fencelock command" : "", o.duration_s, o.runs);
     fflush(stdout);
 
     static struct row rows[F_COUNT][2];
