@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -118,6 +119,7 @@ struct result {
     long long longest_gap_ms;
     long double_grants;
     long long double_ms;
+    int client_failures; /* clients that did not end well */
     /* violations */
     long stale_accepted, lost, bad_rmw, acks_lost, dup_tokens, order;
     char first[512];
@@ -622,10 +624,20 @@ static int run_one(enum fault fault, int fencing, unsigned long long seed, struc
             continue;
         resume(&r, k);
         long long left = r.end_ms - hp_now_ms() + 20000;
-        if (hp_wait(r.pid[k], left > 0 ? (int)left : 0, NULL) != 0)
+        int st = 0;
+        if (hp_wait(r.pid[k], left > 0 ? (int)left : 0, &st) != 0) {
             fprintf(stderr, "campaign: client %d did not end in time\n", k);
-        else
+            res->client_failures++;
+        } else {
             r.pid[k] = 0;
+            if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+                /* A client that crashed (or a sanitizer that stopped it)
+                 * is a failure of the run, not a fault. */
+                fprintf(stderr, "campaign: client %d ended with status %d (see %s/client-%d.log)\n", k, st,
+                        r.dir, k);
+                res->client_failures++;
+            }
+        }
     }
     res->injected = r.injected;
     res->missed = r.missed;
@@ -921,7 +933,10 @@ int main(int argc, char **argv)
                        res.acks, res.per_min, res.longest_gap_ms, res.double_grants, v, v ? ": " : "",
                        v ? res.first : "");
                 fflush(stdout);
-                if (res.injected == 0) {
+                if (res.client_failures > 0) {
+                    failed++;
+                    printf("  %d client(s) did not end well\n", res.client_failures);
+                } else if (res.injected == 0) {
                     /* A run without a fault proves nothing either way. */
                     failed++;
                     printf("  no fault landed in this run: make it longer\n");
