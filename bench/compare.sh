@@ -108,6 +108,9 @@ run_fencelock() { # round
   local w=w1,w2,w3
   [ ${#W4[@]} -gt 0 ] && w=w1,w2,w3,w4
   "$BENCH" --nodes "$NODE_LIST" --workloads "$w" --fencing both --round "$1" $QUICK "${W4[@]}" >>"$OUT"
+  # W5 (16 processes, one resource, polling / notified / fair) runs with
+  # fencing on only: notification and the fair queue are fencelock's own.
+  "$BENCH" --nodes "$NODE_LIST" --workloads w5 --fencing on --round "$1" $QUICK >>"$OUT"
 }
 
 LOAD_BEFORE=$(uptime)

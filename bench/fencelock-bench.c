@@ -62,6 +62,7 @@ struct settings {
     int shared, threads; /* modes of w2 and w3 */
     int quick;
     int round;
+    int wait_mode; /* -1: lockcore's default */
     const char *storage_guard;
     /* durations, shortened by --quick */
     int w1_warmup, w1_cycles;
@@ -263,6 +264,8 @@ static lockcore_client *client_new(int fencing, int contention)
     o.ttl_ms = 10000;
     o.drift_factor = 0.01;
     o.fencing = fencing;
+    if (S.wait_mode >= 0)
+        o.wait_mode = S.wait_mode;
     if (contention) {
         o.retry_count = -1;
         o.retry_delay_ms = 5;
@@ -942,7 +945,7 @@ static int w5_cmp(const void *a, const void *b)
 
 static void w5(int mode)
 {
-    static const char *const names[] = {"notify", "poll", "fair"};
+    static const char *const names[] = {"poll", "notify", "fair"};
     flushall();
     /* Commands of one uncontended acquire + release, for the ratio. */
     lockcore_client *solo = w5_client(mode);
@@ -999,11 +1002,18 @@ static void w5(int mode)
             per[p]++;
         }
     qsort(g, n, sizeof(*g), w5_cmp);
+    /* A handoff: the lock passes to another process. The gap is measured
+     * at handoffs only: a process that takes the lock back from itself
+     * pays no wake-up. */
     struct samples gap = {0}, wait = {0};
     uint64_t longest = 0;
+    size_t handoffs = 0;
     for (size_t i = 0; i < n; i++) {
-        if (i > 0 && g[i].grant > g[i - 1].release)
-            samples_add(&gap, g[i].grant - g[i - 1].release);
+        if (i > 0 && g[i].p != g[i - 1].p) {
+            handoffs++;
+            if (g[i].grant > g[i - 1].release)
+                samples_add(&gap, g[i].grant - g[i - 1].release);
+        }
         samples_add(&wait, g[i].wait);
         if (g[i].wait > longest)
             longest = g[i].wait;
@@ -1015,11 +1025,12 @@ static void w5(int mode)
     }
     atomic_store(&ops_total, n);
     jbegin("w5", names[mode], 1);
-    jadd(",\"procs\":%d,\"grants\":%zu,\"handoffs_per_s\":%.1f,\"proc_min\":%u,\"proc_max\":%u"
+    jadd(",\"procs\":%d,\"grants\":%zu,\"grants_per_s\":%.1f,\"handoffs_per_s\":%.1f,\"proc_min\":%u,\"proc_"
+         "max\":%u"
          ",\"min_max_ratio\":%.3f,\"longest_wait_ms\":%.1f,\"commands_per_grant\":%.1f"
          ",\"solo_commands_per_cycle\":%.1f",
-         W5_PROCS, n, (double)n / S.measure_s, mn, mx, mx ? (double)mn / mx : 0, (double)longest / 1e6,
-         n ? (double)cmds / (double)n : 0, solo_cmds);
+         W5_PROCS, n, (double)n / S.measure_s, (double)handoffs / S.measure_s, mn, mx,
+         mx ? (double)mn / mx : 0, (double)longest / 1e6, n ? (double)cmds / (double)n : 0, solo_cmds);
     jpct("gap", &gap);
     jpct("wait", &wait);
     jend();
@@ -1036,7 +1047,7 @@ static void usage(void)
     fprintf(stderr, "usage: fencelock-bench [--nodes host:port,...] [--workloads w1,w2,w3,w4,w5]\n"
                     "                       [--fencing off|on|both] [--modes shared,threads]\n"
                     "                       [--quick] [--round N]\n"
-                    "                       [--storage-guard PATH]\n");
+                    "                       [--storage-guard PATH] [--wait poll|notify|fair]\n");
     exit(2);
 }
 
@@ -1047,6 +1058,7 @@ int main(int argc, char **argv)
     const char *fencing = "both";
     const char *modes = "shared,threads";
     S.round = 1;
+    S.wait_mode = -1;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--nodes") == 0 && i + 1 < argc)
             nodes_arg = strdup(argv[++i]);
@@ -1062,7 +1074,15 @@ int main(int argc, char **argv)
             S.round = atoi(argv[++i]);
         else if (strcmp(argv[i], "--storage-guard") == 0 && i + 1 < argc)
             S.storage_guard = argv[++i];
-        else
+        else if (strcmp(argv[i], "--wait") == 0 && i + 1 < argc) {
+            const char *m = argv[++i];
+            S.wait_mode = strcmp(m, "poll") == 0     ? LOCKCORE_WAIT_POLL
+                          : strcmp(m, "notify") == 0 ? LOCKCORE_WAIT_NOTIFY
+                          : strcmp(m, "fair") == 0   ? LOCKCORE_WAIT_FAIR
+                                                     : -2;
+            if (S.wait_mode == -2)
+                usage();
+        } else
             usage();
     }
     for (int k = 1; k <= 5; k++) {

@@ -164,6 +164,38 @@ for (const [w, m] of [["w1", "single"], ["w2", "shared"], ["w2", "threads"], ["w
     `${fmt(med("node-redlock", w, m, 0, "client_cpu_us_per_op"))} | ${fmt(med("node-redlock", w, m, 0, "servers_cpu_us_per_op"))} |`);
 }
 
+const w5 = lines.filter((l) => l.bench === "fencelock" && l.workload === "w5");
+if (w5.length > 0) {
+  p();
+  p("W5: 16 processes (a client each) on one resource, holding 1 ms per grant, default options, fencing on " +
+    "(fencelock only). A handoff is a grant to another process than the last holder; the gap is from a " +
+    "release to the next process's grant; commands are every Redis command the nodes ran (INFO " +
+    "commandstats, inside scripts included), per grant, against one uncontended acquire + release:");
+  p();
+  p("| W5 | grants/s | handoffs/s | gap p50 µs | gap p99 µs | process min/max | wait p99 µs | longest wait ms | commands per grant | uncontended cycle |");
+  p("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |");
+  for (const m of ["poll", "notify", "fair"]) {
+    p(`| ${m} | ${cell("fencelock", "w5", m, 1, "grants_per_s")} | ${cell("fencelock", "w5", m, 1, "handoffs_per_s")} | ` +
+      `${cell("fencelock", "w5", m, 1, "gap_p50_us")} | ${cell("fencelock", "w5", m, 1, "gap_p99_us")} | ` +
+      `${cell("fencelock", "w5", m, 1, "min_max_ratio")} | ${cell("fencelock", "w5", m, 1, "wait_p99_us")} | ` +
+      `${cell("fencelock", "w5", m, 1, "longest_wait_ms")} | ${cell("fencelock", "w5", m, 1, "commands_per_grant")} | ` +
+      `${cell("fencelock", "w5", m, 1, "solo_commands_per_cycle")} |`);
+  }
+  const w1p50 = med("fencelock", "w1", "single", 1, "acquire_p50_us");
+  const gapN = med("fencelock", "w5", "notify", 1, "gap_p50_us") / w1p50;
+  const hoN = med("fencelock", "w5", "notify", 1, "handoffs_per_s") / med("fencelock", "w5", "poll", 1, "handoffs_per_s");
+  const cmdN = med("fencelock", "w5", "notify", 1, "commands_per_grant") /
+    med("fencelock", "w5", "notify", 1, "solo_commands_per_cycle");
+  const fairMM = med("fencelock", "w5", "fair", 1, "min_max_ratio");
+  p();
+  p("| W5 target | measured | target | met |");
+  p("| --- | --- | --- | --- |");
+  p(`| notified gap p50 / W1 acquire p50 (fencing on) | ${fmtR(gapN)} | ≤ 2× | ${gapN <= 2 ? "yes" : "**no**"} |`);
+  p(`| notified handoffs/s / polling handoffs/s | ${fmtR(hoN)} | ≥ 3× | ${hoN >= 3 ? "yes" : "**no**"} |`);
+  p(`| notified commands per grant / uncontended cycle | ${fmtR(cmdN)} | ≤ 2× | ${cmdN <= 2 ? "yes" : "**no**"} |`);
+  p(`| fair: process min/max | ${fmt(fairMM)} | ≥ 0.95 | ${fairMM >= 0.95 ? "yes" : "**no**"} |`);
+}
+
 const w4 = lines.filter((l) => l.bench === "fencelock" && l.workload === "w4");
 if (w4.length > 0) {
   p();

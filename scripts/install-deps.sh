@@ -8,6 +8,7 @@ pkgs=(
   redis-server redis-tools
   libhiredis-dev libssl-dev openssl libsqlite3-dev libjansson-dev libcmocka-dev libmicrohttpd-dev
   faketime libfaketime iproute2 curl valgrind
+  clang libclang-rt-14-dev
 )
 
 missing=()

@@ -4,17 +4,17 @@
  * its fencing token in the environment. Data goes to stdout as one JSON
  * line; diagnostics go to stderr; exit codes are stable (see usage() and
  * docs/cli.md).
+ *
+ * Reading order: usage texts, helpers (durations, exit codes, JSON, holder
+ * info, the client), waiting, the commands acquire/extend/release/status,
+ * argument parsing, dispatch, main. `run`'s process supervision is in
+ * cmd_run.c; write/append/fence in cmd_file.c.
  */
 #include <errno.h>
-#include <fcntl.h>
 #include <getopt.h>
-#include <inttypes.h>
-#include <poll.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -23,40 +23,11 @@
 #include <lockcore/lockcore.h>
 
 #include "cmd_file.h"
+#include "fencelock.h"
 
 #ifndef FENCELOCK_VERSION
 #define FENCELOCK_VERSION "unknown"
 #endif
-
-/* Exit codes: the command's own status when `run` ran it, else these.
- * They are part of the interface: never renumber them. */
-enum {
-    EXIT_OK = 0,
-    EXIT_USAGE = 64,       /* bad arguments */
-    EXIT_UNREACHABLE = 69, /* a majority of nodes unreachable */
-    EXIT_ERROR = 70,       /* protocol/server error, or anything else */
-    EXIT_NOT_HELD = 75,    /* not acquired (held by another) within --wait */
-    EXIT_LOST = 79,        /* the lock was lost (run: while the command ran) */
-};
-
-/* The command line. Options that may legitimately be 0 have a *_set flag;
- * the others use 0 for "not given, take the lockcore default". */
-struct args {
-    const char *nodes;
-    uint64_t ttl_ms;
-    int retry_count;
-    int retry_set;
-    uint64_t retry_delay_ms;
-    int retry_delay_set;
-    uint64_t wait_ms;
-    int wait_set;
-    const char *key_prefix;
-    int fencing;
-    uint64_t extend_at_ms; /* run: extend when this much validity is left; 0 = TTL/3 */
-    uint64_t kill_after_ms;
-    uint64_t request_timeout_ms;
-    int help;
-};
 
 static const char *prog = "fencelock";
 
@@ -71,17 +42,34 @@ static const char usage_options[] =
     "                       unless --retry-count is given; --wait 0 tries once)\n"
     "  --key-prefix P       prefix of every lock key (default none)\n"
     "  --no-fencing         plain Redlock: no fence keys, token 0\n"
+    "  --notify             while waiting, be told of releases instead of polling\n"
+    "  --fair               wait in line: waiters of every client served in arrival order\n"
+    "                       (implies --notify); --no-notify polls (the default)\n"
+    "  --backoff fixed|exponential  the delay between polling attempts (default fixed;\n"
+    "                       exponential: full jitter, at most --retry-delay-max)\n"
+    "  --retry-delay-max D  cap of the exponential backoff (default 2s)\n"
+    "  --password-file F    the nodes' AUTH password, from the first line of F (else\n"
+    "                       $FENCELOCK_PASSWORD); for nodes whose URL has none\n"
     "  --timeout D          per-node request timeout (default 50ms)\n"
     "  --extend-at D        run: extend when D of validity is left (default a third of --ttl)\n"
     "  --kill-after D       run: after SIGTERM for a lost lock, SIGKILL after D (default 5s)\n"
+    "  --undo CMD           run: if the command fails or the lock is lost, run sh -c CMD\n"
+    "                       (FENCELOCK_UNDO_REASON=failed|lost, FENCELOCK_JOB_STATUS)\n"
+    "  --verbose            say on stderr what a wait waits for (the default when stderr\n"
+    "                       is a terminal)\n"
+    "  --quiet              never say it\n"
     "  -h, --help           help (for one command: fencelock COMMAND --help)\n"
     "  --version            print the version\n"
-    "durations: an integer with ms, s or m (a bare number is ms)\n";
+    "durations: an integer with ms, s, m or h (a bare number is ms); --ttl at most 24h\n";
 
 static const char usage_exit[] =
     "exit codes: 0 success (run: the command's own status, 128+N if killed by signal N);\n"
-    "  64 usage error; 69 nodes unreachable (no majority answered); 70 server or other error;\n"
-    "  75 not acquired: held by another (within --wait); 79 lock lost or not held.\n";
+    "  64 usage error;\n"
+    "  69 no majority in time: nodes unreachable or not answering, or granted too slowly\n"
+    "     (no validity left: slow nodes or a paused client);\n"
+    "  70 server or protocol error (AUTH/ACL refused, bad reply), no fencing token, other error;\n"
+    "  75 not acquired: held by another (also when --wait ran out while another held it);\n"
+    "  79 lock lost or not held.\n";
 
 static void usage(FILE *to)
 {
@@ -112,7 +100,8 @@ static void command_usage(FILE *to, const char *name)
             "`fencelock release` with the lock_id.\n"
             "Relevant options: --nodes --ttl --retry-count --retry-delay --wait --key-prefix\n"
             "  --no-fencing --timeout\n"
-            "Exit: 0 acquired; 75 held by another; 69 nodes unreachable; 64 usage; 70 error.\n",
+            "Exit: 0 acquired; 75 held by another; 69 no majority in time (unreachable, or\n"
+            "  granted too slowly); 64 usage; 70 error.\n",
             to);
     else if (strcmp(name, "extend") == 0)
         fputs("usage: fencelock [options] extend RESOURCE LOCK_ID [--ttl D]\n"
@@ -123,7 +112,7 @@ static void command_usage(FILE *to, const char *name)
               "{\"resource\",\"lock_id\",\"extended\",\"validity_ms\",\"ttl_ms\",\"nodes_extended\","
               "\"nodes\"}\n"
               "Exit: 0 extended on a majority; 79 not held under LOCK_ID on a majority;\n"
-              "  69 nodes unreachable; 64 usage; 70 error.\n",
+              "  69 no majority in time; 64 usage; 70 error.\n",
               to);
     else if (strcmp(name, "release") == 0)
         fputs("usage: fencelock [options] release RESOURCE LOCK_ID\n"
@@ -131,35 +120,40 @@ static void command_usage(FILE *to, const char *name)
               "Delete the lock on every node where the key still holds LOCK_ID. Prints:\n"
               "  {\"resource\",\"lock_id\",\"released\",\"nodes_released\",\"nodes\"}\n"
               "released is false when no node held LOCK_ID any more (expired or released).\n"
-              "Exit: 0 a majority answered (released or not); 69 nodes unreachable;\n"
+              "Exit: 0 a majority answered (released or not); 69 no majority answered;\n"
               "  64 usage; 70 error.\n",
               to);
     else if (strcmp(name, "status") == 0)
         fputs("usage: fencelock [options] status RESOURCE\n"
               "\n"
-              "Print each node's view of RESOURCE, and whether a majority holds one id:\n"
-              "  "
-              "{\"resource\",\"quorum\",\"nodes\":[{\"node\",\"reachable\",\"holder\",\"remaining_ms\","
-              "\"fence\"\n"
-              "   | \"error\"}],\"reachable\",\"held_by_majority\",\"majority_holder\"}\n"
-              "Exit: 0 a majority answered; 69 nodes unreachable; 64 usage; 70 error.\n",
+              "Print each node's view of RESOURCE, who holds it, and whether a majority holds\n"
+              "one id:\n"
+              "  {\"resource\",\"quorum\",\"nodes\":[{\"node\",\"reachable\",\"holder\",\"remaining_ms\",\n"
+              "   \"holder_info\",\"fence\" | \"error\"}],\"reachable\",\"state\",\"held_by_majority\",\n"
+              "   \"majority_holder\",\"majority_holder_info\",\"majority_remaining_ms\"}\n"
+              "state: held (by a majority), expired (a minority still holds a key), free.\n"
+              "holder_info: {\"host\",\"pid\",\"cmd\",\"acquired_at\"} left by acquire and run.\n"
+              "Exit: 0 a majority answered; 69 no majority answered; 64 usage; 70 error.\n",
               to);
     else
         fputs("usage: fencelock [options] run RESOURCE [--] COMMAND [ARG...]\n"
               "\n"
-              "Acquire RESOURCE (waiting up to --wait), run COMMAND with FENCELOCK_TOKEN,\n"
-              "FENCELOCK_RESOURCE, FENCELOCK_LOCK_ID and FENCELOCK_VALIDITY_MS in its\n"
-              "environment, extend the lock whenever --extend-at of validity is left, and\n"
-              "release it when COMMAND ends. If the lock is lost (an extension cannot keep a\n"
-              "majority), COMMAND gets SIGTERM, then SIGKILL after --kill-after, and fencelock\n"
-              "exits with 79. SIGINT, SIGTERM and SIGHUP are passed on to COMMAND.\n"
+              "Acquire RESOURCE (waiting up to --wait), run COMMAND in a process group of its\n"
+              "own with FENCELOCK_TOKEN, FENCELOCK_RESOURCE, FENCELOCK_LOCK_ID,\n"
+              "FENCELOCK_VALIDITY_MS, FENCELOCK_GRANTED_MONO_MS, FENCELOCK_GRANTED_WALL_MS and\n"
+              "FENCELOCK_VALID_UNTIL_MONO_MS in its environment, extend the lock whenever\n"
+              "--extend-at of validity is left, and release it when COMMAND ends. If the lock\n"
+              "is lost (an extension cannot keep a majority), COMMAND's group gets SIGTERM,\n"
+              "then SIGKILL after --kill-after, and fencelock exits with 79. SIGINT, SIGTERM\n"
+              "and SIGHUP are passed on to the group. If fencelock dies, a guardian process\n"
+              "stops the group the same way (a process that leaves the group escapes).\n"
               "Exit: COMMAND's own status (128+N if killed by signal N); 75 not acquired;\n"
-              "  79 lock lost; 69 nodes unreachable; 64 usage; 70 error;\n"
+              "  79 lock lost; 69 no majority in time; 64 usage; 70 error;\n"
               "  126/127 COMMAND could not be run / not found.\n",
               to);
 }
 
-/* A duration: digits and an optional unit (ms, s, m); a bare number is ms. */
+/* A duration: digits and an optional unit (ms, s, m, h); a bare number is ms. */
 static int parse_duration(const char *s, uint64_t *out)
 {
     char *end;
@@ -176,6 +170,8 @@ static int parse_duration(const char *s, uint64_t *out)
         mult = 1000;
     else if (strcmp(end, "m") == 0)
         mult = 60000;
+    else if (strcmp(end, "h") == 0)
+        mult = 3600000;
     else
         return -1;
     if (v > UINT64_MAX / mult / 1000)
@@ -184,6 +180,8 @@ static int parse_duration(const char *s, uint64_t *out)
     return 0;
 }
 
+/* lockcore's error codes onto exit codes: the one table of docs/cli.md and
+ * docs/lockcore.md. */
 static int code_for(int rc)
 {
     switch (rc) {
@@ -192,13 +190,13 @@ static int code_for(int rc)
     case -EINVAL:
         return EXIT_USAGE;
     case LOCKCORE_ELOCKED:
-    case -ETIMEDOUT:
         return EXIT_NOT_HELD;
     case LOCKCORE_ENOQUORUM:
+    case -ETIMEDOUT: /* a majority granted, too slowly: no validity left */
         return EXIT_UNREACHABLE;
     case LOCKCORE_ELOST:
         return EXIT_LOST;
-    default:
+    default: /* LOCKCORE_EPROTO, LOCKCORE_EFENCE, -ENOMEM, LOCKCORE_ECANCELED, ... */
         return EXIT_ERROR;
     }
 }
@@ -215,6 +213,83 @@ static void print_json(json_t *j)
         fprintf(stderr, "%s: out of memory\n", prog);
     }
     json_decref(j);
+}
+
+uint64_t fencelock_wall_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* Printable ASCII of in[0..len), anything else as '?' (a command line may
+ * hold any bytes; JSON strings must be UTF-8). out has room for len + 1. */
+static void printable(const char *in, size_t len, char *out)
+{
+    for (size_t i = 0; i < len; i++)
+        out[i] = in[i] >= 0x20 && in[i] < 0x7f ? in[i] : '?';
+    out[len] = '\0';
+}
+
+/*
+ * Who holds the lock, for `status`: {"host","pid","cmd","acquired_at"}
+ * (acquired_at: wall-clock ms when the acquisition began), at most
+ * LOCKCORE_INFO_MAX bytes (cmd is cut to fit). lockcore stores it beside
+ * the lock with the lock's TTL; the lock key's value stays the lock id.
+ */
+static void make_holder_info(char *buf, size_t cap, pid_t pid, const char *cmd)
+{
+    char host[256] = "";
+    gethostname(host, sizeof(host) - 1);
+    host[sizeof(host) - 1] = '\0';
+    char safe_host[256], safe_cmd[LOCKCORE_INFO_MAX + 1];
+    printable(host, strlen(host), safe_host);
+    size_t cmd_len = strlen(cmd);
+    if (cmd_len > LOCKCORE_INFO_MAX)
+        cmd_len = LOCKCORE_INFO_MAX;
+    printable(cmd, cmd_len, safe_cmd);
+    uint64_t at = fencelock_wall_ms();
+    buf[0] = '\0';
+    for (;;) {
+        json_t *j = json_pack("{s:s, s:i, s:s, s:I}", "host", safe_host, "pid", (int)pid, "cmd", safe_cmd,
+                              "acquired_at", (json_int_t)at);
+        char *text = j ? json_dumps(j, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
+        json_decref(j);
+        if (text == NULL)
+            return; /* out of memory: no info, the lock works without */
+        size_t len = strlen(text);
+        if (len <= LOCKCORE_INFO_MAX && len < cap) {
+            memcpy(buf, text, len + 1);
+            free(text);
+            return;
+        }
+        free(text);
+        size_t over = len - (LOCKCORE_INFO_MAX < cap - 1 ? LOCKCORE_INFO_MAX : cap - 1);
+        size_t cut = strlen(safe_cmd);
+        if (cut == 0)
+            return;
+        safe_cmd[cut > over ? cut - over : 0] = '\0';
+    }
+}
+
+/* The command line of process pid, arguments joined by spaces ("" if it
+ * cannot be read). */
+static void process_cmdline(pid_t pid, char *buf, size_t cap)
+{
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/%d/cmdline", (int)pid);
+    buf[0] = '\0';
+    FILE *fp = fopen(path, "r");
+    if (fp == NULL)
+        return;
+    size_t n = fread(buf, 1, cap - 1, fp);
+    fclose(fp);
+    while (n > 0 && buf[n - 1] == '\0')
+        n--;
+    for (size_t i = 0; i < n; i++)
+        if (buf[i] == '\0')
+            buf[i] = ' ';
+    buf[n] = '\0';
 }
 
 /* Split --nodes into an array (the caller frees both). */
@@ -235,8 +310,35 @@ static int split_nodes(const char *spec, char **buf, const char ***out, size_t *
     return 0;
 }
 
-static lockcore_client *make_client(const struct args *a, int *exit_code)
+/* The first line of a password file, without its newline. Says why on
+ * stderr and returns -1 if it cannot. */
+static int read_password(const char *path, char *buf, size_t cap)
 {
+    FILE *fp = fopen(path, "r");
+    if (fp == NULL) {
+        fprintf(stderr, "%s: --password-file '%s': %s\n", prog, path, strerror(errno));
+        return -1;
+    }
+    int ok = fgets(buf, (int)cap, fp) != NULL;
+    fclose(fp);
+    buf[ok ? strcspn(buf, "\r\n") : 0] = '\0';
+    if (buf[0] == '\0') {
+        fprintf(stderr, "%s: --password-file '%s': no password on its first line\n", prog, path);
+        return -1;
+    }
+    return 0;
+}
+
+static lockcore_client *make_client(const struct args *a, const char *holder_info, int *exit_code)
+{
+    /* A password from a file or the environment stays out of argv (ps)
+     * and out of the node addresses that messages show. */
+    char pw[257] = "";
+    if (a->password_file != NULL && read_password(a->password_file, pw, sizeof(pw)) < 0) {
+        *exit_code = EXIT_USAGE;
+        return NULL;
+    }
+    const char *password = pw[0] ? pw : getenv("FENCELOCK_PASSWORD");
     const char *spec = a->nodes ? a->nodes : getenv("FENCELOCK_NODES");
     if (spec == NULL || *spec == '\0') {
         fprintf(stderr, "%s: no nodes: give --nodes or set FENCELOCK_NODES\n", prog);
@@ -274,6 +376,14 @@ static lockcore_client *make_client(const struct args *a, int *exit_code)
     o.wait_ms = a->wait_ms;
     o.key_prefix = a->key_prefix;
     o.fencing = a->fencing;
+    o.holder_info = holder_info;
+    o.password = password != NULL && password[0] ? password : NULL;
+    o.wait_mode = a->wait_mode;
+    o.backoff = a->backoff;
+    if (a->retry_delay_max_ms)
+        o.retry_delay_max_ms = a->retry_delay_max_ms;
+    if (o.retry_delay_max_ms < o.retry_delay_ms)
+        o.retry_delay_max_ms = o.retry_delay_ms;
     char err[512];
     int rc = lockcore_client_new(&o, &c, err, sizeof(err));
     if (rc < 0) {
@@ -282,20 +392,100 @@ static lockcore_client *make_client(const struct args *a, int *exit_code)
         c = NULL;
     }
 out:
+    explicit_bzero(pw, sizeof(pw)); /* the client keeps its own copy */
     free(nodes);
     free(buf);
     return c;
 }
 
-static int fail(lockcore_client *c, const char *what, int rc)
+/* The client's message for a failure rc, or the code's name where the
+ * message has nothing to say about it (never a "success" left over). */
+const char *fencelock_errtext(const lockcore_client *c, int rc)
 {
-    fprintf(stderr, "%s: %s: %s\n", prog, what, lockcore_errmsg(c));
+    const char *m = lockcore_errmsg(c);
+    if (*m == '\0' || strcmp(m, lockcore_strerror(0)) == 0)
+        return lockcore_strerror(rc);
+    return m;
+}
+
+int fencelock_fail(lockcore_client *c, const char *what, int rc)
+{
+    fprintf(stderr, "%s: %s: %s\n", prog, what, fencelock_errtext(c, rc));
     return code_for(rc);
 }
 
-/* The result of one non-blocking operation, kept on failure too (the
- * blocking calls drop the lock of a failed extend, and with it how many
- * nodes still agreed). */
+/* The TTL a client made from these arguments uses: --ttl, else lockcore's
+ * default. */
+static uint64_t effective_ttl_ms(const struct args *a)
+{
+    struct lockcore_options o;
+    lockcore_options_init(&o);
+    return a->ttl_ms ? a->ttl_ms : o.ttl_ms;
+}
+
+static int by_pttl_desc(const void *x, const void *y)
+{
+    int64_t a = *(const int64_t *)x, b = *(const int64_t *)y;
+    return a < b ? 1 : a > b ? -1 : 0;
+}
+
+/* The index of a node holding the id a majority holds (one with holder
+ * info if any has it), or -1; *remaining gets how long that majority
+ * lasts: the quorum-th longest remaining TTL among its nodes. */
+static int majority_of(const struct lockcore_node_status *st, int n, int quorum, int64_t *remaining)
+{
+    int majority = -1;
+    for (int i = 0; i < n; i++) {
+        if (!st[i].reachable || st[i].holder[0] == '\0')
+            continue;
+        int same = 0;
+        for (int k = 0; k < n; k++)
+            same += st[k].reachable && strcmp(st[k].holder, st[i].holder) == 0;
+        if (same >= quorum && (majority < 0 || (st[majority].info[0] == '\0' && st[i].info[0] != '\0')))
+            majority = i;
+    }
+    *remaining = 0;
+    if (majority >= 0) {
+        int64_t pttl[LOCKCORE_NODES_MAX];
+        int m = 0;
+        for (int k = 0; k < n; k++)
+            if (st[k].reachable && strcmp(st[k].holder, st[majority].holder) == 0)
+                pttl[m++] = st[k].pttl_ms;
+        qsort(pttl, (size_t)m, sizeof(pttl[0]), by_pttl_desc);
+        *remaining = pttl[quorum - 1];
+    }
+    return majority;
+}
+
+/* ---- waiting ---- */
+
+/* "pid 4242 on build-3 (./nightly.sh), 8.2 s left" for the holder of
+ * RESOURCE, from one status round; "another client" when it left no info. */
+static void describe_holder(lockcore_client *c, const char *resource, char *buf, size_t cap)
+{
+    static struct lockcore_node_status st[LOCKCORE_NODES_MAX];
+    snprintf(buf, cap, "another client");
+    int n = lockcore_status(c, resource, st, LOCKCORE_NODES_MAX);
+    if (n <= 0)
+        return;
+    int64_t left = 0;
+    int m = majority_of(st, n, (int)lockcore_quorum(c), &left);
+    if (m < 0) {
+        snprintf(buf, cap, "no majority: a grant or release in progress, or nodes out of reach");
+        return;
+    }
+    json_t *info = json_loads(st[m].info, 0, NULL);
+    json_t *pid = json_object_get(info, "pid"), *host = json_object_get(info, "host"),
+           *cmd = json_object_get(info, "cmd");
+    if (json_is_integer(pid) && json_is_string(host) && json_is_string(cmd))
+        snprintf(buf, cap, "pid %" JSON_INTEGER_FORMAT " on %s (%.200s), %.1f s left",
+                 json_integer_value(pid), json_string_value(host), json_string_value(cmd),
+                 (double)left / 1000);
+    else
+        snprintf(buf, cap, "%s, %.1f s left", st[m].holder, (double)left / 1000);
+    json_decref(info);
+}
+
 struct outcome {
     int done;
     int rc;
@@ -311,263 +501,175 @@ static void on_outcome(lockcore_client *c, int rc, const struct lockcore_lock *l
     o->lock = *lock;
 }
 
-/* Every lockcore operation ends by its own deadlines: this loop is bounded. */
-static int wait_outcome(lockcore_client *c, struct outcome *o, int started)
+/*
+ * lockcore_acquire, and while the acquisition waits for another holder,
+ * say so on stderr (a person at a terminal would otherwise see nothing):
+ * once when it has not succeeded after WAIT_NOTICE_MS, what it waits for
+ * and for how long, then every WAIT_REPEAT_MS. Non-blocking underneath, so
+ * fencelock stays responsive. Bounded by the acquisition's own retries and
+ * --wait.
+ */
+#define WAIT_NOTICE_MS 300
+#define WAIT_REPEAT_MS 5000
+int fencelock_acquire(lockcore_client *c, const struct args *a, const char *resource,
+                      struct lockcore_lock *out)
 {
-    if (started < 0)
-        return started;
-    while (!o->done) {
-        int r = lockcore_run(c, -1);
-        if (r < 0)
-            return r;
+    int show = !a->quiet && (a->verbose || isatty(STDERR_FILENO));
+    if (!show)
+        return lockcore_acquire(c, resource, out);
+    /* Static: if lockcore_run fails, the operation is still in flight and
+     * its callback runs when the client is freed, after this returns. */
+    static struct outcome o;
+    memset(&o, 0, sizeof(o));
+    int rc = lockcore_acquire_async(c, resource, on_outcome, &o);
+    if (rc < 0)
+        return rc;
+    uint64_t start = lockcore_now_ms(), next = start + WAIT_NOTICE_MS;
+    while (!o.done) {
+        rc = lockcore_run(c, 100);
+        if (rc < 0 && rc != -EINTR && !o.done)
+            return rc;
+        uint64_t now = lockcore_now_ms();
+        if (o.done || now < next)
+            continue;
+        char holder[512];
+        describe_holder(c, resource, holder, sizeof(holder));
+        if (o.done)
+            break;
+        char limit[64];
+        if (a->wait_set)
+            snprintf(limit, sizeof(limit), "up to %.1f s", (double)a->wait_ms / 1000);
+        else if (a->retry_set && a->retry_count < 0)
+            snprintf(limit, sizeof(limit), "without limit");
+        else
+            snprintf(limit, sizeof(limit), "up to %d retries", a->retry_set ? a->retry_count : 3);
+        if (next == start + WAIT_NOTICE_MS)
+            fprintf(stderr, "%s: waiting for '%s' (held by %s; %s)\n", prog, resource, holder, limit);
+        else
+            fprintf(stderr, "%s: still waiting for '%s' after %.0f s (held by %s)\n", prog, resource,
+                    (double)(now - start) / 1000, holder);
+        next = now + WAIT_REPEAT_MS;
     }
-    return o->rc;
+    *out = o.lock;
+    return o.rc;
 }
 
-static int is_lock_id(const char *id)
-{
-    if (strlen(id) != LOCKCORE_ID_LEN)
-        return 0;
-    for (const char *p = id; *p; p++)
-        if (!((*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'f')))
-            return 0;
-    return 1;
-}
-
-/* A lock record for a lock held by someone who knows its id (this process
- * did not acquire it, so it cannot know the time left: the nodes decide). */
-static int lock_from_args(const char *resource, const char *id, uint64_t ttl_ms, struct lockcore_lock *l)
-{
-    memset(l, 0, sizeof(*l));
-    if (*resource == '\0' || strlen(resource) > LOCKCORE_RESOURCE_MAX) {
-        fprintf(stderr, "%s: RESOURCE must be 1 to %d bytes\n", prog, LOCKCORE_RESOURCE_MAX);
-        return -1;
-    }
-    if (!is_lock_id(id)) {
-        fprintf(stderr, "%s: LOCK_ID must be the %d lowercase hex digits acquire printed\n", prog,
-                LOCKCORE_ID_LEN);
-        return -1;
-    }
-    strcpy(l->resource, resource);
-    strcpy(l->id, id);
-    l->ttl_ms = ttl_ms;
-    l->valid_until_ms = lockcore_now_ms() + ttl_ms;
-    return 0;
-}
-
-static int cmd_acquire(lockcore_client *c, const char *resource)
+static int cmd_acquire(lockcore_client *c, const struct args *a, const char *resource)
 {
     struct lockcore_lock l;
-    int rc = lockcore_acquire(c, resource, &l);
+    int rc = fencelock_acquire(c, a, resource, &l);
     if (rc < 0)
-        return fail(c, "acquire", rc);
+        return fencelock_fail(c, "acquire", rc);
     print_json(json_pack("{s:s, s:s, s:I, s:I, s:I, s:i, s:i}", "resource", l.resource, "lock_id", l.id,
                          "token", (json_int_t)l.token, "validity_ms", (json_int_t)l.validity_ms, "ttl_ms",
                          (json_int_t)l.ttl_ms, "nodes_granted", (int)l.nodes_ok, "nodes", (int)l.nodes));
     return EXIT_OK;
 }
 
+/* extend and release work on a lock acquired by another process, known by
+ * its id: lockcore_lock_from_id makes the record (and checks the id), and
+ * the nodes decide whether it is still held. */
 static int cmd_extend(lockcore_client *c, const struct args *a, const char *resource, const char *id)
 {
     struct lockcore_lock l;
-    uint64_t ttl = a->ttl_ms ? a->ttl_ms : 10000;
-    if (lock_from_args(resource, id, ttl, &l) < 0)
-        return EXIT_USAGE;
-    struct outcome o = {0};
-    int rc = wait_outcome(c, &o, lockcore_extend_async(c, &l, ttl, on_outcome, &o));
-    if (!o.done)
-        return fail(c, "extend", rc);
+    int rc = lockcore_lock_from_id(c, resource, id, &l);
+    if (rc < 0)
+        return fencelock_fail(c, "extend", rc);
+    rc = lockcore_extend(c, &l, a->ttl_ms); /* 0: the client's TTL */
     print_json(json_pack("{s:s, s:s, s:b, s:I, s:I, s:i, s:i}", "resource", resource, "lock_id", id,
-                         "extended", rc == 0, "validity_ms", (json_int_t)(rc == 0 ? o.lock.validity_ms : 0),
-                         "ttl_ms", (json_int_t)ttl, "nodes_extended", (int)o.lock.nodes_ok, "nodes",
-                         (int)o.lock.nodes));
-    return rc == 0 ? EXIT_OK : fail(c, "extend", rc);
+                         "extended", rc == 0, "validity_ms", (json_int_t)(rc == 0 ? l.validity_ms : 0),
+                         "ttl_ms", (json_int_t)effective_ttl_ms(a), "nodes_extended", (int)l.nodes_ok,
+                         "nodes", (int)l.nodes));
+    return rc == 0 ? EXIT_OK : fencelock_fail(c, "extend", rc);
 }
 
 static int cmd_release(lockcore_client *c, const char *resource, const char *id)
 {
     struct lockcore_lock l;
-    if (lock_from_args(resource, id, 1, &l) < 0)
-        return EXIT_USAGE;
-    struct outcome o = {0};
-    int rc = wait_outcome(c, &o, lockcore_release_async(c, &l, on_outcome, &o));
-    if (!o.done)
-        return fail(c, "release", rc);
+    int rc = lockcore_lock_from_id(c, resource, id, &l);
+    if (rc < 0)
+        return fencelock_fail(c, "release", rc);
+    rc = lockcore_release(c, &l);
     print_json(json_pack("{s:s, s:s, s:b, s:i, s:i}", "resource", resource, "lock_id", id, "released",
-                         o.lock.nodes_ok > 0, "nodes_released", (int)o.lock.nodes_ok, "nodes",
-                         (int)o.lock.nodes));
-    return rc == 0 ? EXIT_OK : fail(c, "release", rc);
+                         l.nodes_ok > 0, "nodes_released", (int)l.nodes_ok, "nodes", (int)l.nodes));
+    return rc == 0 ? EXIT_OK : fencelock_fail(c, "release", rc);
 }
 
+/* A holder's info as JSON: the object it was written as, the text as it is
+ * if it is not JSON (another program's), null if none. */
+static json_t *info_json(const char *info)
+{
+    if (info[0] == '\0')
+        return json_null();
+    json_t *j = json_loads(info, JSON_DECODE_ANY, NULL);
+    return j != NULL ? j : json_string(info);
+}
+
+/* A node's queue of waiters (notified and fair waiting), first in line
+ * first: each waiter's lock id, ticket (wall µs when it asked) and how long
+ * it has waited by this machine's clock. */
+static json_t *queue_json(const struct lockcore_node_status *st)
+{
+    json_t *q = json_array();
+    uint64_t now_ms = fencelock_wall_ms();
+    for (unsigned k = 0; k < st->waiters && k < LOCKCORE_STATUS_WAITERS && st->queue[k].id[0]; k++) {
+        uint64_t t = st->queue[k].ticket / 1000;
+        json_array_append_new(q, json_pack("{s:s, s:I, s:I}", "id", st->queue[k].id, "ticket",
+                                           (json_int_t)st->queue[k].ticket, "waited_ms",
+                                           (json_int_t)(now_ms > t ? now_ms - t : 0)));
+    }
+    return q;
+}
+
+/*
+ * Each node's view, and the lock's as a whole: "held" when a majority holds
+ * one id (its info, and how long that majority lasts: the quorum-th longest
+ * remaining TTL among its nodes), "expired" when some node still holds a key
+ * but no majority does (what is left of a lock that ran out, was lost or is
+ * being released; also, for a moment, an acquisition half done), "free"
+ * when no reachable node holds it.
+ */
 static int cmd_status(lockcore_client *c, const char *resource)
 {
-    struct lockcore_node_status st[LOCKCORE_NODES_MAX];
+    static struct lockcore_node_status st[LOCKCORE_NODES_MAX];
     int n = lockcore_status(c, resource, st, LOCKCORE_NODES_MAX);
     if (n < 0)
-        return fail(c, "status", n);
-    int quorum = n / 2 + 1;
+        return fencelock_fail(c, "status", n);
+    int quorum = (int)lockcore_quorum(c);
     json_t *nodes = json_array();
-    int reachable = 0;
-    const char *majority = NULL;
+    int reachable = 0, holding = 0;
+    int64_t left = 0;
+    int majority = majority_of(st, n, quorum, &left);
     for (int i = 0; i < n; i++) {
         reachable += st[i].reachable;
         json_t *e = json_pack("{s:s, s:b}", "node", st[i].node, "reachable", st[i].reachable);
         if (st[i].reachable) {
             int held = st[i].holder[0] != '\0';
+            holding += held;
             json_object_set_new(e, "holder", held ? json_string(st[i].holder) : json_null());
             /* PTTL: -2 no key, -1 a key without expiry (not one of ours). */
             json_object_set_new(e, "remaining_ms", held ? json_integer(st[i].pttl_ms) : json_null());
+            json_object_set_new(e, "holder_info", info_json(st[i].info));
             json_object_set_new(e, "fence", json_integer((json_int_t)st[i].fence));
+            json_object_set_new(e, "waiters", json_integer(st[i].waiters));
+            json_object_set_new(e, "queue", queue_json(&st[i]));
         } else {
             json_object_set_new(e, "error", json_string(st[i].error));
         }
         json_array_append_new(nodes, e);
-        if (!st[i].reachable || st[i].holder[0] == '\0')
-            continue;
-        int same = 0;
-        for (int k = 0; k < n; k++)
-            same += st[k].reachable && strcmp(st[k].holder, st[i].holder) == 0;
-        if (same >= quorum)
-            majority = st[i].holder;
     }
-    print_json(json_pack("{s:s, s:i, s:o, s:i, s:b, s:s?}", "resource", resource, "quorum", quorum, "nodes",
-                         nodes, "reachable", reachable, "held_by_majority", majority != NULL,
-                         "majority_holder", majority));
+    json_t *holder_info = majority >= 0 ? info_json(st[majority].info) : json_null();
+    json_t *remaining = majority >= 0 ? json_integer(left) : json_null();
+    const char *state = majority >= 0 ? "held" : holding > 0 ? "expired" : "free";
+    print_json(json_pack("{s:s, s:i, s:o, s:i, s:s, s:b, s:s?, s:o, s:o}", "resource", resource, "quorum",
+                         quorum, "nodes", nodes, "reachable", reachable, "state", state, "held_by_majority",
+                         majority >= 0, "majority_holder", majority >= 0 ? st[majority].holder : NULL,
+                         "majority_holder_info", holder_info, "majority_remaining_ms", remaining));
     if (reachable < quorum) {
         fprintf(stderr, "%s: status: only %d of %d nodes answered\n", prog, reachable, n);
         return EXIT_UNREACHABLE;
     }
     return EXIT_OK;
-}
-
-/* ---- run ---- */
-
-static volatile sig_atomic_t forwarded_signal;
-
-static void on_signal(int sig)
-{
-    forwarded_signal = sig;
-}
-
-struct run_state {
-    int lost_rc;
-    char why[1200];
-};
-
-static void on_lost(lockcore_client *c, int rc, const struct lockcore_lock *l, void *arg)
-{
-    struct run_state *s = arg;
-    s->lost_rc = rc ? rc : LOCKCORE_ELOST;
-    snprintf(s->why, sizeof(s->why), "lock on '%s' lost: %s (%s)", l->resource, lockcore_strerror(s->lost_rc),
-             lockcore_errmsg(c));
-}
-
-/* The command must not inherit our connections to the nodes: a command
- * that outlives us would keep them open. */
-static void connections_cloexec(lockcore_client *c)
-{
-    struct pollfd fds[LOCKCORE_NODES_MAX];
-    int timeout;
-    int n = lockcore_pollfds(c, fds, LOCKCORE_NODES_MAX, &timeout);
-    for (int i = 0; i < n; i++) {
-        int flags = fcntl(fds[i].fd, F_GETFD);
-        if (flags >= 0)
-            fcntl(fds[i].fd, F_SETFD, flags | FD_CLOEXEC);
-    }
-}
-
-static int cmd_run(lockcore_client *c, const struct args *a, const char *resource, char **cmd)
-{
-    struct lockcore_lock l;
-    int rc = lockcore_acquire(c, resource, &l);
-    if (rc < 0)
-        return fail(c, "acquire", rc);
-
-    struct run_state st = {0, ""};
-    lockcore_keepalive *k = NULL;
-    rc = lockcore_keepalive_start(c, &l, l.ttl_ms, a->extend_at_ms, on_lost, &st, &k);
-    if (rc < 0) {
-        int code = fail(c, "keepalive", rc);
-        lockcore_release(c, &l);
-        return code;
-    }
-
-    char token[24], validity[24];
-    snprintf(token, sizeof(token), "%" PRIu64, l.token);
-    snprintf(validity, sizeof(validity), "%" PRIu64, l.validity_ms);
-
-    /* Handlers before fork: a signal that arrives while the command starts
-     * is passed on, not lost. exec resets them to the default in the child. */
-    struct sigaction sa;
-    memset(&sa, 0, sizeof(sa));
-    sa.sa_handler = on_signal;
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-    sigaction(SIGHUP, &sa, NULL);
-
-    connections_cloexec(c);
-    fflush(stdout);
-    fflush(stderr);
-    pid_t pid = fork();
-    if (pid < 0) {
-        fprintf(stderr, "%s: fork: %s\n", prog, strerror(errno));
-        lockcore_keepalive_stop(k);
-        lockcore_release(c, &l);
-        return EXIT_ERROR;
-    }
-    if (pid == 0) {
-        setenv("FENCELOCK_TOKEN", token, 1);
-        setenv("FENCELOCK_RESOURCE", l.resource, 1);
-        setenv("FENCELOCK_LOCK_ID", l.id, 1);
-        setenv("FENCELOCK_VALIDITY_MS", validity, 1);
-        execvp(cmd[0], cmd);
-        int e = errno;
-        fprintf(stderr, "%s: %s: %s\n", prog, cmd[0], strerror(e));
-        _exit(e == ENOENT ? 127 : 126);
-    }
-
-    int status = 0;
-    uint64_t term_at = 0;
-    int killed = 0;
-    /* Bounded by the command itself, and on a lost lock by --kill-after. */
-    for (;;) {
-        pid_t r = waitpid(pid, &status, WNOHANG);
-        if (r == pid || (r < 0 && errno != EINTR))
-            break;
-        if (forwarded_signal) {
-            kill(pid, forwarded_signal);
-            forwarded_signal = 0;
-        }
-        if (st.lost_rc != 0 && term_at == 0) {
-            fprintf(stderr, "%s: %s; sending SIGTERM to %s (pid %d)\n", prog, st.why, cmd[0], (int)pid);
-            kill(pid, SIGTERM);
-            term_at = lockcore_now_ms();
-        }
-        if (term_at != 0 && !killed && lockcore_now_ms() - term_at >= a->kill_after_ms) {
-            fprintf(stderr, "%s: %s still running %" PRIu64 " ms after SIGTERM; sending SIGKILL\n", prog,
-                    cmd[0], a->kill_after_ms);
-            kill(pid, SIGKILL);
-            killed = 1;
-        }
-        /* The keep-alive runs from here; 20 ms also bounds how late we see
-         * the command exit. */
-        lockcore_run(c, 20);
-    }
-
-    lockcore_keepalive_get(k, &l);
-    lockcore_keepalive_stop(k);
-    /* Lost or not, delete our keys where they still hold our id: what a
-     * minority still holds would otherwise block others until it expires. */
-    rc = lockcore_release(c, &l);
-    if (st.lost_rc != 0)
-        return EXIT_LOST;
-    if (rc < 0)
-        fprintf(stderr, "%s: release: %s\n", prog, lockcore_errmsg(c));
-    if (WIFEXITED(status))
-        return WEXITSTATUS(status);
-    if (WIFSIGNALED(status))
-        return 128 + WTERMSIG(status);
-    return EXIT_ERROR;
 }
 
 /* ---- command line ---- */
@@ -584,13 +686,23 @@ enum {
     O_KILL_AFTER,
     O_TIMEOUT,
     O_VERSION,
+    O_VERBOSE,
+    O_QUIET,
+    O_UNDO,
+    O_NOTIFY,
+    O_NO_NOTIFY,
+    O_FAIR,
+    O_BACKOFF,
+    O_RETRY_DELAY_MAX,
+    O_PASSWORD_FILE,
 };
 
+/* name: the option as "--ttl" (never the value: argv may hold "--ttl=5x"). */
 static int set_duration(struct args *a, int opt, const char *name, const char *val)
 {
     uint64_t d = 0;
     if (parse_duration(val, &d) < 0) {
-        fprintf(stderr, "%s: %s '%s': not a duration (like 500ms, 10s, 2m)\n", prog, name, val);
+        fprintf(stderr, "%s: %s: '%s' is not a duration (like 500ms, 10s, 2m, 1h)\n", prog, name, val);
         return -1;
     }
     switch (opt) {
@@ -619,6 +731,9 @@ static int set_duration(struct args *a, int opt, const char *name, const char *v
     case O_KILL_AFTER:
         a->kill_after_ms = d;
         break;
+    case O_RETRY_DELAY_MAX:
+        a->retry_delay_max_ms = d;
+        break;
     default:
         if (d == 0) {
             fprintf(stderr, "%s: --timeout must be above 0\n", prog);
@@ -630,116 +745,212 @@ static int set_duration(struct args *a, int opt, const char *name, const char *v
     return 0;
 }
 
-int main(int argc, char **argv)
+/* The command line, parsed. */
+struct cmdline {
+    struct args a;
+    const char *operands[3]; /* the command's name, then its operands */
+    int nops;
+    char **cmd; /* run: the command to run and its arguments */
+};
+
+static const struct option longopts[] = {
+    {"nodes", required_argument, NULL, O_NODES},
+    {"ttl", required_argument, NULL, O_TTL},
+    {"retry-count", required_argument, NULL, O_RETRY_COUNT},
+    {"retry-delay", required_argument, NULL, O_RETRY_DELAY},
+    {"wait", required_argument, NULL, O_WAIT},
+    {"key-prefix", required_argument, NULL, O_PREFIX},
+    {"no-fencing", no_argument, NULL, O_NOFENCE},
+    {"extend-at", required_argument, NULL, O_EXTEND_AT},
+    {"kill-after", required_argument, NULL, O_KILL_AFTER},
+    {"timeout", required_argument, NULL, O_TIMEOUT},
+    {"help", no_argument, NULL, 'h'},
+    {"version", no_argument, NULL, O_VERSION},
+    {"verbose", no_argument, NULL, O_VERBOSE},
+    {"quiet", no_argument, NULL, O_QUIET},
+    {"notify", no_argument, NULL, O_NOTIFY},
+    {"no-notify", no_argument, NULL, O_NO_NOTIFY},
+    {"fair", no_argument, NULL, O_FAIR},
+    {"backoff", required_argument, NULL, O_BACKOFF},
+    {"retry-delay-max", required_argument, NULL, O_RETRY_DELAY_MAX},
+    {"password-file", required_argument, NULL, O_PASSWORD_FILE},
+    {"undo", required_argument, NULL, O_UNDO},
+    {NULL, 0, NULL, 0},
+};
+
+/* One option from getopt_long into *a. Returns -1 to go on, or the exit
+ * code (after saying why). */
+static int parse_option(struct args *a, int opt, int longindex, const char *arg, const char *given)
 {
-    struct args a = {.retry_count = 3, .fencing = 1, .kill_after_ms = 5000};
-    static const struct option longopts[] = {
-        {"nodes", required_argument, NULL, O_NODES},
-        {"ttl", required_argument, NULL, O_TTL},
-        {"retry-count", required_argument, NULL, O_RETRY_COUNT},
-        {"retry-delay", required_argument, NULL, O_RETRY_DELAY},
-        {"wait", required_argument, NULL, O_WAIT},
-        {"key-prefix", required_argument, NULL, O_PREFIX},
-        {"no-fencing", no_argument, NULL, O_NOFENCE},
-        {"extend-at", required_argument, NULL, O_EXTEND_AT},
-        {"kill-after", required_argument, NULL, O_KILL_AFTER},
-        {"timeout", required_argument, NULL, O_TIMEOUT},
-        {"help", no_argument, NULL, 'h'},
-        {"version", no_argument, NULL, O_VERSION},
-        {NULL, 0, NULL, 0},
-    };
-    const char *operands[3];
-    int nops = 0;
-    char **cmd = NULL;
+    switch (opt) {
+    case 'h':
+        a->help = 1;
+        return -1;
+    case O_VERSION:
+        printf("fencelock %s\n", FENCELOCK_VERSION);
+        return EXIT_OK;
+    case O_NODES:
+        a->nodes = arg;
+        return -1;
+    case O_PREFIX:
+        a->key_prefix = arg;
+        return -1;
+    case O_NOFENCE:
+        a->fencing = 0;
+        return -1;
+    case O_VERBOSE:
+        a->verbose = 1;
+        return -1;
+    case O_QUIET:
+        a->quiet = 1;
+        return -1;
+    case O_UNDO:
+        a->undo = arg;
+        return -1;
+    case O_PASSWORD_FILE:
+        a->password_file = arg;
+        return -1;
+    case O_NOTIFY:
+        a->wait_mode = LOCKCORE_WAIT_NOTIFY;
+        return -1;
+    case O_NO_NOTIFY:
+        a->wait_mode = LOCKCORE_WAIT_POLL;
+        return -1;
+    case O_FAIR:
+        a->wait_mode = LOCKCORE_WAIT_FAIR;
+        return -1;
+    case O_BACKOFF:
+        if (strcmp(arg, "fixed") == 0)
+            a->backoff = LOCKCORE_BACKOFF_FIXED;
+        else if (strcmp(arg, "exponential") == 0)
+            a->backoff = LOCKCORE_BACKOFF_EXPONENTIAL;
+        else {
+            fprintf(stderr, "%s: --backoff takes fixed or exponential, not '%s'\n", prog, arg);
+            return EXIT_USAGE;
+        }
+        return -1;
+    case O_RETRY_COUNT: {
+        char *end;
+        errno = 0;
+        long v = strtol(arg, &end, 10);
+        if (*arg == '\0' || *end != '\0' || errno != 0 || v < -1 || v > 1000000) {
+            fprintf(stderr, "%s: --retry-count takes an integer from -1 to 1000000\n", prog);
+            return EXIT_USAGE;
+        }
+        a->retry_count = (int)v;
+        a->retry_set = 1;
+        return -1;
+    }
+    case O_TTL:
+    case O_RETRY_DELAY:
+    case O_WAIT:
+    case O_EXTEND_AT:
+    case O_KILL_AFTER:
+    case O_RETRY_DELAY_MAX:
+    case O_TIMEOUT: {
+        char name[32];
+        snprintf(name, sizeof(name), "--%s", longopts[longindex].name);
+        return set_duration(a, opt, name, arg) < 0 ? EXIT_USAGE : -1;
+    }
+    case ':':
+        fprintf(stderr, "%s: option '%s' needs a value (see --help)\n", prog, given);
+        return EXIT_USAGE;
+    default:
+        fprintf(stderr, "%s: unknown option '%s' (see --help)\n", prog, given);
+        return EXIT_USAGE;
+    }
+}
 
-    /* write, append and fence (tools/cmd_file.c) parse their own options. */
-    int file_code = fencelock_file_main(argc, argv);
-    if (file_code >= 0)
-        return file_code;
-
+/* Options may come before, between and after the operands; `run` takes
+ * everything after its RESOURCE (and an optional "--") as the command.
+ * Returns -1 to go on, or the exit code (after saying why). */
+static int parse_args(int argc, char **argv, struct cmdline *cl)
+{
+    memset(cl, 0, sizeof(*cl));
+    cl->a.retry_count = 3;
+    cl->a.fencing = 1;
+    cl->a.kill_after_ms = 5000;
     opterr = 0;
     optind = 1;
-    /* Options may come before, between and after the operands; `run` takes
-     * everything after its RESOURCE (and an optional "--") as the command. */
-    while (optind < argc && cmd == NULL) {
+    while (optind < argc && cl->cmd == NULL) {
         int prev = optind;
-        int opt = getopt_long(argc, argv, "+:h", longopts, NULL);
-        if (opt == -1) {
-            if (optind >= argc)
-                break;
-            int after_dashes = optind > prev && strcmp(argv[optind - 1], "--") == 0;
-            int is_run = nops > 0 && strcmp(operands[0], "run") == 0;
-            if (is_run && nops == 2) {
-                cmd = &argv[optind]; /* run's command starts here */
-                break;
-            }
-            if (after_dashes && !is_run) {
-                fprintf(stderr, "%s: unexpected '--' (see --help)\n", prog);
-                return EXIT_USAGE;
-            }
-            if (nops == 3) {
-                fprintf(stderr, "%s: too many arguments (see --help)\n", prog);
-                return EXIT_USAGE;
-            }
-            operands[nops++] = argv[optind++];
+        int longindex = -1;
+        int opt = getopt_long(argc, argv, "+:h", longopts, &longindex);
+        if (opt != -1) {
+            int code = parse_option(&cl->a, opt, longindex, optarg, argv[optind - 1]);
+            if (code >= 0)
+                return code;
             continue;
         }
-        switch (opt) {
-        case 'h':
-            a.help = 1;
+        if (optind >= argc)
             break;
-        case O_VERSION:
-            printf("fencelock %s\n", FENCELOCK_VERSION);
-            return EXIT_OK;
-        case O_NODES:
-            a.nodes = optarg;
-            break;
-        case O_PREFIX:
-            a.key_prefix = optarg;
-            break;
-        case O_NOFENCE:
-            a.fencing = 0;
-            break;
-        case O_RETRY_COUNT: {
-            char *end;
-            errno = 0;
-            long v = strtol(optarg, &end, 10);
-            if (*optarg == '\0' || *end != '\0' || errno != 0 || v < -1 || v > 1000000) {
-                fprintf(stderr, "%s: --retry-count takes an integer from -1 to 1000000\n", prog);
-                return EXIT_USAGE;
-            }
-            a.retry_count = (int)v;
-            a.retry_set = 1;
+        int after_dashes = optind > prev && strcmp(argv[optind - 1], "--") == 0;
+        int is_run = cl->nops > 0 && strcmp(cl->operands[0], "run") == 0;
+        if (is_run && cl->nops == 2) {
+            cl->cmd = &argv[optind]; /* run's command starts here */
             break;
         }
-        case O_TTL:
-        case O_RETRY_DELAY:
-        case O_WAIT:
-        case O_EXTEND_AT:
-        case O_KILL_AFTER:
-        case O_TIMEOUT:
-            if (set_duration(&a, opt, argv[optind - 1], optarg) < 0)
-                return EXIT_USAGE;
-            break;
-        case ':':
-            fprintf(stderr, "%s: option '%s' needs a value (see --help)\n", prog, argv[optind - 1]);
-            return EXIT_USAGE;
-        default:
-            fprintf(stderr, "%s: unknown option '%s' (see --help)\n", prog, argv[optind - 1]);
+        if (after_dashes && !is_run) {
+            fprintf(stderr, "%s: unexpected '--' (see --help)\n", prog);
             return EXIT_USAGE;
         }
+        if (cl->nops == 3) {
+            fprintf(stderr, "%s: too many arguments (see --help)\n", prog);
+            return EXIT_USAGE;
+        }
+        cl->operands[cl->nops++] = argv[optind++];
     }
+    return -1;
+}
 
-    const char *name = nops > 0 ? operands[0] : NULL;
-    int need = name == NULL                   ? 0
-               : strcmp(name, "acquire") == 0 ? 2
-               : strcmp(name, "status") == 0  ? 2
-               : strcmp(name, "extend") == 0  ? 3
-               : strcmp(name, "release") == 0 ? 3
-               : strcmp(name, "run") == 0     ? 2
-                                              : -1;
-    if (a.help) {
-        if (need > 0)
+/* ---- command dispatch ---- */
+
+static int do_acquire(lockcore_client *c, const struct cmdline *cl)
+{
+    return cmd_acquire(c, &cl->a, cl->operands[1]);
+}
+
+static int do_status(lockcore_client *c, const struct cmdline *cl)
+{
+    return cmd_status(c, cl->operands[1]);
+}
+
+static int do_extend(lockcore_client *c, const struct cmdline *cl)
+{
+    return cmd_extend(c, &cl->a, cl->operands[1], cl->operands[2]);
+}
+
+static int do_release(lockcore_client *c, const struct cmdline *cl)
+{
+    return cmd_release(c, cl->operands[1], cl->operands[2]);
+}
+
+static int do_run(lockcore_client *c, const struct cmdline *cl)
+{
+    return fencelock_run(c, &cl->a, cl->operands[1], cl->cmd);
+}
+
+/* The lock commands: name, operands (the name included), what runs it. */
+static const struct command {
+    const char *name;
+    int nops;
+    int (*run)(lockcore_client *c, const struct cmdline *cl);
+} commands[] = {
+    {"acquire", 2, do_acquire}, {"status", 2, do_status}, {"extend", 3, do_extend},
+    {"release", 3, do_release}, {"run", 2, do_run},
+};
+
+/* Help, and the checks that need the whole command line. Sets *out to the
+ * command to run and returns -1, or returns the exit code. */
+static int check_args(const struct cmdline *cl, const struct command **out)
+{
+    const char *name = cl->nops > 0 ? cl->operands[0] : NULL;
+    const struct command *k = NULL;
+    for (size_t i = 0; name != NULL && i < sizeof(commands) / sizeof(commands[0]); i++)
+        if (strcmp(name, commands[i].name) == 0)
+            k = &commands[i];
+    if (cl->a.help) {
+        if (k != NULL)
             command_usage(stdout, name);
         else
             usage(stdout);
@@ -749,34 +960,72 @@ int main(int argc, char **argv)
         usage(stderr);
         return EXIT_USAGE;
     }
-    if (need < 0) {
+    if (k == NULL) {
         fprintf(stderr, "%s: unknown command '%s' (see --help)\n", prog, name);
         return EXIT_USAGE;
     }
-    if (nops != need || (strcmp(name, "run") == 0 && (cmd == NULL || cmd[0] == NULL))) {
+    if (cl->nops != k->nops || (k->run == do_run && (cl->cmd == NULL || cl->cmd[0] == NULL))) {
         fprintf(stderr, "%s: %s: wrong number of arguments\n", prog, name);
         command_usage(stderr, name);
         return EXIT_USAGE;
     }
-    if (a.extend_at_ms != 0 && a.extend_at_ms >= (a.ttl_ms ? a.ttl_ms : 10000)) {
+    if (cl->a.undo != NULL && k->run != do_run) {
+        fprintf(stderr, "%s: --undo only applies to run\n", prog);
+        return EXIT_USAGE;
+    }
+    if (cl->a.extend_at_ms != 0 && cl->a.extend_at_ms >= effective_ttl_ms(&cl->a)) {
         fprintf(stderr, "%s: --extend-at must be below --ttl\n", prog);
         return EXIT_USAGE;
     }
+    *out = k;
+    return -1;
+}
 
+/* acquire and run leave who they are beside the lock: for acquire the
+ * process that called it (which keeps the lock id), for run fencelock and
+ * its command. Other commands take no lock: "". */
+static void holder_info_for(const struct command *k, const struct cmdline *cl, char *info, size_t cap)
+{
+    char cmdline[LOCKCORE_INFO_MAX + 1] = "";
+    info[0] = '\0';
+    if (k->run == do_acquire) {
+        process_cmdline(getppid(), cmdline, sizeof(cmdline));
+        make_holder_info(info, cap, getppid(), cmdline);
+    } else if (k->run == do_run) {
+        size_t len = 0;
+        for (int i = 0; cl->cmd[i] != NULL && len + 1 < sizeof(cmdline); i++)
+            len += (size_t)snprintf(cmdline + len, sizeof(cmdline) - len, "%s%s", i ? " " : "", cl->cmd[i]);
+        make_holder_info(info, cap, getpid(), cmdline);
+    }
+}
+
+static int dispatch(const struct command *k, const struct cmdline *cl)
+{
+    char info[LOCKCORE_INFO_MAX + 1];
+    holder_info_for(k, cl, info, sizeof(info));
     int code = EXIT_ERROR;
-    lockcore_client *c = make_client(&a, &code);
+    lockcore_client *c = make_client(&cl->a, info, &code);
     if (c == NULL)
         return code;
-    if (strcmp(name, "acquire") == 0)
-        code = cmd_acquire(c, operands[1]);
-    else if (strcmp(name, "status") == 0)
-        code = cmd_status(c, operands[1]);
-    else if (strcmp(name, "extend") == 0)
-        code = cmd_extend(c, &a, operands[1], operands[2]);
-    else if (strcmp(name, "release") == 0)
-        code = cmd_release(c, operands[1], operands[2]);
-    else
-        code = cmd_run(c, &a, operands[1], cmd);
+    code = k->run(c, cl);
     lockcore_client_free(c);
     return code;
+}
+
+int main(int argc, char **argv)
+{
+    /* write, append and fence (tools/cmd_file.c) parse their own options. */
+    int file_code = fencelock_file_main(argc, argv);
+    if (file_code >= 0)
+        return file_code;
+
+    struct cmdline cl;
+    int code = parse_args(argc, argv, &cl);
+    if (code >= 0)
+        return code;
+    const struct command *k = NULL;
+    code = check_args(&cl, &k);
+    if (code >= 0)
+        return code;
+    return dispatch(k, &cl);
 }

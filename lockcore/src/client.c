@@ -35,7 +35,7 @@ int lockcore_options_init(struct lockcore_options *o)
     o->clock_us = NULL;
     o->clock_arg = NULL;
     o->tls_verify = 1;
-    o->wait_mode = LOCKCORE_WAIT_NOTIFY;
+    o->wait_mode = LOCKCORE_WAIT_POLL;
     o->backoff = LOCKCORE_BACKOFF_FIXED;
     o->retry_delay_max_ms = 2000;
     o->queue_ttl_ms = 3000;
@@ -80,8 +80,8 @@ static int check_options(const struct lockcore_options *o, char *err, size_t cap
         BAD("reconnect_min_ms must be at least 1 and at most reconnect_max_ms");
     if (o->fencing != 0 && o->fencing != 1)
         BAD("fencing must be 0 or 1");
-    if (o->wait_mode < LOCKCORE_WAIT_NOTIFY || o->wait_mode > LOCKCORE_WAIT_FAIR)
-        BAD("wait_mode must be LOCKCORE_WAIT_NOTIFY, _POLL or _FAIR");
+    if (o->wait_mode < LOCKCORE_WAIT_POLL || o->wait_mode > LOCKCORE_WAIT_FAIR)
+        BAD("wait_mode must be LOCKCORE_WAIT_POLL, _NOTIFY or _FAIR");
     if (o->backoff != LOCKCORE_BACKOFF_FIXED && o->backoff != LOCKCORE_BACKOFF_EXPONENTIAL)
         BAD("backoff must be LOCKCORE_BACKOFF_FIXED or _EXPONENTIAL");
     if (o->retry_delay_max_ms > WAIT_MAX_MS || (o->backoff && o->retry_delay_max_ms < o->retry_delay_ms))
@@ -90,6 +90,8 @@ static int check_options(const struct lockcore_options *o, char *err, size_t cap
         BAD("queue_ttl_ms must be between 30 and 3600000");
     if (o->tls_verify != 0 && o->tls_verify != 1)
         BAD("tls_verify must be 0 or 1");
+    if (o->password != NULL && (o->password[0] == '\0' || strlen(o->password) > 255))
+        BAD("password must be 1 to 255 bytes");
     if ((o->tls_cert_file == NULL) != (o->tls_key_file == NULL))
         BAD("tls_cert_file and tls_key_file go together");
     return 0;
@@ -146,6 +148,7 @@ int lockcore_client_new(const struct lockcore_options *o, lockcore_client **out,
         memcpy(c->info, o->holder_info, c->info_len + 1);
     }
     c->o.holder_info = c->info;
+    c->o.password = NULL; /* copied into each node's address below */
     if (copy_opt(c, 0, &c->o.tls_ca_file) < 0 || copy_opt(c, 1, &c->o.tls_cert_file) < 0 ||
         copy_opt(c, 2, &c->o.tls_key_file) < 0 || copy_opt(c, 3, &c->o.tls_server_name) < 0)
         goto fail;
@@ -159,6 +162,9 @@ int lockcore_client_new(const struct lockcore_options *o, lockcore_client **out,
             (rc = lockcore__resolve(&c->nodes[i].addr, err, sizeof(err))) < 0)
             goto fail;
         tls |= c->nodes[i].addr.tls;
+        struct address *a = &c->nodes[i].addr;
+        if (o->password != NULL && a->pass[0] == '\0')
+            memcpy(a->pass, o->password, strlen(o->password) + 1);
         lockcore__node_init(c, &c->nodes[i], i);
     }
     /* Certificates and keys are read now: a bad file is an error here,
@@ -528,6 +534,10 @@ static void set_keys(struct op *op, const char *resource)
     memcpy(op->qexp + 1, op->key, op->key_len);
     memcpy(op->qexp + 1 + op->key_len, "}:waiting", 10);
     op->qexp_len = op->key_len + 10;
+    op->nkey[0] = '{';
+    memcpy(op->nkey + 1, op->key, op->key_len);
+    memcpy(op->nkey + 1 + op->key_len, "}:next", 7);
+    op->nkey_len = op->key_len + 7;
     memcpy(op->chan + 1, op->key, op->key_len);
     memcpy(op->chan + 1 + op->key_len, "}:released", 11);
     op->chan_len = op->key_len + 11;

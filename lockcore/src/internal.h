@@ -149,6 +149,8 @@ struct op {
     size_t qkey_len;
     char qexp[QUEUE_KEY_MAX + 1]; /* their deadlines: "{" key "}:waiting" */
     size_t qexp_len;
+    char nkey[QUEUE_KEY_MAX + 1]; /* handoff reservation: "{" key "}:next" */
+    size_t nkey_len;
     char chan[QUEUE_KEY_MAX + 1]; /* release channel: "{" key "}:released" */
     size_t chan_len;
     uint64_t ticket; /* place in the queue: wall µs at the first attempt */

@@ -136,6 +136,17 @@ void lockcore__notify_setup(lockcore_client *c, struct node *s, uint64_t now)
     free(lens);
 }
 
+/* A node confirmed a subscription: waiters on that channel try again now,
+ * since a release between their refusal and this moment sent its notice to
+ * nobody. Without this, such a notice would cost the fallback timer. */
+static void subscribed(lockcore_client *c, const redisReply *chan, uint64_t now)
+{
+    for (struct op *op = c->active; op != NULL; op = op->next)
+        if (op->kind == OP_ACQUIRE && op->phase == PH_RETRY_WAIT && op->chan_len == chan->len &&
+            memcmp(op->chan, chan->str, chan->len) == 0 && op->retry_at_ms > now)
+            op->retry_at_ms = now;
+}
+
 /* A release named a waiter: if it is one of ours, waiting on that
  * resource, it tries again now. */
 static void notice(lockcore_client *c, const redisReply *chan, const redisReply *who, uint64_t now)
@@ -166,6 +177,8 @@ void lockcore__notify_reply(lockcore_client *c, struct node *s, redisReply *r, u
         if (strcmp(r->element[0]->str, "message") == 0 && r->element[1]->type == REDIS_REPLY_STRING &&
             r->element[2]->type == REDIS_REPLY_STRING)
             notice(c, r->element[1], r->element[2], now);
+        else if (strcmp(r->element[0]->str, "subscribe") == 0 && r->element[1]->type == REDIS_REPLY_STRING)
+            subscribed(c, r->element[1], now);
         return;
     }
     if (r->type != REDIS_REPLY_ERROR)

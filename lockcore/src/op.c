@@ -96,9 +96,9 @@ int lockcore__op_resend(struct op *op, unsigned i, enum step step, int use_eval,
     size_t lens[16];
     char ttl[24], prop[24], idle[24], tok[24];
     int argc = 0, script = -1;
-    const char *keys[4], *args[7];
-    size_t klens[4], alens[7];
-    char ticket[24], qttl[24];
+    const char *keys[5], *args[7];
+    size_t klens[5], alens[7];
+    char ticket[24], qttl[24], reserve[24];
     int nkeys = 0, nargs = 0;
 #define KEY(p, l) (keys[nkeys] = (p), klens[nkeys++] = (l))
 #define ARG(p) (args[nargs] = (p), alens[nargs++] = strlen(p))
@@ -117,6 +117,7 @@ int lockcore__op_resend(struct op *op, unsigned i, enum step step, int use_eval,
             KEY(op->fkey, op->fkey_len);
             KEY(op->qkey, op->qkey_len);
             KEY(op->qexp, op->qexp_len);
+            KEY(op->nkey, op->nkey_len);
             ARG(op->lock.id);
             ARG(ttl);
             ARG(prop);
@@ -137,6 +138,7 @@ int lockcore__op_resend(struct op *op, unsigned i, enum step step, int use_eval,
         script = SCRIPT_ACQUIRE_FENCED;
         KEY(op->key, op->key_len);
         KEY(op->fkey, op->fkey_len);
+        KEY(op->nkey, op->nkey_len); /* a release may have reserved it for a waiter */
         ARG(op->lock.id);
         ARG(ttl);
         ARG(prop);
@@ -176,14 +178,22 @@ int lockcore__op_resend(struct op *op, unsigned i, enum step step, int use_eval,
         KEY(op->ikey, op->ikey_len);
         KEY(op->qkey, op->qkey_len);
         KEY(op->qexp, op->qexp_len);
+        KEY(op->nkey, op->nkey_len);
         ARG(op->lock.id);
         /* A real release tells the next waiter; a rollback does not (the
-         * lock may well be held by someone else). */
+         * lock may well be held by someone else). A notified release also
+         * keeps the lock for the waiter it names, for two request
+         * timeouts: the notice must beat newcomers, not the releaser's
+         * own next attempt, already on the wire behind it. */
         if (step == STEP_RELEASE && c->o.wait_mode != LOCKCORE_WAIT_POLL)
             args[nargs] = op->chan, alens[nargs++] = op->chan_len;
         else
             ARG("");
         ARG(step == STEP_RELEASE ? "1" : "0");
+        u64s(reserve, sizeof(reserve),
+             step == STEP_RELEASE && c->o.wait_mode == LOCKCORE_WAIT_NOTIFY ? 2 * c->o.request_timeout_ms
+                                                                            : 0);
+        ARG(reserve);
         break;
     case STEP_DEQUEUE:
         script = SCRIPT_DEQUEUE;
@@ -205,6 +215,7 @@ int lockcore__op_resend(struct op *op, unsigned i, enum step step, int use_eval,
         KEY(op->key, op->key_len);
         KEY(op->fkey, op->fkey_len);
         KEY(op->ikey, op->ikey_len);
+        KEY(op->qkey, op->qkey_len);
         use_eval = 1;
         break;
     default:
@@ -213,7 +224,7 @@ int lockcore__op_resend(struct op *op, unsigned i, enum step step, int use_eval,
 #undef KEY
 #undef ARG
 
-    static const char *const nk[] = {"0", "1", "2", "3", "4"};
+    static const char *const nk[] = {"0", "1", "2", "3", "4", "5"};
     if (use_eval || c->sha[script][0] == '\0') {
         argv[argc] = "EVAL", lens[argc++] = 4;
         argv[argc] = lockcore__scripts[script], lens[argc++] = strlen(lockcore__scripts[script]);
@@ -358,8 +369,11 @@ static uint64_t wait_delay(struct op *op, int rc)
 static void attempt_failed(struct op *op, int rc, uint64_t now)
 {
     lockcore_client *c = op->c;
+    /* A node that answered "refused" to the lock step did not set our key
+     * (the step is one atomic script): nothing to roll back there. After
+     * a raise, every node may hold the key set in the lock step. */
     for (unsigned i = 0; i < c->n; i++)
-        if (c->nodes[i].state != NODE_DOWN)
+        if (c->nodes[i].state != NODE_DOWN && !(op->phase == PH_LOCK && op->slot[i] == SLOT_NO))
             lockcore__op_resend(op, i, STEP_IGNORE, 0, now);
 
     int retries_left = c->o.retry_count < 0 || op->lock.attempts <= (unsigned)c->o.retry_count;
@@ -504,6 +518,103 @@ static void wake_local_waiter(const struct op *rel, uint64_t now)
         oldest->retry_at_ms = now;
 }
 
+/* The lock step of an attempt: the verdict of fencing_decide. */
+static void decide_lock(struct op *op, const struct fencing_tally *t, unsigned no, unsigned net,
+                        unsigned proto, uint64_t now)
+{
+    lockcore_client *c = op->c;
+    switch (fencing_decide(t, c->o.fencing)) {
+    case FENCING_WAIT:
+        return;
+    case FENCING_GRANTED:
+        granted(op, t->granted, now);
+        return;
+    case FENCING_ROUND2:
+        if (validity(op, now) <= 0) {
+            granted(op, t->granted, now); /* reports no validity left */
+            return;
+        }
+        op->lock.nodes_ok = t->granted;
+        raise_begin(op, now);
+        return;
+    case FENCING_FAILED:
+        op->lock.nodes_ok = t->granted;
+        prefix_msg(op, "acquire", t->granted, no, net, proto);
+        attempt_failed(op, failure_code(op, no, net, proto, LOCKCORE_ELOCKED), now);
+        return;
+    }
+}
+
+/* A second-round proposal: the lock is held, only acceptance is open. */
+static void decide_raise(struct op *op, struct fencing_tally t, unsigned net, unsigned proto, uint64_t now)
+{
+    lockcore_client *c = op->c;
+    t.granted = c->n;
+    switch (fencing_decide(&t, 1)) {
+    case FENCING_WAIT:
+        return;
+    case FENCING_GRANTED:
+        granted(op, op->lock.nodes_ok, now);
+        return;
+    default:
+        if (op->raises < MAX_RAISES && validity(op, now) > 0) {
+            raise_begin(op, now);
+            return;
+        }
+        prefix_msg(op, "fencing token for", t.accepted, c->n - t.accepted - net - proto, net, proto);
+        attempt_failed(op, failure_code(op, 0, net, proto, LOCKCORE_EFENCE), now);
+        return;
+    }
+}
+
+/* An extension: a majority extended (with validity left), or can no longer. */
+static void decide_extend(struct op *op, unsigned yes, unsigned no, unsigned net, unsigned proto,
+                          unsigned answered, uint64_t now)
+{
+    lockcore_client *c = op->c;
+    if (yes >= c->quorum) {
+        int64_t v = validity(op, now);
+        if (v <= 0) {
+            lockcore__fmt(op->errmsg, sizeof(op->errmsg),
+                          "extend '%s': extended too slowly, no validity left", op->lock.resource);
+            lockcore__op_finish(op, LOCKCORE_ELOST);
+            return;
+        }
+        op->lock.validity_ms = (uint64_t)v;
+        op->lock.valid_until_ms = now + (uint64_t)v;
+        op->lock.ttl_ms = op->ttl_ms;
+        op->lock.nodes_ok = yes;
+        op->lock.flags &= ~LOCKCORE_LOCK_FROM_ID; /* validity known now */
+        op->errmsg[0] = '\0';
+        lockcore__op_finish(op, 0);
+    } else if (yes + (c->n - answered) < c->quorum) {
+        prefix_msg(op, "extend", yes, no, net, proto);
+        op->lock.nodes_ok = yes;
+        lockcore__op_finish(op, failure_code(op, no, net, proto, LOCKCORE_ELOST));
+    }
+}
+
+/* A release waits for every node: a majority that answered, whatever it
+ * said, is a release done. */
+static void decide_release(struct op *op, unsigned yes, unsigned no, unsigned net, unsigned proto,
+                           unsigned answered)
+{
+    lockcore_client *c = op->c;
+    if (answered < c->n)
+        return;
+    op->lock.nodes_ok = yes;
+    op->lock.validity_ms = 0;
+    op->lock.valid_until_ms = 0;
+    if (yes + no >= c->quorum) {
+        op->errmsg[0] = '\0';
+        lockcore__op_finish(op, 0);
+    } else {
+        prefix_msg(op, "release", yes, no, net, proto);
+        lockcore__op_finish(op, LOCKCORE_ENOQUORUM);
+    }
+}
+
+/* Decide the current phase as soon as its outcome is certain. */
 static void decide(struct op *op, uint64_t now)
 {
     lockcore_client *c = op->c;
@@ -514,80 +625,16 @@ static void decide(struct op *op, uint64_t now)
 
     switch (op->phase) {
     case PH_LOCK:
-        switch (fencing_decide(&t, c->o.fencing)) {
-        case FENCING_WAIT:
-            return;
-        case FENCING_GRANTED:
-            granted(op, yes, now);
-            return;
-        case FENCING_ROUND2:
-            if (validity(op, now) <= 0) {
-                granted(op, yes, now); /* reports no validity left */
-                return;
-            }
-            op->lock.nodes_ok = yes;
-            raise_begin(op, now);
-            return;
-        case FENCING_FAILED:
-            op->lock.nodes_ok = yes;
-            prefix_msg(op, "acquire", yes, no, net, proto);
-            attempt_failed(op, failure_code(op, no, net, proto, LOCKCORE_ELOCKED), now);
-            return;
-        }
+        decide_lock(op, &t, no, net, proto, now);
         return;
     case PH_RAISE:
-        /* The lock is held; only acceptance of the proposal is open. */
-        t.granted = c->n;
-        switch (fencing_decide(&t, 1)) {
-        case FENCING_WAIT:
-            return;
-        case FENCING_GRANTED:
-            granted(op, op->lock.nodes_ok, now);
-            return;
-        default:
-            if (op->raises < MAX_RAISES && validity(op, now) > 0) {
-                raise_begin(op, now);
-                return;
-            }
-            prefix_msg(op, "fencing token for", acc, c->n - acc - net - proto, net, proto);
-            attempt_failed(op, failure_code(op, 0, net, proto, LOCKCORE_EFENCE), now);
-            return;
-        }
+        decide_raise(op, t, net, proto, now);
+        return;
     case PH_EXTEND:
-        if (yes >= c->quorum) {
-            int64_t v = validity(op, now);
-            if (v <= 0) {
-                lockcore__fmt(op->errmsg, sizeof(op->errmsg),
-                              "extend '%s': extended too slowly, no validity left", op->lock.resource);
-                lockcore__op_finish(op, LOCKCORE_ELOST);
-                return;
-            }
-            op->lock.validity_ms = (uint64_t)v;
-            op->lock.valid_until_ms = now + (uint64_t)v;
-            op->lock.ttl_ms = op->ttl_ms;
-            op->lock.nodes_ok = yes;
-            op->lock.flags &= ~LOCKCORE_LOCK_FROM_ID; /* validity known now */
-            op->errmsg[0] = '\0';
-            lockcore__op_finish(op, 0);
-        } else if (yes + (c->n - answered) < c->quorum) {
-            prefix_msg(op, "extend", yes, no, net, proto);
-            op->lock.nodes_ok = yes;
-            lockcore__op_finish(op, failure_code(op, no, net, proto, LOCKCORE_ELOST));
-        }
+        decide_extend(op, yes, no, net, proto, answered, now);
         return;
     case PH_RELEASE:
-        if (answered < c->n)
-            return;
-        op->lock.nodes_ok = yes;
-        op->lock.validity_ms = 0;
-        op->lock.valid_until_ms = 0;
-        if (yes + no >= c->quorum) {
-            op->errmsg[0] = '\0';
-            lockcore__op_finish(op, 0);
-        } else {
-            prefix_msg(op, "release", yes, no, net, proto);
-            lockcore__op_finish(op, LOCKCORE_ENOQUORUM);
-        }
+        decide_release(op, yes, no, net, proto, answered);
         return;
     case PH_STATUS:
         if (answered == c->n)
@@ -717,8 +764,8 @@ static void note_holder(struct op *op, const redisReply *h, long long pttl)
 static void status_reply(struct op *op, unsigned i, const redisReply *r)
 {
     struct lockcore_node_status *st = &op->status[i];
-    if (r->type != REDIS_REPLY_ARRAY || r->elements != 4 || r->element[0]->type != REDIS_REPLY_STRING ||
-        r->element[3]->type != REDIS_REPLY_STRING) {
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 6 || r->element[0]->type != REDIS_REPLY_STRING ||
+        r->element[3]->type != REDIS_REPLY_STRING || r->element[5]->type != REDIS_REPLY_ARRAY) {
         slot_error(op, i, r);
         lockcore__fmt(st->error, sizeof(st->error), "%s", op->errmsg);
         return;
@@ -733,6 +780,17 @@ static void status_reply(struct op *op, unsigned i, const redisReply *r)
     size_t il = r->element[3]->len < LOCKCORE_INFO_MAX ? r->element[3]->len : LOCKCORE_INFO_MAX;
     memcpy(st->info, r->element[3]->str, il);
     st->info[il] = '\0';
+    long long w = int_at(r, 4);
+    st->waiters = w > 0 ? (unsigned)w : 0;
+    const redisReply *q = r->element[5];
+    for (size_t k = 0; k + 1 < q->elements && k / 2 < LOCKCORE_STATUS_WAITERS; k += 2) {
+        const redisReply *id = q->element[k], *score = q->element[k + 1];
+        struct lockcore_waiter *wt = &st->queue[k / 2];
+        if (id->type != REDIS_REPLY_STRING || id->len != LOCKCORE_ID_LEN || score->type != REDIS_REPLY_STRING)
+            break;
+        memcpy(wt->id, id->str, LOCKCORE_ID_LEN + 1);
+        wt->ticket = strtoull(score->str, NULL, 10);
+    }
     op->slot[i] = SLOT_YES;
 }
 

@@ -17,15 +17,17 @@ const char *const lockcore__scripts[SCRIPT_COUNT] = {
     /* KEYS[1] lock, KEYS[2] holder info, KEYS[3] waiters' queue, KEYS[4]
      * their deadlines; ARGV[1] lock id, ARGV[2] release channel ("" for
      * none), ARGV[3] 1 to leave the queue (a release), 0 to keep the place
-     * (the rollback of a waiter's failed attempt). A release tells the first live waiter in this node's
-     * queue, by name, on the channel (dead ones are dropped from the head first); pcall, so that a user
-     * without PUBLISH rights still releases. */
+     * (the rollback of a waiter's failed attempt), ARGV[4] ms to keep the
+     * lock for the waiter named (KEYS[5], the reservation; 0: none). A release tells the first live waiter in
+     * this node's queue, by name, on the channel (dead ones are dropped from the head first); pcall, so that
+     * a user without PUBLISH rights still releases. */
     [SCRIPT_RELEASE] = "if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end\n"
                        "redis.call('DEL', KEYS[2])\n"
                        "local r = redis.call('DEL', KEYS[1])\n"
                        "local h = redis.call('ZRANGE', KEYS[3], 0, 0)[1]\n"
                        "if not h then return r end\n"
                        "if ARGV[3] == '0' then return r end\n"
+                       "if redis.call('GET', KEYS[5]) == ARGV[1] then redis.call('DEL', KEYS[5]) end\n"
                        "redis.call('ZREM', KEYS[3], ARGV[1])\n"
                        "redis.call('HDEL', KEYS[4], ARGV[1])\n"
                        "if ARGV[2] == '' then return r end\n"
@@ -35,6 +37,7 @@ const char *const lockcore__scripts[SCRIPT_COUNT] = {
                        "local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"
                        "for i = 1, 64 do\n"
                        "  if (tonumber(redis.call('HGET', KEYS[4], h) or '0') or 0) >= now then\n"
+                       "    if ARGV[4] ~= '0' then redis.call('SET', KEYS[5], h, 'PX', ARGV[4]) end\n"
                        "    redis.pcall('PUBLISH', ARGV[2], h)\n"
                        "    return r\n"
                        "  end\n"
@@ -69,9 +72,12 @@ const char *const lockcore__scripts[SCRIPT_COUNT] = {
     [SCRIPT_ACQUIRE_FENCED] = fencing_script_acquire,
     [SCRIPT_RAISE] = fencing_script_raise,
     /* Read-only view for diagnostics: holder, remaining ms, fence value,
-     * holder info. */
-    [SCRIPT_STATUS] = "return {redis.call('GET', KEYS[1]) or '', redis.call('PTTL', KEYS[1]),\n"
-                      "        redis.call('GET', KEYS[2]) or '', redis.call('GET', KEYS[3]) or ''}\n",
+     * holder info, the number of waiters and the first 8 with their
+     * tickets (16 elements: within lockcore's reply bounds). */
+    [SCRIPT_STATUS] =
+        "return {redis.call('GET', KEYS[1]) or '', redis.call('PTTL', KEYS[1]),\n"
+        "        redis.call('GET', KEYS[2]) or '', redis.call('GET', KEYS[3]) or '',\n"
+        "        redis.call('ZCARD', KEYS[4]), redis.call('ZRANGE', KEYS[4], 0, 7, 'WITHSCORES')}\n",
     /* KEYS[1] lock, KEYS[2] holder info; ARGV[1] lock id, ARGV[2] info,
      * ARGV[3] ttl ms. Sent right behind the acquire on each connection, so
      * it runs after it and stores the info only where the lock was set. */
@@ -88,7 +94,8 @@ const char *const lockcore__scripts[SCRIPT_COUNT] = {
      * holder that dies does not stay first for long. The lock and fence
      * steps are those of the fenced acquire (fencing_script_acquire), or of
      * plain SET NX PX with ARGV[3] = 0.
-     * KEYS[1] lock, KEYS[2] fence, KEYS[3] queue, KEYS[4] deadlines;
+     * KEYS[1] lock, KEYS[2] fence, KEYS[3] queue, KEYS[4] deadlines,
+     * KEYS[5] the reservation a release made for the waiter it named;
      * ARGV[1] id, ARGV[2] ttl, ARGV[3] proposal, ARGV[4] fence idle,
      * ARGV[5] ticket, ARGV[6] queue ttl ms, ARGV[7] fair.
      * Returns {granted, accepted, fence, holder, holder pttl, head}. */
@@ -110,10 +117,15 @@ const char *const lockcore__scripts[SCRIPT_COUNT] = {
         "redis.call('PEXPIRE', KEYS[3], 2 * qttl)\n"
         "redis.call('PEXPIRE', KEYS[4], 2 * qttl)\n"
         "local head = redis.call('ZRANGE', KEYS[3], 0, 0)[1]\n"
+        "local r = redis.call('GET', KEYS[5])\n"
+        "if r and r ~= ARGV[1] then\n"
+        "  return {0, 0, fs, r, redis.call('PTTL', KEYS[5]), head}\n"
+        "end\n"
         "if (ARGV[7] == '1' and head ~= ARGV[1]) or\n"
         "   not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then\n"
         "  return {0, 0, fs, redis.call('GET', KEYS[1]) or '', redis.call('PTTL', KEYS[1]), head}\n"
         "end\n"
+        "if r then redis.call('DEL', KEYS[5]) end\n"
         "redis.call('HSET', KEYS[4], ARGV[1], now + tonumber(ARGV[2]))\n"
         "if ARGV[3] == '0' then return {1, 1, fs} end\n"
         "local p = tonumber(ARGV[3])\n"

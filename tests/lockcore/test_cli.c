@@ -3,6 +3,7 @@
  * every exit code. The binary is $FENCELOCK_BIN; each invocation runs as a
  * child process with its stdout and stderr in files of a test directory. */
 #include <errno.h>
+#include <fcntl.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -11,10 +12,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 #include <jansson.h>
 
+#include "fault_proxy.h"
 #include "proc.h"
 #include "redis_harness.h"
 
@@ -271,6 +275,53 @@ static int file_exists(const char *path)
     return fp != NULL;
 }
 
+/* pid runs (a zombie does not count: nobody may reap orphans here). */
+static int alive(pid_t pid)
+{
+    char path[64], buf[256];
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+    read_file(path, buf, sizeof(buf));
+    const char *p = strrchr(buf, ')');
+    return p != NULL && p[1] == ' ' && p[2] != 'Z' && p[2] != 'X';
+}
+
+/* Wait up to ms for pid to be gone; returns 1 if it is. */
+static int gone_within(pid_t pid, long ms)
+{
+    long long end = hp_now_ms() + ms;
+    while (alive(pid) && hp_now_ms() < end)
+        hp_sleep_ms(10);
+    return !alive(pid);
+}
+
+/* A pid a command wrote to path (waits up to 5 s for it). */
+static pid_t pid_in(const char *path)
+{
+    char buf[32];
+    assert_int_equal(wait_file(path, buf, sizeof(buf), 5000), 0);
+    long v = strtol(buf, NULL, 10);
+    assert_true(v > 1);
+    return (pid_t)v;
+}
+
+/* Two files a `run` command reports to, and the environment naming them:
+ * T_READY (it started) and T_TERM (it got SIGTERM). */
+struct ready_term {
+    char ready[300], term[300], v1[330], v2[330];
+    char *env[3];
+};
+
+static void ready_term(struct fixture *f, struct ready_term *rt)
+{
+    path_in(f, "ready", rt->ready, sizeof(rt->ready));
+    path_in(f, "term", rt->term, sizeof(rt->term));
+    snprintf(rt->v1, sizeof(rt->v1), "T_READY=%s", rt->ready);
+    snprintf(rt->v2, sizeof(rt->v2), "T_TERM=%s", rt->term);
+    rt->env[0] = rt->v1;
+    rt->env[1] = rt->v2;
+    rt->env[2] = NULL;
+}
+
 /* ---- acquire, extend, release, status ---- */
 
 /* `fencelock --ttl TTL acquire RESOURCE`, which must succeed; its lock id
@@ -416,17 +467,23 @@ static void test_cli_status_reports_a_foreign_holder(void **state)
     fl(f, &r, "status", "cli:st", NULL);
     assert_int_equal(r.code, 0);
     json_t *j = one_json_line(&r);
-    has_keys(j, "resource", "quorum", "nodes", "reachable", "held_by_majority", "majority_holder", NULL);
+    has_keys(j, "resource", "quorum", "nodes", "reachable", "state", "held_by_majority", "majority_holder",
+             "majority_holder_info", "majority_remaining_ms", NULL);
     assert_string_equal(jstr(j, "resource"), "cli:st");
     assert_int_equal(jint(j, "quorum"), 2);
     assert_int_equal(jint(j, "reachable"), 3);
     assert_true(jbool(j, "held_by_majority"));
     assert_string_equal(jstr(j, "majority_holder"), foreign);
+    assert_string_equal(jstr(j, "state"), "held");
+    assert_true(json_is_null(json_object_get(j, "majority_holder_info")));
+    assert_true(jint(j, "majority_remaining_ms") > 50000);
     json_t *nodes = json_object_get(j, "nodes");
     assert_int_equal(json_array_size(nodes), 3);
     for (size_t i = 0; i < 3; i++) {
         json_t *n = json_array_get(nodes, i);
-        has_keys(n, "node", "reachable", "holder", "remaining_ms", "fence", NULL);
+        has_keys(n, "node", "reachable", "holder", "remaining_ms", "holder_info", "fence", "waiters", "queue",
+                 NULL);
+        assert_true(json_is_null(json_object_get(n, "holder_info"))); /* another program's key */
         char want[64];
         snprintf(want, sizeof(want), "127.0.0.1:%d", rh_port(f->rc, (int)i));
         assert_string_equal(jstr(n, "node"), want);
@@ -458,6 +515,85 @@ static void test_cli_status_reports_a_foreign_holder(void **state)
     assert_true(json_is_null(json_object_get(n1, "holder")));
     assert_true(json_is_null(json_object_get(n1, "remaining_ms")));
     assert_int_equal(jint(n1, "fence"), 1234);
+    json_decref(j);
+}
+
+/* Each holder leaves who it is beside the lock, with the lock's TTL, and
+ * status shows it; the lock key's value stays the id (other Redlock
+ * clients read it). A holder whose lock ran out on the majority shows as
+ * expired. */
+static void test_cli_status_shows_who_holds_the_lock(void **state)
+{
+    struct fixture *f = *state;
+    struct ready_term rt;
+    ready_term(f, &rt);
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    long long wall0 = (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+    const char *args[] = {
+        "--ttl", "3s", "run", "cli:who", "sh", "-c", "echo $FENCELOCK_LOCK_ID > \"$T_READY\"; sleep 30",
+        NULL};
+    struct child ch;
+    spawn(f, &ch, rt.env, args);
+    char id[64];
+    assert_int_equal(wait_file(rt.ready, id, sizeof(id), 5000), 0);
+    id[strcspn(id, "\n")] = '\0';
+    struct res r;
+    fl(f, &r, "status", "cli:who", NULL);
+    assert_int_equal(r.code, 0);
+    json_t *j = one_json_line(&r);
+    assert_string_equal(jstr(j, "state"), "held");
+    assert_string_equal(jstr(j, "majority_holder"), id);
+    long long left = jint(j, "majority_remaining_ms");
+    assert_true(left > 0 && left <= 3000);
+    json_t *info = json_object_get(j, "majority_holder_info");
+    if (!json_is_object(info))
+        fail_msg("no holder info: %s", r.out);
+    char host[256] = "";
+    gethostname(host, sizeof(host) - 1);
+    assert_string_equal(jstr(info, "host"), host);
+    assert_int_equal(jint(info, "pid"), ch.pid);
+    assert_non_null(strstr(jstr(info, "cmd"), "sh -c echo $FENCELOCK_LOCK_ID"));
+    long long at = jint(info, "acquired_at");
+    assert_true(at >= wall0 && at <= wall0 + 5000);
+    json_t *n0 = json_array_get(json_object_get(j, "nodes"), 0);
+    assert_true(json_is_object(json_object_get(n0, "holder_info")));
+    json_decref(j);
+
+    /* Beside the lock, with its TTL; the lock key keeps the id. */
+    char v[64];
+    rh_get(f->rc, 0, "cli:who", v, sizeof(v));
+    assert_string_equal(v, id);
+    long long pttl = rh_pttl(f->rc, 0, "{cli:who}:holder");
+    assert_true(pttl > 0 && pttl <= 3000);
+
+    /* Gone on a majority: expired, and no majority holder. */
+    redisReply *x = rh_command(f->rc, 0, "DEL cli:who");
+    freeReplyObject(x);
+    x = rh_command(f->rc, 1, "DEL cli:who");
+    freeReplyObject(x);
+    fl(f, &r, "status", "cli:who", NULL);
+    j = one_json_line(&r);
+    assert_string_equal(jstr(j, "state"), "expired");
+    assert_false(jbool(j, "held_by_majority"));
+    assert_true(json_is_null(json_object_get(j, "majority_holder_info")));
+    assert_true(json_is_null(json_object_get(j, "majority_remaining_ms")));
+    json_decref(j);
+    kill(ch.pid, SIGTERM);
+    collect(&ch, RUN_TIMEOUT_MS, &r);
+
+    /* acquire names its caller (this test program). */
+    fl(f, &r, "acquire", "cli:who2", NULL);
+    assert_int_equal(r.code, 0);
+    fl(f, &r, "status", "cli:who2", NULL);
+    j = one_json_line(&r);
+    info = json_object_get(j, "majority_holder_info");
+    assert_true(json_is_object(info));
+    assert_int_equal(jint(info, "pid"), getpid());
+    json_decref(j);
+    fl(f, &r, "status", "cli:nobody", NULL);
+    j = one_json_line(&r);
+    assert_string_equal(jstr(j, "state"), "free");
     json_decref(j);
 }
 
@@ -619,24 +755,6 @@ static void run_and_kill_majority(struct fixture *f, const char *ready, const ch
     collect(&ch, RUN_TIMEOUT_MS, r);
 }
 
-/* Two files a `run` command reports to, and the environment naming them:
- * T_READY (it started) and T_TERM (it got SIGTERM). */
-struct ready_term {
-    char ready[300], term[300], v1[330], v2[330];
-    char *env[3];
-};
-
-static void ready_term(struct fixture *f, struct ready_term *rt)
-{
-    path_in(f, "ready", rt->ready, sizeof(rt->ready));
-    path_in(f, "term", rt->term, sizeof(rt->term));
-    snprintf(rt->v1, sizeof(rt->v1), "T_READY=%s", rt->ready);
-    snprintf(rt->v2, sizeof(rt->v2), "T_TERM=%s", rt->term);
-    rt->env[0] = rt->v1;
-    rt->env[1] = rt->v2;
-    rt->env[2] = NULL;
-}
-
 static void test_cli_run_signals_the_command_when_the_lock_is_lost(void **state)
 {
     struct fixture *f = *state;
@@ -679,6 +797,306 @@ static void test_cli_run_kills_a_command_that_ignores_sigterm(void **state)
     assert_true(after < 3000);
     assert_non_null(strstr(r.err, "SIGTERM"));
     assert_non_null(strstr(r.err, "SIGKILL"));
+}
+
+/* Start `fencelock --ttl 1s run cli:pause sh -c SCRIPT` where SCRIPT first
+ * writes "ready" to $T_READY, stop fencelock alone (SIGSTOP) for 2.5 TTLs
+ * once it is ready, let it go on, and collect it. */
+static void run_and_pause_fencelock(struct fixture *f, const char *rest, struct res *r)
+{
+    struct ready_term rt;
+    ready_term(f, &rt);
+    char script[512];
+    snprintf(script, sizeof(script), "echo ready > \"$T_READY\"; %s", rest);
+    const char *args[] = {"--ttl",     "1s", "--kill-after", "500ms", "run",
+                          "cli:pause", "sh", "-c",           script,  NULL};
+    struct child ch;
+    spawn(f, &ch, rt.env, args);
+    char buf[16];
+    assert_int_equal(wait_file(rt.ready, buf, sizeof(buf), 5000), 0);
+    assert_int_equal(kill(ch.pid, SIGSTOP), 0);
+    hp_sleep_ms(2500);
+    assert_int_equal(kill(ch.pid, SIGCONT), 0);
+    collect(&ch, RUN_TIMEOUT_MS, r);
+}
+
+/* A lock whose validity ran out while fencelock was stopped is lost, and
+ * the message says why: no "success" left over from an earlier call. */
+static void test_cli_run_says_why_a_paused_lock_was_lost(void **state)
+{
+    struct fixture *f = *state;
+    struct res r;
+    run_and_pause_fencelock(f, "sleep 5", &r);
+    assert_int_equal(r.code, X_LOST);
+    if (strstr(r.err, "lock on 'cli:pause' lost: lock lost: ") == NULL || strstr(r.err, "success") != NULL)
+        fail_msg("stderr: %s", r.err);
+}
+
+/* fencelock stopped past its lock's validity while the command ran and
+ * ended: the loss is seen when fencelock goes on, and it says so, and
+ * that the command had already ended, and how. */
+static void test_cli_run_never_exits_without_saying_why(void **state)
+{
+    struct fixture *f = *state;
+    struct res r;
+    run_and_pause_fencelock(f, "sleep 0.3", &r);
+    assert_int_equal(r.code, X_LOST);
+    if (strstr(r.err, "lock on 'cli:pause' lost") == NULL ||
+        strstr(r.err, "sh had already ended (exited with status 0)") == NULL)
+        fail_msg("stderr: %s", r.err);
+
+    /* A command's own failure is named too. */
+    fl(f, &r, "run", "cli:pause", "sh", "-c", "exit 3", NULL);
+    assert_int_equal(r.code, 3);
+    assert_non_null(strstr(r.err, "sh exited with status 3"));
+}
+
+/* The job's children die with fencelock: SIGKILL of fencelock leaves no
+ * job running without a lock. */
+static void test_cli_run_job_does_not_outlive_fencelock(void **state)
+{
+    struct fixture *f = *state;
+    struct ready_term rt;
+    ready_term(f, &rt);
+    const char *args[] = {"--ttl",
+                          "2s",
+                          "run",
+                          "cli:orphan",
+                          "sh",
+                          "-c",
+                          "sleep 30 & echo $! > \"$T_TERM\"; echo $$ > \"$T_READY\"; wait",
+                          NULL};
+    struct child ch;
+    spawn(f, &ch, rt.env, args);
+    pid_t job = pid_in(rt.ready);
+    pid_t grandchild = pid_in(rt.term);
+    assert_true(alive(job) && alive(grandchild));
+    assert_int_equal(kill(ch.pid, SIGKILL), 0);
+    long long killed = hp_now_ms();
+    struct res r;
+    collect(&ch, RUN_TIMEOUT_MS, &r);
+    assert_int_equal(r.code, 128 + SIGKILL);
+    if (!gone_within(job, 1000) || !gone_within(grandchild, 1000 - (long)(hp_now_ms() - killed)))
+        fail_msg("the job (%d: %s) or its child (%d: %s) outlived fencelock by 1 s", (int)job,
+                 alive(job) ? "running" : "gone", (int)grandchild, alive(grandchild) ? "running" : "gone");
+}
+
+/* A lost lock and a signal to fencelock reach the job's children too. */
+static void test_cli_run_signals_the_whole_job(void **state)
+{
+    struct fixture *f = *state;
+    struct ready_term rt;
+    ready_term(f, &rt);
+    struct res r;
+    long long killed;
+    run_and_kill_majority(f, rt.ready, "10s", "sleep 30 & echo $! > \"$T_TERM\"; wait", rt.env, &r, &killed);
+    assert_int_equal(r.code, X_LOST);
+    pid_t grandchild = pid_in(rt.term);
+    if (!gone_within(grandchild, 1000))
+        fail_msg("the command's child %d runs on after the lock was lost", (int)grandchild);
+    /* Said while the command ran, and how it ended. */
+    if (strstr(r.err, "sh was still running: sending SIGTERM to its process group") == NULL ||
+        strstr(r.err, "sh was killed by signal 15") == NULL)
+        fail_msg("stderr: %s", r.err);
+}
+
+static void test_cli_run_passes_signals_to_the_whole_job(void **state)
+{
+    struct fixture *f = *state;
+    struct ready_term rt;
+    ready_term(f, &rt);
+    const char *args[] = {
+        "run", "cli:sigall", "sh", "-c", "sleep 30 & echo $! > \"$T_TERM\"; echo ready > \"$T_READY\"; wait",
+        NULL};
+    struct child ch;
+    spawn(f, &ch, rt.env, args);
+    char buf[16];
+    assert_int_equal(wait_file(rt.ready, buf, sizeof(buf), 5000), 0);
+    pid_t grandchild = pid_in(rt.term);
+    assert_int_equal(kill(ch.pid, SIGTERM), 0);
+    struct res r;
+    collect(&ch, RUN_TIMEOUT_MS, &r);
+    assert_int_equal(r.code, 128 + SIGTERM);
+    assert_true(gone_within(grandchild, 1000));
+}
+
+/* The job learns when its lock was granted, on the monotonic clock (the
+ * same for every process of the host) and the wall clock, and until when
+ * it is valid: enough to place its lease however late it started. */
+static void test_cli_run_tells_the_job_when_the_lock_was_granted(void **state)
+{
+    struct fixture *f = *state;
+    char envfile[300], var[330];
+    path_in(f, "env", envfile, sizeof(envfile));
+    snprintf(var, sizeof(var), "T_ENV=%s", envfile);
+    char *env[] = {var, NULL};
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    long long wall0 = (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+    long long mono0 = hp_now_ms();
+    struct res r;
+    fl_env(f, &r, env, "--ttl", "4s", "run", "cli:when", "--", "sh", "-c",
+           "env | grep -E '^FENCELOCK_(GRANTED_MONO_MS|GRANTED_WALL_MS|VALID_UNTIL_MONO_MS|VALIDITY_MS)=' "
+           "| sort > \"$T_ENV\"",
+           NULL);
+    long long mono1 = hp_now_ms();
+    clock_gettime(CLOCK_REALTIME, &ts);
+    long long wall1 = (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+    assert_int_equal(r.code, 0);
+    char got[1024];
+    read_file(envfile, got, sizeof(got));
+    long long mono = 0, wall = 0, until = 0, validity = 0;
+    if (sscanf(got,
+               "FENCELOCK_GRANTED_MONO_MS=%lld\nFENCELOCK_GRANTED_WALL_MS=%lld\n"
+               "FENCELOCK_VALIDITY_MS=%lld\nFENCELOCK_VALID_UNTIL_MONO_MS=%lld\n",
+               &mono, &wall, &validity, &until) != 4)
+        fail_msg("environment: %s", got);
+    assert_true(mono >= mono0 && mono <= mono1);
+    assert_true(wall >= wall0 && wall <= wall1);
+    assert_int_equal(until, mono + validity);
+    assert_true(validity > 3500 && validity < 4000);
+}
+
+/* In the foreground of a terminal the job gets the terminal: it reads the
+ * keyboard (a background process group would be stopped by SIGTTIN), and
+ * Ctrl-C ends it (and with it fencelock, which releases the lock). */
+static void test_cli_run_hands_the_terminal_to_the_job(void **state)
+{
+    struct fixture *f = *state;
+    struct ready_term rt;
+    ready_term(f, &rt);
+    int master = posix_openpt(O_RDWR | O_NOCTTY);
+    assert_true(master >= 0);
+    assert_int_equal(grantpt(master), 0);
+    assert_int_equal(unlockpt(master), 0);
+    char slave[128];
+    assert_int_equal(ptsname_r(master, slave, sizeof(slave)), 0);
+    char nodes[1100];
+    snprintf(nodes, sizeof(nodes), "FENCELOCK_NODES=%s", f->nodes);
+    char errpath[320];
+    path_in(f, "tty.err", errpath, sizeof(errpath));
+    long long started = hp_now_ms();
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        /* A new session whose controlling terminal is the pty: fencelock
+         * is in its foreground, as under an interactive shell. */
+        setsid();
+        /* As an interactive shell starts its jobs: Ctrl-C not ignored (a
+         * test runner may ignore or block it). */
+        signal(SIGINT, SIG_DFL);
+        sigset_t none;
+        sigemptyset(&none);
+        sigprocmask(SIG_SETMASK, &none, NULL);
+        int fd = open(slave, O_RDWR);
+        int err = open(errpath, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        if (fd < 0 || err < 0)
+            _exit(99);
+        dup2(fd, 0);
+        dup2(fd, 1);
+        dup2(err, 2);
+        putenv(nodes);
+        putenv(rt.v1);
+        /* exec: Ctrl-C must find sleep, not dash between two commands
+         * (dash -c catches SIGINT there). */
+        execl(fencelock_bin(), fencelock_bin(), "run", "cli:tty", "sh", "-c",
+              "read line; echo \"$$ $line\" > \"$T_READY\"; exec sleep 30", (char *)NULL);
+        _exit(98);
+    }
+    assert_int_equal(write(master, "hello\n", 6), 6);
+    char got[32];
+    int ok = wait_file(rt.ready, got, sizeof(got), 5000);
+    char buf[256];
+    if (ok == 0) {
+        char comm_path[64], comm[32] = "";
+        snprintf(comm_path, sizeof(comm_path), "/proc/%ld/comm", strtol(got, NULL, 10));
+        for (int i = 0; i < 500 && strcmp(comm, "sleep\n") != 0; i++) {
+            hp_sleep_ms(10);
+            read_file(comm_path, comm, sizeof(comm));
+        }
+        assert_int_equal(write(master, "\003", 1), 1); /* Ctrl-C */
+    }
+    int status = 0;
+    int rc = hp_wait(pid, 5000, &status);
+    if (rc == -ETIMEDOUT)
+        hp_signal(pid, SIGKILL, 0);
+    while (read(master, buf, sizeof(buf)) > 0 && hp_now_ms() - started < 10000)
+        ; /* the terminal's echo; EIO once no process has it open */
+    close(master);
+    char err[2048];
+    read_file(errpath, err, sizeof(err));
+    if (ok != 0)
+        fail_msg("the job could not read the terminal (stderr: %s)", err);
+    if (rc != 0)
+        fail_msg("fencelock still running 5 s after Ctrl-C (stderr: %s)", err);
+    assert_non_null(strstr(got, " hello\n"));
+    assert_int_equal(rc, 0);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 128 + SIGINT);
+    assert_non_null(strstr(err, "sh was killed by signal 2"));
+    redisReply *x = rh_command(f->rc, 0, "EXISTS cli:tty");
+    assert_int_equal(x->integer, 0);
+    freeReplyObject(x);
+}
+
+/* --undo runs after a failed job (the lock still held) and after a lost
+ * lock, with the token, the reason and the job's status; not after a job
+ * that succeeded. */
+static void test_cli_run_undo_runs_after_failure_or_loss(void **state)
+{
+    struct fixture *f = *state;
+    struct ready_term rt;
+    ready_term(f, &rt);
+    char st_path[300], st_var[330], bin_var[1100];
+    path_in(f, "status", st_path, sizeof(st_path));
+    snprintf(st_var, sizeof(st_var), "T_STATUS=%s", st_path);
+    snprintf(bin_var, sizeof(bin_var), "FL_BIN=%s", fencelock_bin());
+    char *env[] = {rt.v1, rt.v2, st_var, bin_var, NULL};
+    const char *undo =
+        "echo \"$FENCELOCK_UNDO_REASON $FENCELOCK_JOB_STATUS $FENCELOCK_TOKEN\" > \"$T_TERM\"; "
+        "\"$FL_BIN\" status \"$FENCELOCK_RESOURCE\" > \"$T_STATUS\"";
+    struct res r;
+    fl_env(f, &r, env, "--undo", undo, "run", "cli:undo", "sh", "-c", "exit 0", NULL);
+    assert_int_equal(r.code, 0);
+    assert_false(file_exists(rt.term));
+
+    fl_env(f, &r, env, "--undo", undo, "run", "cli:undo", "sh", "-c",
+           "echo $FENCELOCK_TOKEN > \"$T_READY\"; exit 3", NULL);
+    assert_int_equal(r.code, 3);
+    char token[32], got[128], want[128];
+    read_file(rt.ready, token, sizeof(token));
+    token[strcspn(token, "\n")] = '\0';
+    read_file(rt.term, got, sizeof(got));
+    snprintf(want, sizeof(want), "failed 3 %s\n", token);
+    assert_string_equal(got, want);
+    assert_non_null(strstr(r.err, "running the --undo command (failed)"));
+    /* The lock was still held while the undo ran. */
+    char text[4096];
+    read_file(st_path, text, sizeof(text));
+    assert_non_null(strstr(text, "\"state\":\"held\""));
+    remove(rt.ready);
+    remove(rt.term);
+
+    const char *args[] = {"--ttl", "1s",  "--undo",
+                          undo,    "run", "cli:undo",
+                          "sh",    "-c",  "echo $FENCELOCK_TOKEN > \"$T_READY\"; sleep 30",
+                          NULL};
+    struct child ch;
+    spawn(f, &ch, env, args);
+    assert_int_equal(wait_file(rt.ready, token, sizeof(token), 5000), 0);
+    token[strcspn(token, "\n")] = '\0';
+    assert_int_equal(rh_kill(f->rc, 0), 0);
+    assert_int_equal(rh_kill(f->rc, 1), 0);
+    collect(&ch, RUN_TIMEOUT_MS, &r);
+    assert_int_equal(r.code, X_LOST);
+    read_file(rt.term, got, sizeof(got));
+    snprintf(want, sizeof(want), "lost %d %s\n", 128 + SIGTERM, token);
+    if (strcmp(got, want) != 0)
+        fail_msg("undo saw '%s', not '%s' (stderr: %s)", got, want, r.err);
+
+    /* Only for run. */
+    fl(f, &r, "--undo", "true", "acquire", "cli:undo", NULL);
+    assert_int_equal(r.code, X_USAGE);
 }
 
 /* SIGTERM to fencelock reaches the command; fencelock waits for it, exits
@@ -736,7 +1154,8 @@ static void test_cli_bad_arguments_are_usage_errors(void **state)
         {"--ttl", NULL},
         {"--ttl", "ten", "acquire", "x", NULL},
         {"--ttl", "0", "acquire", "x", NULL},
-        {"--ttl", "5h", "acquire", "x", NULL},
+        {"--ttl", "25h", "acquire", "x", NULL},
+        {"--ttl", "5x", "acquire", "x", NULL},
         {"--wait", "-1s", "acquire", "x", NULL},
         {"--retry-count", "-2", "acquire", "x", NULL},
         {"--retry-count", "3x", "acquire", "x", NULL},
@@ -781,6 +1200,42 @@ static void test_cli_bad_arguments_are_usage_errors(void **state)
     assert_int_equal(strncmp(r.out, "fencelock ", 10), 0);
 }
 
+/* Hours are a unit (the largest TTL is 24 h), and a malformed duration is
+ * refused with the option's name, not only its value. */
+static void test_cli_durations_take_hours_and_name_the_option(void **state)
+{
+    struct fixture *f = *state;
+    struct res r;
+    fl(f, &r, "--ttl", "1h", "acquire", "cli:hour", NULL);
+    assert_int_equal(r.code, 0);
+    json_t *j = one_json_line(&r);
+    assert_int_equal(jint(j, "ttl_ms"), 3600000);
+    json_decref(j);
+    /* A majority has it with that TTL (a late node may grant after the
+     * majority answered). */
+    long long pttl = -2;
+    for (int t = 0; t < 100 && pttl < 0; t++) {
+        for (int i = 0; i < 3 && pttl < 0; i++)
+            pttl = rh_pttl(f->rc, i, "cli:hour");
+        if (pttl < 0)
+            hp_sleep_ms(10);
+    }
+    if (!(pttl > 3590000 && pttl <= 3600000))
+        fail_msg("PTTL %lld", pttl);
+    fl(f, &r, "--ttl", "24h", "acquire", "cli:day", NULL);
+    assert_int_equal(r.code, 0);
+    fl(f, &r, "--ttl", "25h", "acquire", "cli:toolong", NULL);
+    assert_int_equal(r.code, X_USAGE);
+    assert_string_equal(r.out, "");
+
+    fl(f, &r, "--ttl", "5x", "acquire", "cli:x", NULL);
+    assert_int_equal(r.code, X_USAGE);
+    assert_non_null(strstr(r.err, "--ttl: '5x' is not a duration"));
+    fl(f, &r, "--wait=3d", "acquire", "cli:x", NULL);
+    assert_int_equal(r.code, X_USAGE);
+    assert_non_null(strstr(r.err, "--wait: '3d' is not a duration"));
+}
+
 static void test_cli_gives_up_after_wait(void **state)
 {
     struct fixture *f = *state;
@@ -809,6 +1264,66 @@ static void test_cli_gives_up_after_wait(void **state)
     assert_int_equal(r.code, X_NOT_HELD);
     assert_true(r.ms >= 500 - 150);
     assert_false(file_exists(marker));
+}
+
+/* A wait says what it waits for (with --verbose; at a terminal without
+ * it): once, then every 5 s; --quiet and a non-terminal stderr keep quiet. */
+static void test_cli_wait_says_what_it_waits_for(void **state)
+{
+    struct fixture *f = *state;
+    struct res r;
+    fl(f, &r, "--ttl", "7s", "acquire", "cli:wait", NULL);
+    assert_int_equal(r.code, 0);
+    fl(f, &r, "--verbose", "--wait", "10s", "acquire", "cli:wait", NULL);
+    assert_int_equal(r.code, 0);
+    char want[128];
+    snprintf(want, sizeof(want), "fencelock: waiting for 'cli:wait' (held by pid %d on ", (int)getpid());
+    if (strstr(r.err, want) == NULL || strstr(r.err, "up to 10.0 s)") == NULL ||
+        strstr(r.err, "fencelock: still waiting for 'cli:wait' after 5 s") == NULL)
+        fail_msg("stderr: %s", r.err);
+    assert_true(r.ms >= 4500);
+
+    fl(f, &r, "--ttl", "1s", "acquire", "cli:wait2", NULL);
+    assert_int_equal(r.code, 0);
+    fl(f, &r, "--wait", "5s", "acquire", "cli:wait2", NULL);
+    assert_int_equal(r.code, 0);
+    assert_string_equal(r.err, ""); /* stderr is no terminal here */
+    fl(f, &r, "--ttl", "1s", "acquire", "cli:wait3", NULL);
+    assert_int_equal(r.code, 0);
+    fl(f, &r, "--verbose", "--quiet", "--wait", "5s", "acquire", "cli:wait3", NULL);
+    assert_int_equal(r.code, 0);
+    assert_string_equal(r.err, "");
+}
+
+/* A majority that grants too slowly leaves no validity: lockcore's
+ * -ETIMEDOUT, exit 69 like other failures to reach a majority in time, not
+ * 75 (nobody else holds the lock). Every node answers 30 ms late each way
+ * (within the 90 ms timeout), and a fence value ahead of the wall clock
+ * makes the grant take a second round: 120 ms, past the 100 ms TTL. */
+static void test_cli_granted_too_slowly_is_no_majority_in_time(void **state)
+{
+    struct fixture *f = *state;
+    struct fp_proxy *p[3];
+    char nodes[200] = "FENCELOCK_NODES=";
+    for (int i = 0; i < 3; i++) {
+        redisReply *x = rh_command(f->rc, i, "SET {cli:slow}:fence 5000000000000000");
+        assert_non_null(x);
+        freeReplyObject(x);
+        assert_int_equal(fp_new(rh_port(f->rc, i), &p[i]), 0);
+        fp_set_delay(p[i], FP_BOTH, 30);
+        size_t len = strlen(nodes);
+        snprintf(nodes + len, sizeof(nodes) - len, "%s127.0.0.1:%d", i ? "," : "", fp_port(p[i]));
+    }
+    char *env[] = {nodes, NULL};
+    struct res r;
+    fl_env(f, &r, env, "--ttl", "100ms", "--timeout", "90ms", "--retry-count", "0", "acquire", "cli:slow",
+           NULL);
+    for (int i = 0; i < 3; i++)
+        fp_free(p[i]);
+    if (r.code != X_UNREACHABLE)
+        fail_msg("exit %d, not %d: %s", r.code, X_UNREACHABLE, r.err);
+    assert_string_equal(r.out, "");
+    assert_non_null(strstr(r.err, "too slowly"));
 }
 
 static void test_cli_unreachable_nodes_have_their_code(void **state)
@@ -861,12 +1376,173 @@ static void test_cli_unreachable_nodes_have_their_code(void **state)
     json_decref(j);
 }
 
+/* `meson install` into a temporary --destdir, then the installed fencelock
+ * runs with an empty environment: no ldconfig, no LD_LIBRARY_PATH (its
+ * RUNPATH finds the libraries installed beside it). */
+static void test_cli_installed_fencelock_runs(void **state)
+{
+    struct fixture *f = *state;
+    const char *root = getenv("FENCELOCK_BUILD_ROOT");
+    const char *installed = getenv("FENCELOCK_INSTALLED_BIN");
+    if (root == NULL || installed == NULL)
+        fail_msg("FENCELOCK_BUILD_ROOT or FENCELOCK_INSTALLED_BIN is not set: run this test through meson");
+    char dest[300], log[320], bin[1024], out[320];
+    path_in(f, "destdir", dest, sizeof(dest));
+    snprintf(log, sizeof(log), "%s/install.log", f->dir);
+    snprintf(out, sizeof(out), "%s/version.out", f->dir);
+    snprintf(bin, sizeof(bin), "%s%s", dest, installed);
+    char *install[] = {"meson", "install", "--no-rebuild", "-C", (char *)root, "--destdir", dest, NULL};
+    pid_t pid = hp_spawn(install, NULL, log);
+    assert_true(pid > 0);
+    int status = 0;
+    assert_int_equal(hp_wait(pid, 120000, &status), 0);
+    char text[4096];
+    read_file(log, text, sizeof(text));
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+        fail_msg("meson install failed: %s", text);
+    assert_true(file_exists(bin));
+
+    char *version[] = {"env", "-i", bin, "--version", NULL};
+    pid = hp_spawn(version, NULL, out);
+    assert_true(pid > 0);
+    assert_int_equal(hp_wait(pid, 10000, &status), 0);
+    read_file(out, text, sizeof(text));
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+        fail_msg("installed %s --version: %s", bin, text);
+    assert_int_equal(strncmp(text, "fencelock ", 10), 0);
+}
+
+/* `--fair`: two waiters queue behind a holder in the order they asked;
+ * `status` lists them with their tickets; a release lets the first in. */
+static void test_cli_fair_waiters_are_listed_and_served_in_order(void **state)
+{
+    struct fixture *f = *state;
+    char id[41];
+    acquire_id(f, "20s", "cli:fair", id);
+    struct child w1, w2;
+    const char *a1[] = {"--fair", "--quiet", "--ttl", "20s", "--wait", "15s", "acquire", "cli:fair", NULL};
+    spawn(f, &w1, NULL, a1);
+    long long end = hp_now_ms() + 5000;
+    struct res r;
+    json_t *j = NULL;
+    /* The first waiter has its place before the second asks. */
+    for (;;) {
+        fl(f, &r, "status", "cli:fair", NULL);
+        j = one_json_line(&r);
+        json_t *n0 = json_array_get(json_object_get(j, "nodes"), 0);
+        if (jint(n0, "waiters") >= 1 || hp_now_ms() > end)
+            break;
+        json_decref(j);
+        hp_sleep_ms(50);
+    }
+    json_decref(j);
+    spawn(f, &w2, NULL, a1);
+    end = hp_now_ms() + 5000;
+    for (;;) {
+        fl(f, &r, "status", "cli:fair", NULL);
+        j = one_json_line(&r);
+        json_t *n0 = json_array_get(json_object_get(j, "nodes"), 0);
+        if (jint(n0, "waiters") >= 2 || hp_now_ms() > end)
+            break;
+        json_decref(j);
+        hp_sleep_ms(50);
+    }
+    json_t *n0 = json_array_get(json_object_get(j, "nodes"), 0);
+    assert_int_equal(jint(n0, "waiters"), 2);
+    json_t *q = json_object_get(n0, "queue");
+    assert_int_equal(json_array_size(q), 2);
+    long long t1 = jint(json_array_get(q, 0), "ticket"), t2 = jint(json_array_get(q, 1), "ticket");
+    assert_true(t1 < t2);
+    assert_true(jint(json_array_get(q, 0), "waited_ms") >= jint(json_array_get(q, 1), "waited_ms"));
+    json_decref(j);
+    /* The holder leaves: the first waiter is granted, the second still waits. */
+    fl(f, &r, "release", "cli:fair", id, NULL);
+    assert_int_equal(r.code, 0);
+    struct res g1;
+    collect(&w1, RUN_TIMEOUT_MS, &g1);
+    assert_int_equal(g1.code, 0);
+    assert_true(alive(w2.pid));
+    json_t *l1 = one_json_line(&g1);
+    char first[41];
+    snprintf(first, sizeof(first), "%s", jstr(l1, "lock_id"));
+    json_decref(l1);
+    fl(f, &r, "release", "cli:fair", first, NULL);
+    struct res g2;
+    collect(&w2, RUN_TIMEOUT_MS, &g2);
+    assert_int_equal(g2.code, 0);
+    /* Unknown backoff: a usage error that names the option. */
+    fl(f, &r, "--backoff", "random", "status", "cli:fair", NULL);
+    assert_int_equal(r.code, X_USAGE);
+    assert_non_null(strstr(r.err, "--backoff"));
+}
+
+/* A password from a file or the environment: never in argv, never in a
+ * message; a wrong one is a server error (70) that does not show it. */
+static void test_cli_password_stays_out_of_argv_and_messages(void **state)
+{
+    (void)state;
+    struct rh_options ro;
+    rh_options_init(&ro);
+    ro.password = "S3cretPW-cli";
+    struct fixture *f = calloc(1, sizeof(*f));
+    assert_non_null(f);
+    assert_int_equal(rh_cluster_start(3, &ro, &f->rc), 0);
+    assert_int_equal(rh_mkdtemp("cli-pw", f->dir, sizeof(f->dir)), 0);
+    /* Plain addresses, without the password. */
+    f->nodes[0] = '\0';
+    for (int i = 0; i < 3; i++) {
+        char a[64];
+        snprintf(a, sizeof(a), "%s127.0.0.1:%d", i ? "," : "", rh_port(f->rc, i));
+        strcat(f->nodes, a);
+    }
+    char pwfile[320], badfile[320];
+    snprintf(pwfile, sizeof(pwfile), "%s/pw", f->dir);
+    snprintf(badfile, sizeof(badfile), "%s/bad", f->dir);
+    FILE *fp = fopen(pwfile, "w");
+    assert_non_null(fp);
+    fputs("S3cretPW-cli\n", fp);
+    fclose(fp);
+    fp = fopen(badfile, "w");
+    assert_non_null(fp);
+    fputs("wrong-password-xyz\n", fp);
+    fclose(fp);
+
+    struct res r;
+    fl(f, &r, "--password-file", pwfile, "acquire", "cli:pw", NULL);
+    assert_int_equal(r.code, 0);
+    char *const env_ok[] = {"FENCELOCK_PASSWORD=S3cretPW-cli", NULL};
+    fl_env(f, &r, env_ok, "status", "cli:pw", NULL);
+    assert_int_equal(r.code, 0);
+    assert_null(strstr(r.out, "S3cretPW"));
+    /* Without it: refused by the nodes. */
+    fl(f, &r, "acquire", "cli:pw2", NULL);
+    assert_int_not_equal(r.code, 0);
+    fl(f, &r, "--password-file", badfile, "acquire", "cli:pw2", NULL);
+    assert_int_equal(r.code, 70);
+    assert_null(strstr(r.err, "wrong-password-xyz"));
+    assert_non_null(strstr(r.err, "AUTH"));
+    /* A file that is not there: a usage error naming it. */
+    fl(f, &r, "--password-file", "/nonexistent/pw", "acquire", "cli:pw2", NULL);
+    assert_int_equal(r.code, X_USAGE);
+    assert_non_null(strstr(r.err, "/nonexistent/pw"));
+    /* A password in a URL is masked in every message. */
+    char url[128];
+    snprintf(url, sizeof(url), "redis://:wrong-password-xyz@127.0.0.1:%d", rh_port(f->rc, 0));
+    fl(f, &r, "--nodes", url, "acquire", "cli:pw3", NULL);
+    assert_int_equal(r.code, 70);
+    assert_null(strstr(r.err, "wrong-password-xyz"));
+    rh_cluster_free(f->rc);
+    rh_rmtree(f->dir);
+    free(f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_cli_acquire_prints_the_lock, setup3, teardown),
         cmocka_unit_test_setup_teardown(test_cli_extend_and_release_print_the_outcome, setup3, teardown),
         cmocka_unit_test_setup_teardown(test_cli_status_reports_a_foreign_holder, setup3, teardown),
+        cmocka_unit_test_setup_teardown(test_cli_status_shows_who_holds_the_lock, setup3, teardown),
         cmocka_unit_test_setup_teardown(test_cli_run_passes_the_lock_to_the_command, setup3, teardown),
         cmocka_unit_test_setup_teardown(test_cli_runs_never_overlap, setup3, teardown),
         cmocka_unit_test_setup_teardown(test_cli_run_keeps_the_lock_past_its_ttl, setup3, teardown),
@@ -874,9 +1550,25 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_cli_run_kills_a_command_that_ignores_sigterm, setup3, teardown),
         cmocka_unit_test_setup_teardown(test_cli_run_passes_signals_on, setup3, teardown),
+        cmocka_unit_test_setup_teardown(test_cli_run_undo_runs_after_failure_or_loss, setup3, teardown),
+        cmocka_unit_test_setup_teardown(test_cli_run_says_why_a_paused_lock_was_lost, setup3, teardown),
+        cmocka_unit_test_setup_teardown(test_cli_run_never_exits_without_saying_why, setup3, teardown),
+        cmocka_unit_test_setup_teardown(test_cli_run_job_does_not_outlive_fencelock, setup3, teardown),
+        cmocka_unit_test_setup_teardown(test_cli_run_signals_the_whole_job, setup3, teardown),
+        cmocka_unit_test_setup_teardown(test_cli_run_passes_signals_to_the_whole_job, setup3, teardown),
+        cmocka_unit_test_setup_teardown(test_cli_run_tells_the_job_when_the_lock_was_granted, setup3,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_cli_run_hands_the_terminal_to_the_job, setup3, teardown),
         cmocka_unit_test_setup_teardown(test_cli_bad_arguments_are_usage_errors, setup_none, teardown),
+        cmocka_unit_test_setup_teardown(test_cli_installed_fencelock_runs, setup_none, teardown),
+        cmocka_unit_test_setup_teardown(test_cli_durations_take_hours_and_name_the_option, setup3, teardown),
         cmocka_unit_test_setup_teardown(test_cli_gives_up_after_wait, setup3, teardown),
+        cmocka_unit_test_setup_teardown(test_cli_wait_says_what_it_waits_for, setup3, teardown),
+        cmocka_unit_test_setup_teardown(test_cli_granted_too_slowly_is_no_majority_in_time, setup3, teardown),
         cmocka_unit_test_setup_teardown(test_cli_unreachable_nodes_have_their_code, setup3, teardown),
+        cmocka_unit_test_setup_teardown(test_cli_fair_waiters_are_listed_and_served_in_order, setup3,
+                                        teardown),
+        cmocka_unit_test(test_cli_password_stays_out_of_argv_and_messages),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -94,13 +94,15 @@ extern "C" {
 /* How an acquisition that was refused waits before it tries again
  * (lockcore_options.wait_mode). See docs/lockcore.md, "Waiting". */
 enum lockcore_wait_mode {
+    /* Retry after the backoff delay, as plain Redlock does. Default (the
+     * fastest when holds are short and waiters few: see docs/fairness.md,
+     * "Which mode"). */
+    LOCKCORE_WAIT_POLL = 0,
     /* A release tells waiters: each node PUBLISHes the name of the first
      * waiter in its queue, which tries again at once; others sleep until
      * the holder's TTL would run out (a crashed holder sends nothing). Not
-     * fair: a newcomer may take the lock first. Default. */
-    LOCKCORE_WAIT_NOTIFY = 0,
-    /* Retry after the backoff delay, as plain Redlock does. */
-    LOCKCORE_WAIT_POLL = 1,
+     * fair: a newcomer may take a lock nobody waits for. */
+    LOCKCORE_WAIT_NOTIFY = 1,
     /* Fair: waiters of every client are granted in the order of their
      * tickets (arrival time on the waiter's clock); nobody may take the
      * lock ahead of a live waiter with a smaller ticket. Notified too. */
@@ -150,7 +152,7 @@ struct lockcore_options {
     uint64_t retry_delay_ms;     /* least wait before a retry; default 200 */
     uint64_t retry_jitter_ms;    /* random extra wait, uniform in [0, jitter];
                                     default 100 */
-    int wait_mode;               /* enum lockcore_wait_mode; default NOTIFY */
+    int wait_mode;               /* enum lockcore_wait_mode; default POLL */
     int backoff;                 /* enum lockcore_backoff; default FIXED */
     uint64_t retry_delay_max_ms; /* cap of the exponential backoff; default 2000 */
     uint64_t queue_ttl_ms;       /* a waiter's place in a queue lasts this long
@@ -176,6 +178,12 @@ struct lockcore_options {
      * stays the lock id (other Redlock clients interoperate). At most
      * LOCKCORE_INFO_MAX bytes, copied; NULL or "" for none (default). */
     const char *holder_info;
+
+    /* The AUTH password of every node whose address carries none (with the
+     * address's user, if any): a password kept out of addresses is kept out
+     * of command lines and of everything that prints an address. Copied;
+     * NULL for none (default). At most 255 bytes. */
+    const char *password;
 
     /* TLS to rediss:// nodes (OpenSSL; TLS 1.2 or later). Paths and names
      * are copied. */
@@ -303,16 +311,27 @@ LOCKCORE_API int lockcore_extend(lockcore_client *c, struct lockcore_lock *lock,
  */
 LOCKCORE_API int lockcore_release(lockcore_client *c, struct lockcore_lock *lock);
 
+/* Waiters lockcore_status reports per node, at most (the first in line). */
+#define LOCKCORE_STATUS_WAITERS 8
+
+/* A waiter in a node's queue (notified and fair waiting). */
+struct lockcore_waiter {
+    char id[LOCKCORE_ID_LEN + 1]; /* its lock id */
+    uint64_t ticket;              /* its place: wall µs when it asked */
+};
+
 /* One node's view of a resource, for diagnostics. */
 struct lockcore_node_status {
-    char node[64];                    /* host:port (never the credentials) */
-    int reachable;                    /* 1 if the node answered */
-    char holder[LOCKCORE_ID_LEN + 1]; /* the lock key's value ("" if none; cut
-                                        at LOCKCORE_ID_LEN bytes) */
-    int64_t pttl_ms;                  /* remaining ms of the key, -2 if none */
-    uint64_t fence;                   /* the node's fence value, 0 if none */
-    char info[LOCKCORE_INFO_MAX + 1]; /* the holder's info ("" if none) */
-    char error[128];                  /* why not reachable, "" otherwise */
+    char node[64];                                         /* host:port (never the credentials) */
+    int reachable;                                         /* 1 if the node answered */
+    char holder[LOCKCORE_ID_LEN + 1];                      /* the lock key's value ("" if none; cut
+                                                             at LOCKCORE_ID_LEN bytes) */
+    int64_t pttl_ms;                                       /* remaining ms of the key, -2 if none */
+    uint64_t fence;                                        /* the node's fence value, 0 if none */
+    char info[LOCKCORE_INFO_MAX + 1];                      /* the holder's info ("" if none) */
+    unsigned waiters;                                      /* in this node's queue (some may have lapsed) */
+    struct lockcore_waiter queue[LOCKCORE_STATUS_WAITERS]; /* the first of them, in order */
+    char error[128];                                       /* why not reachable, "" otherwise */
 };
 
 /*
@@ -413,6 +432,99 @@ LOCKCORE_API unsigned lockcore_keepalive_extensions(const lockcore_keepalive *k)
  * lockcore_keepalive_get first). Accepts NULL.
  */
 LOCKCORE_API void lockcore_keepalive_stop(lockcore_keepalive *k);
+
+/* ---- Steps with undo ----------------------------------------------------- */
+
+/*
+ * For work under a lock whose effects are outside any one store (a payment,
+ * a mail, a file, a call to another service): run steps in order while the
+ * lock is held, and if a step fails or the lock is lost, undo the steps
+ * already done, last first. Where every effect is a write to one
+ * fencing-aware store, prefer one atomic write under the token (a
+ * storage-guard batch): it cannot be half done, and a stale holder's write
+ * is refused there, while an undo is best effort and comes after the fact.
+ * See docs/lockcore.md, "Steps with undo".
+ *
+ * The lock is checked before the first step and after each step (the last
+ * one included): the keep-alive's work that is due is run (its on_lost
+ * included), then the lock is extended on a majority (confirm), then its
+ * validity is checked. A step that ran past the validity is undone too: it
+ * may have acted without the lock. The steps run in the caller's thread,
+ * one after the other; a keep-alive cannot extend while a step runs, so a
+ * step should take well under the TTL (min_validity_ms keeps a step from
+ * starting with less validity than it needs).
+ */
+
+/* What a step's run and undo functions are told. Borrowed for the call. */
+struct lockcore_step_ctx {
+    const struct lockcore_lock *lock; /* the held lock: its token goes with every effect */
+    size_t index;                     /* this step's place in the array */
+    int reason;                       /* run: 0. undo: why the steps stopped: the failed
+                                         step's return value, or the code the lock was lost
+                                         with (LOCKCORE_ELOST, LOCKCORE_ENOQUORUM, ...) */
+    size_t stopped_at;                /* undo: the step that failed, or the number of steps
+                                         done when the lock was found lost */
+    int lost;                         /* undo: 1 if the lock was lost, 0 if a step failed */
+};
+
+struct lockcore_step {
+    const char *name; /* for lockcore_errmsg; may be NULL */
+    /* Do the step. Return 0 when done, or a non-zero code of your own
+     * (negative, by the convention of this header) when it failed: a failed
+     * step must leave nothing to undo, since its own undo is not called. */
+    int (*run)(const struct lockcore_step_ctx *ctx, void *arg);
+    /* Undo a step that was done; NULL if there is nothing to undo. Return 0
+     * when undone, non-zero when not (counted; the other undos still run).
+     * It may run after the lock is lost: make it safe to run then (an undo
+     * by the token, an idempotent compensation). */
+    int (*undo)(const struct lockcore_step_ctx *ctx, void *arg);
+    void *arg; /* passed to both; borrowed */
+};
+
+struct lockcore_steps_options {
+    int confirm;                   /* 1 (default): before the first step and after each,
+                                      extend the lock on a majority (lockcore_extend): this
+                                      confirms it is still ours (a key expired or overwritten
+                                      is found at once) and gives the next step a full TTL.
+                                      One round trip per step. 0: rely on the validity and
+                                      the keep-alive only */
+    uint64_t ttl_ms;               /* TTL of those extensions; 0 (default) = the client's TTL */
+    uint64_t min_validity_ms;      /* a step starts only with at least this much validity
+                                      left; 0 (default): any */
+    lockcore_keepalive *keepalive; /* a keep-alive of the same lock, or NULL (default);
+                                      borrowed. Its due work runs between the steps
+                                      (lockcore_run with no wait) and its loss stops
+                                      them. Its on_lost must not free the client */
+};
+
+struct lockcore_steps_report {
+    size_t done;        /* steps whose run returned 0 */
+    size_t stopped_at;  /* n when every step was done; else as lockcore_step_ctx */
+    int lost;           /* 1 if stopped because the lock was lost */
+    int reason;         /* what lockcore_steps_run returned */
+    size_t undone;      /* undo functions that returned 0 */
+    size_t undo_failed; /* undo functions that returned non-zero */
+};
+
+/* Fill *o with the defaults above. Returns 0, or -EINVAL for NULL. */
+LOCKCORE_API int lockcore_steps_options_init(struct lockcore_steps_options *o);
+
+/*
+ * Run steps[0..n-1] under the held lock (see above); opts NULL = defaults.
+ * *lock is updated by the extensions (release it with it afterwards: the
+ * steps never release it). *report (may be NULL) says what happened.
+ * Returns 0 when every step was done and the lock was still held after the
+ * last; the failed step's own code, unchanged (report->lost 0); or the code
+ * the lock was lost with (report->lost 1): LOCKCORE_ELOST, LOCKCORE_ENOQUORUM,
+ * LOCKCORE_EPROTO, or a poll failure. In both failure cases the steps done
+ * have been undone, last first, before it returns. -EINVAL for bad
+ * arguments (nothing run), -EDEADLK from a callback (a blocking call).
+ * lockcore_errmsg() names the step and the reason.
+ */
+LOCKCORE_API int lockcore_steps_run(lockcore_client *c, struct lockcore_lock *lock,
+                                    const struct lockcore_step *steps, size_t n,
+                                    const struct lockcore_steps_options *opts,
+                                    struct lockcore_steps_report *report);
 
 #ifdef __cplusplus
 }
