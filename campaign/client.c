@@ -1,0 +1,279 @@
+/*
+ * One campaign client, run as `fencelock-campaign --client ...` in a child
+ * process: lock, fenced read, increment, fenced write, release, until the
+ * deadline, with one history line per event in its history file.
+ *
+ * After each read it looks for a trigger file in the run directory: the
+ * campaign's way of catching a client inside its critical section, right
+ * after the read. "stop-<id>" is for this client, "stop-any" for whichever
+ * client takes it first (the rename makes that one client). Taking a
+ * trigger, the client stops itself (SIGSTOP); the campaign then resumes it
+ * late, delays its write, or kills it.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fencelock-testkit/testkit.h>
+#include <lockcore/lockcore.h>
+
+#include "campaign.h"
+
+static int hist_fd = -1;
+
+/* One line per event, written with one write() to an O_APPEND file: a
+ * client killed -9 leaves whole lines only. */
+static void hist(const char *fmt, ...)
+{
+    char line[512];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(line, sizeof(line) - 1, fmt, ap);
+    va_end(ap);
+    if (n < 0)
+        return;
+    if ((size_t)n > sizeof(line) - 2)
+        n = (int)sizeof(line) - 2;
+    line[n++] = '\n';
+    if (write(hist_fd, line, (size_t)n) < 0)
+        return;
+}
+
+/* Take a trigger file if there is one for us: rename succeeds for one
+ * client only. */
+static int take_trigger(const struct cc_client_args *a)
+{
+    char path[600], mine[600];
+    snprintf(mine, sizeof(mine), "%s/taken-%d-%lld", a->run_dir, a->id, hp_now_ms());
+    snprintf(path, sizeof(path), "%s/stop-%d", a->run_dir, a->id);
+    if (rename(path, mine) == 0)
+        return 1;
+    snprintf(path, sizeof(path), "%s/stop-any", a->run_dir);
+    return rename(path, mine) == 0;
+}
+
+/* GET the counter; fenced with ?token= unless plain. Returns the HTTP
+ * status (404 reads as value 0, version 0) or a negative errno. */
+static int read_counter(const struct cc_client_args *a, uint64_t token, long long *value, uint64_t *version)
+{
+    char path[128];
+    if (token != 0)
+        snprintf(path, sizeof(path), "/v1/records/%s?token=%" PRIu64, CC_KEY, token);
+    else
+        snprintf(path, sizeof(path), "/v1/records/%s", CC_KEY);
+    struct hc_response r = {0};
+    int rc = hc_get(a->sg_port, path, &r);
+    if (rc != 0)
+        return rc;
+    int status = r.status;
+    *value = 0;
+    *version = 0;
+    if (status == 200) {
+        *value = json_integer_value(json_object_get(r.json, "value"));
+        *version = (uint64_t)json_integer_value(json_object_get(r.json, "version"));
+    }
+    hc_response_clear(&r);
+    return status;
+}
+
+static int write_counter(const struct cc_client_args *a, uint64_t token, long long value, uint64_t *version)
+{
+    char path[64], body[128];
+    snprintf(path, sizeof(path), "/v1/records/%s", CC_KEY);
+    if (token != 0)
+        snprintf(body, sizeof(body), "{\"value\": %lld, \"token\": %" PRIu64 "}", value, token);
+    else
+        snprintf(body, sizeof(body), "{\"value\": %lld}", value);
+    struct hc_response r = {0};
+    int rc = hc_put(a->sg_port, path, body, NULL, &r);
+    if (rc != 0)
+        return rc;
+    int status = r.status;
+    *version = (uint64_t)json_integer_value(json_object_get(r.json, "version"));
+    hc_response_clear(&r);
+    return status;
+}
+
+/* Run the fencelock command with args after the common options; its
+ * first line of output goes to out. Returns its exit status, or -1. */
+static int run_cli(const struct cc_client_args *a, const char *const *args, char *out, size_t cap)
+{
+    char nodes[512] = "", ttl[32];
+    for (int i = 0; i < a->n_nodes; i++) {
+        size_t n = strlen(nodes);
+        snprintf(nodes + n, sizeof(nodes) - n, "%s%s", i ? "," : "", a->nodes[i]);
+    }
+    snprintf(ttl, sizeof(ttl), "%" PRIu64 "ms", a->ttl_ms);
+    char *argv[24];
+    int n = 0;
+    argv[n++] = (char *)a->cli;
+    argv[n++] = "--nodes";
+    argv[n++] = nodes;
+    argv[n++] = "--ttl";
+    argv[n++] = ttl;
+    argv[n++] = "--retry-delay";
+    argv[n++] = "20ms";
+    if (!a->fencing)
+        argv[n++] = "--no-fencing";
+    for (int i = 0; args[i] != NULL && n < 23; i++)
+        argv[n++] = (char *)args[i];
+    argv[n] = NULL;
+    int fd = -1;
+    pid_t pid = hp_spawn_io(argv, NULL, NULL, NULL, &fd);
+    if (pid < 0)
+        return -1;
+    size_t got = 0;
+    ssize_t r;
+    while (got + 1 < cap && (r = read(fd, out + got, cap - 1 - got)) > 0)
+        got += (size_t)r;
+    out[got] = '\0';
+    close(fd);
+    int st = 0;
+    if (hp_wait(pid, 30000, &st) != 0) {
+        hp_signal(pid, SIGKILL, 0);
+        return -1;
+    }
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* The client loop over the fencelock command: acquire, read, write,
+ * release, each lock operation a fencelock process. */
+static int cli_loop(const struct cc_client_args *a)
+{
+    char wait[32];
+    snprintf(wait, sizeof(wait), "%" PRIu64 "ms", 2 * a->ttl_ms + 1000);
+    while (hp_now_ms() < a->until_ms) {
+        char out[1024];
+        const char *acq[] = {"--wait", wait, "acquire", CC_RESOURCE, NULL};
+        long long t0 = hp_now_ms();
+        int rc = run_cli(a, acq, out, sizeof(out));
+        long long t1 = hp_now_ms();
+        if (rc != 0) {
+            hist("N %d %lld %lld %d", a->id, t0, t1, rc);
+            hp_sleep_ms(10);
+            continue;
+        }
+        json_t *j = json_loads(out, JSON_DISABLE_EOF_CHECK, NULL);
+        char id[64];
+        snprintf(id, sizeof(id), "%s",
+                 json_string_value(json_object_get(j, "lock_id"))
+                     ? json_string_value(json_object_get(j, "lock_id"))
+                     : "");
+        uint64_t token = (uint64_t)json_integer_value(json_object_get(j, "token"));
+        uint64_t validity = (uint64_t)json_integer_value(json_object_get(j, "validity_ms"));
+        json_decref(j);
+        /* The lease started inside the fencelock process, after t0: t0 +
+         * validity is its end or a little before. */
+        hist("G %d %" PRIu64 " %lld %lld %lld 0", a->id, token, t0, t1, t0 + (long long)validity);
+        long long value = 0;
+        uint64_t rver = 0;
+        int st = read_counter(a, a->fencing ? token : 0, &value, &rver);
+        if (st == 200 || st == 404) {
+            hist("D %d %" PRIu64 " %lld %" PRIu64 " %lld", a->id, token, value, rver, hp_now_ms());
+            if (take_trigger(a))
+                raise(SIGSTOP);
+            uint64_t wver = 0;
+            long long tw = hp_now_ms();
+            st = write_counter(a, token, value + 1, &wver);
+            long long ta = hp_now_ms();
+            if (st == 200)
+                hist("A %d %" PRIu64 " %lld %" PRIu64 " %" PRIu64 " %lld %lld", a->id, token, value, rver,
+                     wver, tw, ta);
+            else if (st == 409)
+                hist("R %d %" PRIu64 " %lld %lld", a->id, token, tw, ta);
+            else
+                hist("U %d %" PRIu64 " %lld %lld %d", a->id, token, tw, ta, st);
+        } else {
+            hist("S %d %" PRIu64 " %d", a->id, token, st);
+        }
+        hist("L %d %" PRIu64 " %lld", a->id, token, hp_now_ms());
+        const char *rel[] = {"release", CC_RESOURCE, id, NULL};
+        run_cli(a, rel, out, sizeof(out));
+    }
+    return 0;
+}
+
+int cc_client_main(const struct cc_client_args *a)
+{
+    hist_fd = open(a->history, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (hist_fd < 0)
+        return 70;
+    if (a->cli != NULL) {
+        hist("B %d %lld", a->id, hp_now_ms());
+        int rc = cli_loop(a);
+        hist("E %d %lld", a->id, hp_now_ms());
+        close(hist_fd);
+        return rc;
+    }
+    struct lockcore_options o;
+    lockcore_options_init(&o);
+    o.nodes = (const char *const *)a->nodes;
+    o.n_nodes = (size_t)a->n_nodes;
+    o.ttl_ms = a->ttl_ms;
+    o.fencing = a->fencing;
+    o.retry_count = -1;
+    o.retry_delay_ms = 20;
+    o.retry_jitter_ms = 20;
+    /* Each acquisition gives up after a while, so that the client ends
+     * near its deadline even while someone else holds the lock. */
+    o.wait_ms = 2 * a->ttl_ms + 1000;
+    lockcore_client *c = NULL;
+    char err[256];
+    if (lockcore_client_new(&o, &c, err, sizeof(err)) != 0) {
+        fprintf(stderr, "client %d: %s\n", a->id, err);
+        close(hist_fd);
+        return 70;
+    }
+    hist("B %d %lld", a->id, hp_now_ms());
+    while (hp_now_ms() < a->until_ms) {
+        struct lockcore_lock lk;
+        long long t0 = hp_now_ms();
+        int rc = lockcore_acquire(c, CC_RESOURCE, &lk);
+        long long t1 = hp_now_ms();
+        if (rc != 0) {
+            hist("N %d %lld %lld %d", a->id, t0, t1, rc);
+            hp_sleep_ms(10);
+            continue;
+        }
+        hist("G %d %" PRIu64 " %lld %lld %" PRIu64 " %u", a->id, lk.token, t0, t1, lk.valid_until_ms,
+             lk.nodes_ok);
+        long long value = 0;
+        uint64_t rver = 0;
+        int st = read_counter(a, a->fencing ? lk.token : 0, &value, &rver);
+        if (st != 200 && st != 404) {
+            /* Refused as stale, or storage-guard is down: nothing read,
+             * nothing written. */
+            hist("S %d %" PRIu64 " %d", a->id, lk.token, st);
+            hist("L %d %" PRIu64 " %lld", a->id, lk.token, hp_now_ms());
+            lockcore_release(c, &lk);
+            continue;
+        }
+        hist("D %d %" PRIu64 " %lld %" PRIu64 " %lld", a->id, lk.token, value, rver, hp_now_ms());
+        if (take_trigger(a))
+            raise(SIGSTOP); /* the campaign resumes, delays or kills us */
+        uint64_t wver = 0;
+        long long tw = hp_now_ms();
+        st = write_counter(a, lk.token, value + 1, &wver);
+        long long ta = hp_now_ms();
+        if (st == 200)
+            hist("A %d %" PRIu64 " %lld %" PRIu64 " %" PRIu64 " %lld %lld", a->id, lk.token, value, rver,
+                 wver, tw, ta);
+        else if (st == 409)
+            hist("R %d %" PRIu64 " %lld %lld", a->id, lk.token, tw, ta);
+        else
+            hist("U %d %" PRIu64 " %lld %lld %d", a->id, lk.token, tw, ta, st);
+        hist("L %d %" PRIu64 " %lld", a->id, lk.token, hp_now_ms());
+        lockcore_release(c, &lk);
+    }
+    hist("E %d %lld", a->id, hp_now_ms());
+    lockcore_client_free(c);
+    close(hist_fd);
+    return 0;
+}
