@@ -627,8 +627,10 @@ static void decide_release(struct op *op, unsigned yes, unsigned no, unsigned ne
         op->errmsg[0] = '\0';
         lockcore__op_finish(op, 0);
     } else {
+        /* Errors (an ACL refusal) rather than silence: a protocol error,
+         * as for the other operations (the table in lockcore.h). */
         prefix_msg(op, "release", yes, no, net, proto);
-        lockcore__op_finish(op, LOCKCORE_ENOQUORUM);
+        lockcore__op_finish(op, proto > net ? LOCKCORE_EPROTO : LOCKCORE_ENOQUORUM);
     }
 }
 

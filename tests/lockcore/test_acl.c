@@ -427,13 +427,12 @@ static const struct refusal refusals[] = {
     {"~app:* -@all +eval +get +set +del +pexpire +pttl +zrange +zcard " NO_RESEND, POLL, 1, "acquire",
      LOCKCORE_EPROTO, "NOPERM"},
     /* ...and, in plain mode, the holder key that extend and release name.
-     * lockcore_release reports every failure of a majority as
-     * LOCKCORE_ENOQUORUM, errors too (the other operations say
-     * LOCKCORE_EPROTO when errors, not silence, cost the majority). */
+     * Every operation, the release too, says LOCKCORE_EPROTO when errors,
+     * not silence, cost the majority. */
     {"~app:* -@all +eval +get +set +del +pexpire +pttl +zrange +zcard " NO_RESEND, POLL, 0, "extend",
      LOCKCORE_EPROTO, "NOPERM"},
     {"~app:* -@all +eval +get +set +del +pexpire +pttl +zrange +zcard " NO_RESEND, POLL, 0, "release",
-     LOCKCORE_ENOQUORUM, "NOPERM"},
+     LOCKCORE_EPROTO, "NOPERM"},
     /* Commands: EVAL itself, and SET of plain Redlock. */
     {"~app:* ~{app:* -@all +get +set +del +pexpire +pttl +zrange +zcard " NO_RESEND, POLL, 1, "acquire",
      LOCKCORE_EPROTO, "NOPERM"},
@@ -446,14 +445,14 @@ static const struct refusal refusals[] = {
     {"~app:* ~{app:* -@all +eval +get +set +del +pttl +zrange +zcard " NO_RESEND, POLL, 1, "extend",
      LOCKCORE_EPROTO, CANT},
     {"~app:* ~{app:* -@all +eval +get +set +pexpire +pttl +zrange +zcard " NO_RESEND, POLL, 1, "release",
-     LOCKCORE_ENOQUORUM, CANT},
+     LOCKCORE_EPROTO, CANT},
     {"~app:* ~{app:* -@all +eval +get +set +del +pexpire +zrange " NO_RESEND, POLL, 1, "status",
      LOCKCORE_EPROTO, CANT},
     /* The release looks for waiters (ZRANGE) in every wait mode. */
     {"~app:* ~{app:* -@all +eval +get +set +del +pexpire +pttl " QUEUE " " CHANNELS " " NO_RESEND, POLL, 1,
-     "release", LOCKCORE_ENOQUORUM, CANT},
+     "release", LOCKCORE_EPROTO, CANT},
     {"~app:* ~{app:* -@all +eval +get +set +del +pexpire +pttl " QUEUE " " CHANNELS " " NO_RESEND, NOTIFY, 0,
-     "release", LOCKCORE_ENOQUORUM, CANT},
+     "release", LOCKCORE_EPROTO, CANT},
     /* A fair acquire always goes through the queue, and its release takes
      * the holder's place out of it. */
     {"~app:* ~{app:* -@all +eval +get +set +del +pexpire +pttl +zrange +zcard +zrem +hget +hset +hdel "
@@ -467,10 +466,10 @@ static const struct refusal refusals[] = {
      FAIR, 0, "acquire", LOCKCORE_EPROTO, CANT},
     {"~app:* ~{app:* -@all +eval +get +set +del +pexpire +pttl +zrange +zcard +zadd +hget +hset +hdel "
      "+time " CHANNELS " " NO_RESEND,
-     FAIR, 1, "release", LOCKCORE_ENOQUORUM, CANT},
+     FAIR, 1, "release", LOCKCORE_EPROTO, CANT},
     {"~app:* ~{app:* -@all +eval +get +set +del +pexpire +pttl +zrange +zcard +zadd +zrem +hget +hset "
      "+time " CHANNELS " " NO_RESEND,
-     FAIR, 0, "release", LOCKCORE_ENOQUORUM, CANT},
+     FAIR, 0, "release", LOCKCORE_EPROTO, CANT},
 };
 
 static void test_acl_refusals_are_protocol_errors(void **state)
