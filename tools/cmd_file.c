@@ -32,10 +32,27 @@ static const char *prog = "fencelock";
 /* The generic options that take a value, to find the command behind them
  * (they do not apply to the file commands, which say so). */
 static const char *const value_opts[] = {
-    "--nodes",      "--ttl",     "--retry-count", "--retry-delay",     "--wait",
-    "--key-prefix", "--timeout", "--extend-at",   "--kill-after",      "--token",
-    "--dir",        "--undo",    "--backoff",     "--retry-delay-max", "--password-file",
-    "--permits",    NULL,
+    "--nodes",
+    "--ttl",
+    "--retry-count",
+    "--retry-delay",
+    "--wait",
+    "--key-prefix",
+    "--timeout",
+    "--extend-at",
+    "--kill-after",
+    "--token",
+    "--dir",
+    "--undo",
+    "--backoff",
+    "--retry-delay-max",
+    "--password-file",
+    "--permits",
+    "--cacert",
+    "--cert",
+    "--key",
+    "--tls-server-name",
+    NULL,
 };
 
 static int takes_value(const char *arg)

@@ -50,6 +50,12 @@ static const char usage_options[] =
     "  --retry-delay-max D  cap of the exponential backoff (default 2s)\n"
     "  --password-file F    the nodes' AUTH password, from the first line of F (else\n"
     "                       $FENCELOCK_PASSWORD); for nodes whose URL has none\n"
+    "  --cacert F           rediss:// nodes: the CAs to verify them with (else\n"
+    "                       $FENCELOCK_CACERT, else the system's)\n"
+    "  --cert F, --key F    rediss:// nodes: a client certificate and its key\n"
+    "                       ($FENCELOCK_CERT, $FENCELOCK_KEY)\n"
+    "  --tls-server-name N  the name the nodes' certificates must carry (default each\n"
+    "                       node's host; $FENCELOCK_TLS_SERVER_NAME)\n"
     "  --timeout D          per-node request timeout (default 50ms)\n"
     "  --extend-at D        run: extend when D of validity is left (default a third of --ttl)\n"
     "  --kill-after D       run: after SIGTERM for a lost lock, SIGKILL after D (default 5s)\n"
@@ -382,6 +388,11 @@ static lockcore_client *make_client(const struct args *a, const char *holder_inf
     o.fencing = a->fencing;
     o.holder_info = holder_info;
     o.password = password != NULL && password[0] ? password : NULL;
+    /* TLS for rediss:// nodes: options, else the environment. */
+    o.tls_ca_file = a->cacert ? a->cacert : getenv("FENCELOCK_CACERT");
+    o.tls_cert_file = a->cert ? a->cert : getenv("FENCELOCK_CERT");
+    o.tls_key_file = a->key ? a->key : getenv("FENCELOCK_KEY");
+    o.tls_server_name = a->tls_server_name ? a->tls_server_name : getenv("FENCELOCK_TLS_SERVER_NAME");
     o.wait_mode = a->wait_mode;
     o.backoff = a->backoff;
     if (a->retry_delay_max_ms)
@@ -732,6 +743,10 @@ enum {
     O_BACKOFF,
     O_RETRY_DELAY_MAX,
     O_PASSWORD_FILE,
+    O_CACERT,
+    O_CERT,
+    O_KEY,
+    O_TLS_SERVER_NAME,
     O_PERMITS,
 };
 
@@ -812,6 +827,10 @@ static const struct option longopts[] = {
     {"backoff", required_argument, NULL, O_BACKOFF},
     {"retry-delay-max", required_argument, NULL, O_RETRY_DELAY_MAX},
     {"password-file", required_argument, NULL, O_PASSWORD_FILE},
+    {"cacert", required_argument, NULL, O_CACERT},
+    {"cert", required_argument, NULL, O_CERT},
+    {"key", required_argument, NULL, O_KEY},
+    {"tls-server-name", required_argument, NULL, O_TLS_SERVER_NAME},
     {"undo", required_argument, NULL, O_UNDO},
     {"permits", required_argument, NULL, O_PERMITS},
     {NULL, 0, NULL, 0},
@@ -848,6 +867,18 @@ static int parse_option(struct args *a, int opt, int longindex, const char *arg,
         return -1;
     case O_PASSWORD_FILE:
         a->password_file = arg;
+        return -1;
+    case O_CACERT:
+        a->cacert = arg;
+        return -1;
+    case O_CERT:
+        a->cert = arg;
+        return -1;
+    case O_KEY:
+        a->key = arg;
+        return -1;
+    case O_TLS_SERVER_NAME:
+        a->tls_server_name = arg;
         return -1;
     case O_NOTIFY:
         a->wait_mode = LOCKCORE_WAIT_NOTIFY;

@@ -46,8 +46,9 @@ struct args {
     int backoff;                 /* --backoff: enum lockcore_backoff */
     uint64_t retry_delay_max_ms; /* --retry-delay-max; 0 = lockcore's default */
     const char *password_file;   /* --password-file */
-    unsigned permits;            /* --permits N: a permit of a semaphore of N; 0 = a lock */
-    int reentrant;               /* run: a reentrant lock, joined by nested runs of the resource */
+    const char *cacert, *cert, *key, *tls_server_name; /* TLS to rediss:// nodes */
+    unsigned permits; /* --permits N: a permit of a semaphore of N; 0 = a lock */
+    int reentrant;    /* run: a reentrant lock, joined by nested runs of the resource */
 };
 
 /* The client's message for a failure rc, or the code's name where the

@@ -235,6 +235,52 @@ static void test_tls_bad_files_fail_at_creation(void **state)
     rh_cluster_free(rc);
 }
 
+/* The CLI over TLS: --cacert (or FENCELOCK_CACERT) verifies the nodes;
+ * without a CA that signed them, the nodes are refused (exit 70). */
+static int fencelock_exit(const char *nodes, const char *const *extra)
+{
+    const char *bin = getenv("FENCELOCK_BIN");
+    if (bin == NULL)
+        fail_msg("FENCELOCK_BIN is not set: run this test through meson");
+    char *argv[16];
+    int k = 0;
+    argv[k++] = (char *)bin;
+    argv[k++] = "--nodes";
+    argv[k++] = (char *)nodes;
+    argv[k++] = "--timeout";
+    argv[k++] = "2s";
+    for (int i = 0; extra[i] != NULL && k < 14; i++)
+        argv[k++] = (char *)extra[i];
+    argv[k] = NULL;
+    char log[300];
+    snprintf(log, sizeof(log), "%s/cli.log", fx.dir);
+    pid_t pid = hp_spawn(argv, NULL, log);
+    int status = -1;
+    assert_true(pid > 0);
+    assert_int_equal(hp_wait(pid, 20000, &status), 0);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+static void test_tls_cli_verifies_with_cacert(void **state)
+{
+    (void)state;
+    struct rh_cluster *rc = tls_cluster(0);
+    char nodes[512] = "";
+    for (int i = 0; i < 3; i++) {
+        strcat(nodes, i ? "," : "");
+        strcat(nodes, rh_url(rc, i));
+    }
+    const char *ok[] = {"--cacert", fx.ca, "status", "tls-cli", NULL};
+    assert_int_equal(fencelock_exit(nodes, ok), 0);
+    const char *named[] = {"--cacert", fx.ca, "--tls-server-name", "localhost", "acquire", "tls-cli", NULL};
+    assert_int_equal(fencelock_exit(nodes, named), 0);
+    const char *other[] = {"--cacert", fx.other_ca, "acquire", "tls-cli2", NULL};
+    assert_int_equal(fencelock_exit(nodes, other), 70);
+    const char *missing[] = {"--cacert", "/nonexistent/ca.pem", "status", "tls-cli", NULL};
+    assert_int_equal(fencelock_exit(nodes, missing), 64);
+    rh_cluster_free(rc);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -242,6 +288,7 @@ int main(void)
         cmocka_unit_test(test_tls_refuses_nodes_it_cannot_verify),
         cmocka_unit_test(test_tls_client_certificates),
         cmocka_unit_test(test_tls_bad_files_fail_at_creation),
+        cmocka_unit_test(test_tls_cli_verifies_with_cacert),
     };
     return cmocka_run_group_tests(tests, make_certs, remove_certs);
 }
