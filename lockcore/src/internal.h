@@ -53,6 +53,7 @@ enum script {
     SCRIPT_SET_INFO,
     SCRIPT_ACQUIRE_QUEUED,
     SCRIPT_DEQUEUE,
+    SCRIPT_RELEASE_PLAIN,
     SCRIPT_COUNT,
 };
 extern const char *const lockcore__scripts[SCRIPT_COUNT];

@@ -144,7 +144,11 @@ int lockcore__op_resend(struct op *op, unsigned i, enum step step, int use_eval,
         script = SCRIPT_ACQUIRE_FENCED;
         KEY(op->key, op->key_len);
         KEY(op->fkey, op->fkey_len);
-        KEY(op->nkey, op->nkey_len); /* a release may have reserved it for a waiter */
+        /* A notified release may have reserved the lock for a waiter;
+         * notified and fair clients respect that, polling ones do not
+         * look (one call less on every acquire). */
+        if (c->o.wait_mode != LOCKCORE_WAIT_POLL)
+            KEY(op->nkey, op->nkey_len);
         ARG(op->lock.id);
         ARG(ttl);
         ARG(prop);
@@ -179,6 +183,16 @@ int lockcore__op_resend(struct op *op, unsigned i, enum step step, int use_eval,
     }
     case STEP_RELEASE:
     case STEP_IGNORE:
+        if (c->o.wait_mode == LOCKCORE_WAIT_POLL && c->info_len == 0 &&
+            !(op->lock.flags & LOCKCORE_LOCK_FROM_ID)) {
+            /* Nothing beside the key to clean, nobody of ours to tell (a
+             * polling client neither queues nor reserves). A lock known by
+             * its id may have been taken with holder info: full release. */
+            script = SCRIPT_RELEASE_PLAIN;
+            KEY(op->key, op->key_len);
+            ARG(op->lock.id);
+            break;
+        }
         script = SCRIPT_RELEASE;
         KEY(op->key, op->key_len);
         KEY(op->ikey, op->ikey_len);

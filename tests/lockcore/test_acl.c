@@ -7,8 +7,10 @@
  *
  *   base     ~P* ~{P* -@all +eval +get +set +del +pexpire +pttl +zrange +zcard
  *            every operation of a client that does not wait (LOCKCORE_WAIT_
- *            POLL, the default, and NOTIFY); the release looks for waiters
- *            with ZRANGE in every mode
+ *            POLL, the default, and NOTIFY); status lists waiters with
+ *            ZCARD and ZRANGE, and so does the release of a notified or fair
+ *            client or of one that leaves holder info (a polling client
+ *            without it releases with GET and DEL alone)
  *   + +zadd +zrem +hget +hset +hdel +time
  *                                   the queue of waiters (LOCKCORE_WAIT_FAIR
  *                                   always; NOTIFY once a client waits)
@@ -431,7 +433,7 @@ static const struct refusal refusals[] = {
      * not silence, cost the majority. */
     {"~app:* -@all +eval +get +set +del +pexpire +pttl +zrange +zcard " NO_RESEND, POLL, 0, "extend",
      LOCKCORE_EPROTO, "NOPERM"},
-    {"~app:* -@all +eval +get +set +del +pexpire +pttl +zrange +zcard " NO_RESEND, POLL, 0, "release",
+    {"~app:* -@all +eval +get +set +del +pexpire +pttl +zrange +zcard " NO_RESEND, NOTIFY, 0, "release",
      LOCKCORE_EPROTO, "NOPERM"},
     /* Commands: EVAL itself, and SET of plain Redlock. */
     {"~app:* ~{app:* -@all +get +set +del +pexpire +pttl +zrange +zcard " NO_RESEND, POLL, 1, "acquire",
@@ -448,8 +450,8 @@ static const struct refusal refusals[] = {
      LOCKCORE_EPROTO, CANT},
     {"~app:* ~{app:* -@all +eval +get +set +del +pexpire +zrange " NO_RESEND, POLL, 1, "status",
      LOCKCORE_EPROTO, CANT},
-    /* The release looks for waiters (ZRANGE) in every wait mode. */
-    {"~app:* ~{app:* -@all +eval +get +set +del +pexpire +pttl " QUEUE " " CHANNELS " " NO_RESEND, POLL, 1,
+    /* A notified release looks for waiters (ZRANGE). */
+    {"~app:* ~{app:* -@all +eval +get +set +del +pexpire +pttl " QUEUE " " CHANNELS " " NO_RESEND, NOTIFY, 1,
      "release", LOCKCORE_EPROTO, CANT},
     {"~app:* ~{app:* -@all +eval +get +set +del +pexpire +pttl " QUEUE " " CHANNELS " " NO_RESEND, NOTIFY, 0,
      "release", LOCKCORE_EPROTO, CANT},
