@@ -18,6 +18,7 @@
 #include <fencefile/fencefile.h>
 
 #include "cmd_file.h"
+#include "fencelock.h"
 
 enum {
     FX_OK = 0,
@@ -94,28 +95,6 @@ static void file_usage(FILE *to, const char *name)
             name, append ? "Append to" : "Replace",
             append ? "The fence is raised before the data is appended; a crash can leave part of it.\n"
                    : "FILE is replaced whole (temporary file, fsync, rename), never half-written.\n");
-}
-
-static int parse_duration(const char *s, uint64_t *out)
-{
-    char *end;
-    errno = 0;
-    if (s == NULL || *s < '0' || *s > '9')
-        return -1;
-    unsigned long long v = strtoull(s, &end, 10);
-    uint64_t mult = 1;
-    if (errno != 0)
-        return -1;
-    if (strcmp(end, "s") == 0)
-        mult = 1000;
-    else if (strcmp(end, "m") == 0)
-        mult = 60000;
-    else if (*end != '\0' && strcmp(end, "ms") != 0)
-        return -1;
-    if (v > UINT64_MAX / mult / 1000)
-        return -1;
-    *out = (uint64_t)v * mult;
-    return 0;
 }
 
 static int exit_for(int rc)
@@ -238,7 +217,7 @@ int fencelock_file_main(int argc, char **argv)
             o.store = FENCEFILE_STORE_SIDECAR;
             break;
         case O_WAIT:
-            if (parse_duration(optarg, &o.lock_timeout_ms) < 0) {
+            if (fencelock_parse_duration(optarg, &o.lock_timeout_ms) < 0) {
                 fprintf(stderr, "%s: --wait '%s': not a duration (like 500ms, 10s, 2m)\n", prog, optarg);
                 return FX_USAGE;
             }

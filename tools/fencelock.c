@@ -164,7 +164,7 @@ static void command_usage(FILE *to, const char *name)
 }
 
 /* A duration: digits and an optional unit (ms, s, m, h); a bare number is ms. */
-static int parse_duration(const char *s, uint64_t *out)
+int fencelock_parse_duration(const char *s, uint64_t *out)
 {
     char *end;
     errno = 0;
@@ -754,7 +754,7 @@ enum {
 static int set_duration(struct args *a, int opt, const char *name, const char *val)
 {
     uint64_t d = 0;
-    if (parse_duration(val, &d) < 0) {
+    if (fencelock_parse_duration(val, &d) < 0) {
         fprintf(stderr, "%s: %s: '%s' is not a duration (like 500ms, 10s, 2m, 1h)\n", prog, name, val);
         return -1;
     }

@@ -63,6 +63,10 @@ int fencelock_fail(lockcore_client *c, const char *what, int rc);
 int fencelock_acquire(lockcore_client *c, const struct args *a, const char *resource,
                       struct lockcore_lock *out);
 
+/* A duration: digits and an optional unit (ms, s, m, h); a bare number is
+ * ms. Returns 0, or -1 for anything else. */
+int fencelock_parse_duration(const char *s, uint64_t *out);
+
 /* CLOCK_REALTIME in ms since the epoch. */
 uint64_t fencelock_wall_ms(void);
 

@@ -235,6 +235,8 @@ void lockcore__node_check_timers(lockcore_client *c, struct node *n, uint64_t no
 uint64_t lockcore__node_next_timer(const lockcore_client *c, const struct node *n);
 
 /* op.c */
+/* v in decimal, without printf (every command of every operation). */
+void lockcore__u64s(char *buf, size_t cap, uint64_t v);
 struct op *lockcore__op_new(lockcore_client *c, enum op_kind kind, lockcore_cb cb, void *arg);
 void lockcore__op_start(struct op *op, uint64_t now);
 void lockcore__op_reply(struct op *op, unsigned node, enum step step, redisReply *r, uint64_t now);

@@ -76,11 +76,6 @@ void lockcore__kinds_keys(const lockcore_client *c, const char *resource, struct
     lockcore__kinds_tagged(ks->intent, ks->lock[0], ":wintent");
 }
 
-void lockcore__kinds_u64(char *buf, size_t cap, uint64_t v)
-{
-    snprintf(buf, cap, "%llu", (unsigned long long)v);
-}
-
 /* The plain release as a Lua function rel(KEYS, ARGV): its parameters
  * shadow the script's own KEYS and ARGV, and its returns return from it. */
 static char *multi_release, *re_release, *rw_release;
@@ -157,9 +152,9 @@ int lockcore__kinds_tells(const struct op *op, enum step step)
 void lockcore__kinds_reserve(const struct op *op, enum step step, char *buf, size_t cap)
 {
     const struct lockcore_options *o = &op->c->o;
-    lockcore__kinds_u64(
-        buf, cap,
-        step == STEP_RELEASE && o->wait_mode == LOCKCORE_WAIT_NOTIFY ? 2 * o->request_timeout_ms : 0);
+    lockcore__u64s(buf, cap,
+                   step == STEP_RELEASE && o->wait_mode == LOCKCORE_WAIT_NOTIFY ? 2 * o->request_timeout_ms
+                                                                                : 0);
 }
 
 int lockcore__kinds_resend(struct op *op, unsigned i, enum step step, int use_eval, uint64_t now)

@@ -49,7 +49,6 @@ struct lockcore__keyset {
 void lockcore__kinds_keys(const lockcore_client *c, const char *resource, struct lockcore__keyset *ks);
 /* "{" key "}" suffix into out (INFO_KEY_MAX + 1 bytes; key <= KEY_MAX). */
 void lockcore__kinds_tagged(char *out, const char *key, const char *suffix);
-void lockcore__kinds_u64(char *buf, size_t cap, uint64_t v);
 
 /* One script call: its keys and arguments. */
 struct lockcore__kcmd {

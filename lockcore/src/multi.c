@@ -106,9 +106,9 @@ int lockcore__multi_resend(struct op *op, unsigned i, enum step step, int use_ev
     unsigned n = ks->k;
 #define KEY(p) (k.keys[k.nkeys++] = (p))
 #define ARG(p) (k.args[k.nargs] = (p), k.alens[k.nargs++] = strlen(p))
-    lockcore__kinds_u64(ttl, sizeof(ttl), op->ttl_ms);
-    lockcore__kinds_u64(prop, sizeof(prop), c->o.fencing ? op->proposal : 0);
-    lockcore__kinds_u64(idle, sizeof(idle), c->o.fence_idle_ms);
+    lockcore__u64s(ttl, sizeof(ttl), op->ttl_ms);
+    lockcore__u64s(prop, sizeof(prop), c->o.fencing ? op->proposal : 0);
+    lockcore__u64s(idle, sizeof(idle), c->o.fence_idle_ms);
     switch (step) {
     case STEP_LOCK:
         s = KS_MULTI_ACQUIRE;
@@ -133,8 +133,8 @@ int lockcore__multi_resend(struct op *op, unsigned i, enum step step, int use_ev
         uint64_t fexp = 0;
         if (c->o.fencing && c->o.fence_idle_ms != 0)
             fexp = c->o.fence_idle_ms > 2 * op->ttl_ms ? c->o.fence_idle_ms : 2 * op->ttl_ms;
-        lockcore__kinds_u64(idle, sizeof(idle), fexp);
-        lockcore__kinds_u64(tok, sizeof(tok), c->o.fencing ? op->lock.token : 0);
+        lockcore__u64s(idle, sizeof(idle), fexp);
+        lockcore__u64s(tok, sizeof(tok), c->o.fencing ? op->lock.token : 0);
         s = KS_MULTI_EXTEND;
         for (unsigned j = 0; j < n; j++)
             KEY(ks->lock[j]);

@@ -72,7 +72,7 @@ void lockcore__ops_free(lockcore_client *c)
 
 /* v in decimal (buf holds at least 21 bytes). Not printf: this runs for
  * every command of every operation. */
-static void u64s(char *buf, size_t cap, uint64_t v)
+void lockcore__u64s(char *buf, size_t cap, uint64_t v)
 {
     char tmp[24];
     size_t n = 0;
@@ -111,13 +111,13 @@ int lockcore__op_resend(struct op *op, unsigned i, enum step step, int use_eval,
 
     switch (step) {
     case STEP_LOCK:
-        u64s(ttl, sizeof(ttl), op->ttl_ms);
+        lockcore__u64s(ttl, sizeof(ttl), op->ttl_ms);
         if (op->queued) {
             /* A waiter: takes its place in the queue and tries. */
-            u64s(prop, sizeof(prop), c->o.fencing ? op->proposal : 0);
-            u64s(idle, sizeof(idle), c->o.fence_idle_ms);
-            u64s(ticket, sizeof(ticket), op->ticket);
-            u64s(qttl, sizeof(qttl), c->o.queue_ttl_ms);
+            lockcore__u64s(prop, sizeof(prop), c->o.fencing ? op->proposal : 0);
+            lockcore__u64s(idle, sizeof(idle), c->o.fence_idle_ms);
+            lockcore__u64s(ticket, sizeof(ticket), op->ticket);
+            lockcore__u64s(qttl, sizeof(qttl), c->o.queue_ttl_ms);
             script = SCRIPT_ACQUIRE_QUEUED;
             KEY(op->key, op->key_len);
             KEY(op->fkey, op->fkey_len);
@@ -139,8 +139,8 @@ int lockcore__op_resend(struct op *op, unsigned i, enum step step, int use_eval,
             size_t l[] = {3, op->key_len, LOCKCORE_ID_LEN, 2, 2, strlen(ttl)};
             return lockcore__node_send(c, n, 6, v, l, op, step, 0, now);
         }
-        u64s(prop, sizeof(prop), op->proposal);
-        u64s(idle, sizeof(idle), c->o.fence_idle_ms);
+        lockcore__u64s(prop, sizeof(prop), op->proposal);
+        lockcore__u64s(idle, sizeof(idle), c->o.fence_idle_ms);
         script = SCRIPT_ACQUIRE_FENCED;
         KEY(op->key, op->key_len);
         KEY(op->fkey, op->fkey_len);
@@ -155,8 +155,8 @@ int lockcore__op_resend(struct op *op, unsigned i, enum step step, int use_eval,
         ARG(idle);
         break;
     case STEP_RAISE:
-        u64s(prop, sizeof(prop), op->proposal);
-        u64s(idle, sizeof(idle), c->o.fence_idle_ms);
+        lockcore__u64s(prop, sizeof(prop), op->proposal);
+        lockcore__u64s(idle, sizeof(idle), c->o.fence_idle_ms);
         script = SCRIPT_RAISE;
         KEY(op->fkey, op->fkey_len);
         ARG(prop);
@@ -168,9 +168,9 @@ int lockcore__op_resend(struct op *op, unsigned i, enum step step, int use_eval,
         uint64_t fexp = 0;
         if (c->o.fencing && c->o.fence_idle_ms != 0)
             fexp = c->o.fence_idle_ms > 2 * op->ttl_ms ? c->o.fence_idle_ms : 2 * op->ttl_ms;
-        u64s(ttl, sizeof(ttl), op->ttl_ms);
-        u64s(idle, sizeof(idle), fexp);
-        u64s(tok, sizeof(tok), c->o.fencing ? op->lock.token : 0);
+        lockcore__u64s(ttl, sizeof(ttl), op->ttl_ms);
+        lockcore__u64s(idle, sizeof(idle), fexp);
+        lockcore__u64s(tok, sizeof(tok), c->o.fencing ? op->lock.token : 0);
         script = SCRIPT_EXTEND;
         KEY(op->key, op->key_len);
         KEY(op->fkey, op->fkey_len);
@@ -210,9 +210,9 @@ int lockcore__op_resend(struct op *op, unsigned i, enum step step, int use_eval,
         else
             ARG("");
         ARG(step == STEP_RELEASE ? "1" : "0");
-        u64s(reserve, sizeof(reserve),
-             step == STEP_RELEASE && c->o.wait_mode == LOCKCORE_WAIT_NOTIFY ? 2 * c->o.request_timeout_ms
-                                                                            : 0);
+        lockcore__u64s(
+            reserve, sizeof(reserve),
+            step == STEP_RELEASE && c->o.wait_mode == LOCKCORE_WAIT_NOTIFY ? 2 * c->o.request_timeout_ms : 0);
         ARG(reserve);
         break;
     case STEP_DEQUEUE:
@@ -222,7 +222,7 @@ int lockcore__op_resend(struct op *op, unsigned i, enum step step, int use_eval,
         ARG(op->lock.id);
         break;
     case STEP_INFO:
-        u64s(ttl, sizeof(ttl), op->ttl_ms);
+        lockcore__u64s(ttl, sizeof(ttl), op->ttl_ms);
         script = SCRIPT_SET_INFO;
         KEY(op->key, op->key_len);
         KEY(op->ikey, op->ikey_len);

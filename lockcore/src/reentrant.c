@@ -108,9 +108,9 @@ int lockcore__re_resend(struct op *op, unsigned i, enum step step, int use_eval,
     const char *body = NULL;
 #define KEY(p) (k.keys[k.nkeys++] = (p))
 #define ARG(p) (k.args[k.nargs] = (p), k.alens[k.nargs++] = strlen(p))
-    lockcore__kinds_u64(ttl, sizeof(ttl), op->ttl_ms);
-    lockcore__kinds_u64(prop, sizeof(prop), c->o.fencing ? op->proposal : 0);
-    lockcore__kinds_u64(idle, sizeof(idle), c->o.fence_idle_ms);
+    lockcore__u64s(ttl, sizeof(ttl), op->ttl_ms);
+    lockcore__u64s(prop, sizeof(prop), c->o.fencing ? op->proposal : 0);
+    lockcore__u64s(idle, sizeof(idle), c->o.fence_idle_ms);
     switch (step) {
     case STEP_LOCK:
         /* A fresh step: what this node said of a previous one is void. */
@@ -138,8 +138,8 @@ int lockcore__re_resend(struct op *op, unsigned i, enum step step, int use_eval,
         uint64_t fexp = 0;
         if (c->o.fencing && c->o.fence_idle_ms != 0)
             fexp = c->o.fence_idle_ms > 2 * op->ttl_ms ? c->o.fence_idle_ms : 2 * op->ttl_ms;
-        lockcore__kinds_u64(idle, sizeof(idle), fexp);
-        lockcore__kinds_u64(tok, sizeof(tok), c->o.fencing ? op->lock.token : 0);
+        lockcore__u64s(idle, sizeof(idle), fexp);
+        lockcore__u64s(tok, sizeof(tok), c->o.fencing ? op->lock.token : 0);
         s = KS_RE_EXTEND;
         KEY(ks->lock[0]);
         KEY(ks->fence[0]);
@@ -218,8 +218,8 @@ static void reentry_fixup(struct op *op, uint64_t token)
     lockcore_client *c = op->c;
     char holds[INFO_KEY_MAX + 1], n[24], t[24];
     lockcore__kinds_tagged(holds, op->key, ":holds");
-    lockcore__kinds_u64(n, sizeof(n), op->kx.holds > 0 ? (uint64_t)op->kx.holds : 1);
-    lockcore__kinds_u64(t, sizeof(t), token);
+    lockcore__u64s(n, sizeof(n), op->kx.holds > 0 ? (uint64_t)op->kx.holds : 1);
+    lockcore__u64s(t, sizeof(t), token);
     const char *argv[] = {"EVAL", re_fixup, "2", op->key, holds, op->lock.id, n, t};
     size_t lens[8];
     for (int k = 0; k < 8; k++)

@@ -98,9 +98,9 @@ int lockcore__rw_resend(struct op *op, unsigned i, enum step step, int use_eval,
     const char *body = NULL;
 #define KEY(p) (k.keys[k.nkeys++] = (p))
 #define ARG(p) (k.args[k.nargs] = (p), k.alens[k.nargs++] = strlen(p))
-    lockcore__kinds_u64(ttl, sizeof(ttl), op->ttl_ms);
-    lockcore__kinds_u64(prop, sizeof(prop), c->o.fencing ? op->proposal : 0);
-    lockcore__kinds_u64(idle, sizeof(idle), c->o.fence_idle_ms);
+    lockcore__u64s(ttl, sizeof(ttl), op->ttl_ms);
+    lockcore__u64s(prop, sizeof(prop), c->o.fencing ? op->proposal : 0);
+    lockcore__u64s(idle, sizeof(idle), c->o.fence_idle_ms);
     switch (step) {
     case STEP_LOCK:
         s = write ? KS_RW_WRITE : KS_RW_READ;
