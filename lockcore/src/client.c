@@ -212,6 +212,7 @@ static void client_destroy(lockcore_client *c)
     }
     lockcore__ops_free(c);
     lockcore__notify_free(c);
+    lockcore__kinds_keyset_free(c);
     client_release(c);
 }
 

@@ -222,8 +222,10 @@ struct lockcore_client {
     char errmsg[ERRMSG_MAX];
     /* The lock kinds (kinds.c, sem.c, multi.c, reentrant.c). */
     struct {
-        struct lockcore__sem *sems; /* semaphore acquisitions in flight */
-        char sha[16][41];           /* of the kinds' scripts, computed locally */
+        struct lockcore__sem *sems;  /* semaphore acquisitions in flight */
+        struct lockcore__keyset *ks; /* the keys of ks_for, kept: a keyset is ~75 KiB */
+        char *ks_for;
+        char sha[16][41]; /* of the kinds' scripts, computed locally */
         /* Scripts sent whole once on a node's current connection (bit per
          * script): the first use of a script on a connection is an EVAL,
          * so that no fire-and-forget command behind it runs before it. */
@@ -231,6 +233,9 @@ struct lockcore_client {
         uint32_t sent[LOCKCORE_NODES_MAX];
     } kx;
 };
+
+/* kinds.c: frees the client's cached keyset. */
+void lockcore__kinds_keyset_free(lockcore_client *c);
 
 /* node.c */
 void lockcore__node_init(lockcore_client *c, struct node *n, unsigned index);

@@ -71,6 +71,27 @@ void lockcore__kinds_keys(const lockcore_client *c, const char *resource, struct
     lockcore__kinds_tagged(ks->intent, ks->lock[0], ":wintent");
 }
 
+struct lockcore__keyset *lockcore__kinds_keyset(lockcore_client *c, const char *resource)
+{
+    if (c->kx.ks_for != NULL && strcmp(c->kx.ks_for, resource) == 0)
+        return c->kx.ks;
+    if (c->kx.ks == NULL && (c->kx.ks = malloc(sizeof(*c->kx.ks))) == NULL)
+        return NULL;
+    free(c->kx.ks_for);
+    if ((c->kx.ks_for = strdup(resource)) == NULL)
+        return NULL;
+    lockcore__kinds_keys(c, resource, c->kx.ks);
+    return c->kx.ks;
+}
+
+void lockcore__kinds_keyset_free(lockcore_client *c)
+{
+    free(c->kx.ks);
+    free(c->kx.ks_for);
+    c->kx.ks = NULL;
+    c->kx.ks_for = NULL;
+}
+
 /* The plain release as a Lua function rel(KEYS, ARGV): its parameters
  * shadow the script's own KEYS and ARGV, and its returns return from it. */
 static char *multi_release, *re_release, *rw_release;
