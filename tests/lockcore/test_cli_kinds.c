@@ -719,6 +719,54 @@ static void test_cli_kinds_status_of_each_kind(void **state)
     json_decref(j);
 }
 
+/* A run nested in a run of another kind of the same resource (the writer,
+ * a set holding it) does not join it: only a reentrant hold is joined, so
+ * the nested run is refused like any other client. (A reader is left out:
+ * a plain lock does not look at readers, docs/lockcore.md, so a nested
+ * run beside a reader is granted whether it joins or not.) */
+static void test_cli_kinds_nested_run_joins_only_a_reentrant_hold(void **state)
+{
+    struct fixture *f = *state;
+    char out[300], var[330];
+    snprintf(out, sizeof(out), "%s/nested", f->dir);
+    snprintf(var, sizeof(var), "T_OUT=%s", out);
+    char *env[] = {var, NULL};
+    char inner[1024];
+    snprintf(inner, sizeof(inner),
+             "\"%s\" --quiet --wait 0 run nj:r -- true 2>/dev/null; echo \"$FENCELOCK_LOCK_KIND $?\" >> "
+             "\"$T_OUT\"",
+             fencelock_bin());
+    static const char *const kinds[][3] = {
+        {"--write", "nj:r", NULL}, {"nj:r", "nj:other", NULL}, {"nj:r", NULL, NULL}};
+    struct res r;
+    for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++) {
+        const char *args[12];
+        int n = 0;
+        args[n++] = "run";
+        for (int k = 0; k < 3 && kinds[i][k] != NULL; k++)
+            args[n++] = kinds[i][k];
+        args[n++] = "--";
+        args[n++] = "sh";
+        args[n++] = "-c";
+        args[n++] = inner;
+        args[n] = NULL;
+        run_args(f, &r, env, args);
+        if (r.code != 0)
+            fail_msg("outer run %zu exited %d: %s", i, r.code, r.err);
+        /* Nothing of a reentrant hold was left beside the writer's lock. */
+        for (int n = 0; i == 0 && n < 3; n++) {
+            redisReply *x = rh_command(f->rc, n, "EXISTS {nj:r}:holds");
+            assert_int_equal(x->integer, 0);
+            freeReplyObject(x);
+        }
+    }
+    char got[1024];
+    read_file(out, got, sizeof(got));
+    /* The writer's and the set's: refused. A reentrant run's: joined. */
+    if (strcmp(got, "write 75\nmulti 75\nreentrant 0\n") != 0)
+        fail_msg("nested runs said: %s", got);
+}
+
 /* ---- usage ---- */
 
 static void test_cli_kinds_bad_combinations_are_usage_errors(void **state)
@@ -782,6 +830,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_cli_kinds_run_keeps_a_set_alive, setup3, teardown),
         cmocka_unit_test_setup_teardown(test_cli_kinds_readers_overlap_writer_excludes, setup3, teardown),
         cmocka_unit_test_setup_teardown(test_cli_kinds_status_of_each_kind, setup3, teardown),
+        cmocka_unit_test_setup_teardown(test_cli_kinds_nested_run_joins_only_a_reentrant_hold, setup3,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_cli_kinds_bad_combinations_are_usage_errors, setup_none,
                                         teardown),
     };
