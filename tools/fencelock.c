@@ -560,16 +560,18 @@ const char *fencelock_kind(const struct lockcore_lock *l)
 }
 
 /* The id of a reentrant hold of resource that this process may join: the
- * one a `run` of the same resource put in our environment (a kind of its
- * own, or none from an older fencelock or a script, is no reentrant hold
- * to join), else NULL. */
+ * one a `run` of the same resource put in our environment (the kind
+ * reentrant, or none: an older fencelock's run, or a script that set the
+ * two variables), else NULL. A lock of another kind is not joined: a
+ * reentrant acquisition under the id of a plain lock would agree on a new
+ * token, and the outer holder's would be stale. */
 static const char *joinable_id(const char *resource)
 {
     const char *r = getenv("FENCELOCK_RESOURCE"), *id = getenv("FENCELOCK_LOCK_ID");
     const char *kind = getenv("FENCELOCK_LOCK_KIND");
     if (r == NULL || id == NULL || strcmp(r, resource) != 0)
         return NULL;
-    if (kind != NULL && strcmp(kind, "reentrant") != 0 && strcmp(kind, "plain") != 0)
+    if (kind != NULL && strcmp(kind, "reentrant") != 0)
         return NULL;
     return id;
 }
@@ -1275,8 +1277,13 @@ static int do_run(lockcore_client *c, const struct cmdline *cl)
 {
     struct args a = cl->a;
     /* One resource, no other kind: a reentrant lock that a nested run of
-     * the resource joins. */
+     * the resource joins. But lockcore's kinds wait by polling whatever the
+     * wait mode: with --notify or --fair, a run that has nothing to join
+     * takes a plain lock, so that it waits in the nodes' queue as asked
+     * (and a run nested in it waits like anyone else). */
     a.reentrant = a.permits == 0 && a.rw == RW_NONE && cl->t.n == 1;
+    if (a.reentrant && a.wait_mode != LOCKCORE_WAIT_POLL && joinable_id(cl->t.names[0]) == NULL)
+        a.reentrant = 0;
     return fencelock_run(c, &a, &cl->t, cl->cmd);
 }
 

@@ -767,6 +767,50 @@ static void test_cli_kinds_nested_run_joins_only_a_reentrant_hold(void **state)
         fail_msg("nested runs said: %s", got);
 }
 
+/* `run --fair` waits in the nodes' queue as asked: lockcore's kinds (the
+ * reentrant lock run takes) poll whatever the wait mode, so a run with
+ * nothing to join takes a plain lock, and says so in FENCELOCK_LOCK_KIND. */
+static void test_cli_kinds_fair_run_waits_in_line(void **state)
+{
+    struct fixture *f = *state;
+    struct res r;
+    fl(f, &r, "--ttl", "20s", "acquire", "fq:r", NULL);
+    json_t *j = ok_json(&r);
+    char id[41];
+    snprintf(id, sizeof(id), "%s", jstr(j, "lock_id"));
+    json_decref(j);
+    char out[300], var[330];
+    snprintf(out, sizeof(out), "%s/kind", f->dir);
+    snprintf(var, sizeof(var), "T_OUT=%s", out);
+    char *env[] = {var, NULL};
+    const char *args[] = {"--fair", "--quiet", "--wait", "15s", "run",
+                          "fq:r",   "--",      "sh",     "-c",  "echo $FENCELOCK_LOCK_KIND > \"$T_OUT\"",
+                          NULL};
+    struct child ch;
+    spawn(f, &ch, env, args);
+    int queued = 0;
+    for (long long end = hp_now_ms() + 5000; queued < 2 && hp_now_ms() < end;) {
+        hp_sleep_ms(50);
+        fl(f, &r, "status", "fq:r", NULL);
+        j = ok_json(&r);
+        queued = 0;
+        json_t *nodes = json_object_get(j, "nodes");
+        for (size_t i = 0; i < json_array_size(nodes); i++)
+            queued += jint(json_array_get(nodes, i), "waiters") > 0;
+        json_decref(j);
+    }
+    if (queued < 2)
+        fail_msg("the fair run is in no majority of the nodes' queues (%d)", queued);
+    fl(f, &r, "release", "fq:r", id, NULL);
+    assert_int_equal(r.code, 0);
+    collect(&ch, RUN_TIMEOUT_MS, &r);
+    if (r.code != 0)
+        fail_msg("run exited %d: %s", r.code, r.err);
+    char got[64];
+    read_file(out, got, sizeof(got));
+    assert_string_equal(got, "plain\n");
+}
+
 /* ---- usage ---- */
 
 static void test_cli_kinds_bad_combinations_are_usage_errors(void **state)
@@ -832,6 +876,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_cli_kinds_status_of_each_kind, setup3, teardown),
         cmocka_unit_test_setup_teardown(test_cli_kinds_nested_run_joins_only_a_reentrant_hold, setup3,
                                         teardown),
+        cmocka_unit_test_setup_teardown(test_cli_kinds_fair_run_waits_in_line, setup3, teardown),
         cmocka_unit_test_setup_teardown(test_cli_kinds_bad_combinations_are_usage_errors, setup_none,
                                         teardown),
     };
