@@ -811,6 +811,26 @@ static void test_cli_kinds_fair_run_waits_in_line(void **state)
     assert_string_equal(got, "plain\n");
 }
 
+/* A run of one resource (a reentrant lock) says what it waits for, as a
+ * plain acquire does; a set waits silently (no one holder to name). */
+static void test_cli_kinds_run_says_what_it_waits_for(void **state)
+{
+    struct fixture *f = *state;
+    struct res r;
+    fl(f, &r, "--ttl", "1500ms", "acquire", "wn:r", NULL);
+    assert_int_equal(r.code, 0);
+    fl(f, &r, "--verbose", "--wait", "10s", "run", "wn:r", "--", "true", NULL);
+    assert_int_equal(r.code, 0);
+    if (strstr(r.err, "fencelock: waiting for 'wn:r' (held by pid ") == NULL)
+        fail_msg("stderr: %s", r.err);
+    fl(f, &r, "--ttl", "1500ms", "acquire", "wn:r", NULL);
+    assert_int_equal(r.code, 0);
+    fl(f, &r, "--verbose", "--wait", "10s", "run", "wn:r", "wn:s", "--", "true", NULL);
+    assert_int_equal(r.code, 0);
+    assert_true(r.ms >= 1000);
+    assert_string_equal(r.err, "");
+}
+
 /* ---- usage ---- */
 
 static void test_cli_kinds_bad_combinations_are_usage_errors(void **state)
@@ -877,6 +897,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_cli_kinds_nested_run_joins_only_a_reentrant_hold, setup3,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_cli_kinds_fair_run_waits_in_line, setup3, teardown),
+        cmocka_unit_test_setup_teardown(test_cli_kinds_run_says_what_it_waits_for, setup3, teardown),
         cmocka_unit_test_setup_teardown(test_cli_kinds_bad_combinations_are_usage_errors, setup_none,
                                         teardown),
     };
