@@ -1380,6 +1380,15 @@ static int check_target(struct cmdline *cl, const struct command *k)
                 kinds[1]);
         return EXIT_USAGE;
     }
+    /* lockcore's kinds wait by polling whatever the wait mode: a notified
+     * or fair wait would silently be neither. */
+    if (a->wait_mode != LOCKCORE_WAIT_POLL && (k->run == do_acquire || k->run == do_run) &&
+        (nk > 0 || nres > 1)) {
+        fprintf(stderr, "%s: %s: %s applies to a plain lock of one resource: %s waits by polling\n", prog,
+                name, a->wait_mode == LOCKCORE_WAIT_FAIR ? "--fair" : "--notify",
+                nk > 0 ? kinds[0] : "a set of several resources");
+        return EXIT_USAGE;
+    }
     return -1;
 }
 
