@@ -645,12 +645,12 @@ int fencelock_acquire(lockcore_client *c, const struct args *a, const struct tar
     return o.rc;
 }
 
-/* The names of a set as a JSON array. */
 static json_t *json_string_or_null(const char *s)
 {
     return s != NULL ? json_string(s) : json_null();
 }
 
+/* The names of a set as a JSON array. */
 static json_t *names_json(const struct target *t)
 {
     json_t *arr = json_array();
