@@ -19,18 +19,23 @@ const char *const lockcore__scripts[SCRIPT_COUNT] = {
      * none), ARGV[3] 1 to leave the queue (a release), 0 to keep the place
      * (the rollback of a waiter's failed attempt), ARGV[4] ms to keep the
      * lock for the waiter named (KEYS[5], the reservation; 0: none). A release tells the first live waiter in
-     * this node's queue, by name, on the channel (dead ones are dropped from the head first); pcall, so that
-     * a user without PUBLISH rights still releases. */
-    [SCRIPT_RELEASE] = "if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end\n"
-                       "redis.call('DEL', KEYS[2])\n"
-                       "local r = redis.call('DEL', KEYS[1])\n"
+     * this node's queue, by name, on its client's channel: ARGV[2] ":" the first 16 digits of its id (dead
+     * ones are dropped from the head first); pcall, so that a user without PUBLISH rights still releases.
+     * A release leaves the queue also where it does not hold the lock (granted on a majority, its place on
+     * the other nodes would otherwise stay first until it lapses), and names a waiter only where it held. */
+    [SCRIPT_RELEASE] = "local held = redis.call('GET', KEYS[1]) == ARGV[1]\n"
+                       "local r = 0\n"
+                       "if held then\n"
+                       "  redis.call('DEL', KEYS[2])\n"
+                       "  r = redis.call('DEL', KEYS[1])\n"
+                       "elseif ARGV[3] == '0' then return 0 end\n"
                        "local h = redis.call('ZRANGE', KEYS[3], 0, 0)[1]\n"
                        "if not h then return r end\n"
                        "if ARGV[3] == '0' then return r end\n"
                        "if redis.call('GET', KEYS[5]) == ARGV[1] then redis.call('DEL', KEYS[5]) end\n"
                        "redis.call('ZREM', KEYS[3], ARGV[1])\n"
                        "redis.call('HDEL', KEYS[4], ARGV[1])\n"
-                       "if ARGV[2] == '' then return r end\n"
+                       "if ARGV[2] == '' or not held then return r end\n"
                        "h = redis.call('ZRANGE', KEYS[3], 0, 0)[1]\n"
                        "if not h then return r end\n"
                        "local t = redis.call('TIME')\n"
@@ -38,7 +43,7 @@ const char *const lockcore__scripts[SCRIPT_COUNT] = {
                        "for i = 1, 64 do\n"
                        "  if (tonumber(redis.call('HGET', KEYS[4], h) or '0') or 0) >= now then\n"
                        "    if ARGV[4] ~= '0' then redis.call('SET', KEYS[5], h, 'PX', ARGV[4]) end\n"
-                       "    redis.pcall('PUBLISH', ARGV[2], h)\n"
+                       "    redis.pcall('PUBLISH', ARGV[2] .. ':' .. string.sub(h, 1, 16), h)\n"
                        "    return r\n"
                        "  end\n"
                        "  redis.call('ZREM', KEYS[3], h)\n"
@@ -97,9 +102,24 @@ const char *const lockcore__scripts[SCRIPT_COUNT] = {
      * KEYS[1] lock, KEYS[2] fence, KEYS[3] queue, KEYS[4] deadlines,
      * KEYS[5] the reservation a release made for the waiter it named;
      * ARGV[1] id, ARGV[2] ttl, ARGV[3] proposal, ARGV[4] fence idle,
-     * ARGV[5] ticket, ARGV[6] queue ttl ms, ARGV[7] fair.
+     * ARGV[5] ticket, ARGV[6] queue ttl ms, ARGV[7] 1 fair, 2 the first
+     * attempt of a notified waiter: it tries as a plain fenced acquire does
+     * and takes a place only when refused, so that a lock nobody waits for
+     * costs what it costs a polling client.
      * Returns {granted, accepted, fence, holder, holder pttl, head}. */
     [SCRIPT_ACQUIRE_QUEUED] =
+        "if ARGV[7] == '2' and not redis.call('GET', KEYS[5]) and\n"
+        "   redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then\n"
+        "  local f = tonumber(redis.call('GET', KEYS[2]) or '0') or 0\n"
+        "  if ARGV[3] == '0' then return {1, 1, string.format('%.0f', f)} end\n"
+        "  local p = tonumber(ARGV[3])\n"
+        "  if p > f then\n"
+        "    if ARGV[4] ~= '0' then redis.call('SET', KEYS[2], ARGV[3], 'PX', ARGV[4])\n"
+        "    else redis.call('SET', KEYS[2], ARGV[3]) end\n"
+        "    return {1, 1, ARGV[3]}\n"
+        "  end\n"
+        "  return {1, 0, string.format('%.0f', f)}\n"
+        "end\n"
         "local t = redis.call('TIME')\n"
         "local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"
         "local qttl = tonumber(ARGV[6])\n"
@@ -146,6 +166,16 @@ const char *const lockcore__scripts[SCRIPT_COUNT] = {
     [SCRIPT_DEQUEUE] = "redis.call('ZREM', KEYS[1], ARGV[1])\n"
                        "return redis.call('HDEL', KEYS[2], ARGV[1])\n",
 };
+
+void lockcore__hex(char *out, const unsigned char *in, size_t n)
+{
+    static const char hex[] = "0123456789abcdef";
+    for (size_t i = 0; i < n; i++) {
+        out[2 * i] = hex[in[i] >> 4];
+        out[2 * i + 1] = hex[in[i] & 15];
+    }
+    out[2 * n] = '\0';
+}
 
 uint64_t lockcore_now_ms(void)
 {
