@@ -1247,7 +1247,7 @@ static void test_cli_bad_arguments_are_usage_errors(void **state)
         {NULL},
         {"frobnicate", "x", NULL},
         {"acquire", NULL},
-        {"acquire", "a", "b", NULL},
+        {"acquire", "a", "a", NULL},
         {"status", NULL},
         {"extend", "x", NULL},
         {"extend", "x", "not-a-lock-id", NULL},
