@@ -812,11 +812,14 @@ static void note_holder(struct op *op, const redisReply *h, long long pttl)
 static void status_reply(struct op *op, unsigned i, const redisReply *r)
 {
     struct lockcore_node_status *st = &op->status[i];
-    /* The plain status: 6 elements (with the queue of waiters); a kind's
-     * status: 5 (with its hold count or readers). */
-    if (r->type != REDIS_REPLY_ARRAY || r->elements < 5 || r->elements > 6 ||
+    /* The plain status: 6 elements (with the queue of waiters); a
+     * reentrant hold's: 5 (with its count); a read-write lock's: 7 (the
+     * readers' count, the first readers, the waiting writer). */
+    int rw = (op->lock.flags & LOCKCORE_LOCK_READ) != 0;
+    if (r->type != REDIS_REPLY_ARRAY || r->elements < 5 || r->elements > 7 || (r->elements == 7) != rw ||
         r->element[0]->type != REDIS_REPLY_STRING || r->element[3]->type != REDIS_REPLY_STRING ||
-        (r->elements == 6 && r->element[5]->type != REDIS_REPLY_ARRAY)) {
+        (r->elements >= 6 && r->element[5]->type != REDIS_REPLY_ARRAY) ||
+        (r->elements == 7 && r->element[6]->type != REDIS_REPLY_STRING)) {
         slot_error(op, i, r);
         lockcore__fmt(st->error, sizeof(st->error), "%s", op->errmsg);
         return;
@@ -846,6 +849,22 @@ static void status_reply(struct op *op, unsigned i, const redisReply *r)
         }
     } else if (int_at(r, 4) > 0) { /* a reentrant lock's hold count, or readers */
         st->holds = (unsigned)int_at(r, 4);
+    }
+    if (r->elements == 7) {
+        const redisReply *q = r->element[5], *w = r->element[6];
+        for (size_t k = 0; k + 1 < q->elements && k / 2 < LOCKCORE_STATUS_READERS; k += 2) {
+            const redisReply *id = q->element[k];
+            struct lockcore_reader *rd = &st->readers[k / 2];
+            if (id->type != REDIS_REPLY_STRING || q->element[k + 1]->type != REDIS_REPLY_INTEGER)
+                break;
+            size_t n = id->len < LOCKCORE_ID_LEN ? id->len : LOCKCORE_ID_LEN;
+            memcpy(rd->id, id->str, n);
+            rd->id[n] = '\0';
+            rd->pttl_ms = q->element[k + 1]->integer;
+        }
+        size_t n = w->len < LOCKCORE_ID_LEN ? w->len : LOCKCORE_ID_LEN;
+        memcpy(st->writer_waits, w->str, n);
+        st->writer_waits[n] = '\0';
     }
     op->slot[i] = SLOT_YES;
 }

@@ -74,15 +74,24 @@ static const char *const rw_scripts[] = {
                       "return 1\n",
 };
 
-/* KEYS[1] lock, KEYS[2] fence, KEYS[3] info, KEYS[4] readers: SCRIPT_STATUS
- * and the live readers. Read-only (expired readers are counted out, not
- * removed). */
+/* KEYS[1] lock, KEYS[2] fence, KEYS[3] info, KEYS[4] readers, KEYS[5]
+ * intent: SCRIPT_STATUS, the live readers' count, the first 8 of them as
+ * {id, ms left} pairs (the soonest to expire first; 16 elements, the most
+ * a node may send in one array), and the waiting writer's id. Read-only
+ * (expired readers are counted out, not removed). */
+_Static_assert(LOCKCORE_STATUS_READERS == 8, "rw_status lists LOCKCORE_STATUS_READERS readers");
 static const char rw_status[] =
     "local t = redis.call('TIME')\n"
     "local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"
+    "local r = redis.call('ZRANGEBYSCORE', KEYS[4], '(' .. now, '+inf', 'WITHSCORES', 'LIMIT', 0, 8)\n"
+    "local rd = {}\n"
+    "for i = 1, #r, 2 do\n"
+    "  rd[#rd + 1] = r[i]\n"
+    "  rd[#rd + 1] = math.floor(tonumber(r[i + 1]) - now)\n"
+    "end\n"
     "return {redis.call('GET', KEYS[1]) or '', redis.call('PTTL', KEYS[1]),\n"
     "        redis.call('GET', KEYS[2]) or '', redis.call('GET', KEYS[3]) or '',\n"
-    "        redis.call('ZCOUNT', KEYS[4], '(' .. now, '+inf')}\n";
+    "        redis.call('ZCOUNT', KEYS[4], '(' .. now, '+inf'), rd, redis.call('GET', KEYS[5]) or ''}\n";
 
 int lockcore__rw_resend(struct op *op, unsigned i, enum step step, int use_eval, uint64_t now)
 {
@@ -155,6 +164,7 @@ int lockcore__rw_resend(struct op *op, unsigned i, enum step step, int use_eval,
         KEY(ks->fence[0]);
         KEY(ks->info[0]);
         KEY(ks->readers);
+        KEY(ks->intent);
         break;
     case STEP_RAISE:
     case STEP_INFO:
@@ -274,6 +284,7 @@ int lockcore_rw_acquire(lockcore_client *c, const char *resource, int write, str
 
 int lockcore_rw_status(lockcore_client *c, const char *resource, struct lockcore_node_status *out, size_t cap)
 {
-    /* The status op carries the read flag: the readers' count comes back. */
+    /* The status op carries the read flag: the readers and the waiting
+     * writer come back. */
     return lockcore__kinds_status(c, "lockcore_rw_status", resource, LOCKCORE_LOCK_READ, out, cap);
 }

@@ -1012,6 +1012,77 @@ static void test_kinds_rw_readers_share_writer_waits(void **state)
     lockcore_client_free(c);
 }
 
+/* rw status names the readers (the first LOCKCORE_STATUS_READERS, the
+ * soonest to expire first) and the writer that waits for them. */
+static void test_kinds_rw_status_names_readers(void **state)
+{
+    struct fixture *f = *state;
+    struct tune t = {.ttl_ms = 5000, .retry_count = 0};
+    lockcore_client *c = client_on(f->urls, f->n, &t);
+    assert_non_null(c);
+    enum { READERS = LOCKCORE_STATUS_READERS + 2 };
+    struct lockcore_lock r[READERS];
+    for (int k = 0; k < READERS; k++) {
+        assert_int_equal(lockcore_rw_acquire(c, "shelf", 0, &r[k]), 0);
+        hp_sleep_ms(3); /* node time is in ms: expiries one after another */
+    }
+    struct lockcore_node_status st[NODES];
+    hp_sleep_ms(50); /* granted at a majority: the others may still be running it */
+    assert_int_equal(lockcore_rw_status(c, "shelf", st, NODES), NODES);
+    for (int i = 0; i < NODES; i++) {
+        assert_int_equal(st[i].holds, READERS);
+        for (int k = 0; k < LOCKCORE_STATUS_READERS; k++) {
+            assert_string_equal(st[i].readers[k].id, r[k].id);
+            assert_true(st[i].readers[k].pttl_ms > 0 && st[i].readers[k].pttl_ms <= 5000);
+            if (k > 0)
+                assert_true(st[i].readers[k].pttl_ms >= st[i].readers[k - 1].pttl_ms);
+        }
+        assert_string_equal(st[i].writer_waits, "");
+    }
+    /* The plain status of the resource lists no readers. */
+    assert_int_equal(lockcore_status(c, "shelf", st, NODES), NODES);
+    assert_string_equal(st[0].readers[0].id, "");
+
+    /* A writer waits: every node names it, and it is the writer that
+     * gets the lock once the readers left. */
+    struct tune tw = {.ttl_ms = 5000, .retry_count = -1, .wait_ms = 5000};
+    lockcore_client *cw = client_on(f->urls, f->n, &tw);
+    assert_non_null(cw);
+    struct waited ww = {0};
+    assert_int_equal(lockcore_rw_acquire_async(cw, "shelf", 1, waited_cb, &ww), 0);
+    long long until = hp_now_ms() + 300;
+    while (hp_now_ms() < until)
+        lockcore_run(cw, 20);
+    assert_int_equal(ww.done, 0);
+    assert_int_equal(lockcore_rw_status(c, "shelf", st, NODES), NODES);
+    char waiting[LOCKCORE_ID_LEN + 1];
+    snprintf(waiting, sizeof(waiting), "%s", st[0].writer_waits);
+    assert_int_equal(strlen(waiting), LOCKCORE_ID_LEN);
+    for (int i = 0; i < NODES; i++) {
+        assert_string_equal(st[i].writer_waits, waiting);
+        assert_int_equal(st[i].holds, READERS);
+    }
+    for (int k = 0; k < READERS; k++)
+        assert_int_equal(lockcore_release(c, &r[k]), 0);
+    until = hp_now_ms() + 3000;
+    while (!ww.done && hp_now_ms() < until)
+        lockcore_run(cw, 20);
+    assert_int_equal(ww.rc, 0);
+    assert_string_equal(ww.lock.id, waiting);
+    hp_sleep_ms(50);
+    assert_int_equal(lockcore_rw_status(c, "shelf", st, NODES), NODES);
+    for (int i = 0; i < NODES; i++) {
+        assert_string_equal(st[i].holder, waiting);
+        assert_int_equal(st[i].holds, 0);
+        assert_string_equal(st[i].readers[0].id, "");
+        assert_string_equal(st[i].writer_waits, ""); /* granted: its intent went */
+    }
+    struct lockcore_lock w = ww.lock;
+    assert_int_equal(lockcore_release(cw, &w), 0);
+    lockcore_client_free(cw);
+    lockcore_client_free(c);
+}
+
 #define RW_WRITES 6
 
 /* Readers come back as soon as they leave, for as long as the writers
@@ -1231,6 +1302,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_kinds_reentrant_processes_with_restart, setup, teardown),
         cmocka_unit_test_setup_teardown(test_kinds_release_tells_plain_waiters, setup, teardown),
         cmocka_unit_test_setup_teardown(test_kinds_rw_readers_share_writer_waits, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_kinds_rw_status_names_readers, setup, teardown),
         cmocka_unit_test_setup_teardown(test_kinds_rw_processes_with_faults, setup, teardown),
         cmocka_unit_test_setup_teardown(test_kinds_locks_from_ids, setup, teardown),
         cmocka_unit_test_setup_teardown(test_kinds_first_use_keeps_holder_info, setup, teardown),

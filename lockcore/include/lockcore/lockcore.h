@@ -323,6 +323,16 @@ struct lockcore_waiter {
     uint64_t ticket;              /* its place: wall µs when it asked */
 };
 
+/* Readers lockcore_rw_status reports per node, at most (the soonest to
+ * expire first). */
+#define LOCKCORE_STATUS_READERS 8
+
+/* A live reader registered on a node (lockcore_rw_status). */
+struct lockcore_reader {
+    char id[LOCKCORE_ID_LEN + 1]; /* its lock id ("" past the last reader; cut at LOCKCORE_ID_LEN bytes) */
+    int64_t pttl_ms;              /* ms until it expires on this node */
+};
+
 /* One node's view of a resource, for diagnostics. */
 struct lockcore_node_status {
     char node[64];                                         /* host:port (never the credentials) */
@@ -338,6 +348,10 @@ struct lockcore_node_status {
     unsigned holds;                                        /* lockcore_reentrant_status: the hold
                                                              count on this node; lockcore_rw_status:
                                                              its live readers; 0 otherwise */
+    /* lockcore_rw_status: the first of those readers, and the id of the
+     * writer that declared it waits ("{key}:wintent"), "" if none. */
+    struct lockcore_reader readers[LOCKCORE_STATUS_READERS];
+    char writer_waits[LOCKCORE_ID_LEN + 1];
 };
 
 /*
@@ -557,8 +571,13 @@ LOCKCORE_API int lockcore_rw_acquire(lockcore_client *c, const char *resource, i
 LOCKCORE_API int lockcore_rw_acquire_async(lockcore_client *c, const char *resource, int write,
                                            lockcore_cb cb, void *arg);
 
-/* lockcore_status (holder: the writer), and each node's live readers in
- * out[i].holds. */
+/*
+ * lockcore_status (holder: the writer), and per node: the number of live
+ * readers in out[i].holds, the first LOCKCORE_STATUS_READERS of them (id
+ * and time left, the soonest to expire first) in out[i].readers, and the
+ * writer that waits for them to leave, if any, in out[i].writer_waits.
+ * Returns what lockcore_status returns.
+ */
 LOCKCORE_API int lockcore_rw_status(lockcore_client *c, const char *resource,
                                     struct lockcore_node_status *out, size_t cap);
 
