@@ -158,7 +158,8 @@ static void command_usage(FILE *to, const char *name)
               "holder_info: {\"host\",\"pid\",\"cmd\",\"acquired_at\"} left by acquire and run.\n"
               "Several resources: {\"resources\":[one object each],\"set_holder\"}.\n"
               "--reentrant adds the hold count (\"holds\"); --read or --write the readers\n"
-              "(\"readers\", \"writer\", \"mode\": read, write or free); --permits N each permit.\n"
+              "(\"readers\", \"reader_ids\", \"writer\", \"writer_waits\", \"mode\": read, write\n"
+              "or free); --permits N each permit.\n"
               "Exit: 0 a majority answered; 69 no majority answered; 64 usage; 70 error.\n",
               to);
     else
@@ -823,6 +824,63 @@ static int cmd_status_permits(lockcore_client *c, const char *resource, unsigned
     return EXIT_OK;
 }
 
+/* A node's first readers, for status --read: [{"id","remaining_ms"}]. */
+static json_t *readers_json(const struct lockcore_node_status *st)
+{
+    json_t *q = json_array();
+    for (unsigned k = 0; k < LOCKCORE_STATUS_READERS && st->readers[k].id[0]; k++)
+        json_array_append_new(q, json_pack("{s:s, s:I}", "id", st->readers[k].id, "remaining_ms",
+                                           (json_int_t)st->readers[k].pttl_ms));
+    return q;
+}
+
+/* How many reachable nodes list reader id among their first readers. */
+static int nodes_listing(const struct lockcore_node_status *st, int n, const char *id)
+{
+    int m = 0;
+    for (int i = 0; i < n; i++)
+        for (unsigned k = 0; st[i].reachable && k < LOCKCORE_STATUS_READERS && st[i].readers[k].id[0]; k++)
+            if (strcmp(st[i].readers[k].id, id) == 0) {
+                m++;
+                break;
+            }
+    return m;
+}
+
+/*
+ * The readers and the waiting writer of a read-write lock as a whole:
+ * "reader_ids", the ids a majority of the nodes lists (a reader is granted
+ * on a majority; each node lists its first LOCKCORE_STATUS_READERS), and
+ * "writer_waits", the writer's id that most nodes carry as their intent
+ * (one node's intent already keeps readers out there), with how many do.
+ */
+static void rw_summary(json_t *j, const struct lockcore_node_status *st, int n, int quorum)
+{
+    json_t *ids = json_array();
+    for (int i = 0; i < n; i++)
+        for (unsigned k = 0; st[i].reachable && k < LOCKCORE_STATUS_READERS && st[i].readers[k].id[0]; k++) {
+            const char *id = st[i].readers[k].id;
+            int seen = 0;
+            for (size_t a = 0; a < json_array_size(ids); a++)
+                seen |= strcmp(json_string_value(json_array_get(ids, a)), id) == 0;
+            if (!seen && nodes_listing(st, n, id) >= quorum)
+                json_array_append_new(ids, json_string(id));
+        }
+    json_object_set_new(j, "reader_ids", ids);
+    int best = -1, best_n = 0;
+    for (int i = 0; i < n; i++) {
+        if (!st[i].reachable || st[i].writer_waits[0] == '\0')
+            continue;
+        int m = 0;
+        for (int k = 0; k < n; k++)
+            m += st[k].reachable && strcmp(st[k].writer_waits, st[i].writer_waits) == 0;
+        if (m > best_n)
+            best = i, best_n = m;
+    }
+    json_object_set_new(j, "writer_waits", json_string_or_null(best >= 0 ? st[best].writer_waits : NULL));
+    json_object_set_new(j, "writer_waits_nodes", json_integer(best_n));
+}
+
 /* The quorum-th largest of v[0..m): what at least a majority of the
  * nodes report (0 if fewer than quorum values). */
 static int64_t quorum_th(int64_t *v, int m, int quorum)
@@ -879,6 +937,9 @@ static json_t *status_json(lockcore_client *c, const char *resource, enum status
                     counts[m++] = st[i].holds;
             } else {
                 json_object_set_new(e, "readers", json_integer(st[i].holds));
+                json_object_set_new(e, "reader_list", readers_json(&st[i]));
+                json_object_set_new(e, "writer_waits",
+                                    json_string_or_null(st[i].writer_waits[0] ? st[i].writer_waits : NULL));
                 counts[m++] = st[i].holds;
             }
         } else {
@@ -902,6 +963,7 @@ static json_t *status_json(lockcore_client *c, const char *resource, enum status
         json_object_set_new(j, "writer", json_string_or_null(majority >= 0 ? st[majority].holder : NULL));
         json_object_set_new(j, "readers", json_integer(readers));
         json_object_set_new(j, "mode", json_string(majority >= 0 ? "write" : readers > 0 ? "read" : "free"));
+        rw_summary(j, st, n, quorum);
     }
     *n_nodes = n;
     return j;

@@ -598,6 +598,91 @@ static void test_cli_kinds_readers_overlap_writer_excludes(void **state)
 
 /* ---- status of each kind ---- */
 
+/* status --read names the readers, on each node and those a majority
+ * lists, and the writer that waits for them: the one that then gets in. */
+static void test_cli_kinds_status_names_readers(void **state)
+{
+    struct fixture *f = *state;
+    struct res r;
+    json_t *j;
+    char rd[2][41];
+    for (int k = 0; k < 2; k++) {
+        fl(f, &r, "--ttl", "20s", "--read", "acquire", "st:names", NULL);
+        j = ok_json(&r);
+        snprintf(rd[k], sizeof(rd[k]), "%s", jstr(j, "lock_id"));
+        json_decref(j);
+        hp_sleep_ms(5); /* the second expires after the first */
+    }
+    hp_sleep_ms(50); /* granted at a majority: the others may still be running it */
+    fl(f, &r, "--read", "status", "st:names", NULL);
+    j = ok_json(&r);
+    has_keys(j, "resource", "quorum", "nodes", "reachable", "state", "held_by_majority", "majority_holder",
+             "majority_holder_info", "majority_remaining_ms", "writer", "readers", "mode", "reader_ids",
+             "writer_waits", "writer_waits_nodes", NULL);
+    json_t *ids = json_object_get(j, "reader_ids");
+    assert_int_equal(json_array_size(ids), 2);
+    assert_string_equal(json_string_value(json_array_get(ids, 0)), rd[0]);
+    assert_string_equal(json_string_value(json_array_get(ids, 1)), rd[1]);
+    assert_true(json_is_null(json_object_get(j, "writer_waits")));
+    assert_int_equal(jint(j, "writer_waits_nodes"), 0);
+    json_t *nodes = json_object_get(j, "nodes");
+    for (size_t i = 0; i < json_array_size(nodes); i++) {
+        json_t *e = json_array_get(nodes, i);
+        json_t *list = json_object_get(e, "reader_list");
+        assert_int_equal(json_array_size(list), 2);
+        for (size_t k = 0; k < 2; k++) {
+            json_t *x = json_array_get(list, k);
+            assert_string_equal(jstr(x, "id"), rd[k]);
+            assert_true(jint(x, "remaining_ms") > 0 && jint(x, "remaining_ms") <= 20000);
+        }
+        assert_true(json_is_null(json_object_get(e, "writer_waits")));
+    }
+    json_decref(j);
+
+    /* A writer waits for them (in the background): every node names it. */
+    struct child w;
+    const char *wargs[] = {"--wait", "20s", "--retry-delay", "30ms", "--write", "acquire", "st:names", NULL};
+    spawn(f, &w, NULL, wargs);
+    char waiting[41] = "";
+    long long until = hp_now_ms() + 10000;
+    while (hp_now_ms() < until) {
+        fl(f, &r, "--write", "status", "st:names", NULL);
+        j = ok_json(&r);
+        int on = (int)jint(j, "writer_waits_nodes");
+        if (on == 3) {
+            snprintf(waiting, sizeof(waiting), "%s", jstr(j, "writer_waits"));
+            nodes = json_object_get(j, "nodes");
+            for (size_t i = 0; i < json_array_size(nodes); i++)
+                assert_string_equal(jstr(json_array_get(nodes, i), "writer_waits"), waiting);
+            assert_int_equal(jint(j, "readers"), 2);
+            assert_string_equal(jstr(j, "mode"), "read");
+        }
+        json_decref(j);
+        if (on == 3)
+            break;
+        hp_sleep_ms(50);
+    }
+    assert_int_equal(strlen(waiting), 40);
+    for (int k = 0; k < 2; k++) {
+        fl(f, &r, "--read", "release", "st:names", rd[k], NULL);
+        assert_int_equal(r.code, 0);
+    }
+    collect(&w, RUN_TIMEOUT_MS, &r);
+    j = ok_json(&r);
+    assert_string_equal(jstr(j, "lock_id"), waiting);
+    json_decref(j);
+    hp_sleep_ms(50);
+    fl(f, &r, "--read", "status", "st:names", NULL);
+    j = ok_json(&r);
+    assert_string_equal(jstr(j, "writer"), waiting);
+    assert_string_equal(jstr(j, "mode"), "write");
+    assert_int_equal(json_array_size(json_object_get(j, "reader_ids")), 0);
+    assert_true(json_is_null(json_object_get(j, "writer_waits")));
+    json_decref(j);
+    fl(f, &r, "--write", "release", "st:names", waiting, NULL);
+    assert_int_equal(r.code, 0);
+}
+
 static void test_cli_kinds_status_of_each_kind(void **state)
 {
     struct fixture *f = *state;
@@ -906,6 +991,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_cli_kinds_run_keeps_a_set_alive, setup3, teardown),
         cmocka_unit_test_setup_teardown(test_cli_kinds_readers_overlap_writer_excludes, setup3, teardown),
         cmocka_unit_test_setup_teardown(test_cli_kinds_status_of_each_kind, setup3, teardown),
+        cmocka_unit_test_setup_teardown(test_cli_kinds_status_names_readers, setup3, teardown),
         cmocka_unit_test_setup_teardown(test_cli_kinds_nested_run_joins_only_a_reentrant_hold, setup3,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_cli_kinds_fair_run_waits_in_line, setup3, teardown),
