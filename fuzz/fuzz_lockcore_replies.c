@@ -11,6 +11,8 @@
  *   flags bit 3: a database in the address (SELECT first)
  *   flags bit 4: the fair lock (the queued acquire script, six replies)
  *   flags bit 5: polling (a release that tells no waiter)
+ *   flags bit 6: the status is a read-write lock's (lockcore_rw_status:
+ *                its reply lists readers and a waiting writer)
  * The node is a loopback listener of this process. The client connects,
  * the target accepts, writes the bytes and shuts its side down, and the
  * client reads them as the replies to an acquire, an extend and a release
@@ -156,12 +158,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     shutdown(fd, SHUT_WR);
 
     struct lockcore_node_status st[1];
-    int n = lockcore_status(c, "r", st, 1);
+    int n = (flags & 64) ? lockcore_rw_status(c, "r", st, 1) : lockcore_status(c, "r", st, 1);
     if (n != 1)
         abort();
     if (verbose)
-        fprintf(stderr, "status: reachable %d holder '%s' fence %llu info '%s' error '%s'\n", st[0].reachable,
-                st[0].holder, (unsigned long long)st[0].fence, st[0].info, st[0].error);
+        fprintf(
+            stderr,
+            "status: reachable %d holder '%s' fence %llu info '%s' holds %u reader '%s' writer waits '%s' "
+            "error '%s'\n",
+            st[0].reachable, st[0].holder, (unsigned long long)st[0].fence, st[0].info, st[0].holds,
+            st[0].readers[0].id, st[0].writer_waits, st[0].error);
     uint64_t deadline = lockcore_now_ms() + DEADLINE_MS;
     while (left > 0 && lockcore_now_ms() < deadline)
         if (lockcore_run(c, 10) < 0)
