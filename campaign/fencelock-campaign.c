@@ -1085,6 +1085,12 @@ static void add(struct row *w, const struct result *x)
         snprintf(w->first, sizeof(w->first), "%s", x->first);
 }
 
+/* Does fault f catch a holder (and so count as bitten or not)? */
+static int catches(int f)
+{
+    return f != F_SG_KILL && f != F_CLIENT_KILL && f != F_NODE_PAUSE && f != F_SLOW_NODE;
+}
+
 /* What a run's own log shows of its faults, beyond the columns: the
  * keep-alives of the work phases, the grants of a client cut from a
  * minority, the client clock jumps and what they did to the tokens, and
@@ -1105,17 +1111,21 @@ static void evidence(const struct result *x, char *buf, size_t cap)
     if (x->cut_grants > 0)
         ADD("grants while cut %ld", x->cut_grants);
     if (x->jumps_fwd + x->jumps_back > 0)
-        ADD("clock jumps %d forward %d back, grants on a moved clock %ld (tokens from a clock ahead %ld)",
-            x->jumps_fwd, x->jumps_back, x->clock_grants, x->ahead_tokens);
+        ADD("clock jumps %d forward %d back", x->jumps_fwd, x->jumps_back);
+    if (x->clock_grants > 0)
+        ADD("grants on a moved clock %ld (tokens read off a clock ahead %ld)", x->clock_grants,
+            x->ahead_tokens);
     if (x->fence_tokens > 0)
         ADD("tokens above their client's clock %ld", x->fence_tokens);
     int kinds = 0;
     for (int f = 0; f < F_COUNT; f++)
         kinds += x->kind_injected[f] > 0;
-    if (kinds > 1)
-        for (int f = 0; f < F_COUNT; f++)
-            if (x->kind_injected[f] > 0)
-                ADD("%s %d/%d", faults[f].name, x->kind_bit[f], x->kind_injected[f]);
+    for (int f = 0; f < F_COUNT && kinds > 1; f++) {
+        if (x->kind_injected[f] > 0 && catches(f))
+            ADD("%s bit %d of %d", faults[f].name, x->kind_bit[f], x->kind_injected[f]);
+        else if (x->kind_injected[f] > 0)
+            ADD("%s %d", faults[f].name, x->kind_injected[f]);
+    }
 #undef ADD
 }
 
