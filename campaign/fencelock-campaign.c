@@ -142,7 +142,7 @@ struct run {
     int n_inj;
     /* Partitions: the client cut, and when. */
     struct cut {
-        int k;
+        int k, majority;
         long long t0, t1;
     } cuts[128];
     int n_cuts;
@@ -158,7 +158,8 @@ struct result {
     int bit;               /* injections whose caught holder wrote after another grant */
     long late_writes;      /* writes answered after another client's grant */
     long ka_runs, ka_lost; /* keep-alives run in a work phase, and lost */
-    long cut_grants;       /* grants of a client while it was cut from a node */
+    long cuts[2];          /* partitions from a minority [0] and a majority [1] */
+    long cut_grants[2];    /* grants of the cut client meanwhile */
     int jumps_fwd, jumps_back;
     long clock_grants; /* grants while the client's clock was off by over a minute */
     long fence_tokens; /* tokens not read off the client's clock (round two, seen + 1) */
@@ -259,10 +260,12 @@ static void cut(struct run *r, int k, int i, int on)
     fp_set_hold(r->node_proxy[k][i], FP_BOTH, on);
 }
 
-static void note_cut(struct run *r, int k, long long t0)
+/* Remember that client k was cut from a minority or a majority of the
+ * nodes from t0 until now (call it before healing). */
+static void note_cut(struct run *r, int k, int majority, long long t0)
 {
     if (r->n_cuts < (int)(sizeof(r->cuts) / sizeof(r->cuts[0])))
-        r->cuts[r->n_cuts++] = (struct cut){k, t0, hp_now_ms()};
+        r->cuts[r->n_cuts++] = (struct cut){k, majority, t0, hp_now_ms()};
 }
 
 /* Is pid stopped (state T in /proc)? */
@@ -333,6 +336,13 @@ static void caught(struct run *r, enum fault f, int k)
         r->inj[r->n_inj++] = (struct injection){f, k, hp_now_ms()};
 }
 
+static void sleep_until(long long t_ms)
+{
+    long long left = t_ms - hp_now_ms();
+    if (left > 0)
+        hp_sleep_ms((long)left);
+}
+
 static void resume(struct run *r, int k)
 {
     if (r->pid[k] > 0)
@@ -374,14 +384,25 @@ static void bare_majority(struct run *r, enum fault f, enum forget how)
         if (how == FORGET_RESTART)
             rh_restart(r->cluster, 1, 0);
     }
-    hp_sleep_ms((long)r->ttl_ms / 3); /* another client gets nodes 1 and 2 */
-    resume(r, k);
+    long long wake = hp_now_ms() + (long)r->ttl_ms / 3; /* another client gets nodes 1 and 2 */
     if (how == FORGET_LATE) {
+        /* Node 1 comes back empty after the delay, before or after the
+         * holder resumes: too early, and the holder's lease still runs. */
         long delay = O->restart_delay_ms >= 0 ? O->restart_delay_ms : (long)r->ttl_ms + 200;
-        long long left = down + delay - hp_now_ms();
-        if (left > 0)
-            hp_sleep_ms((long)left);
-        rh_restart(r->cluster, 1, 0);
+        long long back = down + delay;
+        if (back < wake) {
+            sleep_until(back);
+            rh_restart(r->cluster, 1, 0);
+        }
+        sleep_until(wake);
+        resume(r, k);
+        if (back >= wake) {
+            sleep_until(back);
+            rh_restart(r->cluster, 1, 0);
+        }
+    } else {
+        sleep_until(wake);
+        resume(r, k);
     }
     r->injected++;
     r->kind_injected[f]++;
@@ -399,8 +420,8 @@ static void partition_minority(struct run *r, int k, int node, int which)
     hp_sleep_ms((long)r->ttl_ms + 100); /* k's leases from before have ended */
     int got = catch_after_read(r, k, (long long)r->ttl_ms * 2 + 3000);
     if (got < 0) {
+        note_cut(r, k, 0, t0);
         cut(r, k, node, 0);
-        note_cut(r, k, t0);
         r->missed++;
         return;
     }
@@ -411,8 +432,8 @@ static void partition_minority(struct run *r, int k, int node, int which)
     hp_sleep_ms((long)r->ttl_ms / 3); /* another client gets the two others */
     resume(r, k);
     hp_sleep_ms(200); /* k writes and releases before the cut heals */
+    note_cut(r, k, 0, t0);
     cut(r, k, node, 0);
-    note_cut(r, k, t0);
     r->injected++;
     r->kind_injected[F_PART_MINORITY]++;
 }
@@ -498,9 +519,9 @@ static void inject(struct run *r, enum fault f)
         cut(r, k, (node + 1) % NODES, 1);
         resume(r, k);
         hp_sleep_ms(pause_ms + 200); /* its work, then its write */
+        note_cut(r, k, 1, t0);
         cut(r, k, node, 0);
         cut(r, k, (node + 1) % NODES, 0);
-        note_cut(r, k, t0);
         break;
     }
     case F_CLIENT_CLOCK: {
@@ -826,11 +847,14 @@ static void check(struct run *r, struct history *h, struct result *res)
         }
         free(t1s);
     }
-    /* A client cut from a minority of nodes keeps being granted the lock. */
+    /* A client cut from a minority of nodes keeps being granted the lock;
+     * cut from a majority, it is not. */
     for (int j = 0; j < r->n_cuts; j++)
         for (size_t i = 0; i < h->ng; i++)
             if (h->g[i].id == r->cuts[j].k && h->g[i].t1 >= r->cuts[j].t0 && h->g[i].t1 <= r->cuts[j].t1)
-                res->cut_grants++;
+                res->cut_grants[r->cuts[j].majority]++;
+    for (int j = 0; j < r->n_cuts; j++)
+        res->cuts[r->cuts[j].majority]++;
     /* Tokens and the clients' clocks (fenced): a grant made while its
      * client's clock was off by over a minute, a token that is not the
      * client's clock reading (a proposal that lost to the fences: round
@@ -1035,7 +1059,7 @@ out:
 #define SHORT_FAULTS                                                                                         \
     "client-pause,write-delay,node-restart,sg-kill9,partition-minority,partition-majority,client-clock,"     \
     "sg-pause,node-restart-delayed"
-#define SHORT_CLI_FAULTS "partition-majority,client-clock,node-restart"
+#define SHORT_CLI_FAULTS "partition-majority,client-clock"
 #define SHORT_SECONDS 12
 
 struct row {
@@ -1067,7 +1091,10 @@ static void add(struct row *w, const struct result *x)
     w->sum.late_writes += x->late_writes;
     w->sum.ka_runs += x->ka_runs;
     w->sum.ka_lost += x->ka_lost;
-    w->sum.cut_grants += x->cut_grants;
+    for (int m = 0; m < 2; m++) {
+        w->sum.cuts[m] += x->cuts[m];
+        w->sum.cut_grants[m] += x->cut_grants[m];
+    }
     w->sum.jumps_fwd += x->jumps_fwd;
     w->sum.jumps_back += x->jumps_back;
     w->sum.clock_grants += x->clock_grants;
@@ -1108,8 +1135,10 @@ static void evidence(const struct result *x, char *buf, size_t cap)
     } while (0)
     if (x->ka_runs > 0)
         ADD("keep-alive lost %ld of %ld", x->ka_lost, x->ka_runs);
-    if (x->cut_grants > 0)
-        ADD("grants while cut %ld", x->cut_grants);
+    if (x->cuts[0] > 0)
+        ADD("cut from a minority %ld times, granted %ld times meanwhile", x->cuts[0], x->cut_grants[0]);
+    if (x->cuts[1] > 0)
+        ADD("cut from a majority %ld times, granted %ld times meanwhile", x->cuts[1], x->cut_grants[1]);
     if (x->jumps_fwd + x->jumps_back > 0)
         ADD("clock jumps %d forward %d back", x->jumps_fwd, x->jumps_back);
     if (x->clock_grants > 0)
