@@ -42,6 +42,7 @@ enum fault {
     F_CLIENT_CLOCK,
     F_SG_PAUSE,
     F_NODE_RESTART_LATE,
+    F_KEEPALIVE_WORK,
     F_MIXED,
     F_COUNT,
 };
@@ -73,6 +74,9 @@ static const struct {
                     "storage-guard stopped for 2 TTL + 300 ms with a holder's write waiting in it"},
     [F_NODE_RESTART_LATE] = {"node-restart-delayed", 2000, 0, 1,
                              "as node-restart, but node 1 stays down for the TTL before it restarts empty"},
+    [F_KEEPALIVE_WORK] =
+        {"keepalive-work", 500, 0, 1,
+         "a holder works 2 TTL + 300 ms under a keep-alive, uncut: partition-majority's control"},
     [F_MIXED] = {"mixed", 1500, 1, 0, "a seeded mix of all of the above but clock-jump"},
 };
 
@@ -524,6 +528,18 @@ static void inject(struct run *r, enum fault f)
         cut(r, k, (node + 1) % NODES, 0);
         break;
     }
+    case F_KEEPALIVE_WORK:
+        /* partition-majority without the cut: the keep-alive must keep
+         * the lock through the work, so nobody else is granted it and the
+         * write is on time. */
+        if (catch_after_read_work(r, k, pause_ms + 3000, pause_ms) < 0) {
+            r->missed++;
+            return;
+        }
+        caught(r, f, k);
+        resume(r, k);
+        hp_sleep_ms(pause_ms + 200);
+        break;
     case F_CLIENT_CLOCK: {
         /* Forward or back by an hour from real time, or back to real
          * time if it was off: the jumps alternate in direction. The jump
@@ -1423,8 +1439,8 @@ int main(int argc, char **argv)
                     /* The delayed restart must not let anyone in while the
                      * holder's lease runs, fenced or not. */
                     failed++;
-                    printf("  %s gave %ld double grant(s): the node came back too early\n", faults[f].name,
-                           res.double_grants);
+                    printf("  %s gave %ld double grant(s) and %ld lost update(s): it must give none\n",
+                           faults[f].name, res.double_grants, res.lost + res.bad_rmw);
                 } else if (fencing || faults[f].no_double) {
                     /* With fencing, no fault may cost safety. */
                     if (v == 0)
