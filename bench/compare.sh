@@ -10,7 +10,7 @@
 # 3. starts 5 redis-server masters on free 127.0.0.1 ports (no persistence;
 #    stopped by their PIDs at exit),
 # 4. runs N rounds (default 3), each running the three contestants in a
-#    rotated order: redis-benchmark (the ceiling), node-redlock W1-W3,
+#    rotated order: redis-benchmark (the ceiling), node-redlock W1-W3 and W5,
 #    fencelock W1-W3 with fencing off and on (and W4, fenced writes to
 #    storage-guard, when a storage-guard binary is there),
 # 5. prints the table of medians and ratios (bench/table.mjs).
@@ -97,7 +97,7 @@ run_ceiling() { # round
 
 run_peer() { # round
   local spec
-  for spec in "w1 single" "w2 shared" "w2 threads" "w3 shared" "w3 threads"; do
+  for spec in "w1 single" "w2 shared" "w2 threads" "w3 shared" "w3 threads" "w5 procs"; do
     set -- "$1" $spec
     (cd "$WORK/peer" && node redlock-peer.mjs --nodes "$NODE_LIST" --workload "$2" --mode "$3" \
       --round "$1" $QUICK) >>"$OUT"

@@ -3,7 +3,7 @@
 // printing the same JSON line. One workload per process, so that waiters
 // still retrying when a run ends cannot disturb the next one.
 //
-//   node redlock-peer.mjs --nodes host:port,... --workload w1|w2|w3
+//   node redlock-peer.mjs --nodes host:port,... --workload w1|w2|w3|w5
 //                         [--mode single|shared|threads] [--quick] [--round N]
 //
 // It must run from a folder whose node_modules holds redlock and ioredis
@@ -28,7 +28,7 @@ const mode = opt("--mode", workload === "w1" ? "single" : "shared");
 const quick = flag("--quick");
 const round = Number(opt("--round", "1"));
 if (nodes.length === 0) {
-  console.error("usage: node redlock-peer.mjs --nodes host:port,... --workload w1|w2|w3 [--mode M]");
+  console.error("usage: node redlock-peer.mjs --nodes host:port,... --workload w1|w2|w3|w5 [--mode M]");
   process.exit(2);
 }
 
@@ -226,10 +226,115 @@ async function w3() {
     max_gap_ms: Math.round(Number(maxGap) / 1e5) / 10, errors, ...pcts("wait", wait) });
 }
 
+// W5: 16 processes, a Redlock each with node-redlock's default retry
+// settings but retrying without limit (what a user who waits writes), one
+// resource, each holding it 1 ms per grant. The children time their grants
+// on the monotonic clock, which all processes of the machine share, and
+// send them back; the parent counts the nodes' commands in the window.
+const W5_PROCS = 16;
+async function commandsTotal() {
+  let total = 0;
+  for (const c of infoClients) {
+    const info = await c.info("commandstats");
+    for (const m of info.matchAll(/:calls=([0-9]+)/g)) total += Number(m[1]);
+  }
+  return total - infoClients.length; // the INFO commands themselves
+}
+
+async function w5child() {
+  const rl = new Redlock(await connect(), { retryCount: -1 });
+  rl.on("error", () => {});
+  const start = BigInt(opt("--start", "0")), end = BigInt(opt("--end", "0"));
+  while (now() < start) await new Promise((r) => setTimeout(r, 1));
+  while (now() < end) {
+    const ask = now();
+    let lock;
+    try {
+      lock = await rl.acquire(["w5"], TTL);
+    } catch {
+      continue;
+    }
+    const grant = now();
+    while (now() < grant + 1000000n) await new Promise((r) => setImmediate(r));
+    const release = now();
+    try {
+      await rl.release(lock);
+    } catch {}
+    // A line per grant, at once: a child still waiting at the end is killed.
+    process.stdout.write(`${ask} ${grant} ${release}\n`);
+  }
+}
+
+async function w5() {
+  const { spawn } = await import("node:child_process");
+  const solo = new Redlock(await connect(), { retryCount: 0 });
+  solo.on("error", () => {});
+  await solo.release(await solo.acquire(["w5-solo-warm"], TTL));
+  const c0 = await commandsTotal();
+  for (let i = 0; i < 20; i++) await solo.release(await solo.acquire(["w5-solo"], TTL));
+  const soloCmds = ((await commandsTotal()) - c0) / 20;
+  const start = now() + 3000000000n, warmEnd = start + WARMUP_NS, end = warmEnd + MEASURE_NS;
+  const kids = [], procs = [];
+  for (let p = 0; p < W5_PROCS; p++) {
+    const k = spawn(process.execPath, [process.argv[1], "--nodes", nodes.join(","), "--workload", "w5",
+      "--child", "--start", String(start), "--end", String(end)], { stdio: ["ignore", "pipe", "inherit"] });
+    let out = "";
+    k.stdout.on("data", (d) => (out += d));
+    kids.push(new Promise((res) => k.on("close", () => res(out))));
+    procs.push(k);
+  }
+  while (now() < warmEnd) await new Promise((r) => setTimeout(r, 1));
+  await mark(); // CPU from here: the nodes' (the children's own is not counted)
+  const cmds0 = await commandsTotal();
+  while (now() < end) await new Promise((r) => setTimeout(r, 1));
+  const cmds = (await commandsTotal()) - cmds0;
+  // Children still waiting for the lock (node-redlock's waiters can wait a
+  // whole TTL) are left behind, as in W3.
+  const reaper = setTimeout(() => procs.forEach((k) => k.kill("SIGKILL")), 1000);
+  const outs = await Promise.all(kids);
+  clearTimeout(reaper);
+  const g = [], per = new Array(W5_PROCS).fill(0);
+  outs.forEach((o, p) => {
+    for (const line of o.split("\n")) {
+      const [ask, grant, release] = line.split(" ");
+      if (release === undefined) continue;
+      const gr = BigInt(grant);
+      if (gr < warmEnd || gr >= end) continue;
+      g.push({ grant: gr, release: BigInt(release), wait: gr - BigInt(ask), p });
+      per[p]++;
+    }
+  });
+  g.sort((a, b) => (a.grant < b.grant ? -1 : a.grant > b.grant ? 1 : 0));
+  const gap = [], wait = [];
+  let handoffs = 0, longest = 0n;
+  for (let i = 0; i < g.length; i++) {
+    if (i > 0 && g[i].p !== g[i - 1].p) {
+      handoffs++;
+      if (g[i].grant > g[i - 1].release) gap.push(g[i].grant - g[i - 1].release);
+    }
+    wait.push(g[i].wait);
+    if (g[i].wait > longest) longest = g[i].wait;
+  }
+  const mn = Math.min(...per), mx = Math.max(...per);
+  ops = g.length;
+  await emit({ procs: W5_PROCS, grants: g.length, grants_per_s: Math.round((g.length / MEASURE_S) * 10) / 10,
+    handoffs_per_s: Math.round((handoffs / MEASURE_S) * 10) / 10, proc_min: mn, proc_max: mx,
+    min_max_ratio: mx ? Math.round((mn / mx) * 1000) / 1000 : 0,
+    longest_wait_ms: Math.round(Number(longest) / 1e5) / 10,
+    commands_per_grant: g.length ? Math.round((cmds / g.length) * 10) / 10 : 0,
+    solo_commands_per_cycle: soloCmds, ...pcts("gap", gap), ...pcts("wait", wait) });
+}
+
+if (flag("--child")) {
+  await w5child();
+  for (const c of allClients) c.disconnect();
+  process.exit(0);
+}
 await flushall();
 if (workload === "w1") await w1();
 else if (workload === "w2") await w2();
 else if (workload === "w3") await w3();
+else if (workload === "w5") await w5();
 else {
   console.error(`unknown workload ${workload}`);
   process.exit(2);

@@ -168,7 +168,7 @@ const w5 = lines.filter((l) => l.bench === "fencelock" && l.workload === "w5");
 if (w5.length > 0) {
   p();
   p("W5: 16 processes (a client each) on one resource, holding 1 ms per grant, default options, fencing on " +
-    "(fencelock only). A handoff is a grant to another process than the last holder; the gap is from a " +
+    "(node-redlock: its default retry settings with retryCount -1, no fencing). A handoff is a grant to another process than the last holder; the gap is from a " +
     "release to the next process's grant; commands are every Redis command the nodes ran (INFO " +
     "commandstats, inside scripts included), per grant, against one uncontended acquire + release:");
   p();
@@ -180,6 +180,12 @@ if (w5.length > 0) {
       `${cell("fencelock", "w5", m, 1, "min_max_ratio")} | ${cell("fencelock", "w5", m, 1, "wait_p99_us")} | ` +
       `${cell("fencelock", "w5", m, 1, "longest_wait_ms")} | ${cell("fencelock", "w5", m, 1, "commands_per_grant")} | ` +
       `${cell("fencelock", "w5", m, 1, "solo_commands_per_cycle")} |`);
+  }
+  if (lines.some((l) => l.bench === "node-redlock" && l.workload === "w5")) {
+    const c = (f) => cell("node-redlock", "w5", "procs", 0, f);
+    p(`| node-redlock (polls) | ${c("grants_per_s")} | ${c("handoffs_per_s")} | ${c("gap_p50_us")} | ${c("gap_p99_us")} | ` +
+      `${c("min_max_ratio")} | ${c("wait_p99_us")} | ${c("longest_wait_ms")} | ${c("commands_per_grant")} | ` +
+      `${c("solo_commands_per_cycle")} |`);
   }
   const w1p50 = med("fencelock", "w1", "single", 1, "acquire_p50_us");
   const gapN = med("fencelock", "w5", "notify", 1, "gap_p50_us") / w1p50;

@@ -705,7 +705,7 @@ static int parse_log(const struct sg_request *req, struct sg_op *op, struct sg_r
         return rc;
     op->limit = SG_API_LOG_LIMIT_DEFAULT;
     const struct sg_arg *a;
-    long long n;
+    long long n = 0; /* gcc -O3 cannot see that arg_int sets it on success */
     if ((a = find_arg(req, "limit")) != NULL) {
         if ((rc = arg_int(a, SG_API_LOG_LIMIT_MAX, &n, resp)) != 0)
             return rc;

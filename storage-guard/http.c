@@ -212,6 +212,103 @@ static int check_framing(const struct header_scan *head, const char *version, st
     return 0;
 }
 
+/*
+ * A NUL byte inside the request head. libmicrohttpd 0.9 parses the head in
+ * place and measures every name, value and the URL with strlen, so a NUL
+ * cuts one short and nothing in its API can tell ("Fencing-Token: 7\0999"
+ * reads as 7; 1.0 refuses such heads itself). The head is still whole in
+ * its buffer, from the method on for MHD_CONNECTION_INFO_REQUEST_HEADER_SIZE
+ * bytes, with the separators it parsed out (CR, LF, ':', the request line's
+ * spaces, '?', '&', '=') turned into NULs. So the head is intact when the
+ * bytes between the strings it handed us are only such separators: a NUL,
+ * then either blanks (after the method or a header's colon) or at most one
+ * more NUL (CRLF), or up to four at the end of the head. What a
+ * cut hides, or a NUL before blanks, breaks that pattern, and so does a
+ * folded header line (libmicrohttpd moves its name out of the head); a NUL
+ * just before a bare LF hides nothing and may pass.
+ */
+struct head_spans {
+    const char *lo, *hi; /* the head in libmicrohttpd's buffer */
+    const char **p;      /* starts of the strings inside it */
+    size_t n, cap;
+};
+
+static void span_add(struct head_spans *h, const char *s)
+{
+    if (s != NULL && s >= h->lo && s < h->hi && h->n < h->cap)
+        h->p[h->n++] = s;
+}
+
+static enum MHD_Result span_pair(void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
+{
+    (void)kind;
+    span_add(cls, key);
+    span_add(cls, value);
+    return MHD_YES;
+}
+
+static int ptr_cmp(const void *a, const void *b)
+{
+    const char *x = *(const char *const *)a, *y = *(const char *const *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* nuls_max: 1 after the method, 2 inside the head (CRLF), 4 at its end. */
+static int gap_ok(const char *g, size_t n, size_t nuls_max)
+{
+    if (n == 0)
+        return 1;
+    if (g[0] != '\0')
+        return 0;
+    size_t blanks = 0, nuls = 1;
+    for (size_t i = 1; i < n; i++) {
+        if (g[i] == ' ' || g[i] == '\t')
+            blanks++;
+        else if (g[i] == '\0')
+            nuls++;
+        else
+            return 0;
+    }
+    return blanks > 0 ? nuls == 1 : nuls <= nuls_max;
+}
+
+/* 1 when the head has a NUL inside a line, 0 when not, -1 on no memory. */
+static int head_has_nul(struct MHD_Connection *c, const char *method, const char *url, const char *version)
+{
+    static const char v09[] = "0.9.";
+    if (strncmp(MHD_get_version(), v09, sizeof(v09) - 1) != 0)
+        return 0;
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_REQUEST_HEADER_SIZE);
+    if (ci == NULL || ci->header_size == 0)
+        return 0;
+    struct head_spans h = {.lo = method, .hi = method + ci->header_size};
+    int n_hdr = MHD_get_connection_values(c, MHD_HEADER_KIND, NULL, NULL);
+    int n_arg = MHD_get_connection_values(c, MHD_GET_ARGUMENT_KIND, NULL, NULL);
+    h.cap = 3 + 2 * (size_t)(n_hdr > 0 ? n_hdr : 0) + 2 * (size_t)(n_arg > 0 ? n_arg : 0);
+    h.p = malloc(h.cap * sizeof(*h.p));
+    if (h.p == NULL)
+        return -1;
+    span_add(&h, method);
+    span_add(&h, url);
+    span_add(&h, version);
+    MHD_get_connection_values(c, MHD_HEADER_KIND, span_pair, &h);
+    MHD_get_connection_values(c, MHD_GET_ARGUMENT_KIND, span_pair, &h);
+    qsort(h.p, h.n, sizeof(*h.p), ptr_cmp);
+    const char *cur = h.lo, *method_end = method + strlen(method);
+    int bad = 0;
+    for (size_t i = 0; i < h.n && !bad; i++) {
+        if (h.p[i] > cur)
+            bad = !gap_ok(cur, (size_t)(h.p[i] - cur), cur == method_end ? 1 : 2);
+        const char *end = h.p[i] + strnlen(h.p[i], (size_t)(h.hi - h.p[i]));
+        if (end > cur)
+            cur = end;
+    }
+    if (!bad)
+        bad = !gap_ok(cur, (size_t)(h.hi - cur), 4);
+    free(h.p);
+    return bad;
+}
+
 static enum MHD_Result start_request(struct sg_http *h, struct MHD_Connection *c, const char *url,
                                      const char *method, const char *version, void **con_cls)
 {
@@ -232,6 +329,14 @@ static enum MHD_Result start_request(struct sg_http *h, struct MHD_Connection *c
         sg_api_error(&resp, 431, "headers_too_large", "the headers are over the limit of %d bytes",
                      SG_HEAD_MAX);
         return answer(c, st, method, url, &resp);
+    }
+    int nul = head_has_nul(c, method, url, version);
+    if (nul < 0)
+        return MHD_NO;
+    if (nul) {
+        sg_api_error(&resp, 400, "bad_request_head",
+                     "a NUL byte in the request line or a header, or a folded header line");
+        return answer(c, st, method, "(NUL in head)", &resp);
     }
     if (check_framing(&head, version, &resp) != 0)
         return answer(c, st, method, url, &resp);

@@ -76,7 +76,12 @@ static void set_lost(lockcore_client *c, int rc, const struct lockcore_lock *l, 
                      ? "its validity ran out before an extension reached a majority (was fencelock "
                        "paused, or are the nodes slow?)"
                      : NULL;
-    snprintf(s->why, sizeof(s->why), "lock on '%s' lost: %s%s%s", l->resource, lockcore_strerror(s->lost_rc),
+    /* A set's names are joined by newlines: one line names them by commas. */
+    char name[LOCKCORE_RESOURCE_MAX + 1];
+    snprintf(name, sizeof(name), "%s", l->resource);
+    for (char *p = strchr(name, '\n'); p != NULL; p = strchr(p, '\n'))
+        *p = ',';
+    snprintf(s->why, sizeof(s->why), "lock on '%.512s' lost: %s%s%s", name, lockcore_strerror(s->lost_rc),
              detail ? ": " : "", detail ? detail : "");
 }
 
@@ -226,6 +231,8 @@ static void job_child(int go_fd, const struct lockcore_lock *l, const struct job
     setenv("FENCELOCK_TOKEN", e->token, 1);
     setenv("FENCELOCK_RESOURCE", l->resource, 1);
     setenv("FENCELOCK_LOCK_ID", l->id, 1);
+    /* A nested run joins only a reentrant lock (fencelock_acquire). */
+    setenv("FENCELOCK_LOCK_KIND", fencelock_kind(l), 1);
     setenv("FENCELOCK_VALIDITY_MS", e->validity, 1);
     setenv("FENCELOCK_GRANTED_MONO_MS", e->granted_mono, 1);
     setenv("FENCELOCK_GRANTED_WALL_MS", e->granted_wall, 1);
@@ -419,10 +426,10 @@ static void run_undo(lockcore_client *c, const struct args *a, const struct lock
     }
 }
 
-int fencelock_run(lockcore_client *c, const struct args *a, const char *resource, char **cmd)
+int fencelock_run(lockcore_client *c, const struct args *a, const struct target *t, char **cmd)
 {
     struct lockcore_lock l;
-    int rc = fencelock_acquire(c, a, resource, &l);
+    int rc = fencelock_acquire(c, a, t, &l);
     if (rc < 0)
         return fencelock_fail(c, "acquire", rc);
 

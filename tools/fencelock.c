@@ -66,6 +66,11 @@ static const char usage_options[] =
     "  --quiet              never say it\n"
     "  --permits N          acquire, run, status: a semaphore of N permits on RESOURCE\n"
     "                       (the lock is one permit, \"RESOURCE:permit:<i>\")\n"
+    "  --read, --write      acquire, run, extend, release, status: a read-write lock on\n"
+    "                       RESOURCE: a reader (many at once) or the writer (alone)\n"
+    "  --reentrant          acquire, extend, release, status: a reentrant lock (run takes\n"
+    "                       one for a single resource anyway); acquire --reentrant\n"
+    "                       RESOURCE LOCK_ID re-enters the hold LOCK_ID\n"
     "  -h, --help           help (for one command: fencelock COMMAND --help)\n"
     "  --version            print the version\n"
     "durations: an integer with ms, s, m or h (a bare number is ms); --ttl at most 24h\n";
@@ -85,11 +90,12 @@ static void usage(FILE *to)
             "usage: fencelock [options] COMMAND ...\n"
             "\n"
             "commands:\n"
-            "  acquire RESOURCE               acquire; print the lock as JSON\n"
-            "  extend RESOURCE LOCK_ID        extend a held lock to --ttl from now\n"
-            "  release RESOURCE LOCK_ID       release a held lock\n"
-            "  status RESOURCE                each node's holder, remaining ms and fence value\n"
-            "  run RESOURCE [--] CMD [ARG...] run CMD under the lock, extending it automatically\n"
+            "  acquire RESOURCE...                acquire (several: all or nothing); print the lock\n"
+            "  extend RESOURCE... LOCK_ID         extend a held lock to --ttl from now\n"
+            "  release RESOURCE... LOCK_ID        release a held lock\n"
+            "  status RESOURCE...                 each node's holder, remaining ms and fence value\n"
+            "  run RESOURCE [--] CMD [ARG...]     run CMD under the lock, extending it automatically\n"
+            "  run RESOURCE... -- CMD [ARG...]    the same under several resources at once\n"
             "\n"
             "%s\n%s",
             usage_options, usage_exit);
@@ -100,22 +106,29 @@ static void command_usage(FILE *to, const char *name)
 {
     if (strcmp(name, "acquire") == 0)
         fputs(
-            "usage: fencelock [options] acquire RESOURCE\n"
+            "usage: fencelock [options] acquire RESOURCE...\n"
+            "       fencelock [options] acquire --reentrant RESOURCE [LOCK_ID]\n"
             "\n"
             "Acquire RESOURCE on a majority of the nodes and print one JSON line:\n"
             "  {\"resource\",\"lock_id\",\"token\",\"validity_ms\",\"ttl_ms\",\"nodes_granted\",\"nodes\"}\n"
-            "The lock stays held until its TTL runs out, `fencelock extend` or\n"
-            "`fencelock release` with the lock_id.\n"
+            "Several resources are one multi-resource lock, all or nothing, with one token\n"
+            "(\"resources\":[...] instead of \"resource\"); --read, --write: a side of a\n"
+            "read-write lock; --reentrant: a reentrant hold (with LOCK_ID: one more hold\n"
+            "of it); --permits N: a permit of a semaphore. Kinds other than the plain lock\n"
+            "add \"kind\". The lock stays held until its TTL runs out, `fencelock extend`\n"
+            "or `fencelock release` with the same resources, kind and the lock_id.\n"
             "Relevant options: --nodes --ttl --retry-count --retry-delay --wait --key-prefix\n"
-            "  --no-fencing --timeout\n"
+            "  --no-fencing --timeout --read --write --reentrant --permits\n"
             "Exit: 0 acquired; 75 held by another; 69 no majority in time (unreachable, or\n"
             "  granted too slowly); 64 usage; 70 error.\n",
             to);
     else if (strcmp(name, "extend") == 0)
-        fputs("usage: fencelock [options] extend RESOURCE LOCK_ID [--ttl D]\n"
+        fputs("usage: fencelock [options] extend RESOURCE... LOCK_ID [--ttl D]\n"
               "\n"
               "Extend the lock held under LOCK_ID to --ttl (default 10s) from now, on every\n"
-              "node where the key still holds LOCK_ID; the token is kept. Prints:\n"
+              "node where the key still holds LOCK_ID; the token is kept. Name the lock as\n"
+              "acquire did: every resource of a set, and --read, --write or --reentrant.\n"
+              "Prints:\n"
               "  "
               "{\"resource\",\"lock_id\",\"extended\",\"validity_ms\",\"ttl_ms\",\"nodes_extended\","
               "\"nodes\"}\n"
@@ -123,16 +136,18 @@ static void command_usage(FILE *to, const char *name)
               "  69 no majority in time; 64 usage; 70 error.\n",
               to);
     else if (strcmp(name, "release") == 0)
-        fputs("usage: fencelock [options] release RESOURCE LOCK_ID\n"
+        fputs("usage: fencelock [options] release RESOURCE... LOCK_ID\n"
               "\n"
-              "Delete the lock on every node where the key still holds LOCK_ID. Prints:\n"
+              "Delete the lock on every node where the key still holds LOCK_ID (a reentrant\n"
+              "hold: one hold less). Name the lock as acquire did: every resource of a set,\n"
+              "and --read, --write or --reentrant. Prints:\n"
               "  {\"resource\",\"lock_id\",\"released\",\"nodes_released\",\"nodes\"}\n"
               "released is false when no node held LOCK_ID any more (expired or released).\n"
               "Exit: 0 a majority answered (released or not); 69 no majority answered;\n"
               "  64 usage; 70 error.\n",
               to);
     else if (strcmp(name, "status") == 0)
-        fputs("usage: fencelock [options] status RESOURCE\n"
+        fputs("usage: fencelock [options] status RESOURCE...\n"
               "\n"
               "Print each node's view of RESOURCE, who holds it, and whether a majority holds\n"
               "one id:\n"
@@ -141,11 +156,17 @@ static void command_usage(FILE *to, const char *name)
               "   \"majority_holder\",\"majority_holder_info\",\"majority_remaining_ms\"}\n"
               "state: held (by a majority), expired (a minority still holds a key), free.\n"
               "holder_info: {\"host\",\"pid\",\"cmd\",\"acquired_at\"} left by acquire and run.\n"
+              "Several resources: {\"resources\":[one object each],\"set_holder\"}.\n"
+              "--reentrant adds the hold count (\"holds\"); --read or --write the readers\n"
+              "(\"readers\", \"writer\", \"mode\": read, write or free); --permits N each permit.\n"
               "Exit: 0 a majority answered; 69 no majority answered; 64 usage; 70 error.\n",
               to);
     else
         fputs("usage: fencelock [options] run RESOURCE [--] COMMAND [ARG...]\n"
+              "       fencelock [options] run RESOURCE... -- COMMAND [ARG...]\n"
               "\n"
+              "The resources end at the first '--'; without one, the first operand is the\n"
+              "resource and the rest is COMMAND.\n"
               "Acquire RESOURCE (waiting up to --wait), run COMMAND in a process group of its\n"
               "own with FENCELOCK_TOKEN, FENCELOCK_RESOURCE, FENCELOCK_LOCK_ID,\n"
               "FENCELOCK_VALIDITY_MS, FENCELOCK_GRANTED_MONO_MS, FENCELOCK_GRANTED_WALL_MS and\n"
@@ -156,7 +177,9 @@ static void command_usage(FILE *to, const char *name)
               "and SIGHUP are passed on to the group. If fencelock dies, a guardian process\n"
               "stops the group the same way (a process that leaves the group escapes).\n"
               "A run nested in a run of RESOURCE joins its lock (the same token); with\n"
-              "--permits N it holds one of N permits, RESOURCE:permit:<i>.\n"
+              "--permits N it holds one of N permits, RESOURCE:permit:<i>; several\n"
+              "resources are held all or nothing under one token; --read, --write take a\n"
+              "side of a read-write lock. FENCELOCK_LOCK_KIND names the kind.\n"
               "Exit: COMMAND's own status (128+N if killed by signal N); 75 not acquired;\n"
               "  79 lock lost; 69 no majority in time; 64 usage; 70 error;\n"
               "  126/127 COMMAND could not be run / not found.\n",
@@ -425,7 +448,12 @@ const char *fencelock_errtext(const lockcore_client *c, int rc)
 
 int fencelock_fail(lockcore_client *c, const char *what, int rc)
 {
-    fprintf(stderr, "%s: %s: %s\n", prog, what, fencelock_errtext(c, rc));
+    /* One line: lockcore names a set by its names joined with newlines. */
+    char msg[1024];
+    snprintf(msg, sizeof(msg), "%s", fencelock_errtext(c, rc));
+    for (char *p = strchr(msg, '\n'); p != NULL; p = strchr(p, '\n'))
+        *p = ',';
+    fprintf(stderr, "%s: %s: %s\n", prog, what, msg);
     return code_for(rc);
 }
 
@@ -516,37 +544,75 @@ static void on_outcome(lockcore_client *c, int rc, const struct lockcore_lock *l
     o->lock = *lock;
 }
 
+const char *fencelock_kind(const struct lockcore_lock *l)
+{
+    if (l->flags & LOCKCORE_LOCK_MULTI)
+        return "multi";
+    if (l->flags & LOCKCORE_LOCK_REENTRANT)
+        return "reentrant";
+    if (l->flags & LOCKCORE_LOCK_READ)
+        return "read";
+    if (l->flags & LOCKCORE_LOCK_WRITE)
+        return "write";
+    if (l->flags & LOCKCORE_LOCK_PERMIT)
+        return "permit";
+    return "plain";
+}
+
+/* The id of a reentrant hold of resource that this process may join: the
+ * one a `run` of the same resource put in our environment (the kind
+ * reentrant, or none: an older fencelock's run, or a script that set the
+ * two variables), else NULL. A lock of another kind is not joined: a
+ * reentrant acquisition under the id of a plain lock would agree on a new
+ * token, and the outer holder's would be stale. */
+static const char *joinable_id(const char *resource)
+{
+    const char *r = getenv("FENCELOCK_RESOURCE"), *id = getenv("FENCELOCK_LOCK_ID");
+    const char *kind = getenv("FENCELOCK_LOCK_KIND");
+    if (r == NULL || id == NULL || strcmp(r, resource) != 0)
+        return NULL;
+    if (kind != NULL && strcmp(kind, "reentrant") != 0)
+        return NULL;
+    return id;
+}
+
 /*
- * lockcore_acquire, and while the acquisition waits for another holder,
- * say so on stderr (a person at a terminal would otherwise see nothing):
- * once when it has not succeeded after WAIT_NOTICE_MS, what it waits for
- * and for how long, then every WAIT_REPEAT_MS. Non-blocking underneath, so
- * fencelock stays responsive. Bounded by the acquisition's own retries and
- * --wait.
+ * The acquisition the arguments ask for, and while a plain or reentrant
+ * one waits for another holder, say so on stderr (a person at a terminal
+ * would otherwise see nothing): once when it has not succeeded after
+ * WAIT_NOTICE_MS, what it waits for and for how long, then every
+ * WAIT_REPEAT_MS. Non-blocking underneath, so fencelock stays responsive.
+ * Bounded by the acquisition's own retries and --wait. The other kinds say
+ * nothing while they wait: the notice names one holder of one resource, a
+ * semaphore or a set has several, and readers leave no holder info.
  */
 #define WAIT_NOTICE_MS 300
 #define WAIT_REPEAT_MS 5000
-int fencelock_acquire(lockcore_client *c, const struct args *a, const char *resource,
+int fencelock_acquire(lockcore_client *c, const struct args *a, const struct target *t,
                       struct lockcore_lock *out)
 {
-    /* The kinds: a permit of a semaphore; for run, a reentrant lock that a
-     * nested run of the same resource joins through the environment its
-     * command got (FENCELOCK_RESOURCE, FENCELOCK_LOCK_ID). */
+    const char *resource = t->names[0];
     if (a->permits > 0)
         return lockcore_sem_acquire(c, resource, a->permits, out);
-    if (a->reentrant) {
-        const char *r = getenv("FENCELOCK_RESOURCE"), *id = getenv("FENCELOCK_LOCK_ID");
-        int join = r != NULL && id != NULL && strcmp(r, resource) == 0;
-        return lockcore_reentrant_acquire(c, resource, join ? id : NULL, out);
-    }
+    if (t->n > 1)
+        return lockcore_multi_acquire(c, t->names, t->n, out);
+    if (a->rw != RW_NONE)
+        return lockcore_rw_acquire(c, resource, a->rw == RW_WRITE, out);
+    /* A reentrant lock: the hold named by acquire's LOCK_ID, else the one
+     * of a run of the same resource this process runs under, else new. */
+    const char *id = NULL;
+    if (a->reentrant)
+        id = a->lock_id != NULL ? a->lock_id : joinable_id(resource);
     int show = !a->quiet && (a->verbose || isatty(STDERR_FILENO));
     if (!show)
-        return lockcore_acquire(c, resource, out);
+        return a->reentrant ? lockcore_reentrant_acquire(c, resource, id, out)
+                            : lockcore_acquire(c, resource, out);
     /* Static: if lockcore_run fails, the operation is still in flight and
      * its callback runs when the client is freed, after this returns. */
     static struct outcome o;
     memset(&o, 0, sizeof(o));
-    int rc = lockcore_acquire_async(c, resource, on_outcome, &o);
+    int rc = a->reentrant ? lockcore_reentrant_acquire_async(c, resource, id, on_outcome, &o)
+                          : lockcore_acquire_async(c, resource, on_outcome, &o);
     if (rc < 0)
         return rc;
     uint64_t start = lockcore_now_ms(), next = start + WAIT_NOTICE_MS;
@@ -579,44 +645,124 @@ int fencelock_acquire(lockcore_client *c, const struct args *a, const char *reso
     return o.rc;
 }
 
-static int cmd_acquire(lockcore_client *c, const struct args *a, const char *resource)
+static json_t *json_string_or_null(const char *s)
+{
+    return s != NULL ? json_string(s) : json_null();
+}
+
+/* The names of a set as a JSON array. */
+static json_t *names_json(const struct target *t)
+{
+    json_t *arr = json_array();
+    for (size_t i = 0; i < t->n; i++)
+        json_array_append_new(arr, json_string(t->names[i]));
+    return arr;
+}
+
+/* What acquire, extend and release print first: "resource" (one name), or
+ * "resources" (a set), and the kind unless it is a plain lock (the output
+ * of a plain lock is as it always was). */
+static json_t *lock_head(const struct target *t, const char *resource, const struct lockcore_lock *l)
+{
+    json_t *j = json_object();
+    if (t->n > 1)
+        json_object_set_new(j, "resources", names_json(t));
+    else
+        json_object_set_new(j, "resource", json_string(resource));
+    const char *kind = fencelock_kind(l);
+    if (strcmp(kind, "plain") != 0 && strcmp(kind, "permit") != 0)
+        json_object_set_new(j, "kind", json_string(kind));
+    return j;
+}
+
+/* Add the members of b to a (a JSON object), release b; returns a. */
+static json_t *merged(json_t *a, json_t *b)
+{
+    json_object_update(a, b);
+    json_decref(b);
+    return a;
+}
+
+static int cmd_acquire(lockcore_client *c, const struct args *a, const struct target *t)
 {
     struct lockcore_lock l;
-    int rc = fencelock_acquire(c, a, resource, &l);
+    int rc = fencelock_acquire(c, a, t, &l);
     if (rc < 0)
         return fencelock_fail(c, "acquire", rc);
-    print_json(json_pack("{s:s, s:s, s:I, s:I, s:I, s:i, s:i}", "resource", l.resource, "lock_id", l.id,
-                         "token", (json_int_t)l.token, "validity_ms", (json_int_t)l.validity_ms, "ttl_ms",
-                         (json_int_t)l.ttl_ms, "nodes_granted", (int)l.nodes_ok, "nodes", (int)l.nodes));
+    print_json(
+        merged(lock_head(t, l.resource, &l),
+               json_pack("{s:s, s:I, s:I, s:I, s:i, s:i}", "lock_id", l.id, "token", (json_int_t)l.token,
+                         "validity_ms", (json_int_t)l.validity_ms, "ttl_ms", (json_int_t)l.ttl_ms,
+                         "nodes_granted", (int)l.nodes_ok, "nodes", (int)l.nodes)));
     return EXIT_OK;
 }
 
-/* extend and release work on a lock acquired by another process, known by
- * its id: lockcore_lock_from_id makes the record (and checks the id), and
- * the nodes decide whether it is still held. */
-static int cmd_extend(lockcore_client *c, const struct args *a, const char *resource, const char *id)
+/*
+ * extend and release work on a lock acquired by another process, known by
+ * its id: lockcore_lock_from_id makes the record (and checks the id), the
+ * kind's flag says which scripts lockcore sends (a set's, a reentrant
+ * hold's, a reader's or a writer's), and the nodes decide whether it is
+ * still held. A set is named by its names joined with newlines, as
+ * lockcore names it. Returns 0, a lockcore error, or 1 after saying why
+ * the names cannot be a set.
+ */
+static int lock_for(lockcore_client *c, const struct args *a, const struct target *t, const char *id,
+                    struct lockcore_lock *l)
+{
+    char joined[LOCKCORE_RESOURCE_MAX + 1];
+    size_t len = 0;
+    for (size_t i = 0; i < t->n; i++) {
+        size_t k = strlen(t->names[i]);
+        if (t->n > 1 && (strchr(t->names[i], '\n') != NULL || len + k + (i > 0) > LOCKCORE_RESOURCE_MAX)) {
+            fprintf(stderr, "%s: the names of a set must have no newline and be at most %d bytes in all\n",
+                    prog, LOCKCORE_RESOURCE_MAX);
+            return 1;
+        }
+        if (i > 0)
+            joined[len++] = '\n';
+        memcpy(joined + len, t->names[i], k);
+        len += k;
+    }
+    joined[len] = '\0';
+    int rc = lockcore_lock_from_id(c, joined, id, l);
+    if (rc < 0)
+        return rc;
+    if (t->n > 1)
+        l->flags |= LOCKCORE_LOCK_MULTI;
+    else if (a->reentrant)
+        l->flags |= LOCKCORE_LOCK_REENTRANT;
+    else if (a->rw == RW_READ)
+        l->flags |= LOCKCORE_LOCK_READ;
+    else if (a->rw == RW_WRITE)
+        l->flags |= LOCKCORE_LOCK_WRITE;
+    return 0;
+}
+
+static int cmd_extend(lockcore_client *c, const struct args *a, const struct target *t, const char *id)
 {
     struct lockcore_lock l;
-    int rc = lockcore_lock_from_id(c, resource, id, &l);
-    if (rc < 0)
-        return fencelock_fail(c, "extend", rc);
+    int rc = lock_for(c, a, t, id, &l);
+    if (rc != 0)
+        return rc > 0 ? EXIT_USAGE : fencelock_fail(c, "extend", rc);
     rc = lockcore_extend(c, &l, a->ttl_ms); /* 0: the client's TTL */
-    print_json(json_pack("{s:s, s:s, s:b, s:I, s:I, s:i, s:i}", "resource", resource, "lock_id", id,
-                         "extended", rc == 0, "validity_ms", (json_int_t)(rc == 0 ? l.validity_ms : 0),
-                         "ttl_ms", (json_int_t)effective_ttl_ms(a), "nodes_extended", (int)l.nodes_ok,
-                         "nodes", (int)l.nodes));
+    print_json(
+        merged(lock_head(t, t->names[0], &l),
+               json_pack("{s:s, s:b, s:I, s:I, s:i, s:i}", "lock_id", id, "extended", rc == 0, "validity_ms",
+                         (json_int_t)(rc == 0 ? l.validity_ms : 0), "ttl_ms", (json_int_t)effective_ttl_ms(a),
+                         "nodes_extended", (int)l.nodes_ok, "nodes", (int)l.nodes)));
     return rc == 0 ? EXIT_OK : fencelock_fail(c, "extend", rc);
 }
 
-static int cmd_release(lockcore_client *c, const char *resource, const char *id)
+static int cmd_release(lockcore_client *c, const struct args *a, const struct target *t, const char *id)
 {
     struct lockcore_lock l;
-    int rc = lockcore_lock_from_id(c, resource, id, &l);
-    if (rc < 0)
-        return fencelock_fail(c, "release", rc);
+    int rc = lock_for(c, a, t, id, &l);
+    if (rc != 0)
+        return rc > 0 ? EXIT_USAGE : fencelock_fail(c, "release", rc);
     rc = lockcore_release(c, &l);
-    print_json(json_pack("{s:s, s:s, s:b, s:i, s:i}", "resource", resource, "lock_id", id, "released",
-                         l.nodes_ok > 0, "nodes_released", (int)l.nodes_ok, "nodes", (int)l.nodes));
+    print_json(merged(lock_head(t, t->names[0], &l),
+                      json_pack("{s:s, s:b, s:i, s:i}", "lock_id", id, "released", l.nodes_ok > 0,
+                                "nodes_released", (int)l.nodes_ok, "nodes", (int)l.nodes)));
     return rc == 0 ? EXIT_OK : fencelock_fail(c, "release", rc);
 }
 
@@ -677,19 +823,44 @@ static int cmd_status_permits(lockcore_client *c, const char *resource, unsigned
     return EXIT_OK;
 }
 
-static int cmd_status(lockcore_client *c, const char *resource)
+/* The quorum-th largest of v[0..m): what at least a majority of the
+ * nodes report (0 if fewer than quorum values). */
+static int64_t quorum_th(int64_t *v, int m, int quorum)
+{
+    if (m < quorum || quorum < 1)
+        return 0;
+    qsort(v, (size_t)m, sizeof(v[0]), by_pttl_desc);
+    return v[quorum - 1];
+}
+
+/* What `status` reads: a lock (and its queue of waiters), a reentrant
+ * hold's count, a read-write lock's readers. */
+enum status_kind { ST_PLAIN, ST_REENTRANT, ST_RW };
+
+/*
+ * One resource's status as a JSON object (new reference), or NULL after
+ * saying why; *reachable gets the nodes that answered, *n the nodes.
+ */
+static json_t *status_json(lockcore_client *c, const char *resource, enum status_kind kind, int *reachable,
+                           int *n_nodes, int *code)
 {
     static struct lockcore_node_status st[LOCKCORE_NODES_MAX];
-    int n = lockcore_status(c, resource, st, LOCKCORE_NODES_MAX);
-    if (n < 0)
-        return fencelock_fail(c, "status", n);
+    int n = kind == ST_REENTRANT ? lockcore_reentrant_status(c, resource, st, LOCKCORE_NODES_MAX)
+            : kind == ST_RW      ? lockcore_rw_status(c, resource, st, LOCKCORE_NODES_MAX)
+                                 : lockcore_status(c, resource, st, LOCKCORE_NODES_MAX);
+    if (n < 0) {
+        *code = fencelock_fail(c, "status", n);
+        return NULL;
+    }
     int quorum = (int)lockcore_quorum(c);
     json_t *nodes = json_array();
-    int reachable = 0, holding = 0;
-    int64_t left = 0;
+    int holding = 0;
+    int64_t left = 0, counts[LOCKCORE_NODES_MAX];
+    int m = 0;
     int majority = majority_of(st, n, quorum, &left);
+    *reachable = 0;
     for (int i = 0; i < n; i++) {
-        reachable += st[i].reachable;
+        *reachable += st[i].reachable;
         json_t *e = json_pack("{s:s, s:b}", "node", st[i].node, "reachable", st[i].reachable);
         if (st[i].reachable) {
             int held = st[i].holder[0] != '\0';
@@ -699,8 +870,17 @@ static int cmd_status(lockcore_client *c, const char *resource)
             json_object_set_new(e, "remaining_ms", held ? json_integer(st[i].pttl_ms) : json_null());
             json_object_set_new(e, "holder_info", info_json(st[i].info));
             json_object_set_new(e, "fence", json_integer((json_int_t)st[i].fence));
-            json_object_set_new(e, "waiters", json_integer(st[i].waiters));
-            json_object_set_new(e, "queue", queue_json(&st[i]));
+            if (kind == ST_PLAIN) {
+                json_object_set_new(e, "waiters", json_integer(st[i].waiters));
+                json_object_set_new(e, "queue", queue_json(&st[i]));
+            } else if (kind == ST_REENTRANT) {
+                json_object_set_new(e, "holds", json_integer(st[i].holds));
+                if (majority >= 0 && strcmp(st[i].holder, st[majority].holder) == 0)
+                    counts[m++] = st[i].holds;
+            } else {
+                json_object_set_new(e, "readers", json_integer(st[i].holds));
+                counts[m++] = st[i].holds;
+            }
         } else {
             json_object_set_new(e, "error", json_string(st[i].error));
         }
@@ -709,12 +889,58 @@ static int cmd_status(lockcore_client *c, const char *resource)
     json_t *holder_info = majority >= 0 ? info_json(st[majority].info) : json_null();
     json_t *remaining = majority >= 0 ? json_integer(left) : json_null();
     const char *state = majority >= 0 ? "held" : holding > 0 ? "expired" : "free";
-    print_json(json_pack("{s:s, s:i, s:o, s:i, s:s, s:b, s:s?, s:o, s:o}", "resource", resource, "quorum",
-                         quorum, "nodes", nodes, "reachable", reachable, "state", state, "held_by_majority",
-                         majority >= 0, "majority_holder", majority >= 0 ? st[majority].holder : NULL,
-                         "majority_holder_info", holder_info, "majority_remaining_ms", remaining));
-    if (reachable < quorum) {
-        fprintf(stderr, "%s: status: only %d of %d nodes answered\n", prog, reachable, n);
+    json_t *j = json_pack("{s:s, s:i, s:o, s:i, s:s, s:b, s:s?, s:o, s:o}", "resource", resource, "quorum",
+                          quorum, "nodes", nodes, "reachable", *reachable, "state", state, "held_by_majority",
+                          majority >= 0, "majority_holder", majority >= 0 ? st[majority].holder : NULL,
+                          "majority_holder_info", holder_info, "majority_remaining_ms", remaining);
+    /* The count a majority of the nodes reports at least: the hold count
+     * of the majority's hold; the readers registered on a majority. */
+    if (kind == ST_REENTRANT)
+        json_object_set_new(j, "holds", json_integer(quorum_th(counts, m, quorum)));
+    if (kind == ST_RW) {
+        int64_t readers = quorum_th(counts, m, quorum);
+        json_object_set_new(j, "writer", json_string_or_null(majority >= 0 ? st[majority].holder : NULL));
+        json_object_set_new(j, "readers", json_integer(readers));
+        json_object_set_new(j, "mode", json_string(majority >= 0 ? "write" : readers > 0 ? "read" : "free"));
+    }
+    *n_nodes = n;
+    return j;
+}
+
+static int cmd_status(lockcore_client *c, const struct args *a, const struct target *t)
+{
+    enum status_kind kind = a->reentrant ? ST_REENTRANT : a->rw != RW_NONE ? ST_RW : ST_PLAIN;
+    int reachable = 0, n = 0, code = EXIT_ERROR, least = LOCKCORE_NODES_MAX;
+    if (t->n == 1) {
+        json_t *j = status_json(c, t->names[0], kind, &reachable, &n, &code);
+        if (j == NULL)
+            return code;
+        print_json(j);
+        least = reachable;
+    } else {
+        /* A set: each resource's status, and the id a majority holds every
+         * resource under (the set held as one, or by one holder), if any. */
+        json_t *arr = json_array();
+        const char *same = NULL;
+        int all = 1;
+        for (size_t i = 0; i < t->n; i++) {
+            json_t *j = status_json(c, t->names[i], kind, &reachable, &n, &code);
+            if (j == NULL) {
+                json_decref(arr);
+                return code;
+            }
+            least = reachable < least ? reachable : least;
+            const char *h = json_string_value(json_object_get(j, "majority_holder"));
+            if (h == NULL || (same != NULL && strcmp(same, h) != 0))
+                all = 0;
+            else if (same == NULL)
+                same = h;
+            json_array_append_new(arr, j); /* same stays valid: arr holds j */
+        }
+        print_json(json_pack("{s:o, s:s?}", "resources", arr, "set_holder", all ? same : NULL));
+    }
+    if (least < (int)lockcore_quorum(c)) {
+        fprintf(stderr, "%s: status: only %d of %d nodes answered\n", prog, least, n);
         return EXIT_UNREACHABLE;
     }
     return EXIT_OK;
@@ -748,6 +974,9 @@ enum {
     O_KEY,
     O_TLS_SERVER_NAME,
     O_PERMITS,
+    O_READ,
+    O_WRITE,
+    O_REENTRANT,
 };
 
 /* name: the option as "--ttl" (never the value: argv may hold "--ttl=5x"). */
@@ -798,12 +1027,18 @@ static int set_duration(struct args *a, int opt, const char *name, const char *v
     return 0;
 }
 
+/* Most operands: the command's name, a set's names, a lock id. */
+#define OPERANDS_MAX (LOCKCORE_MULTI_MAX + 2)
+
 /* The command line, parsed. */
 struct cmdline {
     struct args a;
-    const char *operands[3]; /* the command's name, then its operands */
+    const char *operands[OPERANDS_MAX]; /* the command's name, then its operands */
     int nops;
-    char **cmd; /* run: the command to run and its arguments */
+    int too_many; /* more operands than OPERANDS_MAX */
+    char **cmd;   /* run: the command to run and its arguments */
+    struct target t;
+    const char *id; /* extend, release: the LOCK_ID (the last operand) */
 };
 
 static const struct option longopts[] = {
@@ -833,6 +1068,9 @@ static const struct option longopts[] = {
     {"tls-server-name", required_argument, NULL, O_TLS_SERVER_NAME},
     {"undo", required_argument, NULL, O_UNDO},
     {"permits", required_argument, NULL, O_PERMITS},
+    {"read", no_argument, NULL, O_READ},
+    {"write", no_argument, NULL, O_WRITE},
+    {"reentrant", no_argument, NULL, O_REENTRANT},
     {NULL, 0, NULL, 0},
 };
 
@@ -879,6 +1117,19 @@ static int parse_option(struct args *a, int opt, int longindex, const char *arg,
         return -1;
     case O_TLS_SERVER_NAME:
         a->tls_server_name = arg;
+        return -1;
+    case O_READ:
+    case O_WRITE: {
+        int rw = opt == O_READ ? RW_READ : RW_WRITE;
+        if (a->rw != RW_NONE && a->rw != rw) {
+            fprintf(stderr, "%s: --read and --write exclude each other: a lock is one side\n", prog);
+            return EXIT_USAGE;
+        }
+        a->rw = rw;
+        return -1;
+    }
+    case O_REENTRANT:
+        a->reentrant = 1;
         return -1;
     case O_NOTIFY:
         a->wait_mode = LOCKCORE_WAIT_NOTIFY;
@@ -942,9 +1193,22 @@ static int parse_option(struct args *a, int opt, int longindex, const char *arg,
     }
 }
 
-/* Options may come before, between and after the operands; `run` takes
- * everything after its RESOURCE (and an optional "--") as the command.
- * Returns -1 to go on, or the exit code (after saying why). */
+/* A "--" among argv[from..argc). */
+static int dashes_ahead(int argc, char **argv, int from)
+{
+    for (int i = from; i < argc; i++)
+        if (strcmp(argv[i], "--") == 0)
+            return 1;
+    return 0;
+}
+
+/*
+ * Options may come before, between and after the operands. `run` takes
+ * its resources up to the first "--" and everything after it as the
+ * command; without any "--", one resource and then the command (the form
+ * fencelock always had: `run job ls --help` runs `ls --help`).
+ * Returns -1 to go on, or the exit code (after saying why).
+ */
 static int parse_args(int argc, char **argv, struct cmdline *cl)
 {
     memset(cl, 0, sizeof(*cl));
@@ -963,21 +1227,22 @@ static int parse_args(int argc, char **argv, struct cmdline *cl)
                 return code;
             continue;
         }
-        if (optind >= argc)
-            break;
         int after_dashes = optind > prev && strcmp(argv[optind - 1], "--") == 0;
         int is_run = cl->nops > 0 && strcmp(cl->operands[0], "run") == 0;
-        if (is_run && cl->nops == 2) {
-            cl->cmd = &argv[optind]; /* run's command starts here */
+        if (is_run && cl->nops >= 2 && (after_dashes || !dashes_ahead(argc, argv, optind))) {
+            cl->cmd = &argv[optind]; /* run's command starts here (NULL at the end) */
             break;
         }
+        if (optind >= argc)
+            break;
         if (after_dashes && !is_run) {
             fprintf(stderr, "%s: unexpected '--' (see --help)\n", prog);
             return EXIT_USAGE;
         }
-        if (cl->nops == 3) {
-            fprintf(stderr, "%s: too many arguments (see --help)\n", prog);
-            return EXIT_USAGE;
+        if (cl->nops == OPERANDS_MAX) {
+            cl->too_many = 1;
+            optind++;
+            continue;
         }
         cl->operands[cl->nops++] = argv[optind++];
     }
@@ -988,46 +1253,148 @@ static int parse_args(int argc, char **argv, struct cmdline *cl)
 
 static int do_acquire(lockcore_client *c, const struct cmdline *cl)
 {
-    return cmd_acquire(c, &cl->a, cl->operands[1]);
+    return cmd_acquire(c, &cl->a, &cl->t);
 }
 
 static int do_status(lockcore_client *c, const struct cmdline *cl)
 {
     if (cl->a.permits > 0)
-        return cmd_status_permits(c, cl->operands[1], cl->a.permits);
-    return cmd_status(c, cl->operands[1]);
+        return cmd_status_permits(c, cl->t.names[0], cl->a.permits);
+    return cmd_status(c, &cl->a, &cl->t);
 }
 
 static int do_extend(lockcore_client *c, const struct cmdline *cl)
 {
-    return cmd_extend(c, &cl->a, cl->operands[1], cl->operands[2]);
+    return cmd_extend(c, &cl->a, &cl->t, cl->id);
 }
 
 static int do_release(lockcore_client *c, const struct cmdline *cl)
 {
-    return cmd_release(c, cl->operands[1], cl->operands[2]);
+    return cmd_release(c, &cl->a, &cl->t, cl->id);
 }
 
 static int do_run(lockcore_client *c, const struct cmdline *cl)
 {
     struct args a = cl->a;
-    a.reentrant = a.permits == 0; /* a nested run of the resource joins it */
-    return fencelock_run(c, &a, cl->operands[1], cl->cmd);
+    /* One resource, no other kind: a reentrant lock that a nested run of
+     * the resource joins. But lockcore's kinds wait by polling whatever the
+     * wait mode: with --notify or --fair, a run that has nothing to join
+     * takes a plain lock, so that it waits in the nodes' queue as asked
+     * (and a run nested in it waits like anyone else). */
+    a.reentrant = a.permits == 0 && a.rw == RW_NONE && cl->t.n == 1;
+    if (a.reentrant && a.wait_mode != LOCKCORE_WAIT_POLL && joinable_id(cl->t.names[0]) == NULL)
+        a.reentrant = 0;
+    return fencelock_run(c, &a, &cl->t, cl->cmd);
 }
 
-/* The lock commands: name, operands (the name included), what runs it. */
+/* The lock commands: name, whether the last operand is a LOCK_ID, what
+ * runs it. */
 static const struct command {
     const char *name;
-    int nops;
+    int takes_id;
     int (*run)(lockcore_client *c, const struct cmdline *cl);
 } commands[] = {
-    {"acquire", 2, do_acquire}, {"status", 2, do_status}, {"extend", 3, do_extend},
-    {"release", 3, do_release}, {"run", 2, do_run},
+    {"acquire", 0, do_acquire}, {"status", 0, do_status}, {"extend", 1, do_extend},
+    {"release", 1, do_release}, {"run", 0, do_run},
 };
+
+/* Is s a lock id (40 lowercase hex digits)? */
+static int looks_like_id(const char *s)
+{
+    return strlen(s) == LOCKCORE_ID_LEN && strspn(s, "0123456789abcdef") == LOCKCORE_ID_LEN;
+}
+
+/* The operands into cl->t and cl->id, and the combinations of options and
+ * operands that make no lock. Returns -1 to go on, or EXIT_USAGE after
+ * saying why. */
+static int check_target(struct cmdline *cl, const struct command *k)
+{
+    const char *name = k->name;
+    struct args *a = &cl->a;
+    int nres = cl->nops - 1 - k->takes_id;
+    /* acquire --reentrant RESOURCE LOCK_ID: the hold to re-enter. */
+    if (k->run == do_acquire && a->reentrant && cl->nops == 3) {
+        a->lock_id = cl->operands[2];
+        nres = 1;
+        if (!looks_like_id(a->lock_id)) {
+            fprintf(stderr, "%s: acquire --reentrant: '%s' is not a lock id (40 lowercase hex digits)\n",
+                    prog, a->lock_id);
+            return EXIT_USAGE;
+        }
+    }
+    if (nres < 1 || (k->run == do_run && (cl->cmd == NULL || cl->cmd[0] == NULL))) {
+        fprintf(stderr, "%s: %s: wrong number of arguments\n", prog, name);
+        command_usage(stderr, name);
+        return EXIT_USAGE;
+    }
+    if (cl->too_many || nres > LOCKCORE_MULTI_MAX) {
+        fprintf(stderr, "%s: %s: at most %d resources in a set\n", prog, name, LOCKCORE_MULTI_MAX);
+        return EXIT_USAGE;
+    }
+    cl->t.n = (size_t)nres;
+    for (int i = 0; i < nres; i++)
+        cl->t.names[i] = cl->operands[1 + i];
+    if (k->takes_id)
+        cl->id = cl->operands[cl->nops - 1];
+    if (nres > 1) {
+        const char *other = a->permits > 0      ? "--permits"
+                            : a->rw == RW_READ  ? "--read"
+                            : a->rw == RW_WRITE ? "--write"
+                            : a->reentrant      ? "--reentrant"
+                                                : NULL;
+        if (other != NULL) {
+            fprintf(stderr,
+                    "%s: %s: %s takes one resource; several resources are one multi-resource lock, of no "
+                    "other kind\n",
+                    prog, name, other);
+            return EXIT_USAGE;
+        }
+        for (int i = 0; i < nres; i++) {
+            for (int j = 0; j < i; j++) {
+                if (strcmp(cl->t.names[i], cl->t.names[j]) == 0) {
+                    fprintf(stderr, "%s: %s: resource '%s' given twice\n", prog, name, cl->t.names[i]);
+                    return EXIT_USAGE;
+                }
+            }
+            /* `acquire RESOURCE LOCK_ID` without --reentrant would lock a
+             * resource named after the id: surely not what was meant. */
+            if (k->run == do_acquire && looks_like_id(cl->t.names[i])) {
+                fprintf(stderr,
+                        "%s: acquire: '%s' looks like a lock id, not a resource: to re-enter a reentrant "
+                        "hold, give --reentrant\n",
+                        prog, cl->t.names[i]);
+                return EXIT_USAGE;
+            }
+        }
+    }
+    const char *kinds[3];
+    int nk = 0;
+    if (a->permits > 0)
+        kinds[nk++] = "--permits";
+    if (a->rw != RW_NONE)
+        kinds[nk++] = a->rw == RW_READ ? "--read" : "--write";
+    if (a->reentrant)
+        kinds[nk++] = "--reentrant";
+    if (nk > 1) {
+        fprintf(stderr, "%s: %s and %s exclude each other: a lock is of one kind\n", prog, kinds[0],
+                kinds[1]);
+        return EXIT_USAGE;
+    }
+    /* lockcore's kinds wait by polling whatever the wait mode: a notified
+     * or fair wait would silently be neither. */
+    if (a->wait_mode != LOCKCORE_WAIT_POLL && (k->run == do_acquire || k->run == do_run) &&
+        (nk > 0 || nres > 1)) {
+        fprintf(stderr, "%s: %s: %s applies to a plain lock of one resource: %s waits by polling\n", prog,
+                name, a->wait_mode == LOCKCORE_WAIT_FAIR ? "--fair" : "--notify",
+                nk > 0 ? kinds[0] : "a set of several resources");
+        return EXIT_USAGE;
+    }
+    return -1;
+}
 
 /* Help, and the checks that need the whole command line. Sets *out to the
  * command to run and returns -1, or returns the exit code. */
-static int check_args(const struct cmdline *cl, const struct command **out)
+static int check_args(struct cmdline *cl, const struct command **out)
 {
     const char *name = cl->nops > 0 ? cl->operands[0] : NULL;
     const struct command *k = NULL;
@@ -1049,11 +1416,9 @@ static int check_args(const struct cmdline *cl, const struct command **out)
         fprintf(stderr, "%s: unknown command '%s' (see --help)\n", prog, name);
         return EXIT_USAGE;
     }
-    if (cl->nops != k->nops || (k->run == do_run && (cl->cmd == NULL || cl->cmd[0] == NULL))) {
-        fprintf(stderr, "%s: %s: wrong number of arguments\n", prog, name);
-        command_usage(stderr, name);
-        return EXIT_USAGE;
-    }
+    int code = check_target(cl, k);
+    if (code >= 0)
+        return code;
     if (cl->a.permits > 0 && k->run != do_run && k->run != do_acquire && k->run != do_status) {
         fprintf(stderr,
                 "%s: --permits applies to acquire, run and status (extend and release a permit by\n"

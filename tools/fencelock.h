@@ -47,9 +47,25 @@ struct args {
     uint64_t retry_delay_max_ms; /* --retry-delay-max; 0 = lockcore's default */
     const char *password_file;   /* --password-file */
     const char *cacert, *cert, *key, *tls_server_name; /* TLS to rediss:// nodes */
-    unsigned permits; /* --permits N: a permit of a semaphore of N; 0 = a lock */
-    int reentrant;    /* run: a reentrant lock, joined by nested runs of the resource */
+    unsigned permits;    /* --permits N: a permit of a semaphore of N; 0 = a lock */
+    int reentrant;       /* --reentrant, and run of one resource: a reentrant lock, joined
+                            by nested runs of the resource */
+    int rw;              /* --read, --write: a side of a read-write lock (enum below) */
+    const char *lock_id; /* acquire --reentrant RESOURCE LOCK_ID: the hold to re-enter */
 };
+
+/* args.rw */
+enum { RW_NONE = 0, RW_READ = 1, RW_WRITE = 2 };
+
+/* The resources a command names: one, or a set (a multi-resource lock). */
+struct target {
+    const char *names[LOCKCORE_MULTI_MAX];
+    size_t n;
+};
+
+/* The kind of a lock, as FENCELOCK_LOCK_KIND and the JSON's "kind" name
+ * it: plain, reentrant, multi, read, write, permit. */
+const char *fencelock_kind(const struct lockcore_lock *l);
 
 /* The client's message for a failure rc, or the code's name where the
  * message has nothing to say about it (never a "success" left over). */
@@ -58,9 +74,11 @@ const char *fencelock_errtext(const lockcore_client *c, int rc);
 /* Say "fencelock: WHAT: message" on stderr; returns rc's exit code. */
 int fencelock_fail(lockcore_client *c, const char *what, int rc);
 
-/* lockcore_acquire, and while it waits for another holder, say so on
- * stderr (at a terminal, or --verbose; never with --quiet). */
-int fencelock_acquire(lockcore_client *c, const struct args *a, const char *resource,
+/* Acquire the target as the arguments say (a plain lock, a permit, a
+ * set, a side of a read-write lock, a reentrant hold), and while a plain
+ * or reentrant acquisition waits for another holder, say so on stderr (at
+ * a terminal, or --verbose; never with --quiet). */
+int fencelock_acquire(lockcore_client *c, const struct args *a, const struct target *t,
                       struct lockcore_lock *out);
 
 /* A duration: digits and an optional unit (ms, s, m, h); a bare number is
@@ -70,8 +88,8 @@ int fencelock_parse_duration(const char *s, uint64_t *out);
 /* CLOCK_REALTIME in ms since the epoch. */
 uint64_t fencelock_wall_ms(void);
 
-/* `run`: acquire RESOURCE, run cmd under it (tools/cmd_run.c). Returns the
- * exit code. */
-int fencelock_run(lockcore_client *c, const struct args *a, const char *resource, char **cmd);
+/* `run`: acquire the target, run cmd under it (tools/cmd_run.c). Returns
+ * the exit code. */
+int fencelock_run(lockcore_client *c, const struct args *a, const struct target *t, char **cmd);
 
 #endif

@@ -177,6 +177,12 @@ int lockcore_client_new(const struct lockcore_options *o, lockcore_client **out,
     }
     c->rng |= 1; /* xorshift must not start at 0 */
     c->idpool = lockcore__idpool_new();
+    unsigned char pre[8];
+    if ((rc = lockcore__id_bytes(c->idpool, pre, sizeof(pre))) < 0) {
+        lockcore__fmt(err, sizeof(err), "no randomness: %s", strerror(-rc));
+        goto fail;
+    }
+    lockcore__hex(c->id_prefix, pre, sizeof(pre));
     *out = c;
     return 0;
 fail:
@@ -206,6 +212,7 @@ static void client_destroy(lockcore_client *c)
     }
     lockcore__ops_free(c);
     lockcore__notify_free(c);
+    lockcore__kinds_keyset_free(c);
     client_release(c);
 }
 
@@ -559,8 +566,9 @@ static void set_keys(struct op *op, const char *resource)
     memcpy(op->nkey + 1 + op->key_len, "}:next", 7);
     op->nkey_len = op->key_len + 7;
     memcpy(op->chan + 1, op->key, op->key_len);
-    memcpy(op->chan + 1 + op->key_len, "}:released", 11);
-    op->chan_len = op->key_len + 11;
+    memcpy(op->chan + 1 + op->key_len, "}:released:", 11);
+    memcpy(op->chan + 12 + op->key_len, c->id_prefix, 17);
+    op->chan_len = op->key_len + 28;
 }
 
 static int is_id(const char *id, size_t cap)
@@ -650,12 +658,9 @@ static struct op *start_acquire(lockcore_client *c, const char *resource, lockco
     if (rc < 0)
         return NULL;
     set_keys(op, resource);
-    static const char hex[] = "0123456789abcdef";
-    for (size_t i = 0; i < sizeof(raw); i++) {
-        op->lock.id[2 * i] = hex[raw[i] >> 4];
-        op->lock.id[2 * i + 1] = hex[raw[i] & 15];
-    }
-    op->lock.id[LOCKCORE_ID_LEN] = '\0';
+    /* The client's prefix, then 96 random bits of this acquisition. */
+    memcpy(op->lock.id, c->id_prefix, 16);
+    lockcore__hex(op->lock.id + 16, raw + 8, sizeof(raw) - 8);
     op->ttl_ms = c->o.ttl_ms;
     uint64_t now = lockcore_now_ms();
     op->wait_deadline_ms = c->o.wait_ms ? now + c->o.wait_ms : 0;
@@ -663,7 +668,10 @@ static struct op *start_acquire(lockcore_client *c, const char *resource, lockco
      * first attempt on. */
     op->ticket = c->o.clock_us(c->o.clock_arg);
     op->lock.ticket = op->ticket;
-    op->queued = c->o.wait_mode == LOCKCORE_WAIT_FAIR;
+    /* A notified waiter that will retry tries first and takes its place
+     * in the queue with the same script when refused (one round, not two). */
+    op->queued = c->o.wait_mode == LOCKCORE_WAIT_FAIR ||
+                 (c->o.wait_mode == LOCKCORE_WAIT_NOTIFY && c->o.retry_count != 0);
     lockcore__op_start(op, now);
     return op;
 }

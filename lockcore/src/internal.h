@@ -40,6 +40,8 @@ struct lockcore__idpool;
 struct lockcore__idpool *lockcore__idpool_new(void); /* NULL: read ids directly */
 void lockcore__idpool_free(struct lockcore__idpool *pool);
 int lockcore__id_bytes(struct lockcore__idpool *pool, void *out, size_t n);
+/* Lowercase hex of n bytes into out (2n digits and a NUL). */
+void lockcore__hex(char *out, const unsigned char *in, size_t n);
 uint64_t lockcore__rand64(uint64_t *state);
 void lockcore__fmt(char *buf, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
@@ -143,16 +145,22 @@ struct op {
     uint64_t phase_start_ms;
     char ikey[INFO_KEY_MAX + 1]; /* holder info key: "{" key "}:holder" */
     size_t ikey_len;
-    char holder[LOCKCORE_ID_LEN + 1]; /* who holds it, from a refusal */
+    char holder[LOCKCORE_ID_LEN + 1]; /* who holds it, from a refusal: the id most nodes named */
     int64_t holder_pttl_ms;
     unsigned holder_nodes;
+    struct {
+        char id[LOCKCORE_ID_LEN + 1];
+        unsigned nodes;
+        int64_t pttl_ms;
+    } holders[4]; /* the ids refusals named, the first few */
+    unsigned n_holders;
     char qkey[QUEUE_KEY_MAX + 1]; /* waiters' queue: "{" key "}:waiters" */
     size_t qkey_len;
     char qexp[QUEUE_KEY_MAX + 1]; /* their deadlines: "{" key "}:waiting" */
     size_t qexp_len;
     char nkey[QUEUE_KEY_MAX + 1]; /* handoff reservation: "{" key "}:next" */
     size_t nkey_len;
-    char chan[QUEUE_KEY_MAX + 1]; /* release channel: "{" key "}:released" */
+    char chan[QUEUE_KEY_MAX + 18]; /* this client's release channel: "{" key "}:released:" id_prefix */
     size_t chan_len;
     uint64_t ticket; /* place in the queue: wall µs at the first attempt */
     int queued;      /* attempts use the queued acquire (registers as a waiter) */
@@ -175,6 +183,9 @@ struct lockcore_client {
     struct lockcore_options o;
     char prefix[LOCKCORE_PREFIX_MAX + 1];
     size_t prefix_len;
+    /* The first 16 hex digits of every lock id it makes, which name its
+     * own release channels: a release tells the named waiter's client only. */
+    char id_prefix[17];
     unsigned n;
     unsigned quorum;
     struct node *nodes;
@@ -211,8 +222,10 @@ struct lockcore_client {
     char errmsg[ERRMSG_MAX];
     /* The lock kinds (kinds.c, sem.c, multi.c, reentrant.c). */
     struct {
-        struct lockcore__sem *sems; /* semaphore acquisitions in flight */
-        char sha[16][41];           /* of the kinds' scripts, computed locally */
+        struct lockcore__sem *sems;  /* semaphore acquisitions in flight */
+        struct lockcore__keyset *ks; /* the keys of ks_for, kept: a keyset is ~75 KiB */
+        char *ks_for;
+        char sha[16][41]; /* of the kinds' scripts, computed locally */
         /* Scripts sent whole once on a node's current connection (bit per
          * script): the first use of a script on a connection is an EVAL,
          * so that no fire-and-forget command behind it runs before it. */
@@ -220,6 +233,9 @@ struct lockcore_client {
         uint32_t sent[LOCKCORE_NODES_MAX];
     } kx;
 };
+
+/* kinds.c: frees the client's cached keyset. */
+void lockcore__kinds_keyset_free(lockcore_client *c);
 
 /* node.c */
 void lockcore__node_init(lockcore_client *c, struct node *n, unsigned index);

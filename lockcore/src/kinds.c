@@ -29,13 +29,8 @@ static const char *ksha(lockcore_client *c, int s, const char *body)
 {
     if (c->kx.sha[s][0] == '\0') {
         unsigned char md[SHA_DIGEST_LENGTH];
-        static const char hex[] = "0123456789abcdef";
         SHA1((const unsigned char *)body, strlen(body), md);
-        for (int i = 0; i < SHA_DIGEST_LENGTH; i++) {
-            c->kx.sha[s][2 * i] = hex[md[i] >> 4];
-            c->kx.sha[s][2 * i + 1] = hex[md[i] & 15];
-        }
-        c->kx.sha[s][40] = '\0';
+        lockcore__hex(c->kx.sha[s], md, sizeof(md));
     }
     return c->kx.sha[s];
 }
@@ -74,6 +69,27 @@ void lockcore__kinds_keys(const lockcore_client *c, const char *resource, struct
     lockcore__kinds_tagged(ks->holds, ks->lock[0], ":holds");
     lockcore__kinds_tagged(ks->readers, ks->lock[0], ":readers");
     lockcore__kinds_tagged(ks->intent, ks->lock[0], ":wintent");
+}
+
+struct lockcore__keyset *lockcore__kinds_keyset(lockcore_client *c, const char *resource)
+{
+    if (c->kx.ks_for != NULL && strcmp(c->kx.ks_for, resource) == 0)
+        return c->kx.ks;
+    if (c->kx.ks == NULL && (c->kx.ks = malloc(sizeof(*c->kx.ks))) == NULL)
+        return NULL;
+    free(c->kx.ks_for);
+    if ((c->kx.ks_for = strdup(resource)) == NULL)
+        return NULL;
+    lockcore__kinds_keys(c, resource, c->kx.ks);
+    return c->kx.ks;
+}
+
+void lockcore__kinds_keyset_free(lockcore_client *c)
+{
+    free(c->kx.ks);
+    free(c->kx.ks_for);
+    c->kx.ks = NULL;
+    c->kx.ks_for = NULL;
 }
 
 /* The plain release as a Lua function rel(KEYS, ARGV): its parameters
@@ -281,12 +297,7 @@ struct op *lockcore__kinds_start(lockcore_client *c, const char *resource, unsig
     if (id != NULL) {
         memcpy(op->lock.id, id, LOCKCORE_ID_LEN + 1);
     } else {
-        static const char hex[] = "0123456789abcdef";
-        for (size_t i = 0; i < sizeof(raw); i++) {
-            op->lock.id[2 * i] = hex[raw[i] >> 4];
-            op->lock.id[2 * i + 1] = hex[raw[i] & 15];
-        }
-        op->lock.id[LOCKCORE_ID_LEN] = '\0';
+        lockcore__hex(op->lock.id, raw, sizeof(raw));
     }
     op->ttl_ms = c->o.ttl_ms;
     uint64_t now = lockcore_now_ms();

@@ -47,6 +47,9 @@ struct lockcore__keyset {
 /* The keys of a lock's resource: its names split at '\n' (one name for a
  * reentrant lock). */
 void lockcore__kinds_keys(const lockcore_client *c, const char *resource, struct lockcore__keyset *ks);
+/* The client's keyset, filled for resource (kept until the next resource:
+ * the pointers are valid until the next call). NULL when out of memory. */
+struct lockcore__keyset *lockcore__kinds_keyset(lockcore_client *c, const char *resource);
 /* "{" key "}" suffix into out (INFO_KEY_MAX + 1 bytes; key <= KEY_MAX). */
 void lockcore__kinds_tagged(char *out, const char *key, const char *suffix);
 

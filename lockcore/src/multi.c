@@ -95,10 +95,9 @@ static const char *const multi_scripts[] = {
 int lockcore__multi_resend(struct op *op, unsigned i, enum step step, int use_eval, uint64_t now)
 {
     lockcore_client *c = op->c;
-    struct lockcore__keyset *ks = malloc(sizeof(*ks));
+    struct lockcore__keyset *ks = lockcore__kinds_keyset(c, op->lock.resource);
     if (ks == NULL)
         return -ENOMEM;
-    lockcore__kinds_keys(c, op->lock.resource, ks);
     struct lockcore__kcmd k = {.nkeys = 0};
     char ttl[24], prop[24], idle[24], tok[24];
     int s = -1, rc;
@@ -183,13 +182,11 @@ int lockcore__multi_resend(struct op *op, unsigned i, enum step step, int use_ev
         break;
     default:
         /* Status is read per resource (lockcore_status of a member). */
-        free(ks);
         return -EINVAL;
     }
 #undef KEY
 #undef ARG
     rc = lockcore__kinds_send(op, i, step, s, body ? body : multi_scripts[s], use_eval, &k, now);
-    free(ks);
     return rc;
 }
 

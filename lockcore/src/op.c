@@ -130,7 +130,7 @@ int lockcore__op_resend(struct op *op, unsigned i, enum step step, int use_eval,
             ARG(idle);
             ARG(ticket);
             ARG(qttl);
-            ARG(c->o.wait_mode == LOCKCORE_WAIT_FAIR ? "1" : "0");
+            ARG(c->o.wait_mode == LOCKCORE_WAIT_FAIR ? "1" : op->lock.attempts <= 1 ? "2" : "0");
             break;
         }
         if (!c->o.fencing) {
@@ -206,7 +206,7 @@ int lockcore__op_resend(struct op *op, unsigned i, enum step step, int use_eval,
          * timeouts: the notice must beat newcomers, not the releaser's
          * own next attempt, already on the wire behind it. */
         if (step == STEP_RELEASE && c->o.wait_mode != LOCKCORE_WAIT_POLL)
-            args[nargs] = op->chan, alens[nargs++] = op->chan_len;
+            args[nargs] = op->chan, alens[nargs++] = op->key_len + 11; /* "{" key "}:released" */
         else
             ARG("");
         ARG(step == STEP_RELEASE ? "1" : "0");
@@ -314,6 +314,7 @@ static void attempt_begin(struct op *op, uint64_t now)
     op->holder[0] = '\0';
     op->holder_pttl_ms = -2;
     op->holder_nodes = 0;
+    op->n_holders = 0;
     op->behind = 0;
     if (op->c->o.fencing) {
         uint64_t wall = op->c->o.clock_us(op->c->o.clock_arg);
@@ -372,8 +373,8 @@ static uint64_t wait_delay(struct op *op, int rc)
     if (c->notify_refused || lockcore__notify_want(c, op) < 0)
         return c->o.wait_mode == LOCKCORE_WAIT_FAIR && delay > c->o.queue_ttl_ms / 3 ? c->o.queue_ttl_ms / 3
                                                                                      : delay;
-    if (c->o.wait_mode == LOCKCORE_WAIT_FAIR && op->behind >= c->quorum) {
-        delay = UINT64_MAX; /* not our turn: the release before ours names us */
+    if (op->behind >= c->quorum) {
+        delay = UINT64_MAX; /* waiters before us: the release before ours names us */
     } else if (op->holder[0] != '\0' && op->holder_nodes >= c->quorum && op->holder_pttl_ms >= 0) {
         delay = (uint64_t)op->holder_pttl_ms;
         if (c->o.retry_jitter_ms > 0)
@@ -779,20 +780,33 @@ static void note_fence(struct op *op, uint64_t f)
 }
 
 /* Remember who refused us: the holder most nodes named, with the longest
- * time left it has on one of them. */
+ * time left it has on one of them. Replies come in any order, and during a
+ * handoff the first may well name the old holder on a minority. */
 static void note_holder(struct op *op, const redisReply *h, long long pttl)
 {
     if (h->type != REDIS_REPLY_STRING || h->len == 0 || h->len > LOCKCORE_ID_LEN)
         return;
-    if (op->holder[0] != '\0' && (strlen(op->holder) != h->len || memcmp(op->holder, h->str, h->len) != 0))
-        return; /* a second holder on a minority: keep the first */
-    if (op->holder[0] == '\0') {
-        memcpy(op->holder, h->str, h->len);
-        op->holder[h->len] = '\0';
+    unsigned k = 0;
+    while (k < op->n_holders &&
+           (strlen(op->holders[k].id) != h->len || memcmp(op->holders[k].id, h->str, h->len) != 0))
+        k++;
+    if (k == op->n_holders) {
+        if (k == sizeof(op->holders) / sizeof(op->holders[0]))
+            return;
+        memcpy(op->holders[k].id, h->str, h->len);
+        op->holders[k].id[h->len] = '\0';
+        op->holders[k].nodes = 0;
+        op->holders[k].pttl_ms = -2;
+        op->n_holders++;
     }
-    op->holder_nodes++;
-    if (pttl > op->holder_pttl_ms)
-        op->holder_pttl_ms = pttl;
+    op->holders[k].nodes++;
+    if (pttl > op->holders[k].pttl_ms)
+        op->holders[k].pttl_ms = pttl;
+    if (op->holders[k].nodes > op->holder_nodes) {
+        memcpy(op->holder, op->holders[k].id, sizeof(op->holder));
+        op->holder_nodes = op->holders[k].nodes;
+        op->holder_pttl_ms = op->holders[k].pttl_ms;
+    }
 }
 
 static void status_reply(struct op *op, unsigned i, const redisReply *r)

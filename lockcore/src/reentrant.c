@@ -98,10 +98,9 @@ static const char re_status[] =
 int lockcore__re_resend(struct op *op, unsigned i, enum step step, int use_eval, uint64_t now)
 {
     lockcore_client *c = op->c;
-    struct lockcore__keyset *ks = malloc(sizeof(*ks));
+    struct lockcore__keyset *ks = lockcore__kinds_keyset(c, op->lock.resource);
     if (ks == NULL)
         return -ENOMEM;
-    lockcore__kinds_keys(c, op->lock.resource, ks);
     struct lockcore__kcmd k = {.nkeys = 0};
     char ttl[24], prop[24], idle[24], tok[24];
     int s = -1, rc;
@@ -170,7 +169,6 @@ int lockcore__re_resend(struct op *op, unsigned i, enum step step, int use_eval,
         ARG(tok);
         break;
     case STEP_INFO:
-        free(ks);
         return 1; /* the plain script: one key */
     case STEP_STATUS:
         s = -1; /* EVAL */
@@ -181,13 +179,11 @@ int lockcore__re_resend(struct op *op, unsigned i, enum step step, int use_eval,
         KEY(ks->holds);
         break;
     default:
-        free(ks);
         return -EINVAL;
     }
 #undef KEY
 #undef ARG
     rc = lockcore__kinds_send(op, i, step, s, body ? body : re_scripts[s], use_eval, &k, now);
-    free(ks);
     return rc;
 }
 

@@ -88,10 +88,9 @@ int lockcore__rw_resend(struct op *op, unsigned i, enum step step, int use_eval,
 {
     lockcore_client *c = op->c;
     int write = (op->lock.flags & LOCKCORE_LOCK_WRITE) != 0;
-    struct lockcore__keyset *ks = malloc(sizeof(*ks));
+    struct lockcore__keyset *ks = lockcore__kinds_keyset(c, op->lock.resource);
     if (ks == NULL)
         return -ENOMEM;
-    lockcore__kinds_keys(c, op->lock.resource, ks);
     struct lockcore__kcmd k = {.nkeys = 0};
     char ttl[24], prop[24], idle[24], res[24];
     int s = -1, rc;
@@ -141,7 +140,6 @@ int lockcore__rw_resend(struct op *op, unsigned i, enum step step, int use_eval,
         break;
     case STEP_EXTEND:
         if (write) {
-            free(ks);
             return 1; /* the plain extension: the writer holds the plain key */
         }
         s = KS_RW_REXTEND;
@@ -161,21 +159,18 @@ int lockcore__rw_resend(struct op *op, unsigned i, enum step step, int use_eval,
     case STEP_RAISE:
     case STEP_INFO:
     plain:
-        free(ks);
         if (write)
             return 1; /* as a plain lock */
         /* A reader is granted with its acceptance (no second round) and
          * keeps no holder info. */
         return step == STEP_INFO ? 0 : -EINVAL;
     default:
-        free(ks);
         return -EINVAL;
     }
 #undef KEY
 #undef ARG
     rc = lockcore__kinds_send(op, i, step, body == rw_status ? -1 : s, body ? body : rw_scripts[s], use_eval,
                               &k, now);
-    free(ks);
     return rc;
 }
 

@@ -19,34 +19,40 @@ const char *const lockcore__scripts[SCRIPT_COUNT] = {
      * none), ARGV[3] 1 to leave the queue (a release), 0 to keep the place
      * (the rollback of a waiter's failed attempt), ARGV[4] ms to keep the
      * lock for the waiter named (KEYS[5], the reservation; 0: none). A release tells the first live waiter in
-     * this node's queue, by name, on the channel (dead ones are dropped from the head first); pcall, so that
-     * a user without PUBLISH rights still releases. */
-    [SCRIPT_RELEASE] = "if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end\n"
-                       "redis.call('DEL', KEYS[2])\n"
-                       "local r = redis.call('DEL', KEYS[1])\n"
-                       "local h = redis.call('ZRANGE', KEYS[3], 0, 0)[1]\n"
-                       "if not h then return r end\n"
-                       "if ARGV[3] == '0' then return r end\n"
-                       "if redis.call('GET', KEYS[5]) == ARGV[1] then redis.call('DEL', KEYS[5]) end\n"
-                       "redis.call('ZREM', KEYS[3], ARGV[1])\n"
-                       "redis.call('HDEL', KEYS[4], ARGV[1])\n"
-                       "if ARGV[2] == '' then return r end\n"
-                       "h = redis.call('ZRANGE', KEYS[3], 0, 0)[1]\n"
-                       "if not h then return r end\n"
-                       "local t = redis.call('TIME')\n"
-                       "local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"
-                       "for i = 1, 64 do\n"
-                       "  if (tonumber(redis.call('HGET', KEYS[4], h) or '0') or 0) >= now then\n"
-                       "    if ARGV[4] ~= '0' then redis.call('SET', KEYS[5], h, 'PX', ARGV[4]) end\n"
-                       "    redis.pcall('PUBLISH', ARGV[2], h)\n"
-                       "    return r\n"
-                       "  end\n"
-                       "  redis.call('ZREM', KEYS[3], h)\n"
-                       "  redis.call('HDEL', KEYS[4], h)\n"
-                       "  h = redis.call('ZRANGE', KEYS[3], 0, 0)[1]\n"
-                       "  if not h then return r end\n"
-                       "end\n"
-                       "return r\n",
+     * this node's queue, by name, on its client's channel: ARGV[2] ":" the first 16 digits of its id (dead
+     * ones are dropped from the head first); pcall, so that a user without PUBLISH rights still releases.
+     * A release leaves the queue also where it does not hold the lock (granted on a majority, its place on
+     * the other nodes would otherwise stay first until it lapses), and names a waiter only where it held. */
+    [SCRIPT_RELEASE] =
+        "local held = redis.call('GET', KEYS[1]) == ARGV[1]\n"
+        "local r = 0\n"
+        "if held then\n"
+        "  redis.call('DEL', KEYS[2])\n"
+        "  r = redis.call('DEL', KEYS[1])\n"
+        "elseif ARGV[3] == '0' then return 0 end\n"
+        "local q = redis.call('ZRANGE', KEYS[3], 0, 1)\n"
+        "if not q[1] or ARGV[3] == '0' then return r end\n"
+        "if not held and redis.call('GET', KEYS[5]) == ARGV[1] then redis.call('DEL', KEYS[5]) end\n"
+        "redis.call('ZREM', KEYS[3], ARGV[1])\n"
+        "redis.call('HDEL', KEYS[4], ARGV[1])\n"
+        "if ARGV[2] == '' or not held then return r end\n"
+        "local h = q[1]\n"
+        "if h == ARGV[1] then h = q[2] end\n"
+        "if not h then return r end\n"
+        "local t = redis.call('TIME')\n"
+        "local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"
+        "for i = 1, 64 do\n"
+        "  if (tonumber(redis.call('HGET', KEYS[4], h) or '0') or 0) >= now then\n"
+        "    if ARGV[4] ~= '0' then redis.call('SET', KEYS[5], h, 'PX', ARGV[4]) end\n"
+        "    redis.pcall('PUBLISH', ARGV[2] .. ':' .. string.sub(h, 1, 16), h)\n"
+        "    return r\n"
+        "  end\n"
+        "  redis.call('ZREM', KEYS[3], h)\n"
+        "  redis.call('HDEL', KEYS[4], h)\n"
+        "  h = redis.call('ZRANGE', KEYS[3], 0, 0)[1]\n"
+        "  if not h then return r end\n"
+        "end\n"
+        "return r\n",
     /* KEYS[1] lock, KEYS[2] fence, KEYS[3] holder info; ARGV[1] lock id,
      * ARGV[2] ttl ms, ARGV[3] fence expiry ms (0: the fence never expires),
      * ARGV[4] the lock's token (0: unknown or plain Redlock).
@@ -85,56 +91,71 @@ const char *const lockcore__scripts[SCRIPT_COUNT] = {
                         "  return redis.call('SET', KEYS[2], ARGV[2], 'PX', ARGV[3])\n"
                         "end\n"
                         "return 0\n",
-    /* The acquire of a waiter: it takes (or refreshes) its place in this
-     * node's queue, a sorted set scored by its ticket with a deadline per
-     * member, drops dead waiters from the head, and then tries the lock;
-     * with ARGV[7] = 1 (fair) only if it is the head. Granted here, it
-     * keeps its place until its release (the acquisition may still fail on
-     * the majority), with the deadline cut to the lock's TTL so that a
-     * holder that dies does not stay first for long. The lock and fence
-     * steps are those of the fenced acquire (fencing_script_acquire), or of
-     * plain SET NX PX with ARGV[3] = 0.
+    /* The acquire of a waiter. Its place in this node's queue is a member
+     * of a sorted set scored by its ticket, with a deadline per member; when
+     * it takes or refreshes it, dead waiters before it are dropped from the
+     * head.
+     * Fair (ARGV[7] = 1): the place first, then the lock only as the head.
+     * Notified: the lock first (a reservation for another waiter refuses
+     * it); granted, no queue work but cutting the place's deadline to the
+     * lock's TTL, so that a holder that dies is not first for long (the
+     * acquisition may still fail on the majority: it keeps its place until
+     * its release); refused, the place. ARGV[7] = 2 is the first attempt of
+     * a notified waiter: granted, it is in no queue at all, so a lock
+     * nobody waits for costs what it costs a polling client. The lock and
+     * fence steps are those of fencing_script_acquire, or plain SET NX PX
+     * with ARGV[3] = 0.
      * KEYS[1] lock, KEYS[2] fence, KEYS[3] queue, KEYS[4] deadlines,
      * KEYS[5] the reservation a release made for the waiter it named;
      * ARGV[1] id, ARGV[2] ttl, ARGV[3] proposal, ARGV[4] fence idle,
-     * ARGV[5] ticket, ARGV[6] queue ttl ms, ARGV[7] fair.
+     * ARGV[5] ticket, ARGV[6] queue ttl ms, ARGV[7] 0, 1 or 2 as above.
      * Returns {granted, accepted, fence, holder, holder pttl, head}. */
     [SCRIPT_ACQUIRE_QUEUED] =
-        "local t = redis.call('TIME')\n"
-        "local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"
+        "local now\n"
+        "local function clock()\n"
+        "  if not now then\n"
+        "    local t = redis.call('TIME')\n"
+        "    now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"
+        "  end\n"
+        "  return now\n"
+        "end\n"
         "local qttl = tonumber(ARGV[6])\n"
-        "for i = 1, 64 do\n"
-        "  local h = redis.call('ZRANGE', KEYS[3], 0, 0)[1]\n"
-        "  if not h or h == ARGV[1] then break end\n"
-        "  if (tonumber(redis.call('HGET', KEYS[4], h) or '0') or 0) >= now then break end\n"
-        "  redis.call('ZREM', KEYS[3], h)\n"
-        "  redis.call('HDEL', KEYS[4], h)\n"
+        "local head\n"
+        "local function place()\n"
+        "  redis.call('ZADD', KEYS[3], ARGV[5], ARGV[1])\n"
+        "  redis.call('HSET', KEYS[4], ARGV[1], clock() + qttl)\n"
+        "  redis.call('PEXPIRE', KEYS[3], 2 * qttl)\n"
+        "  redis.call('PEXPIRE', KEYS[4], 2 * qttl)\n"
+        "  for i = 1, 64 do\n"
+        "    head = redis.call('ZRANGE', KEYS[3], 0, 0)[1]\n"
+        "    if head == ARGV[1] then return end\n"
+        "    if (tonumber(redis.call('HGET', KEYS[4], head) or '0') or 0) >= clock() then return end\n"
+        "    redis.call('ZREM', KEYS[3], head)\n"
+        "    redis.call('HDEL', KEYS[4], head)\n"
+        "  end\n"
+        "  head = redis.call('ZRANGE', KEYS[3], 0, 0)[1]\n"
         "end\n"
-        "local f = tonumber(redis.call('GET', KEYS[2]) or '0') or 0\n"
-        "local fs = string.format('%.0f', f)\n"
-        "redis.call('ZADD', KEYS[3], ARGV[5], ARGV[1])\n"
-        "redis.call('HSET', KEYS[4], ARGV[1], now + qttl)\n"
-        "redis.call('PEXPIRE', KEYS[3], 2 * qttl)\n"
-        "redis.call('PEXPIRE', KEYS[4], 2 * qttl)\n"
-        "local head = redis.call('ZRANGE', KEYS[3], 0, 0)[1]\n"
+        "local fair = ARGV[7] == '1'\n"
+        "if fair then place() end\n"
         "local r = redis.call('GET', KEYS[5])\n"
-        "if r and r ~= ARGV[1] then\n"
-        "  return {0, 0, fs, r, redis.call('PTTL', KEYS[5]), head}\n"
+        "if (not r or r == ARGV[1]) and (not fair or head == ARGV[1]) and\n"
+        "   redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then\n"
+        "  if r then redis.call('DEL', KEYS[5]) end\n"
+        "  if ARGV[7] ~= '2' then redis.call('HSET', KEYS[4], ARGV[1], clock() + tonumber(ARGV[2])) end\n"
+        "  local f = tonumber(redis.call('GET', KEYS[2]) or '0') or 0\n"
+        "  if ARGV[3] == '0' then return {1, 1, string.format('%.0f', f)} end\n"
+        "  local p = tonumber(ARGV[3])\n"
+        "  if p > f then\n"
+        "    if ARGV[4] ~= '0' then redis.call('SET', KEYS[2], ARGV[3], 'PX', ARGV[4])\n"
+        "    else redis.call('SET', KEYS[2], ARGV[3]) end\n"
+        "    return {1, 1, ARGV[3]}\n"
+        "  end\n"
+        "  return {1, 0, string.format('%.0f', f)}\n"
         "end\n"
-        "if (ARGV[7] == '1' and head ~= ARGV[1]) or\n"
-        "   not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then\n"
-        "  return {0, 0, fs, redis.call('GET', KEYS[1]) or '', redis.call('PTTL', KEYS[1]), head}\n"
-        "end\n"
-        "if r then redis.call('DEL', KEYS[5]) end\n"
-        "redis.call('HSET', KEYS[4], ARGV[1], now + tonumber(ARGV[2]))\n"
-        "if ARGV[3] == '0' then return {1, 1, fs} end\n"
-        "local p = tonumber(ARGV[3])\n"
-        "if p > f then\n"
-        "  if ARGV[4] ~= '0' then redis.call('SET', KEYS[2], ARGV[3], 'PX', ARGV[4])\n"
-        "  else redis.call('SET', KEYS[2], ARGV[3]) end\n"
-        "  return {1, 1, ARGV[3]}\n"
-        "end\n"
-        "return {1, 0, fs}\n",
+        "if not fair then place() end\n"
+        "local fs = string.format('%.0f', tonumber(redis.call('GET', KEYS[2]) or '0') or 0)\n"
+        "if r and r ~= ARGV[1] then return {0, 0, fs, r, redis.call('PTTL', KEYS[5]), head} end\n"
+        "return {0, 0, fs, redis.call('GET', KEYS[1]) or '', redis.call('PTTL', KEYS[1]), head}\n",
     /* The release of a polling client without holder info: the classic
      * compare-and-delete, and nothing else. Every extra call here is Redis
      * CPU on every release (W2 measured it). KEYS[1] lock; ARGV[1] id. */
@@ -146,6 +167,16 @@ const char *const lockcore__scripts[SCRIPT_COUNT] = {
     [SCRIPT_DEQUEUE] = "redis.call('ZREM', KEYS[1], ARGV[1])\n"
                        "return redis.call('HDEL', KEYS[2], ARGV[1])\n",
 };
+
+void lockcore__hex(char *out, const unsigned char *in, size_t n)
+{
+    static const char hex[] = "0123456789abcdef";
+    for (size_t i = 0; i < n; i++) {
+        out[2 * i] = hex[in[i] >> 4];
+        out[2 * i + 1] = hex[in[i] & 15];
+    }
+    out[2 * n] = '\0';
+}
 
 uint64_t lockcore_now_ms(void)
 {

@@ -218,6 +218,94 @@ static void test_wait_notified_waiter_is_granted_at_the_release(void **state)
     lockcore_client_free(c);
 }
 
+/* A release names one waiter and tells only that waiter's client: on a
+ * channel of its own, not one every waiting process listens to (16
+ * processes on one resource used to wake 16 times per release per node). */
+static void test_wait_notice_goes_to_the_named_client_only(void **state)
+{
+    struct fixture *f = *state;
+    struct tuning t = {
+        .wait_mode = LOCKCORE_WAIT_NOTIFY, .ttl_ms = 20000, .queue_ttl_ms = 30000, .retry_delay_ms = 5000};
+    lockcore_client *c = client(f, &t);
+    struct lockcore_lock held;
+    assert_int_equal(lockcore_acquire(c, "herd", &held), 0);
+    int fd[3];
+    pid_t pid[3];
+    for (int k = 0; k < 3; k++)
+        pid[k] = waiter(f, &t, "herd", &fd[k]);
+    await_queued(f, "herd", 3);
+    /* Each waiting client listens on its own channel (it subscribes just
+     * after it took its place). */
+    redisReply *r = NULL;
+    for (long long end = hp_now_ms() + 5000;;) {
+        r = rh_command(f->rc, 0, "PUBSUB CHANNELS {herd}:released*");
+        assert_non_null(r);
+        assert_int_equal(r->type, REDIS_REPLY_ARRAY);
+        if (r->elements >= 3 || hp_now_ms() > end)
+            break;
+        freeReplyObject(r);
+        hp_sleep_ms(10);
+    }
+    assert_int_equal(r->elements, 3);
+    for (size_t k = 0; k < r->elements; k++)
+        assert_int_equal(r->element[k]->len, strlen("{herd}:released:") + 16);
+    freeReplyObject(r);
+
+    redisContext *spy = redisConnect("127.0.0.1", rh_port(f->rc, 0));
+    assert_true(spy != NULL && spy->err == 0);
+    struct timeval tv = {5, 0};
+    redisSetTimeout(spy, tv);
+    r = redisCommand(spy, "PSUBSCRIBE {herd}:released*");
+    assert_non_null(r);
+    freeReplyObject(r);
+    assert_int_equal(lockcore_release(c, &held), 0);
+    void *m = NULL;
+    assert_int_equal(redisGetReply(spy, &m), REDIS_OK);
+    r = m;
+    /* pmessage, pattern, channel, the named waiter's lock id */
+    assert_int_equal(r->type, REDIS_REPLY_ARRAY);
+    assert_int_equal(r->elements, 4);
+    const redisReply *chan = r->element[2], *who = r->element[3];
+    assert_int_equal(who->len, LOCKCORE_ID_LEN);
+    char want[64];
+    snprintf(want, sizeof(want), "{herd}:released:%.16s", who->str);
+    assert_string_equal(chan->str, want);
+    freeReplyObject(r);
+    redisFree(spy);
+    for (int k = 0; k < 3; k++) {
+        assert_true(read_u64(fd[k]) > 0);
+        reap(pid[k]);
+    }
+    lockcore_client_free(c);
+}
+
+/* A waiter granted on a majority is still queued where it was refused; its
+ * release must take it out there too, or it stays first in that queue
+ * (named, reserved for, waited behind) until its place lapses. */
+static void test_wait_release_leaves_the_queue_where_refused(void **state)
+{
+    struct fixture *f = *state;
+    struct tuning t = {
+        .wait_mode = LOCKCORE_WAIT_NOTIFY, .ttl_ms = 20000, .queue_ttl_ms = 30000, .retry_delay_ms = 5000};
+    lockcore_client *c = client(f, &t);
+    struct lockcore_lock held;
+    assert_int_equal(lockcore_acquire(c, "leave", &held), 0);
+    int fd;
+    pid_t pid = waiter(f, &t, "leave", &fd);
+    await_queued(f, "leave", 1);
+    /* Node 2 goes to somebody else: the waiter will be refused there. */
+    assert_int_equal(rh_set(f->rc, 2, "leave", "ffffffffffffffffffffffffffffffffffffffff"), 0);
+    assert_int_equal(lockcore_release(c, &held), 0);
+    assert_true(read_u64(fd) > 0); /* granted on nodes 0 and 1, and released */
+    reap(pid);
+    redisReply *r = rh_command(f->rc, 2, "ZCARD {leave}:waiters");
+    assert_non_null(r);
+    assert_int_equal(r->type, REDIS_REPLY_INTEGER);
+    assert_int_equal(r->integer, 0);
+    freeReplyObject(r);
+    lockcore_client_free(c);
+}
+
 static void test_wait_crashed_holder_costs_one_ttl_without_polling(void **state)
 {
     struct fixture *f = *state;
@@ -622,6 +710,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_wait_notified_waiter_is_granted_at_the_release, setup3,
                                         teardown),
+        cmocka_unit_test_setup_teardown(test_wait_notice_goes_to_the_named_client_only, setup3, teardown),
+        cmocka_unit_test_setup_teardown(test_wait_release_leaves_the_queue_where_refused, setup3, teardown),
         cmocka_unit_test_setup_teardown(test_wait_crashed_holder_costs_one_ttl_without_polling, setup3,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_wait_fair_grants_in_ticket_order, setup3, teardown),

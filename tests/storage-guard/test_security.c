@@ -484,6 +484,94 @@ static void test_security_ambiguous_framing_is_refused_as_json(void **state)
     expect(p, "GET", "/v1/records/s", NULL, NULL, 404, "not_found");
 }
 
+/* A NUL byte in the head used to cut a value short and the prefix was
+ * used: "Fencing-Token: 7\0999" wrote with token 7. */
+static void test_security_nul_in_head_is_refused(void **state)
+{
+    struct sgd *d = *state;
+    sgd_start(d, NULL);
+    uint16_t p = d->port;
+#define R(s)                                                                                                 \
+    {                                                                                                        \
+        s, sizeof(s) - 1                                                                                     \
+    }
+    static const struct {
+        const char *req;
+        size_t len;
+    } refused[] = {
+        R("PUT /v1/records/k HTTP/1.1\r\nHost: x\r\nFencing-Token: 7\0"
+          "999\r\nContent-Length: 11\r\n\r\n"
+          "{\"value\":1}"),
+        R("PUT /v1/records/k HTTP/1.1\r\nHost: x\r\nFencing-Token: 7\0\r\nContent-Length: 11\r\n\r\n"
+          "{\"value\":1}"),
+        R("PUT /v1/records/k HTTP/1.1\r\nHost: x\r\nContent-Length: 11\r\nFencing-Token: 7\0\r\n\r\n"
+          "{\"value\":1}"),
+        R("PUT /v1/records/k HTTP/1.1\r\nHost: x\r\nFencing-Token: 7\0 \r\nContent-Length: 11\r\n\r\n"
+          "{\"value\":1}"),
+        R("PUT /v1/records/k HTTP/1.1\r\nHost: x\r\nX-Note: a\0b\r\nFencing-Token: 7\r\nContent-Length: "
+          "11\r\n\r\n"
+          "{\"value\":1}"),
+        R("PUT /v1/records/k\0x HTTP/1.1\r\nHost: x\r\nFencing-Token: 7\r\nContent-Length: 11\r\n\r\n"
+          "{\"value\":1}"),
+        R("GET /v1/fences/k?token=7\0"
+          "999 HTTP/1.1\r\nHost: x\r\n\r\n"),
+        R("GET /healthz HTTP/1.1\r\nHost: x\0\r\n\r\n"),
+        R("GET /healthz HTTP/1.1\r\nHost: x\r\n\0X: y\r\n\r\n"),
+        R("GET\0 /healthz HTTP/1.1\r\nHost: x\r\n\r\n"),
+        /* obs-fold: refused as RFC 9112 allows, no longer dropped */
+        R("GET /healthz HTTP/1.1\r\nHost: x\r\nX-Fold: a\r\n b\r\n\r\n"),
+    };
+    for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
+        struct hc_response r;
+        if (hc_raw(p, refused[i].req, refused[i].len, 1, &r) != 0)
+            fail_msg("case %zu: no answer", i);
+        const char *code = r.json ? json_string_value(json_object_get(r.json, "error")) : NULL;
+        if (r.status != 400 || code == NULL || strcmp(code, "bad_request_head") != 0)
+            fail_msg("case %zu: want 400 bad_request_head, got %d %s", i, r.status,
+                     code ? code : "(no JSON)");
+        hc_response_clear(&r);
+    }
+    expect(p, "GET", "/v1/records/k", NULL, NULL, 404, "not_found");
+
+    /* Heads without a NUL pass, however they are spaced. */
+    static const struct {
+        const char *req;
+        size_t len;
+    } fine[] = {
+        R("GET   /healthz HTTP/1.1\r\nHost:x\r\nX-A:\r\nX-B:   \r\nX-C: v  \r\nX-D:\t\tq\r\nCookie: a=b; "
+          "c=d\r\n\r\n"),
+        R("GET /healthz HTTP/1.1\nHost: x\nX-A: 1\n\n"),
+        R("\r\n\r\nGET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"),
+        R("GET /healthz?a&&b=&c=1 HTTP/1.1\r\nHost: x\r\n\r\n"),
+        R("GET /healthz HTTP/1.0\r\n\r\n"),
+        R("PUT /v1/records/k HTTP/1.1\r\nHost: x\r\nFencing-Token: 9\r\nContent-Length: "
+          "11\r\n\r\n{\"value\":1}"),
+    };
+    for (size_t i = 0; i < sizeof(fine) / sizeof(fine[0]); i++) {
+        struct hc_response r;
+        if (hc_raw(p, fine[i].req, fine[i].len, 1, &r) != 0)
+            fail_msg("fine case %zu: no answer", i);
+        if (r.status != 200)
+            fail_msg("fine case %zu: want 200, got %d", i, r.status);
+        hc_response_clear(&r);
+    }
+
+    /* Pipelined behind a good request: the good one is answered, the bad
+     * one refused, the connection closed, and the request after it not run. */
+    static const char pipe[] = "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"
+                               "PUT /v1/records/p HTTP/1.1\r\nHost: x\r\nFencing-Token: 7\0"
+                               "999\r\nContent-Length: 11\r\n\r\n{\"value\":1}"
+                               "PUT /v1/records/q HTTP/1.1\r\nHost: x\r\nFencing-Token: 7\r\n"
+                               "Content-Length: 11\r\n\r\n{\"value\":1}";
+    struct hc_response r;
+    assert_int_equal(hc_raw(p, pipe, sizeof(pipe) - 1, 1, &r), 0);
+    assert_int_equal(r.status, 200);
+    hc_response_clear(&r);
+    expect(p, "GET", "/v1/records/p", NULL, NULL, 404, "not_found");
+    expect(p, "GET", "/v1/records/q", NULL, NULL, 404, "not_found");
+#undef R
+}
+
 /* ---- HTTPS ---- */
 
 /* Run argv to its end (bounded), stdout and stderr to out_path; returns the
@@ -644,6 +732,7 @@ int main(void)
         T(test_security_token_far_ahead_is_refused),
         T(test_security_admin_lowers_a_poisoned_fence),
         T(test_security_ambiguous_framing_is_refused_as_json),
+        T(test_security_nul_in_head_is_refused),
         T(test_security_https),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
