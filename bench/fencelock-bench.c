@@ -53,6 +53,7 @@
 #include "http.h"
 #include "proc.h"
 #include "redis_harness.h"
+#include <fencelock-testkit/testkit.h>
 #include <lockcore/lockcore.h>
 
 #define MAX_NODES 16
@@ -781,47 +782,25 @@ static void *w4_writer_main(void *arg)
     return NULL;
 }
 
-/* Start storage-guard on a fresh database in dir; returns its PID and
- * writes its port. */
-static pid_t sg_start(const char *dir, int *port)
-{
-    char db[512], portfile[512], log[512];
-    snprintf(db, sizeof(db), "%s/records.db", dir);
-    snprintf(portfile, sizeof(portfile), "%s/port", dir);
-    snprintf(log, sizeof(log), "%s/storage-guard.log", dir);
-    char *argv[] = {(char *)S.storage_guard, "--db", db,  "--listen", "127.0.0.1:0", "--port-file", portfile,
-                    "--log-level",           "warn", NULL};
-    pid_t pid = hp_spawn(argv, NULL, log);
-    if (pid < 0)
-        return pid;
-    for (int i = 0; i < 500; i++) {
-        FILE *f = fopen(portfile, "r");
-        if (f != NULL) {
-            int ok = fscanf(f, "%d", port) == 1;
-            fclose(f);
-            if (ok)
-                return pid;
-        }
-        hp_sleep_ms(10);
-    }
-    fprintf(stderr, "fencelock-bench: storage-guard wrote no port (see %s)\n", log);
-    hp_signal(pid, SIGKILL, 0);
-    return -ETIMEDOUT;
-}
-
 static void w4(int shared)
 {
     flushall();
-    char dir[256];
-    if (rh_mkdtemp("bench-sg", dir, sizeof(dir)) < 0)
-        exit(2);
     struct w4_run r;
     memset(&r, 0, sizeof(r));
     pthread_mutex_init(&r.mu, NULL);
     r.shared = shared;
-    pid_t pid = sg_start(dir, &r.port);
-    if (pid < 0)
+    /* storage-guard from the test kit: its own directory and free port. */
+    struct tk_sg_options so;
+    tk_sg_options_init(&so);
+    so.exe = S.storage_guard;
+    so.log_level = "warn";
+    struct tk_sg *sg = NULL;
+    int src = tk_sg_start(&so, &sg);
+    if (src < 0) {
+        fprintf(stderr, "fencelock-bench: storage-guard: %s\n", strerror(-src));
         exit(2);
+    }
+    r.port = tk_sg_port(sg);
     lockcore_client *c = NULL;
     struct lockcore_lock lock;
     if (shared) {
@@ -847,8 +826,8 @@ static void w4(int shared)
         lockcore_release(c, &lock);
         lockcore_client_free(c);
     }
-    hp_signal(pid, SIGTERM, 10000);
-    rh_rmtree(dir);
+    tk_sg_stop(sg);
+    tk_sg_free(sg);
     jbegin("w4", shared ? "shared-resource" : "distinct-keys", 1);
     jadd(",\"writers\":%d,\"writes\":%" PRIu64 ",\"writes_per_s\":%.1f,\"refused\":%" PRIu64
          ",\"errors\":%" PRIu64,

@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <fencelock-testkit/testkit.h>
@@ -47,16 +48,36 @@ static void hist(const char *fmt, ...)
 }
 
 /* Take a trigger file if there is one for us: rename succeeds for one
- * client only. */
-static int take_trigger(const struct cc_client_args *a)
+ * client only. A trigger that says "work MS" asks the client, once
+ * resumed, to work MS ms before its write while it keeps its lock alive
+ * (*work_ms; 0 otherwise). */
+static int take_trigger(const struct cc_client_args *a, long *work_ms)
 {
     char path[600], mine[600];
+    *work_ms = 0;
     snprintf(mine, sizeof(mine), "%s/taken-%d-%lld", a->run_dir, a->id, hp_now_ms());
     snprintf(path, sizeof(path), "%s/stop-%d", a->run_dir, a->id);
-    if (rename(path, mine) == 0)
-        return 1;
-    snprintf(path, sizeof(path), "%s/stop-any", a->run_dir);
-    return rename(path, mine) == 0;
+    if (rename(path, mine) != 0) {
+        snprintf(path, sizeof(path), "%s/stop-any", a->run_dir);
+        if (rename(path, mine) != 0)
+            return 0;
+    }
+    FILE *f = fopen(mine, "r");
+    if (f != NULL) {
+        if (fscanf(f, "work %ld", work_ms) != 1)
+            *work_ms = 0;
+        fclose(f);
+    }
+    return 1;
+}
+
+/* The client's wall clock in microseconds: what a first-round token
+ * proposal is made of (libfaketime moves it in the client-clock fault). */
+static uint64_t wall_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
 }
 
 /* GET the counter; fenced with ?token= unless plain. Returns the HTTP
@@ -143,6 +164,39 @@ static int run_cli(const struct cc_client_args *a, const char *const *args, char
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
+/* Work for ms while keeping the lock alive with `fencelock extend` every
+ * TTL / 3, as a client of the command would; stop extending at the first
+ * refusal. One K line: the first failure's exit status (0: kept), the
+ * extensions and the lease's end. */
+static void cli_work(const struct cc_client_args *a, const char *id, uint64_t token, long long until, long ms)
+{
+    long long end = hp_now_ms() + ms;
+    int rc = 0;
+    unsigned ext = 0;
+    while (hp_now_ms() < end) {
+        long long left = end - hp_now_ms();
+        long step = (long)a->ttl_ms / 3;
+        hp_sleep_ms(left < step ? (long)left : step);
+        if (rc != 0 || hp_now_ms() >= end)
+            continue;
+        char out[1024];
+        const char *ext_args[] = {"extend", CC_RESOURCE, id, NULL};
+        long long t = hp_now_ms();
+        rc = run_cli(a, ext_args, out, sizeof(out));
+        if (rc == 0) {
+            json_t *j = json_loads(out, JSON_DISABLE_EOF_CHECK, NULL);
+            until = t + (long long)json_integer_value(json_object_get(j, "validity_ms"));
+            json_decref(j);
+            ext++;
+        } else if (rc < 0) {
+            rc = 1;
+        }
+    }
+    if (rc == 0 && until < hp_now_ms())
+        rc = 1; /* no refusal, but the lease ran out all the same */
+    hist("K %d %" PRIu64 " %d %u %lld %lld", a->id, token, rc, ext, until, hp_now_ms());
+}
+
 /* The client loop over the fencelock command: acquire, read, write,
  * release, each lock operation a fencelock process. */
 static int cli_loop(const struct cc_client_args *a)
@@ -171,14 +225,18 @@ static int cli_loop(const struct cc_client_args *a)
         json_decref(j);
         /* The lease started inside the fencelock process, after t0: t0 +
          * validity is its end or a little before. */
-        hist("G %d %" PRIu64 " %lld %lld %lld 0", a->id, token, t0, t1, t0 + (long long)validity);
+        hist("G %d %" PRIu64 " %lld %lld %lld 0 %" PRIu64, a->id, token, t0, t1, t0 + (long long)validity,
+             wall_us());
         long long value = 0;
         uint64_t rver = 0;
         int st = read_counter(a, a->fencing ? token : 0, &value, &rver);
         if (st == 200 || st == 404) {
             hist("D %d %" PRIu64 " %lld %" PRIu64 " %lld", a->id, token, value, rver, hp_now_ms());
-            if (take_trigger(a))
+            long work_ms = 0;
+            if (take_trigger(a, &work_ms))
                 raise(SIGSTOP);
+            if (work_ms > 0)
+                cli_work(a, id, token, t0 + (long long)validity, work_ms);
             uint64_t wver = 0;
             long long tw = hp_now_ms();
             st = write_counter(a, token, value + 1, &wver);
@@ -198,6 +256,37 @@ static int cli_loop(const struct cc_client_args *a)
         run_cli(a, rel, out, sizeof(out));
     }
     return 0;
+}
+
+/* Work for ms while a keep-alive extends the lock (lockcore_run), as a
+ * client with a long critical section would. The write that follows does
+ * not look at the keep-alive: it stands for a write already under way
+ * when the loss was reported. One K line: the keep-alive's state at the
+ * end (0: held, else the code it was lost with), the extensions and the
+ * lease's end. */
+static void keep_working(const struct cc_client_args *a, lockcore_client *c, struct lockcore_lock *lk,
+                         long ms)
+{
+    long long end = hp_now_ms() + ms;
+    unsigned ext = 0;
+    lockcore_keepalive *k = NULL;
+    int rc = lockcore_keepalive_start(c, lk, 0, 0, NULL, NULL, &k);
+    if (rc == 0) {
+        while (hp_now_ms() < end) {
+            long long left = end - hp_now_ms();
+            lockcore_run(c, left < 50 ? (int)left : 50);
+        }
+        struct lockcore_lock now = *lk;
+        rc = lockcore_keepalive_get(k, &now);
+        ext = lockcore_keepalive_extensions(k);
+        if (now.valid_until_ms > lk->valid_until_ms)
+            lk->valid_until_ms = now.valid_until_ms;
+        lockcore_keepalive_stop(k);
+    } else {
+        hp_sleep_ms(ms);
+    }
+    hist("K %d %" PRIu64 " %d %u %" PRIu64 " %lld", a->id, lk->token, rc, ext, lk->valid_until_ms,
+         hp_now_ms());
 }
 
 int cc_client_main(const struct cc_client_args *a)
@@ -242,8 +331,8 @@ int cc_client_main(const struct cc_client_args *a)
             hp_sleep_ms(10);
             continue;
         }
-        hist("G %d %" PRIu64 " %lld %lld %" PRIu64 " %u", a->id, lk.token, t0, t1, lk.valid_until_ms,
-             lk.nodes_ok);
+        hist("G %d %" PRIu64 " %lld %lld %" PRIu64 " %u %" PRIu64, a->id, lk.token, t0, t1, lk.valid_until_ms,
+             lk.nodes_ok, wall_us());
         long long value = 0;
         uint64_t rver = 0;
         int st = read_counter(a, a->fencing ? lk.token : 0, &value, &rver);
@@ -256,8 +345,11 @@ int cc_client_main(const struct cc_client_args *a)
             continue;
         }
         hist("D %d %" PRIu64 " %lld %" PRIu64 " %lld", a->id, lk.token, value, rver, hp_now_ms());
-        if (take_trigger(a))
+        long work_ms = 0;
+        if (take_trigger(a, &work_ms))
             raise(SIGSTOP); /* the campaign resumes, delays or kills us */
+        if (work_ms > 0)
+            keep_working(a, c, &lk, work_ms);
         uint64_t wver = 0;
         long long tw = hp_now_ms();
         st = write_counter(a, lk.token, value + 1, &wver);

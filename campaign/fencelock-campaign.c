@@ -26,6 +26,7 @@
 
 #define NODES 3
 #define CLIENTS_MAX 16
+#define FAKETIME_LIB "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1"
 
 enum fault {
     F_CLIENT_PAUSE,
@@ -36,6 +37,12 @@ enum fault {
     F_CLIENT_KILL,
     F_NODE_PAUSE,
     F_SLOW_NODE,
+    F_PART_MINORITY,
+    F_PART_MAJORITY,
+    F_CLIENT_CLOCK,
+    F_SG_PAUSE,
+    F_NODE_RESTART_LATE,
+    F_KEEPALIVE_WORK,
     F_MIXED,
     F_COUNT,
 };
@@ -44,19 +51,33 @@ static const struct {
     const char *name;
     uint64_t ttl_ms; /* long enough for the fault to land inside one lease */
     int bites;       /* without fencing, this fault must lose updates */
+    int no_double;   /* in both modes, this fault must not cause a double grant */
     const char *what;
 } faults[F_COUNT] = {
-    [F_CLIENT_PAUSE] = {"client-pause", 500, 1, "holder stopped after its read for 2 TTL + 300 ms"},
-    [F_WRITE_DELAY] = {"write-delay", 500, 1, "holder's write held in the proxy for 2 TTL + 300 ms"},
-    [F_NODE_RESTART] = {"node-restart", 2000, 1,
+    [F_CLIENT_PAUSE] = {"client-pause", 500, 1, 0, "holder stopped after its read for 2 TTL + 300 ms"},
+    [F_WRITE_DELAY] = {"write-delay", 500, 1, 0, "holder's write held in the proxy for 2 TTL + 300 ms"},
+    [F_NODE_RESTART] = {"node-restart", 2000, 1, 0,
                         "node 2 down while a holder gets nodes 0+1, then node 1 restarted without data"},
-    [F_CLOCK_JUMP] = {"clock-jump", 5000, 1,
+    [F_CLOCK_JUMP] = {"clock-jump", 5000, 1, 0,
                       "node 2 down while a holder gets nodes 0+1, then node 1's clock jumps +1 h"},
-    [F_SG_KILL] = {"sg-kill9", 500, 0, "storage-guard kill -9 and restart on its port"},
-    [F_CLIENT_KILL] = {"client-kill9", 500, 0, "holder killed -9 after its read, then restarted"},
-    [F_NODE_PAUSE] = {"node-pause", 500, 0, "one node stopped for 2 TTL"},
-    [F_SLOW_NODE] = {"slow-node", 500, 0, "one node's traffic delayed 20 ms each way for 3 TTL"},
-    [F_MIXED] = {"mixed", 1500, 1, "a seeded mix of all of the above but clock-jump"},
+    [F_SG_KILL] = {"sg-kill9", 500, 0, 0, "storage-guard kill -9 and restart on its port"},
+    [F_CLIENT_KILL] = {"client-kill9", 500, 0, 0, "holder killed -9 after its read, then restarted"},
+    [F_NODE_PAUSE] = {"node-pause", 500, 0, 0, "one node stopped for 2 TTL"},
+    [F_SLOW_NODE] = {"slow-node", 500, 0, 0, "one node's traffic delayed 20 ms each way for 3 TTL"},
+    [F_PART_MINORITY] = {"partition-minority", 2000, 1, 0,
+                         "one client cut from one node, its holder's other node restarted without data"},
+    [F_PART_MAJORITY] = {"partition-majority", 500, 1, 0,
+                         "a holder cut from two nodes while it works 2 TTL + 300 ms under a keep-alive"},
+    [F_CLIENT_CLOCK] = {"client-clock", 500, 1, 0,
+                        "a holder's wall clock jumps 1 h forward or back while it is stopped after its read"},
+    [F_SG_PAUSE] = {"sg-pause", 500, 1, 0,
+                    "storage-guard stopped for 2 TTL + 300 ms with a holder's write waiting in it"},
+    [F_NODE_RESTART_LATE] = {"node-restart-delayed", 2000, 0, 1,
+                             "as node-restart, but node 1 stays down for the TTL before it restarts empty"},
+    [F_KEEPALIVE_WORK] =
+        {"keepalive-work", 500, 0, 1,
+         "a holder works 2 TTL + 300 ms under a keep-alive, uncut: partition-majority's control"},
+    [F_MIXED] = {"mixed", 1500, 1, 0, "a seeded mix of all of the above but clock-jump"},
 };
 
 struct opts {
@@ -70,7 +91,8 @@ struct opts {
     int require_loss;
     int keep;
     const char *sg_exe;
-    const char *cli; /* clients through the fencelock command */
+    const char *cli;       /* clients through the fencelock command */
+    long restart_delay_ms; /* node-restart-delayed's downtime; < 0: TTL + 200 ms */
     int verbose;
 };
 
@@ -100,19 +122,52 @@ struct run {
     long long start_ms, end_ms;
     char dir[256];
     struct rh_cluster *cluster;
-    struct fp_proxy *node_proxy[NODES];
-    char *urls[NODES];
+    /* Each client reaches each node through a proxy of its own, so that
+     * one client can be cut from a node while the others still reach it. */
+    struct fp_proxy *node_proxy[CLIENTS_MAX][NODES];
+    char *urls[CLIENTS_MAX][NODES];
     struct tk_sg *sg;
     struct fp_proxy *sg_proxy[CLIENTS_MAX];
     pid_t pid[CLIENTS_MAX];
     int clients;
     long clock_offset_s;
+    /* Clients under libfaketime (client-clock, mixed): each one's offset
+     * file and current offset. */
+    int client_faketime;
+    long client_offset_s[CLIENTS_MAX];
+    long long real_off_us; /* CLOCK_REALTIME µs - CLOCK_MONOTONIC ms * 1000 */
+    /* Each injection that caught a holder: whom and when, to tell
+     * afterwards whether its write came after another client's grant. */
+    struct injection {
+        enum fault f;
+        int k;
+        long long t;
+    } inj[256];
+    int n_inj;
+    /* Partitions: the client cut, and when. */
+    struct cut {
+        int k, majority;
+        long long t0, t1;
+    } cuts[128];
+    int n_cuts;
+    int jumps_fwd, jumps_back;
     /* counts */
     int injected, missed;
+    int kind_injected[F_COUNT];
 };
 
 struct result {
     int injected, missed;
+    int kind_injected[F_COUNT], kind_bit[F_COUNT];
+    int bit;               /* injections whose caught holder wrote after another grant */
+    long late_writes;      /* writes answered after another client's grant */
+    long ka_runs, ka_lost; /* keep-alives run in a work phase, and lost */
+    long cuts[2];          /* partitions from a minority [0] and a majority [1] */
+    long cut_grants[2];    /* grants of the cut client meanwhile */
+    int jumps_fwd, jumps_back;
+    long clock_grants; /* grants while the client's clock was off by over a minute */
+    long fence_tokens; /* tokens not read off the client's clock (round two, seen + 1) */
+    long ahead_tokens; /* tokens read off a clock that was ahead */
     long acks, refused, unknown, stale_reads, grants;
     long long final_value, accepted_writes;
     double per_min;
@@ -150,7 +205,7 @@ static int spawn_client(struct run *r, int k)
     snprintf(fencing, sizeof(fencing), "%d", r->fencing);
     snprintf(hist, sizeof(hist), "%s/history-%d", r->dir, k);
     snprintf(log, sizeof(log), "%s/client-%d.log", r->dir, k);
-    snprintf(nodes, sizeof(nodes), "%s,%s,%s", r->urls[0], r->urls[1], r->urls[2]);
+    snprintf(nodes, sizeof(nodes), "%s,%s,%s", r->urls[k][0], r->urls[k][1], r->urls[k][2]);
     char *argv[21] = {self,        "--client", "--id",    id,          "--sg-port", port,        "--ttl-ms",
                       ttl,         "--until",  until,     "--fencing", fencing,     "--history", hist,
                       "--run-dir", r->dir,     "--nodes", nodes,       NULL};
@@ -158,11 +213,63 @@ static int spawn_client(struct run *r, int k)
         argv[18] = "--cli";
         argv[19] = (char *)O->cli; /* argv[18..19] replace the NULL */
     }
-    pid_t pid = hp_spawn(argv, NULL, log);
+    /* Under libfaketime the client's wall clock (and that of the fencelock
+     * commands it runs: they inherit the environment) follows its offset
+     * file; CLOCK_MONOTONIC, which lockcore times leases with, stays real. */
+    char preload[160], ftfile[420], asan[600];
+    char *env[6] = {NULL};
+    if (r->client_faketime) {
+        const char *old = getenv("ASAN_OPTIONS");
+        snprintf(preload, sizeof(preload), "LD_PRELOAD=%s", FAKETIME_LIB);
+        snprintf(ftfile, sizeof(ftfile), "FAKETIME_TIMESTAMP_FILE=%s/clock-%d", r->dir, k);
+        /* A sanitized build wants its runtime first; libfaketime comes first. */
+        snprintf(asan, sizeof(asan), "ASAN_OPTIONS=%s%sverify_asan_link_order=0", old ? old : "",
+                 old && old[0] ? ":" : "");
+        env[0] = preload;
+        env[1] = ftfile;
+        env[2] = "FAKETIME_CACHE_DURATION=1";
+        env[3] = "FAKETIME_DONT_FAKE_MONOTONIC=1";
+        env[4] = asan;
+    }
+    pid_t pid = hp_spawn(argv, env, log);
     if (pid < 0)
         return (int)pid;
     r->pid[k] = pid;
     return 0;
+}
+
+/* Set client k's wall clock to real time + offset_s (a rename, so the
+ * client never reads half a file; it reads the file again about once a
+ * second). */
+static int set_client_clock(struct run *r, int k, long offset_s)
+{
+    char path[420], tmp[430];
+    snprintf(path, sizeof(path), "%s/clock-%d", r->dir, k);
+    snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+    FILE *f = fopen(tmp, "w");
+    if (f == NULL)
+        return -errno;
+    fprintf(f, "%+ld\n", offset_s);
+    if (fclose(f) != 0 || rename(tmp, path) != 0)
+        return -errno;
+    r->client_offset_s[k] = offset_s;
+    return 0;
+}
+
+/* Cut client k from node i, or heal the cut: its proxy to that node holds
+ * every byte both ways, as a partition does (TCP delivers them when it
+ * heals); the other clients' proxies to the node are untouched. */
+static void cut(struct run *r, int k, int i, int on)
+{
+    fp_set_hold(r->node_proxy[k][i], FP_BOTH, on);
+}
+
+/* Remember that client k was cut from a minority or a majority of the
+ * nodes from t0 until now (call it before healing). */
+static void note_cut(struct run *r, int k, int majority, long long t0)
+{
+    if (r->n_cuts < (int)(sizeof(r->cuts) / sizeof(r->cuts[0])))
+        r->cuts[r->n_cuts++] = (struct cut){k, majority, t0, hp_now_ms()};
 }
 
 /* Is pid stopped (state T in /proc)? */
@@ -181,18 +288,27 @@ static int is_stopped(pid_t pid)
 }
 
 /* Ask client k (or any, k < 0) to stop right after its next read, and wait
- * until one did. Returns its index, or -1 if none did in time. */
-static int catch_after_read(struct run *r, int k, long long timeout_ms)
+ * until one did. With work_ms > 0, the client, once resumed, works that
+ * long under a keep-alive before it writes. Returns its index, or -1 if
+ * none did in time. */
+static int catch_after_read_work(struct run *r, int k, long long timeout_ms, long work_ms)
 {
     char path[400];
     if (k >= 0)
         snprintf(path, sizeof(path), "%s/stop-%d", r->dir, k);
     else
         snprintf(path, sizeof(path), "%s/stop-any", r->dir);
-    FILE *f = fopen(path, "w");
+    /* Written whole before it appears under its name: a client that takes
+     * it reads all of it. */
+    char tmp[410];
+    snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+    FILE *f = fopen(tmp, "w");
     if (f == NULL)
         return -1;
-    fclose(f);
+    if (work_ms > 0)
+        fprintf(f, "work %ld\n", work_ms);
+    if (fclose(f) != 0 || rename(tmp, path) != 0)
+        return -1;
     long long deadline = hp_now_ms() + timeout_ms;
     while (hp_now_ms() < deadline) {
         for (int i = 0; i < r->clients; i++)
@@ -212,16 +328,45 @@ static int catch_after_read(struct run *r, int k, long long timeout_ms)
     return -1;
 }
 
+static int catch_after_read(struct run *r, int k, long long timeout_ms)
+{
+    return catch_after_read_work(r, k, timeout_ms, 0);
+}
+
+/* Remember that fault f caught client k now. */
+static void caught(struct run *r, enum fault f, int k)
+{
+    if (r->n_inj < (int)(sizeof(r->inj) / sizeof(r->inj[0])))
+        r->inj[r->n_inj++] = (struct injection){f, k, hp_now_ms()};
+}
+
+static void sleep_until(long long t_ms)
+{
+    long long left = t_ms - hp_now_ms();
+    if (left > 0)
+        hp_sleep_ms((long)left);
+}
+
 static void resume(struct run *r, int k)
 {
     if (r->pid[k] > 0)
         kill(r->pid[k], SIGCONT);
 }
 
+/* How the holder of bare_majority() loses its lock on node 1. */
+enum forget {
+    FORGET_RESTART, /* node 1 restarts empty at once */
+    FORGET_CLOCK,   /* node 1's clock jumps an hour ahead */
+    FORGET_LATE,    /* node 1 restarts empty after the TTL (Redlock's answer) */
+};
+
 /* The holder sits on nodes 0 and 1 only (node 2 is down), then loses the
  * lock on node 1 without knowing: node 1 restarts empty, or its clock
- * jumps past the lease. Another client then gets nodes 1 and 2. */
-static void bare_majority(struct run *r, int clock)
+ * jumps past the lease. Another client then gets nodes 1 and 2. With
+ * FORGET_LATE node 1 stays down for the TTL first: by the time it is back
+ * empty, the holder's key has expired everywhere, so nobody else could be
+ * granted the lock while the holder's lease ran. */
+static void bare_majority(struct run *r, enum fault f, enum forget how)
 {
     rh_kill(r->cluster, 2);
     hp_sleep_ms((long)r->ttl_ms + 100); /* leases from before have ended */
@@ -231,23 +376,77 @@ static void bare_majority(struct run *r, int clock)
         r->missed++;
         return;
     }
+    caught(r, f, k);
     rh_restart(r->cluster, 2, 0);
-    if (clock) {
+    long long down = 0;
+    if (how == FORGET_CLOCK) {
         r->clock_offset_s += 3600;
         rh_clock_offset(r->cluster, 1, r->clock_offset_s);
     } else {
         rh_kill(r->cluster, 1);
-        rh_restart(r->cluster, 1, 0);
+        down = hp_now_ms();
+        if (how == FORGET_RESTART)
+            rh_restart(r->cluster, 1, 0);
     }
-    hp_sleep_ms((long)r->ttl_ms / 3); /* another client gets nodes 1 and 2 */
-    resume(r, k);
+    long long wake = hp_now_ms() + (long)r->ttl_ms / 3; /* another client gets nodes 1 and 2 */
+    if (how == FORGET_LATE) {
+        /* Node 1 comes back empty after the delay, before or after the
+         * holder resumes: too early, and the holder's lease still runs. */
+        long delay = O->restart_delay_ms >= 0 ? O->restart_delay_ms : (long)r->ttl_ms + 200;
+        long long back = down + delay;
+        if (back < wake) {
+            sleep_until(back);
+            rh_restart(r->cluster, 1, 0);
+        }
+        sleep_until(wake);
+        resume(r, k);
+        if (back >= wake) {
+            sleep_until(back);
+            rh_restart(r->cluster, 1, 0);
+        }
+    } else {
+        sleep_until(wake);
+        resume(r, k);
+    }
     r->injected++;
+    r->kind_injected[f]++;
+}
+
+/* Client k is cut from one node (a minority: it keeps working on the
+ * other two, and the campaign counts its grants meanwhile). Once its
+ * grants can only sit on its two other nodes, it is caught holding the
+ * lock and one of those two restarts without its data: its lock is left
+ * on one node, and a client that reaches all three gets the two others. */
+static void partition_minority(struct run *r, int k, int node, int which)
+{
+    long long t0 = hp_now_ms();
+    cut(r, k, node, 1);
+    hp_sleep_ms((long)r->ttl_ms + 100); /* k's leases from before have ended */
+    int got = catch_after_read(r, k, (long long)r->ttl_ms * 2 + 3000);
+    if (got < 0) {
+        note_cut(r, k, 0, t0);
+        cut(r, k, node, 0);
+        r->missed++;
+        return;
+    }
+    caught(r, F_PART_MINORITY, k);
+    int other = (node + 1 + which) % NODES; /* one of the two k reaches */
+    rh_kill(r->cluster, other);
+    rh_restart(r->cluster, other, 0);
+    hp_sleep_ms((long)r->ttl_ms / 3); /* another client gets the two others */
+    resume(r, k);
+    hp_sleep_ms(200); /* k writes and releases before the cut heals */
+    note_cut(r, k, 0, t0);
+    cut(r, k, node, 0);
+    r->injected++;
+    r->kind_injected[F_PART_MINORITY]++;
 }
 
 static void inject(struct run *r, enum fault f)
 {
     int k = (int)rnd_between(0, r->clients - 1);
     int node = (int)rnd_between(0, NODES - 1);
+    int which = (int)rnd_between(0, 1);
     long pause_ms = 2 * (long)r->ttl_ms + 300;
     say("  %lld ms: %s\n", hp_now_ms() - r->start_ms, faults[f].name);
     switch (f) {
@@ -256,6 +455,7 @@ static void inject(struct run *r, enum fault f)
             r->missed++;
             return;
         }
+        caught(r, f, k);
         hp_sleep_ms(pause_ms);
         resume(r, k);
         break;
@@ -264,6 +464,7 @@ static void inject(struct run *r, enum fault f)
             r->missed++;
             return;
         }
+        caught(r, f, k);
         fp_set_delay(r->sg_proxy[k], FP_UP, (int)pause_ms);
         resume(r, k);
         hp_sleep_ms(pause_ms + 100);
@@ -289,21 +490,98 @@ static void inject(struct run *r, enum fault f)
         rh_resume(r->cluster, node);
         break;
     case F_SLOW_NODE:
-        fp_set_delay(r->node_proxy[node], FP_BOTH, 20);
+        for (int c = 0; c < r->clients; c++)
+            fp_set_delay(r->node_proxy[c][node], FP_BOTH, 20);
         hp_sleep_ms(3 * (long)r->ttl_ms);
-        fp_set_delay(r->node_proxy[node], FP_BOTH, 0);
+        for (int c = 0; c < r->clients; c++)
+            fp_set_delay(r->node_proxy[c][node], FP_BOTH, 0);
         break;
     case F_NODE_RESTART:
-        bare_majority(r, 0);
+        bare_majority(r, f, FORGET_RESTART);
         return;
     case F_CLOCK_JUMP:
-        bare_majority(r, 1);
+        bare_majority(r, f, FORGET_CLOCK);
         return;
+    case F_NODE_RESTART_LATE:
+        bare_majority(r, f, FORGET_LATE);
+        return;
+    case F_PART_MINORITY:
+        partition_minority(r, k, node, which);
+        return;
+    case F_PART_MAJORITY: {
+        /* The holder works past its TTL under a keep-alive. Healthy, the
+         * keep-alive would keep the lock and nobody would be granted it;
+         * cut from two nodes, its extensions fail, its lease runs out,
+         * another client takes the lock, and then the holder writes. */
+        if (catch_after_read_work(r, k, pause_ms + 3000, pause_ms) < 0) {
+            r->missed++;
+            return;
+        }
+        caught(r, f, k);
+        long long t0 = hp_now_ms();
+        cut(r, k, node, 1);
+        cut(r, k, (node + 1) % NODES, 1);
+        resume(r, k);
+        hp_sleep_ms(pause_ms + 200); /* its work, then its write */
+        note_cut(r, k, 1, t0);
+        cut(r, k, node, 0);
+        cut(r, k, (node + 1) % NODES, 0);
+        break;
+    }
+    case F_KEEPALIVE_WORK:
+        /* partition-majority without the cut: the keep-alive must keep
+         * the lock through the work, so nobody else is granted it and the
+         * write is on time. */
+        if (catch_after_read_work(r, k, pause_ms + 3000, pause_ms) < 0) {
+            r->missed++;
+            return;
+        }
+        caught(r, f, k);
+        resume(r, k);
+        hp_sleep_ms(pause_ms + 200);
+        break;
+    case F_CLIENT_CLOCK: {
+        /* Forward or back by an hour from real time, or back to real
+         * time if it was off: the jumps alternate in direction. The jump
+         * lands while the holder is stopped after its read; stopped past
+         * its lease, it then writes late, and every proposal it makes
+         * afterwards comes from the moved clock. */
+        long to = r->client_offset_s[k] != 0 ? 0 : which ? 3600 : -3600;
+        if (!r->client_faketime || catch_after_read(r, k, pause_ms + 3000) < 0) {
+            r->missed++;
+            return;
+        }
+        caught(r, f, k);
+        if (to > r->client_offset_s[k])
+            r->jumps_fwd++;
+        else
+            r->jumps_back++;
+        set_client_clock(r, k, to);
+        hp_sleep_ms(pause_ms); /* over a second: the client reads its clock file again */
+        resume(r, k);
+        break;
+    }
+    case F_SG_PAUSE:
+        /* The holder's write reaches a stopped storage-guard and waits
+         * there while its lease runs out and the next holder's fenced
+         * read queues up behind it; storage-guard's worker threads then
+         * take both at once, in either order. */
+        if (catch_after_read(r, k, pause_ms + 3000) < 0) {
+            r->missed++;
+            return;
+        }
+        caught(r, f, k);
+        tk_sg_pause(r->sg);
+        resume(r, k);
+        hp_sleep_ms(pause_ms);
+        tk_sg_resume(r->sg);
+        break;
     case F_MIXED:
     case F_COUNT:
         return;
     }
     r->injected++;
+    r->kind_injected[f]++;
 }
 
 /* ---- the history ------------------------------------------------------- */
@@ -312,6 +590,8 @@ struct grant {
     int id;
     uint64_t token;
     long long t0, t1, until, end;
+    long long wdone;  /* when its write was answered (or gave up); 0: no write */
+    uint64_t wall_us; /* the client's wall clock at the grant; 0: not logged */
 };
 
 struct ack {
@@ -326,6 +606,7 @@ struct history {
     struct ack *a;
     size_t na, capa;
     long refused, unknown, stale_reads;
+    long ka_runs, ka_lost;
 };
 
 static int grow(void **p, size_t *cap, size_t n, size_t size)
@@ -356,13 +637,31 @@ static int read_history(const char *path, struct history *h)
         unsigned nodes;
         switch (line[0]) {
         case 'G':
-            if (sscanf(line, "G %d %" SCNu64 " %lld %lld %lld %u", &id, &tok, &a, &b, &c, &nodes) != 6)
+            u1 = 0;
+            if (sscanf(line, "G %d %" SCNu64 " %lld %lld %lld %u %" SCNu64, &id, &tok, &a, &b, &c, &nodes,
+                       &u1) < 6)
                 break;
             if (grow((void **)&h->g, &h->capg, h->ng, sizeof(*h->g)) != 0)
                 goto nomem;
-            h->g[h->ng] = (struct grant){id, tok, a, b, c, c};
+            h->g[h->ng] = (struct grant){id, tok, a, b, c, c, 0, u1};
             open = (long)h->ng++;
             break;
+        case 'K': {
+            /* The keep-alive of a work phase: its end state and the lease's
+             * end as last extended. */
+            int krc;
+            unsigned ext;
+            if (sscanf(line, "K %d %" SCNu64 " %d %u %lld", &id, &tok, &krc, &ext, &a) != 5)
+                break;
+            h->ka_runs++;
+            if (krc != 0)
+                h->ka_lost++;
+            if (open >= 0 && a > h->g[open].until) {
+                h->g[open].until = a;
+                h->g[open].end = a;
+            }
+            break;
+        }
         case 'L':
             if (open >= 0 && sscanf(line, "L %d %" SCNu64 " %lld", &id, &tok, &a) == 3 && a < h->g[open].end)
                 h->g[open].end = a;
@@ -375,12 +674,18 @@ static int read_history(const char *path, struct history *h)
             if (grow((void **)&h->a, &h->capa, h->na, sizeof(*h->a)) != 0)
                 goto nomem;
             h->a[h->na++] = (struct ack){id, tok, u1, u2, v, b};
+            if (open >= 0)
+                h->g[open].wdone = b;
             break;
         case 'R':
             h->refused++;
+            if (open >= 0 && sscanf(line, "R %d %" SCNu64 " %lld %lld", &id, &tok, &a, &b) == 4)
+                h->g[open].wdone = b;
             break;
         case 'U':
             h->unknown++;
+            if (open >= 0 && sscanf(line, "U %d %" SCNu64 " %lld %lld", &id, &tok, &a, &b) == 4)
+                h->g[open].wdone = b;
             break;
         case 'S':
             h->stale_reads++;
@@ -415,6 +720,24 @@ static void note(struct result *res, const char *what)
 {
     if (res->first[0] == '\0')
         snprintf(res->first, sizeof(res->first), "%s", what);
+}
+
+/* Was g's write answered after another grant (t1s: every grant's t1,
+ * sorted)? */
+static int late(const struct grant *g, const long long *t1s, size_t n)
+{
+    if (g->wdone == 0)
+        return 0;
+    /* The first grant after g's own. */
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (t1s[mid] <= g->t1)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < n && t1s[lo] < g->wdone;
 }
 
 static void check(struct run *r, struct history *h, struct result *res)
@@ -513,6 +836,69 @@ static void check(struct run *r, struct history *h, struct result *res)
                 res->double_ms += hi - lo;
             }
         }
+    /* Late writes: a write answered after another client was granted the
+     * lock since its own grant. That is what every fault that bites must
+     * bring about; with fencing such a write is refused once the newer
+     * holder has read, without fencing it overwrites. Per injection that
+     * caught a holder: did that holder's write come late ("bit")? */
+    long long *t1s = calloc(h->ng + 1, sizeof(*t1s));
+    if (t1s != NULL) {
+        for (size_t i = 0; i < h->ng; i++)
+            t1s[i] = h->g[i].t1;
+        qsort(t1s, h->ng, sizeof(*t1s), cmp_ll);
+        for (size_t i = 0; i < h->ng; i++)
+            if (late(&h->g[i], t1s, h->ng))
+                res->late_writes++;
+        for (int j = 0; j < r->n_inj; j++) {
+            /* The caught holder's grant: its last one before the catch. */
+            const struct grant *g = NULL;
+            for (size_t i = 0; i < h->ng; i++)
+                if (h->g[i].id == r->inj[j].k && h->g[i].t1 <= r->inj[j].t &&
+                    (g == NULL || h->g[i].t1 > g->t1))
+                    g = &h->g[i];
+            if (g != NULL && late(g, t1s, h->ng)) {
+                res->bit++;
+                res->kind_bit[r->inj[j].f]++;
+            }
+        }
+        free(t1s);
+    }
+    /* A client cut from a minority of nodes keeps being granted the lock;
+     * cut from a majority, it is not. */
+    for (int j = 0; j < r->n_cuts; j++)
+        for (size_t i = 0; i < h->ng; i++)
+            if (h->g[i].id == r->cuts[j].k && h->g[i].t1 >= r->cuts[j].t0 && h->g[i].t1 <= r->cuts[j].t1)
+                res->cut_grants[r->cuts[j].majority]++;
+    for (int j = 0; j < r->n_cuts; j++)
+        res->cuts[r->cuts[j].majority]++;
+    /* Tokens and the clients' clocks (fenced): a grant made while its
+     * client's clock was off by over a minute, a token that is not the
+     * client's clock reading (a proposal that lost to the fences: round
+     * two, or the largest fence seen + 1), and a token read off a clock
+     * that was ahead. */
+    if (r->fencing)
+        for (size_t i = 0; i < h->ng; i++) {
+            const struct grant *g = &h->g[i];
+            if (g->wall_us == 0 || g->token == 0)
+                continue;
+            long long skew = (long long)g->wall_us - (g->t1 * 1000 + r->real_off_us);
+            /* The proposal was made between the attempt's start and the
+             * grant, by this clock (a fencelock process reads the same
+             * offset file). */
+            long long slack = (g->t1 - g->t0) * 1000 + 1000000;
+            int own = llabs((long long)g->token - (long long)g->wall_us) <= slack;
+            if (llabs(skew) > 60000000) {
+                res->clock_grants++;
+                if (own && skew > 0)
+                    res->ahead_tokens++;
+            }
+            if (!own && g->token > g->wall_us)
+                res->fence_tokens++;
+        }
+    res->ka_runs = h->ka_runs;
+    res->ka_lost = h->ka_lost;
+    res->jumps_fwd = r->jumps_fwd;
+    res->jumps_back = r->jumps_back;
     /* Liveness: increments per minute, and the longest time without one. */
     long long *ta = calloc(h->na + 2, sizeof(*ta));
     if (ta != NULL) {
@@ -548,10 +934,11 @@ static void run_free(struct run *r)
         fp_free(r->sg_proxy[k]);
     }
     tk_sg_free(r->sg);
-    for (int i = 0; i < NODES; i++) {
-        fp_free(r->node_proxy[i]);
-        free(r->urls[i]);
-    }
+    for (int k = 0; k < CLIENTS_MAX; k++)
+        for (int i = 0; i < NODES; i++) {
+            fp_free(r->node_proxy[k][i]);
+            free(r->urls[k][i]);
+        }
     rh_cluster_free(r->cluster);
     if (r->dir[0] != '\0' && !O->keep)
         rh_rmtree(r->dir);
@@ -577,15 +964,28 @@ static int run_one(enum fault fault, int fencing, unsigned long long seed, struc
     ro.faketime = fault == F_CLOCK_JUMP;
     if ((rc = rh_cluster_start(NODES, &ro, &r.cluster)) != 0)
         goto out;
-    for (int i = 0; i < NODES; i++) {
-        if ((rc = fp_new(rh_port(r.cluster, i), &r.node_proxy[i])) != 0)
-            goto out;
-        char url[64];
-        snprintf(url, sizeof(url), "redis://127.0.0.1:%d", fp_port(r.node_proxy[i]));
-        if ((r.urls[i] = strdup(url)) == NULL) {
-            rc = -ENOMEM;
+    for (int k = 0; k < r.clients; k++)
+        for (int i = 0; i < NODES; i++) {
+            if ((rc = fp_new(rh_port(r.cluster, i), &r.node_proxy[k][i])) != 0)
+                goto out;
+            char url[64];
+            snprintf(url, sizeof(url), "redis://127.0.0.1:%d", fp_port(r.node_proxy[k][i]));
+            if ((r.urls[k][i] = strdup(url)) == NULL) {
+                rc = -ENOMEM;
+                goto out;
+            }
+        }
+    r.client_faketime = fault == F_CLIENT_CLOCK || fault == F_MIXED;
+    if (r.client_faketime) {
+        if (access(FAKETIME_LIB, R_OK) != 0) {
+            fprintf(stderr, "campaign: %s needs %s (package libfaketime)\n", faults[fault].name,
+                    FAKETIME_LIB);
+            rc = -ENOENT;
             goto out;
         }
+        for (int k = 0; k < r.clients; k++)
+            if ((rc = set_client_clock(&r, k, 0)) != 0)
+                goto out;
     }
     struct tk_sg_options so;
     tk_sg_options_init(&so);
@@ -598,6 +998,9 @@ static int run_one(enum fault fault, int fencing, unsigned long long seed, struc
             goto out;
     r.start_ms = hp_now_ms();
     r.end_ms = r.start_ms + (long long)O->duration_s * 1000;
+    struct timespec wall;
+    clock_gettime(CLOCK_REALTIME, &wall);
+    r.real_off_us = (long long)wall.tv_sec * 1000000 + wall.tv_nsec / 1000 - hp_now_ms() * 1000;
     for (int k = 0; k < r.clients; k++)
         if ((rc = spawn_client(&r, k)) != 0)
             goto out;
@@ -641,6 +1044,7 @@ static int run_one(enum fault fault, int fencing, unsigned long long seed, struc
     }
     res->injected = r.injected;
     res->missed = r.missed;
+    memcpy(res->kind_injected, r.kind_injected, sizeof(res->kind_injected));
     if (tk_sg_pid(r.sg) == 0)
         tk_sg_restart(r.sg);
 
@@ -665,6 +1069,14 @@ out:
 }
 
 /* ---- the table --------------------------------------------------------- */
+
+/* What --short runs (CI): every fault that bites, the delayed restart,
+ * storage-guard's kill and pause, fewer and longer-TTL ones with --cli. */
+#define SHORT_FAULTS                                                                                         \
+    "client-pause,write-delay,node-restart,sg-kill9,partition-minority,partition-majority,client-clock,"     \
+    "sg-pause,node-restart-delayed"
+#define SHORT_CLI_FAULTS "partition-majority,client-clock"
+#define SHORT_SECONDS 12
 
 struct row {
     int runs, setup_failed;
@@ -691,11 +1103,75 @@ static void add(struct row *w, const struct result *x)
     w->sum.acks_lost += x->acks_lost;
     w->sum.dup_tokens += x->dup_tokens;
     w->sum.order += x->order;
+    w->sum.bit += x->bit;
+    w->sum.late_writes += x->late_writes;
+    w->sum.ka_runs += x->ka_runs;
+    w->sum.ka_lost += x->ka_lost;
+    for (int m = 0; m < 2; m++) {
+        w->sum.cuts[m] += x->cuts[m];
+        w->sum.cut_grants[m] += x->cut_grants[m];
+    }
+    w->sum.jumps_fwd += x->jumps_fwd;
+    w->sum.jumps_back += x->jumps_back;
+    w->sum.clock_grants += x->clock_grants;
+    w->sum.fence_tokens += x->fence_tokens;
+    w->sum.ahead_tokens += x->ahead_tokens;
+    w->sum.client_failures += x->client_failures;
+    for (int f = 0; f < F_COUNT; f++) {
+        w->sum.kind_injected[f] += x->kind_injected[f];
+        w->sum.kind_bit[f] += x->kind_bit[f];
+    }
     w->per_min_sum += x->per_min;
     if (x->longest_gap_ms > w->gap_max)
         w->gap_max = x->longest_gap_ms;
     if (w->first[0] == '\0' && x->first[0] != '\0')
         snprintf(w->first, sizeof(w->first), "%s", x->first);
+}
+
+/* Does fault f catch a holder (and so count as bitten or not)? */
+static int catches(int f)
+{
+    return f != F_SG_KILL && f != F_CLIENT_KILL && f != F_NODE_PAUSE && f != F_SLOW_NODE;
+}
+
+/* What a run's own log shows of its faults, beyond the columns: the
+ * keep-alives of the work phases, the grants of a client cut from a
+ * minority, the client clock jumps and what they did to the tokens, and
+ * for a mixed run which faults landed and bit. */
+static void evidence(const struct result *x, char *buf, size_t cap)
+{
+    size_t n = 0;
+    buf[0] = '\0';
+#define ADD(...)                                                                                             \
+    do {                                                                                                     \
+        if (n < cap)                                                                                         \
+            n += (size_t)snprintf(buf + n, cap - n, "%s", n ? "; " : "");                                    \
+        if (n < cap)                                                                                         \
+            n += (size_t)snprintf(buf + n, cap - n, __VA_ARGS__);                                            \
+    } while (0)
+    if (x->ka_runs > 0)
+        ADD("keep-alive lost %ld of %ld", x->ka_lost, x->ka_runs);
+    if (x->cuts[0] > 0)
+        ADD("cut from a minority %ld times, granted %ld times meanwhile", x->cuts[0], x->cut_grants[0]);
+    if (x->cuts[1] > 0)
+        ADD("cut from a majority %ld times, granted %ld times meanwhile", x->cuts[1], x->cut_grants[1]);
+    if (x->jumps_fwd + x->jumps_back > 0)
+        ADD("clock jumps %d forward %d back", x->jumps_fwd, x->jumps_back);
+    if (x->clock_grants > 0)
+        ADD("grants on a moved clock %ld (tokens read off a clock ahead %ld)", x->clock_grants,
+            x->ahead_tokens);
+    if (x->fence_tokens > 0)
+        ADD("tokens above their client's clock %ld", x->fence_tokens);
+    int kinds = 0;
+    for (int f = 0; f < F_COUNT; f++)
+        kinds += x->kind_injected[f] > 0;
+    for (int f = 0; f < F_COUNT && kinds > 1; f++) {
+        if (x->kind_injected[f] > 0 && catches(f))
+            ADD("%s bit %d of %d", faults[f].name, x->kind_bit[f], x->kind_injected[f]);
+        else if (x->kind_injected[f] > 0)
+            ADD("%s %d", faults[f].name, x->kind_injected[f]);
+    }
+#undef ADD
 }
 
 static void usage(FILE *f)
@@ -712,12 +1188,15 @@ static void usage(FILE *f)
             "  --clients K       clients (default 3, at most 16)\n"
             "  --seed N          schedule seed (default: the time)\n"
             "  --ttl-ms MS       lock TTL (default: each fault's own)\n"
-            "  --short           CI: client-pause,write-delay,node-restart,sg-kill9, 12 s, --require-loss\n"
+            "  --short           CI: " SHORT_FAULTS ", %d s, --require-loss\n"
             "  --require-loss    fail unless every unfenced run of a fault that bites loses updates\n"
             "  --storage-guard P the storage-guard binary\n"
             "  --keep            keep each run's directory (histories, logs)\n"
             "  --cli[=PATH]      clients take and release the lock with the fencelock command\n"
-            "  -v, --verbose     say what is injected when\n");
+            "                    (with --short: " SHORT_CLI_FAULTS ")\n"
+            "  --restart-delay-ms MS  how long node-restart-delayed keeps the node down (default TTL + 200)\n"
+            "  -v, --verbose     say what is injected when\n",
+            SHORT_SECONDS);
 }
 
 static int parse_faults(struct opts *o, const char *list)
@@ -792,6 +1271,8 @@ int main(int argc, char **argv)
     o.duration_s = 30;
     o.runs = 1;
     o.modes = 3;
+    o.restart_delay_ms = -1;
+    int is_short = 0, faults_given = 0;
     for (int i = 0; i < F_COUNT; i++)
         o.fault_on[i] = 1;
     o.sg_exe = getenv("SG_EXE");
@@ -812,6 +1293,7 @@ int main(int argc, char **argv)
         O_SG,
         O_KEEP,
         O_CLI,
+        O_RESTART_DELAY,
     };
     static const struct option longopts[] = {
         {"faults", required_argument, NULL, O_FAULTS},
@@ -826,6 +1308,7 @@ int main(int argc, char **argv)
         {"storage-guard", required_argument, NULL, O_SG},
         {"keep", no_argument, NULL, O_KEEP},
         {"cli", optional_argument, NULL, O_CLI},
+        {"restart-delay-ms", required_argument, NULL, O_RESTART_DELAY},
         {"verbose", no_argument, NULL, 'v'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
@@ -836,6 +1319,7 @@ int main(int argc, char **argv)
         case O_FAULTS:
             if (parse_faults(&o, optarg) != 0)
                 return 64;
+            faults_given = 1;
             break;
         case O_MODES:
             o.modes =
@@ -864,9 +1348,12 @@ int main(int argc, char **argv)
             o.ttl_ms = strtoull(optarg, NULL, 10);
             break;
         case O_SHORT:
-            parse_faults(&o, "client-pause,write-delay,node-restart,sg-kill9");
-            o.duration_s = 12;
+            is_short = 1;
+            o.duration_s = SHORT_SECONDS;
             o.require_loss = 1;
+            break;
+        case O_RESTART_DELAY:
+            o.restart_delay_ms = atol(optarg);
             break;
         case O_REQUIRE:
             o.require_loss = 1;
@@ -901,6 +1388,9 @@ int main(int argc, char **argv)
         usage(stderr);
         return 64;
     }
+    /* --short picks its faults unless --faults did, in either order. */
+    if (is_short && !faults_given)
+        parse_faults(&o, o.cli ? SHORT_CLI_FAULTS : SHORT_FAULTS);
     O = &o;
     printf("fencelock-campaign: seed %llu, %d clients%s, %d s per run, %d run(s) per fault and mode\n",
            o.seed, o.clients, o.cli ? " through the fencelock command" : "", o.duration_s, o.runs);
@@ -927,11 +1417,16 @@ int main(int argc, char **argv)
                 }
                 add(w, &res);
                 long v = violations(&res);
-                printf("%-13s %-9s seed %-12llu faults %2d (missed %d)  acks %5ld  %7.0f/min  gap %6lld ms  "
-                       "double grants %3ld  violations %ld%s%s\n",
+                char ev[600];
+                evidence(&res, ev, sizeof(ev));
+                printf("%-20s %-9s seed %-12llu faults %2d (missed %d, bit %d)  acks %5ld  %7.0f/min  gap "
+                       "%6lld ms  "
+                       "late writes %3ld  refused %3ld  double grants %3ld  violations %ld%s%s\n",
                        faults[f].name, fencing ? "fenced" : "unfenced", seed, res.injected, res.missed,
-                       res.acks, res.per_min, res.longest_gap_ms, res.double_grants, v, v ? ": " : "",
-                       v ? res.first : "");
+                       res.bit, res.acks, res.per_min, res.longest_gap_ms, res.late_writes, res.refused,
+                       res.double_grants, v, v ? ": " : "", v ? res.first : "");
+                if (ev[0] != '\0')
+                    printf("  %s\n", ev);
                 fflush(stdout);
                 if (res.client_failures > 0) {
                     failed++;
@@ -940,7 +1435,13 @@ int main(int argc, char **argv)
                     /* A run without a fault proves nothing either way. */
                     failed++;
                     printf("  no fault landed in this run: make it longer\n");
-                } else if (fencing) {
+                } else if (faults[f].no_double && res.double_grants + res.lost + res.bad_rmw > 0) {
+                    /* The delayed restart must not let anyone in while the
+                     * holder's lease runs, fenced or not. */
+                    failed++;
+                    printf("  %s gave %ld double grant(s) and %ld lost update(s): it must give none\n",
+                           faults[f].name, res.double_grants, res.lost + res.bad_rmw);
+                } else if (fencing || faults[f].no_double) {
                     /* With fencing, no fault may cost safety. */
                     if (v == 0)
                         passed++;
@@ -960,27 +1461,45 @@ int main(int argc, char **argv)
         }
     }
 
-    printf("\n| fault | mode | runs | faults injected (missed) | increments | per minute | longest gap ms | "
-           "refused "
-           "| unknown | double grants (ms) | stale accepted | lost updates | read-write gaps | acks lost | "
-           "tokens "
-           "twice | order | violations |\n"
-           "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: "
-           "| ---: "
-           "| ---: | ---: |\n");
+    printf(
+        "\n| fault | mode | runs | faults injected (missed) | bit | late writes | increments | per minute | "
+        "longest gap ms | refused "
+        "| unknown | double grants (ms) | stale accepted | lost updates | read-write gaps | acks lost | "
+        "tokens "
+        "twice | order | violations |\n"
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | "
+        "---: "
+        "| ---: | ---: "
+        "| ---: | ---: |\n");
     for (int f = 0; f < F_COUNT; f++)
         for (int m = 0; m < 2; m++) {
             struct row *w = &rows[f][m];
             if (w->runs == 0)
                 continue;
             const struct result *s = &w->sum;
-            printf("| %s | %s | %d | %d (%d) | %ld | %.0f | %lld | %ld | %ld | %ld (%lld) | %ld | %ld | %ld "
+            printf("| %s | %s | %d | %d (%d) | %d | %ld | %ld | %.0f | %lld | %ld | %ld | %ld (%lld) | %ld | "
+                   "%ld "
+                   "| %ld "
                    "| %ld "
                    "| %ld | %ld | %ld |\n",
-                   faults[f].name, m == 0 ? "fenced" : "unfenced", w->runs, s->injected, s->missed, s->acks,
-                   w->per_min_sum / w->runs, w->gap_max, s->refused, s->unknown, s->double_grants,
-                   s->double_ms, s->stale_accepted, s->lost, s->bad_rmw, s->acks_lost, s->dup_tokens,
-                   s->order, violations(s));
+                   faults[f].name, m == 0 ? "fenced" : "unfenced", w->runs, s->injected, s->missed, s->bit,
+                   s->late_writes, s->acks, w->per_min_sum / w->runs, w->gap_max, s->refused, s->unknown,
+                   s->double_grants, s->double_ms, s->stale_accepted, s->lost, s->bad_rmw, s->acks_lost,
+                   s->dup_tokens, s->order, violations(s));
+        }
+    /* What the table's columns do not show. */
+    int header = 0;
+    for (int f = 0; f < F_COUNT; f++)
+        for (int m = 0; m < 2; m++) {
+            char ev[600];
+            if (rows[f][m].runs == 0)
+                continue;
+            evidence(&rows[f][m].sum, ev, sizeof(ev));
+            if (ev[0] == '\0')
+                continue;
+            if (!header++)
+                printf("\n");
+            printf("%s, %s: %s\n", faults[f].name, m == 0 ? "fenced" : "unfenced", ev);
         }
     printf("\n%d passed, %d failed\n", passed, failed);
     return failed ? 1 : 0;

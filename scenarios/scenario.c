@@ -23,6 +23,7 @@
 #include "proc.h"
 #include "redis_harness.h"
 #include "scenario.h"
+#include <fencelock-testkit/testkit.h>
 
 #define NODES_MAX 5
 #define RESOURCE "ledger"
@@ -91,7 +92,7 @@ struct world {
     long long t0;
     char dir[256];
     struct rh_cluster *rc;
-    pid_t sg_pid;
+    struct tk_sg *sg; /* storage-guard, from the test kit */
     int sg_port;
     struct fp_proxy *to_storage;         /* A -> storage-guard (network-delay) */
     struct fp_proxy *to_node[NODES_MAX]; /* A -> node i: dropping (split-majority), holding (acquire-pause) */
@@ -134,46 +135,18 @@ static struct sc_event *event(struct world *w, long long t, long long end, const
 
 static int start_storage(struct world *w)
 {
-    char db[300], portfile[300], logf[300];
-    snprintf(db, sizeof(db), "%s/records.db", w->dir);
-    snprintf(portfile, sizeof(portfile), "%s/storage.port", w->dir);
-    snprintf(logf, sizeof(logf), "%s/storage-guard.log", w->dir);
-    const char *argv[] = {w->cfg->storage_guard_bin,
-                          "--db",
-                          db,
-                          "--listen",
-                          "127.0.0.1:0",
-                          "--port-file",
-                          portfile,
-                          w->r->mode == SC_UNFENCED ? "--unfenced" : NULL,
-                          NULL};
-    pid_t pid = hp_spawn((char *const *)argv, NULL, logf);
-    if (pid < 0) {
-        fail(w, "cannot start %s: %s", w->cfg->storage_guard_bin, strerror((int)-pid));
-        return (int)pid;
+    struct tk_sg_options o;
+    tk_sg_options_init(&o);
+    o.exe = w->cfg->storage_guard_bin;
+    o.unfenced = w->r->mode == SC_UNFENCED;
+    o.start_timeout_ms = 10000;
+    int rc = tk_sg_start(&o, &w->sg);
+    if (rc < 0) {
+        fail(w, "cannot start %s: %s", w->cfg->storage_guard_bin, strerror(-rc));
+        return rc;
     }
-    w->sg_pid = pid;
-    long long deadline = hp_now_ms() + 10000;
-    while (hp_now_ms() < deadline) {
-        FILE *f = fopen(portfile, "r");
-        int port = 0;
-        if (f) {
-            if (fscanf(f, "%d", &port) != 1)
-                port = 0;
-            fclose(f);
-        }
-        if (port > 0) {
-            w->sg_port = port;
-            return 0;
-        }
-        if (hp_wait(pid, 0, NULL) == 0) {
-            w->sg_pid = 0;
-            break;
-        }
-        hp_sleep_ms(10);
-    }
-    fail(w, "storage-guard did not start; see %s", logf);
-    return -ETIMEDOUT;
+    w->sg_port = tk_sg_port(w->sg);
+    return 0;
 }
 
 /* The node list a client sees: direct URLs, or a dropping proxy where the
@@ -754,8 +727,9 @@ out:
     fp_free(w.to_storage);
     for (int i = 0; i < NODES_MAX; i++)
         fp_free(w.to_node[i]);
-    if (w.sg_pid > 0)
-        hp_signal(w.sg_pid, SIGTERM, 5000);
+    if (w.sg != NULL)
+        tk_sg_stop(w.sg);
+    tk_sg_free(w.sg);
     rh_cluster_free(w.rc);
     if (rc == 0 && getenv("FENCELOCK_KEEP_TMP") == NULL)
         rh_rmtree(w.dir);

@@ -20,6 +20,7 @@ struct tk_sg {
     int start_timeout_ms;
     pid_t pid;
     uint16_t port;
+    int own_dir; /* made by tk_sg_start: removed by tk_sg_free */
     char dir[256];
     char db[320];
     char port_file[320];
@@ -138,9 +139,17 @@ int tk_sg_start(const struct tk_sg_options *o, struct tk_sg **out)
             goto out;
     s->unfenced = o->unfenced;
     s->start_timeout_ms = o->start_timeout_ms > 0 ? o->start_timeout_ms : 15000;
-    if ((rc = rh_mkdtemp("sg", s->dir, sizeof(s->dir))) != 0) {
+    if (o->dir != NULL) {
+        if (strlen(o->dir) >= sizeof(s->dir) - 32) {
+            rc = -ENAMETOOLONG;
+            goto out;
+        }
+        snprintf(s->dir, sizeof(s->dir), "%s", o->dir);
+    } else if ((rc = rh_mkdtemp("sg", s->dir, sizeof(s->dir))) != 0) {
         s->dir[0] = '\0';
         goto out;
+    } else {
+        s->own_dir = 1;
     }
     snprintf(s->db, sizeof(s->db), "%s/records.db", s->dir);
     snprintf(s->port_file, sizeof(s->port_file), "%s/port", s->dir);
@@ -171,6 +180,20 @@ int tk_sg_stop(struct tk_sg *s)
         dump_log(s);
         return -ECHILD;
     }
+    return 0;
+}
+
+int tk_sg_wait(struct tk_sg *s, int timeout_ms, int *status)
+{
+    if (s == NULL || s->pid <= 0)
+        return -ESRCH;
+    int st = 0;
+    int rc = hp_wait(s->pid, timeout_ms < 0 ? 0 : timeout_ms, &st);
+    if (rc != 0)
+        return rc == -ETIMEDOUT ? -ETIMEDOUT : rc;
+    s->pid = 0;
+    if (status != NULL)
+        *status = st;
     return 0;
 }
 
@@ -220,7 +243,7 @@ void tk_sg_free(struct tk_sg *s)
         return;
     if (s->pid > 0)
         hp_signal(s->pid, SIGKILL, 0);
-    if (s->dir[0] != '\0' && getenv("SG_KEEP_TMP") == NULL)
+    if (s->own_dir && getenv("SG_KEEP_TMP") == NULL)
         rh_rmtree(s->dir);
     for (size_t i = 0; s->extra != NULL && s->extra[i] != NULL; i++)
         free(s->extra[i]);

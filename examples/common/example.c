@@ -50,63 +50,34 @@ const char *ex_program(const char *env, const char *rel, const char *name)
 
 int ex_store_start(struct ex_store *s, const char *tag, int unfenced)
 {
+    (void)tag;
     memset(s, 0, sizeof(*s));
-    if (rh_mkdtemp(tag, s->dir, sizeof(s->dir)) != 0)
-        return -1;
-    char db[320], port_file[320], log[320];
-    snprintf(db, sizeof(db), "%s/records.db", s->dir);
-    snprintf(port_file, sizeof(port_file), "%s/port", s->dir);
-    snprintf(log, sizeof(log), "%s/storage-guard.log", s->dir);
-    char *argv[] = {
-        (char *)ex_program("FENCELOCK_STORAGE_GUARD", "storage-guard/storage-guard", "storage-guard"),
-        "--db",
-        db,
-        "--listen",
-        "127.0.0.1:0",
-        "--port-file",
-        port_file,
-        "--threads",
-        "8",
-        "--log-level",
-        "warn",
-        unfenced ? "--unfenced" : NULL,
-        NULL};
-    s->pid = hp_spawn(argv, NULL, log);
-    if (s->pid <= 0) {
-        fprintf(stderr, "cannot start %s\n", argv[0]);
+    static const char *const threads[] = {"--threads", "8", NULL};
+    struct tk_sg_options o;
+    tk_sg_options_init(&o);
+    o.exe = ex_program("FENCELOCK_STORAGE_GUARD", "storage-guard/storage-guard", "storage-guard");
+    o.unfenced = unfenced;
+    o.log_level = "warn";
+    o.extra_args = threads;
+    int rc = tk_sg_start(&o, &s->sg);
+    if (rc < 0) {
+        fprintf(stderr, "cannot start %s: %s\n", o.exe, strerror(-rc));
         return -1;
     }
-    long long deadline = ex_now_ms() + 15000;
-    while (ex_now_ms() < deadline) {
-        FILE *f = fopen(port_file, "r");
-        unsigned port = 0;
-        if (f != NULL) {
-            int ok = fscanf(f, "%u", &port) == 1;
-            fclose(f);
-            if (ok && port > 0 && port < 65536) {
-                s->port = (uint16_t)port;
-                return 0;
-            }
-        }
-        int st;
-        if (hp_wait(s->pid, 0, &st) == 0) {
-            s->pid = 0;
-            fprintf(stderr, "storage-guard exited at start-up (see %s)\n", log);
-            return -1;
-        }
-        ex_sleep_ms(10);
-    }
-    fprintf(stderr, "storage-guard did not write its port within 15 s\n");
-    return -1;
+    s->port = tk_sg_port(s->sg);
+    snprintf(s->dir, sizeof(s->dir), "%s", tk_sg_dir(s->sg));
+    return 0;
 }
 
 void ex_store_stop(struct ex_store *s)
 {
-    if (s->pid > 0)
-        hp_signal(s->pid, SIGTERM, 10000);
-    s->pid = 0;
-    if (s->dir[0] != '\0' && getenv("FENCELOCK_EXAMPLE_KEEP") == NULL)
-        rh_rmtree(s->dir);
+    if (s->sg == NULL)
+        return;
+    tk_sg_stop(s->sg);
+    if (getenv("FENCELOCK_EXAMPLE_KEEP") != NULL)
+        setenv("SG_KEEP_TMP", "1", 1);
+    tk_sg_free(s->sg);
+    s->sg = NULL;
     s->dir[0] = '\0';
 }
 

@@ -13,11 +13,12 @@
 #include <jansson.h>
 
 #include "redis_harness.h"
+#include <fencelock-testkit/testkit.h>
 
 struct ex_store {
-    pid_t pid;
+    struct tk_sg *sg; /* the test kit's storage-guard */
     uint16_t port;
-    char dir[256];
+    char dir[256]; /* its temporary directory */
 };
 
 /* Start storage-guard in a fresh temporary directory; unfenced 1 runs it

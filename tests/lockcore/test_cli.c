@@ -20,6 +20,7 @@
 
 #include "fault_proxy.h"
 #include "proc.h"
+#include "cli_harness.h"
 #include "redis_harness.h"
 
 #define RUN_TIMEOUT_MS 20000
@@ -27,231 +28,28 @@
 /* Exit codes of fencelock (docs/cli.md). */
 enum { X_USAGE = 64, X_UNREACHABLE = 69, X_NOT_HELD = 75, X_LOST = 79 };
 
-struct fixture {
-    struct rh_cluster *rc; /* NULL for tests that never reach a node */
-    char nodes[1024];      /* FENCELOCK_NODES */
-    char dir[256];
-    int seq;
-};
-
-struct res {
-    int code;     /* exit status, or 128 + signal */
-    long long ms; /* how long it ran */
-    char out[16384];
-    char err[16384];
-};
-
-static const char *fencelock_bin(void)
+static struct fixture *fx(int n)
 {
-    const char *b = getenv("FENCELOCK_BIN");
-    if (b == NULL || *b == '\0')
-        fail_msg("FENCELOCK_BIN is not set: run this test through meson");
-    return b;
-}
-
-static struct fixture *fx_new(int n)
-{
-    struct fixture *f = calloc(1, sizeof(*f));
-    assert_non_null(f);
-    assert_int_equal(rh_mkdtemp("cli", f->dir, sizeof(f->dir)), 0);
-    if (n == 0) {
-        snprintf(f->nodes, sizeof(f->nodes), "127.0.0.1:1");
-        return f;
-    }
-    assert_int_equal(rh_cluster_start(n, NULL, &f->rc), 0);
-    size_t len = 0;
-    for (int i = 0; i < n; i++)
-        len +=
-            (size_t)snprintf(f->nodes + len, sizeof(f->nodes) - len, "%s%s", i ? "," : "", rh_url(f->rc, i));
+    struct fixture *f = fx_new(n, "cli");
+    f->run_timeout_ms = RUN_TIMEOUT_MS;
     return f;
 }
 
 static int setup3(void **state)
 {
-    *state = fx_new(3);
+    *state = fx(3);
     return 0;
 }
 
 static int setup_none(void **state)
 {
-    *state = fx_new(0);
+    *state = fx(0);
     return 0;
 }
 
 static int teardown(void **state)
 {
-    struct fixture *f = *state;
-    rh_cluster_free(f->rc);
-    rh_rmtree(f->dir);
-    free(f);
-    return 0;
-}
-
-static void path_in(struct fixture *f, const char *name, char *buf, size_t cap)
-{
-    snprintf(buf, cap, "%s/%s", f->dir, name);
-}
-
-/* A child's pid and the files its output goes to. */
-struct child {
-    pid_t pid;
-    long long started_ms;
-    char out_path[320];
-    char err_path[320];
-};
-
-/*
- * Start fencelock with args (NULL-terminated). env: extra "NAME=value"
- * strings (NULL-terminated, may be NULL); FENCELOCK_NODES is the cluster's
- * unless env sets it. The shell only redirects stderr and then execs
- * fencelock, so the PID is fencelock's.
- */
-static void spawn(struct fixture *f, struct child *ch, char *const *env, const char *const *args)
-{
-    char *argv[64];
-    int k = 0;
-    argv[k++] = "sh";
-    argv[k++] = "-c";
-    argv[k++] = "exec \"$0\" \"$@\" 2>\"$FL_TEST_ERR\"";
-    argv[k++] = (char *)fencelock_bin();
-    for (int i = 0; args[i] != NULL; i++) {
-        assert_true(k < 63);
-        argv[k++] = (char *)args[i];
-    }
-    argv[k] = NULL;
-    int seq = f->seq++;
-    snprintf(ch->out_path, sizeof(ch->out_path), "%s/fl%d.out", f->dir, seq);
-    snprintf(ch->err_path, sizeof(ch->err_path), "%s/fl%d.err", f->dir, seq);
-    static char nodes_env[1100], err_env[400];
-    char *envp[16];
-    int e = 0;
-    snprintf(nodes_env, sizeof(nodes_env), "FENCELOCK_NODES=%s", f->nodes);
-    snprintf(err_env, sizeof(err_env), "FL_TEST_ERR=%s", ch->err_path);
-    envp[e++] = nodes_env;
-    envp[e++] = err_env;
-    for (int i = 0; env != NULL && env[i] != NULL; i++) {
-        assert_true(e < 15);
-        envp[e++] = env[i];
-    }
-    envp[e] = NULL;
-    /* hp_spawn replaces inherited variables with extras but keeps every
-     * extra: drop our FENCELOCK_NODES if the caller gives one. */
-    for (int i = 2; i < e; i++)
-        if (strncmp(envp[i], "FENCELOCK_NODES=", 16) == 0)
-            envp[0] = "FL_TEST_UNUSED=1";
-    ch->started_ms = hp_now_ms();
-    ch->pid = hp_spawn(argv, envp, ch->out_path);
-    assert_true(ch->pid > 0);
-}
-
-static void read_file(const char *path, char *buf, size_t cap)
-{
-    buf[0] = '\0';
-    FILE *fp = fopen(path, "r");
-    if (fp == NULL)
-        return;
-    size_t n = fread(buf, 1, cap - 1, fp);
-    buf[n] = '\0';
-    fclose(fp);
-}
-
-/* Wait for the child (SIGKILL and fail after timeout_ms) and collect it. */
-static void collect(struct child *ch, int timeout_ms, struct res *r)
-{
-    int status = 0;
-    int rc = hp_wait(ch->pid, timeout_ms, &status);
-    if (rc == -ETIMEDOUT) {
-        hp_signal(ch->pid, SIGKILL, 0);
-        fail_msg("fencelock still running after %d ms", timeout_ms);
-    }
-    assert_int_equal(rc, 0);
-    r->ms = hp_now_ms() - ch->started_ms;
-    r->code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    read_file(ch->out_path, r->out, sizeof(r->out));
-    read_file(ch->err_path, r->err, sizeof(r->err));
-}
-
-static void vfl(struct fixture *f, struct res *r, char *const *env, va_list ap)
-{
-    const char *args[60];
-    int n = 0;
-    for (const char *a = va_arg(ap, const char *); a != NULL; a = va_arg(ap, const char *)) {
-        assert_true(n < 59);
-        args[n++] = a;
-    }
-    args[n] = NULL;
-    struct child ch;
-    spawn(f, &ch, env, args);
-    collect(&ch, RUN_TIMEOUT_MS, r);
-}
-
-/* Run fencelock with the arguments that follow (NULL-terminated). */
-static void fl(struct fixture *f, struct res *r, ...)
-{
-    va_list ap;
-    va_start(ap, r);
-    vfl(f, r, NULL, ap);
-    va_end(ap);
-}
-
-static void fl_env(struct fixture *f, struct res *r, char *const *env, ...)
-{
-    va_list ap;
-    va_start(ap, env);
-    vfl(f, r, env, ap);
-    va_end(ap);
-}
-
-/* stdout must be exactly one JSON object on one line. */
-static json_t *one_json_line(const struct res *r)
-{
-    const char *nl = strchr(r->out, '\n');
-    if (nl == NULL || nl[1] != '\0')
-        fail_msg("stdout is not one line: '%s' (stderr: %s)", r->out, r->err);
-    json_error_t e;
-    json_t *j = json_loads(r->out, 0, &e);
-    if (j == NULL || !json_is_object(j))
-        fail_msg("stdout is not a JSON object: %s (%s)", r->out, e.text);
-    return j;
-}
-
-static const char *jstr(json_t *j, const char *key)
-{
-    json_t *v = json_object_get(j, key);
-    if (!json_is_string(v))
-        fail_msg("'%s' is not a string", key);
-    return json_string_value(v);
-}
-
-static long long jint(json_t *j, const char *key)
-{
-    json_t *v = json_object_get(j, key);
-    if (!json_is_integer(v))
-        fail_msg("'%s' is not an integer", key);
-    return json_integer_value(v);
-}
-
-static int jbool(json_t *j, const char *key)
-{
-    json_t *v = json_object_get(j, key);
-    if (!json_is_boolean(v))
-        fail_msg("'%s' is not a boolean", key);
-    return json_is_true(v);
-}
-
-/* The object has exactly these keys (NULL-terminated). */
-static void has_keys(json_t *j, ...)
-{
-    va_list ap;
-    va_start(ap, j);
-    size_t n = 0;
-    for (const char *k = va_arg(ap, const char *); k != NULL; k = va_arg(ap, const char *)) {
-        if (json_object_get(j, k) == NULL)
-            fail_msg("key '%s' missing", k);
-        n++;
-    }
-    va_end(ap);
-    assert_int_equal(json_object_size(j), n);
+    return fx_teardown(state);
 }
 
 /* Wait up to ms for a file to have content; returns it in buf. */
@@ -1588,10 +1386,9 @@ static void test_cli_password_stays_out_of_argv_and_messages(void **state)
     struct rh_options ro;
     rh_options_init(&ro);
     ro.password = "S3cretPW-cli";
-    struct fixture *f = calloc(1, sizeof(*f));
-    assert_non_null(f);
+    struct fixture *f = fx_new(0, "cli-pw"); /* with its own nodes: */
+    f->run_timeout_ms = RUN_TIMEOUT_MS;
     assert_int_equal(rh_cluster_start(3, &ro, &f->rc), 0);
-    assert_int_equal(rh_mkdtemp("cli-pw", f->dir, sizeof(f->dir)), 0);
     /* Plain addresses, without the password. */
     f->nodes[0] = '\0';
     for (int i = 0; i < 3; i++) {

@@ -1,137 +1,82 @@
-/* Starting and stopping a storage-guard process for the tests. */
-#define _XOPEN_SOURCE 700
+/* Starting and stopping a storage-guard process for the tests, through the
+ * test kit. */
 #include <errno.h>
-#include <ftw.h>
 #include <setjmp.h>
-#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <cmocka.h>
 
-#include "proc.h"
-#include "sg_daemon.h"
+#include <fencelock-testkit/testkit.h>
 
-#define START_TIMEOUT_MS 15000
-#define STOP_TIMEOUT_MS 20000
+#include "sg_daemon.h"
 
 void sgd_init(struct sgd *d)
 {
     memset(d, 0, sizeof(*d));
-    const char *tmp = getenv("TMPDIR");
-    snprintf(d->dir, sizeof(d->dir), "%s/sg-test-XXXXXX", tmp && *tmp ? tmp : "/tmp");
-    assert_non_null(mkdtemp(d->dir));
+    assert_int_equal(rh_mkdtemp("sg-test", d->dir, sizeof(d->dir)), 0);
+    /* The names the kit gives them in its directory. */
     snprintf(d->db, sizeof(d->db), "%s/records.db", d->dir);
     snprintf(d->port_file, sizeof(d->port_file), "%s/port", d->dir);
     snprintf(d->log, sizeof(d->log), "%s/storage-guard.log", d->dir);
 }
 
-static void dump_log(const struct sgd *d)
-{
-    FILE *f = fopen(d->log, "r");
-    if (f == NULL)
-        return;
-    char line[1024];
-    fprintf(stderr, "---- %s ----\n", d->log);
-    while (fgets(line, sizeof(line), f))
-        fputs(line, stderr);
-    fclose(f);
-}
-
 void sgd_start(struct sgd *d, const char *const *extra_args)
 {
-    const char *exe = getenv("SG_EXE");
-    if (exe == NULL)
+    if (getenv("SG_EXE") == NULL)
         fail_msg("SG_EXE is not set (run the tests with meson test)");
-    char *argv[32];
-    int n = 0;
-    argv[n++] = (char *)exe;
-    argv[n++] = "--db";
-    argv[n++] = d->db;
-    argv[n++] = "--listen";
-    argv[n++] = "127.0.0.1:0";
-    argv[n++] = "--port-file";
-    argv[n++] = d->port_file;
-    argv[n++] = "--log-level";
-    argv[n++] = "debug";
-    for (int i = 0; extra_args && extra_args[i] && n < 31; i++)
-        argv[n++] = (char *)extra_args[i];
-    argv[n] = NULL;
-    unlink(d->port_file);
-    d->pid = hp_spawn(argv, NULL, d->log);
-    assert_true(d->pid > 0);
-    long long deadline = hp_now_ms() + START_TIMEOUT_MS;
-    while (hp_now_ms() < deadline) {
-        FILE *f = fopen(d->port_file, "r");
-        unsigned port = 0;
-        if (f != NULL) {
-            int ok = fscanf(f, "%u", &port) == 1;
-            fclose(f);
-            if (ok && port > 0 && port < 65536) {
-                d->port = (uint16_t)port;
-                return;
-            }
-        }
-        int st;
-        if (hp_wait(d->pid, 0, &st) == 0) {
-            d->pid = 0;
-            dump_log(d);
-            fail_msg("storage-guard exited at start-up (status %d)", st);
-        }
-        hp_sleep_ms(10);
-    }
-    dump_log(d);
-    fail_msg("storage-guard did not write its port within %d ms", START_TIMEOUT_MS);
+    tk_sg_free(d->sg); /* a previous run, stopped: the directory stays */
+    d->sg = NULL;
+    struct tk_sg_options o;
+    tk_sg_options_init(&o);
+    o.dir = d->dir;
+    o.log_level = "debug";
+    o.extra_args = extra_args;
+    int rc = tk_sg_start(&o, &d->sg);
+    if (rc != 0)
+        fail_msg("storage-guard did not start: %s (its log is above)", strerror(-rc));
+    d->pid = tk_sg_pid(d->sg);
+    d->port = tk_sg_port(d->sg);
 }
 
 int sgd_stop(struct sgd *d)
 {
-    if (d->pid <= 0)
+    if (d->sg == NULL || d->pid <= 0)
         return -1;
-    int st = -1;
-    assert_int_equal(kill(d->pid, SIGTERM), 0);
-    if (hp_wait(d->pid, STOP_TIMEOUT_MS, &st) != 0) {
-        hp_signal(d->pid, SIGKILL, 0);
-        d->pid = 0;
-        dump_log(d);
-        fail_msg("storage-guard did not stop within %d ms of SIGTERM", STOP_TIMEOUT_MS);
-    }
+    int rc = tk_sg_stop(d->sg);
     d->pid = 0;
-    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
-        dump_log(d);
-    return st;
+    if (rc == -ETIMEDOUT)
+        fail_msg("storage-guard did not stop within 20 s of SIGTERM");
+    return rc; /* 0: it exited with status 0 */
 }
 
 void sgd_kill9(struct sgd *d)
 {
-    if (d->pid <= 0)
+    if (d->sg == NULL || d->pid <= 0)
         return;
-    assert_int_equal(hp_signal(d->pid, SIGKILL, 0), 0);
+    assert_int_equal(tk_sg_kill(d->sg), 0);
     d->pid = 0;
 }
 
-static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
+int sgd_wait(struct sgd *d, int timeout_ms)
 {
-    (void)sb;
-    (void)flag;
-    (void)ftw;
-    remove(path);
-    return 0;
+    int st = 0;
+    int rc = tk_sg_wait(d->sg, timeout_ms, &st);
+    if (rc != 0)
+        fail_msg("storage-guard did not exit within %d ms: %s", timeout_ms, strerror(-rc));
+    d->pid = 0;
+    return st;
 }
 
 void sgd_destroy(struct sgd *d)
 {
-    if (d->pid > 0) {
-        hp_signal(d->pid, SIGKILL, 0);
-        d->pid = 0;
-    }
+    tk_sg_free(d->sg); /* kills it if it runs */
+    d->sg = NULL;
+    d->pid = 0;
     if (d->dir[0] != '\0' && getenv("SG_KEEP_TMP") == NULL)
-        nftw(d->dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+        rh_rmtree(d->dir);
     d->dir[0] = '\0';
 }

@@ -1,6 +1,8 @@
 /*
- * A real storage-guard process for the tests: started with hp_spawn in a
- * temporary directory, found through its --port-file, stopped by PID.
+ * A real storage-guard process for the tests, through the test kit
+ * (tk_sg): a temporary directory made first, so that a test can put files
+ * there (or read the database's and port file's modes) around its starts;
+ * each start may pass other arguments.
  */
 #ifndef SG_TEST_DAEMON_H
 #define SG_TEST_DAEMON_H
@@ -8,8 +10,11 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+struct tk_sg;
+
 struct sgd {
-    pid_t pid;
+    struct tk_sg *sg;
+    pid_t pid; /* 0 while it is down */
     uint16_t port;
     char dir[256];
     char db[512];
@@ -32,6 +37,10 @@ int sgd_stop(struct sgd *d);
 
 /* SIGKILL and reap. */
 void sgd_kill9(struct sgd *d);
+
+/* Wait up to timeout_ms for it to exit after a signal the test sent to
+ * d->pid; returns waitpid's status. Fails the test if it does not exit. */
+int sgd_wait(struct sgd *d, int timeout_ms);
 
 /* Stop if running, then remove the temporary directory. */
 void sgd_destroy(struct sgd *d);

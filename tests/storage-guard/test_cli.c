@@ -129,9 +129,7 @@ static void test_cli_one_thread_and_sigint(void **state)
     assert_int_equal(r.status, 200);
     hc_response_clear(&r);
     assert_int_equal(kill(d->pid, SIGINT), 0);
-    int st = 0;
-    assert_int_equal(hp_wait(d->pid, 15000, &st), 0);
-    d->pid = 0;
+    int st = sgd_wait(d, 15000);
     assert_true(WIFEXITED(st));
     assert_int_equal(WEXITSTATUS(st), 0);
     /* No libmicrohttpd warning about the thread pool, nothing at warn level. */

@@ -7,6 +7,8 @@
 #include <stdio.h>
 #include <string.h>
 #include <errno.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -103,6 +105,35 @@ static void test_sg_log_pages_past_one_answer(void **state)
     tk_sg_free(sg);
 }
 
+/* In a directory of the caller's, which it keeps; stopped by a signal of
+ * the caller's and reaped with tk_sg_wait. */
+static void test_sg_in_the_callers_dir_and_waited_for(void **state)
+{
+    (void)state;
+    char dir[256], probe[320];
+    assert_int_equal(rh_mkdtemp("tksg", dir, sizeof(dir)), 0);
+    struct tk_sg_options o;
+    tk_sg_options_init(&o);
+    o.dir = dir;
+    struct tk_sg *sg = NULL;
+    assert_int_equal(tk_sg_start(&o, &sg), 0);
+    assert_string_equal(tk_sg_dir(sg), dir);
+    snprintf(probe, sizeof(probe), "%s/records.db", dir);
+    assert_string_equal(tk_sg_db(sg), probe);
+    assert_int_equal(access(probe, F_OK), 0);
+    assert_int_equal(tk_sg_wait(sg, 0, NULL), -ETIMEDOUT); /* still running */
+    assert_int_equal(kill(tk_sg_pid(sg), SIGINT), 0);
+    int st = -1;
+    assert_int_equal(tk_sg_wait(sg, 15000, &st), 0);
+    assert_true(WIFEXITED(st));
+    assert_int_equal(WEXITSTATUS(st), 0);
+    assert_int_equal(tk_sg_pid(sg), 0);
+    assert_int_equal(tk_sg_wait(sg, 0, NULL), -ESRCH);
+    tk_sg_free(sg);
+    assert_int_equal(access(probe, F_OK), 0); /* the caller's directory stays */
+    assert_int_equal(rh_rmtree(dir), 0);
+}
+
 static void test_sg_bad_arguments(void **state)
 {
     (void)state;
@@ -121,6 +152,7 @@ int main(void)
         cmocka_unit_test(test_sg_kill9_keeps_acked_writes),
         cmocka_unit_test(test_sg_unfenced_accepts_stale_and_the_check_sees_it),
         cmocka_unit_test(test_sg_log_pages_past_one_answer),
+        cmocka_unit_test(test_sg_in_the_callers_dir_and_waited_for),
         cmocka_unit_test(test_sg_bad_arguments),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

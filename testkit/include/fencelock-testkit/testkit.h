@@ -266,6 +266,9 @@ struct tk_sg_options {
     const char *const *extra_args; /* more arguments, NULL-terminated; may be
                                       NULL. Copied */
     int start_timeout_ms;          /* wait for the port file; default 15000 */
+    const char *dir;               /* an existing directory of the caller's to run
+                                      in (kept by tk_sg_free); default a new
+                                      temporary one. Copied */
 };
 
 void tk_sg_options_init(struct tk_sg_options *o);
@@ -282,6 +285,11 @@ int tk_sg_start(const struct tk_sg_options *o, struct tk_sg **out);
  * status 0, -ETIMEDOUT if it had to be killed, -ECHILD for another exit
  * status, -ESRCH if it was not running. */
 int tk_sg_stop(struct tk_sg *s);
+
+/* Wait up to timeout_ms for it to exit after a signal the caller sent to
+ * tk_sg_pid() (e.g. SIGINT); *status (may be NULL) gets waitpid's status.
+ * Returns 0, -ETIMEDOUT (still running) or -ESRCH (not running). */
+int tk_sg_wait(struct tk_sg *s, int timeout_ms, int *status);
 
 /* SIGKILL and reap (a crash: kill -9). Returns 0 or -ESRCH. */
 int tk_sg_kill(struct tk_sg *s);
