@@ -662,10 +662,17 @@ static int parse_reset(const struct sg_request *req, struct sg_op *op, struct sg
 
 static int parse_get_record(const struct sg_request *req, struct sg_op *op, struct sg_response *resp)
 {
-    static const char *const allowed[] = {"token", "resource", NULL};
+    static const char *const allowed[] = {"token", "resource", "raise", NULL};
     int rc = check_args(req, allowed, resp);
     if (rc != 0)
         return rc;
+    const struct sg_arg *na = find_arg(req, "raise");
+    if (na != NULL) {
+        const char *v = na->value ? na->value : "";
+        if (strcmp(v, "0") != 0 && strcmp(v, "1") != 0)
+            return sg_api_error(resp, 400, "bad_parameter", "'raise' must be 0 or 1");
+        op->no_raise = strcmp(v, "0") == 0;
+    }
     const struct sg_arg *ta = find_arg(req, "token");
     if (arg_token(ta, &op->token, resp) != 0)
         return resp->status;
@@ -675,6 +682,8 @@ static int parse_get_record(const struct sg_request *req, struct sg_op *op, stru
         return resp->status;
     if (req->token_header != NULL && op->token == 0)
         return missing_token(resp);
+    if (op->no_raise && op->token == 0)
+        return sg_api_error(resp, 400, "bad_parameter", "'raise=0' is for a read with a token");
     const struct sg_arg *ra = find_arg(req, "resource");
     if (ra != NULL) {
         const char *v = ra->value ? ra->value : "";
@@ -1098,8 +1107,10 @@ static void exec_get(sg_store *store, const struct sg_op *op, int64_t now_ms, st
     struct sg_write_result res;
     struct sg_record rec = {0};
     int found = 0;
-    int rc = sg_store_get(store, op->key, op->key_len, op->resource, op->resource_len, op->token, now_ms,
-                          &res, &found, &rec);
+    int rc = op->no_raise ? sg_store_get_checked(store, op->key, op->key_len, op->resource, op->resource_len,
+                                                 op->token, &res, &found, &rec)
+                          : sg_store_get(store, op->key, op->key_len, op->resource, op->resource_len,
+                                         op->token, now_ms, &res, &found, &rec);
     if (rc != 0) {
         store_error(resp, store, rc);
         return;

@@ -84,6 +84,7 @@ struct sg_op {
     char *resource; /* decoded; defaults to the key for record routes */
     size_t resource_len;
     uint64_t token; /* 0: none (a plain read) */
+    int no_raise;   /* GET with ?raise=0: a reader's read, the fence stays */
     char *value;    /* compact JSON text of the PUT's value */
     size_t value_len;
     int64_t after; /* GET /v1/log */

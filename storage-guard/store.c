@@ -876,6 +876,39 @@ out:
     return rc;
 }
 
+int sg_store_get_checked(sg_store *s, const char *key, size_t key_len, const char *resource,
+                         size_t resource_len, uint64_t token, struct sg_write_result *res, int *found,
+                         struct sg_record *rec)
+{
+    if (s == NULL || res == NULL || found == NULL || rec == NULL || !valid_name(key, key_len) ||
+        !valid_name(resource, resource_len) || token == 0 || token >= FENCING_TOKEN_MAX)
+        return -EINVAL;
+    s->errmsg[0] = '\0';
+    *found = 0;
+    memset(res, 0, sizeof(*res));
+    /* The write transaction, for one consistent view of the fence and the
+     * record against concurrent writers; it writes nothing. */
+    int rc = begin_write(s);
+    if (rc != 0)
+        return rc;
+    rc = fencestore_last(s->fence, resource, resource_len, &res->last_token);
+    if (rc != 0) {
+        fmt(s->errmsg, sizeof(s->errmsg), "fencing: %s", fencestore_errmsg(s->fence));
+        rc = SG_STORE_EFAIL;
+        goto out;
+    }
+    res->outcome = s->unfenced || res->last_token <= token ? SG_OUTCOME_ACCEPTED : SG_OUTCOME_STALE;
+    if (res->outcome == SG_OUTCOME_ACCEPTED)
+        rc = read_record(s, key, key_len, found, rec);
+out:
+    rc = end_write(s, rc);
+    if (rc != 0 && *found) {
+        sg_record_clear(rec);
+        *found = 0;
+    }
+    return rc;
+}
+
 int sg_store_reset_fence(sg_store *s, const char *resource, size_t resource_len, uint64_t token,
                          int64_t now_ms, uint64_t *old)
 {

@@ -227,6 +227,18 @@ int sg_store_get(sg_store *s, const char *key, size_t key_len, const char *resou
                  struct sg_record *rec);
 
 /*
+ * A reader's read: the record only if no token larger than token was
+ * admitted for the resource, in one transaction; the fence is not raised
+ * and nothing is logged (it changes nothing). res->outcome is
+ * SG_OUTCOME_ACCEPTED or SG_OUTCOME_STALE, res->last_token the fence.
+ * *found and *rec as sg_store_get. token: 1 .. 2^53-1. Returns 0, -EINVAL,
+ * -ENOMEM, SG_STORE_EFAIL or SG_STORE_EBUSY.
+ */
+int sg_store_get_checked(sg_store *s, const char *key, size_t key_len, const char *resource,
+                         size_t resource_len, uint64_t token, struct sg_write_result *res, int *found,
+                         struct sg_record *rec);
+
+/*
  * Set the last token of a resource to token, lower or higher, in one
  * BEGIN IMMEDIATE transaction with an audit row (op "reset", last_token the
  * old value). For an operator undoing a poisoned fence: it breaks the

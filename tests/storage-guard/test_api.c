@@ -476,6 +476,40 @@ static void test_api_fenced_read_raises_the_fence(void **state)
     answer_clear(&a);
 }
 
+/* A reader's read (?raise=0): answered only while no newer token was
+ * admitted for the resource, and it never moves the fence, so a writer
+ * with a token between the fence and the reader's is still admitted. */
+static void test_api_reader_read_checks_without_raising(void **state)
+{
+    sg_store *s = *state;
+    expect_status(put(s, "/v1/records/k", "{\"value\":\"first\",\"token\":10}"), 200);
+    struct answer a =
+        run(s, (struct call){.method = "GET", .path = "/v1/records/k", .query = "token=12&raise=0"});
+    assert_int_equal(a.status, 200);
+    assert_string_equal(json_string_value(json_object_get(a.json, "value")), "first");
+    answer_clear(&a);
+    a = run(s, (struct call){.method = "GET", .path = "/v1/fences/k"});
+    assert_int_equal(jint(&a, "last_token"), 10); /* not raised to 12 */
+    answer_clear(&a);
+    expect_status(put(s, "/v1/records/k", "{\"value\":\"second\",\"token\":11}"), 200);
+    /* Token 11 still reads; a reader with token 10 is behind the fence (11): refused. */
+    expect_status(
+        run(s, (struct call){.method = "GET", .path = "/v1/records/k", .query = "token=11&raise=0"}), 200);
+    expect_error(run(s, (struct call){.method = "GET", .path = "/v1/records/k", .query = "token=10&raise=0"}),
+                 409, "stale_token");
+    expect_error(run(s, (struct call){.method = "GET", .path = "/v1/records/k", .query = "raise=0"}), 400,
+                 "bad_parameter");
+    expect_error(run(s, (struct call){.method = "GET", .path = "/v1/records/k", .query = "token=11&raise=2"}),
+                 400, "bad_parameter");
+    expect_error(
+        run(s, (struct call){.method = "GET", .path = "/v1/records/none", .query = "token=11&raise=0"}), 404,
+        "not_found");
+    /* raise=1 is the fenced read, which does raise it. */
+    expect_status(
+        run(s, (struct call){.method = "GET", .path = "/v1/records/k", .query = "token=13&raise=1"}), 200);
+    expect_error(put(s, "/v1/records/k", "{\"value\":\"late\",\"token\":12}"), 409, "stale_token");
+}
+
 static void test_api_log_records_refused_writes(void **state)
 {
     sg_store *s = *state;
@@ -602,6 +636,7 @@ int main(void)
         T(test_api_keys_are_decoded_and_bounded),
         T(test_api_hostile_keys_are_plain_bytes),
         T(test_api_fenced_read_raises_the_fence),
+        T(test_api_reader_read_checks_without_raising),
         T(test_api_log_records_refused_writes),
         T(test_api_unknown_paths_and_methods),
         T(test_api_metrics_count_outcomes),
