@@ -253,6 +253,21 @@ uint64_t lockcore__node_next_timer(const lockcore_client *c, const struct node *
 /* op.c */
 /* v in decimal, without printf (every command of every operation). */
 void lockcore__u64s(char *buf, size_t cap, uint64_t v);
+/* The numbers the lock steps send, in decimal: the same for the plain lock
+ * and every kind. */
+struct step_nums {
+    char ttl[24];  /* op->ttl_ms */
+    char prop[24]; /* the fencing proposal; 0 with fencing off */
+    char idle[24]; /* the fence key's idle expiry */
+    char fexp[24]; /* an extend's fence expiry: the fence key must outlive
+                      the lock, so the idle expiry or twice the TTL if that
+                      is longer; 0 (never) with fencing off or no idle expiry */
+    char tok[24];  /* the lock's token; 0 with fencing off */
+};
+void lockcore__step_nums(const struct op *op, struct step_nums *n);
+/* The ms a release keeps the lock for the waiter it names (0: none), in
+ * decimal: a notified release's, for two request timeouts. */
+void lockcore__reserve_arg(const struct op *op, enum step step, char *buf, size_t cap);
 struct op *lockcore__op_new(lockcore_client *c, enum op_kind kind, lockcore_cb cb, void *arg);
 void lockcore__op_start(struct op *op, uint64_t now);
 void lockcore__op_reply(struct op *op, unsigned node, enum step step, redisReply *r, uint64_t now);

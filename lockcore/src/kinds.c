@@ -165,14 +165,6 @@ int lockcore__kinds_tells(const struct op *op, enum step step)
     return step == STEP_RELEASE && op->c->o.wait_mode != LOCKCORE_WAIT_POLL;
 }
 
-void lockcore__kinds_reserve(const struct op *op, enum step step, char *buf, size_t cap)
-{
-    const struct lockcore_options *o = &op->c->o;
-    lockcore__u64s(buf, cap,
-                   step == STEP_RELEASE && o->wait_mode == LOCKCORE_WAIT_NOTIFY ? 2 * o->request_timeout_ms
-                                                                                : 0);
-}
-
 int lockcore__kinds_resend(struct op *op, unsigned i, enum step step, int use_eval, uint64_t now)
 {
     if (op->lock.flags & LOCKCORE_LOCK_MULTI)

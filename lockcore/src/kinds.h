@@ -85,10 +85,8 @@ const char *lockcore__kinds_multi_release(void);
 const char *lockcore__kinds_re_release(void);
 /* The writer's release: KEYS as the plain one, then the writer's intent. */
 const char *lockcore__kinds_rw_release(void);
-/* Whether a release step tells waiters (else its channel is ''), and the
- * handoff reservation it leaves for the waiter it names, as op.c's. */
+/* Whether a release step tells waiters (else its channel is ''). */
 int lockcore__kinds_tells(const struct op *op, enum step step);
-void lockcore__kinds_reserve(const struct op *op, enum step step, char *buf, size_t cap);
 
 /* Argument checks; they set c->errmsg. */
 int lockcore__kinds_check_client(lockcore_client *c);

@@ -99,15 +99,14 @@ int lockcore__multi_resend(struct op *op, unsigned i, enum step step, int use_ev
     if (ks == NULL)
         return -ENOMEM;
     struct lockcore__kcmd k = {.nkeys = 0};
-    char ttl[24], prop[24], idle[24], tok[24];
+    char reserve[24];
     int s = -1, rc;
     const char *body = NULL;
     unsigned n = ks->k;
 #define KEY(p) (k.keys[k.nkeys++] = (p))
 #define ARG(p) (k.args[k.nargs] = (p), k.alens[k.nargs++] = strlen(p))
-    lockcore__u64s(ttl, sizeof(ttl), op->ttl_ms);
-    lockcore__u64s(prop, sizeof(prop), c->o.fencing ? op->proposal : 0);
-    lockcore__u64s(idle, sizeof(idle), c->o.fence_idle_ms);
+    struct step_nums num;
+    lockcore__step_nums(op, &num);
     switch (step) {
     case STEP_LOCK:
         s = KS_MULTI_ACQUIRE;
@@ -116,24 +115,19 @@ int lockcore__multi_resend(struct op *op, unsigned i, enum step step, int use_ev
         for (unsigned j = 0; j < n; j++)
             KEY(ks->fence[j]);
         ARG(op->lock.id);
-        ARG(ttl);
-        ARG(prop);
-        ARG(idle);
+        ARG(num.ttl);
+        ARG(num.prop);
+        ARG(num.idle);
         break;
     case STEP_RAISE:
         s = KS_MULTI_RAISE;
         for (unsigned j = 0; j < n; j++)
             KEY(ks->fence[j]);
-        ARG(prop);
-        ARG(idle);
+        ARG(num.prop);
+        ARG(num.idle);
         break;
-    case STEP_EXTEND: {
+    case STEP_EXTEND:
         /* As SCRIPT_EXTEND: fence keys outlive the lock's keys. */
-        uint64_t fexp = 0;
-        if (c->o.fencing && c->o.fence_idle_ms != 0)
-            fexp = c->o.fence_idle_ms > 2 * op->ttl_ms ? c->o.fence_idle_ms : 2 * op->ttl_ms;
-        lockcore__u64s(idle, sizeof(idle), fexp);
-        lockcore__u64s(tok, sizeof(tok), c->o.fencing ? op->lock.token : 0);
         s = KS_MULTI_EXTEND;
         for (unsigned j = 0; j < n; j++)
             KEY(ks->lock[j]);
@@ -142,11 +136,10 @@ int lockcore__multi_resend(struct op *op, unsigned i, enum step step, int use_ev
         for (unsigned j = 0; j < n; j++)
             KEY(ks->info[j]);
         ARG(op->lock.id);
-        ARG(ttl);
-        ARG(idle);
-        ARG(tok);
+        ARG(num.ttl);
+        ARG(num.fexp);
+        ARG(num.tok);
         break;
-    }
     case STEP_RELEASE:
     case STEP_IGNORE:
         /* Deletes the keys of the set that hold the id (1 if any did) and
@@ -167,8 +160,8 @@ int lockcore__multi_resend(struct op *op, unsigned i, enum step step, int use_ev
         for (unsigned j = 0; j < n; j++)
             ARG(lockcore__kinds_tells(op, step) ? ks->chan[j] : "");
         ARG(step == STEP_RELEASE ? "1" : "0");
-        lockcore__kinds_reserve(op, step, tok, sizeof(tok));
-        ARG(tok);
+        lockcore__reserve_arg(op, step, reserve, sizeof(reserve));
+        ARG(reserve);
         break;
     case STEP_INFO:
         s = KS_MULTI_INFO;
@@ -178,7 +171,7 @@ int lockcore__multi_resend(struct op *op, unsigned i, enum step step, int use_ev
             KEY(ks->info[j]);
         ARG(op->lock.id);
         k.args[k.nargs] = c->info, k.alens[k.nargs++] = c->info_len;
-        ARG(ttl);
+        ARG(num.ttl);
         break;
     default:
         /* Status is read per resource (lockcore_status of a member). */

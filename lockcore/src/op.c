@@ -87,6 +87,30 @@ void lockcore__u64s(char *buf, size_t cap, uint64_t v)
     buf[n] = '\0';
 }
 
+void lockcore__step_nums(const struct op *op, struct step_nums *n)
+{
+    const lockcore_client *c = op->c;
+    uint64_t fexp = 0;
+    if (c->o.fencing && c->o.fence_idle_ms != 0)
+        fexp = c->o.fence_idle_ms > 2 * op->ttl_ms ? c->o.fence_idle_ms : 2 * op->ttl_ms;
+    lockcore__u64s(n->ttl, sizeof(n->ttl), op->ttl_ms);
+    lockcore__u64s(n->prop, sizeof(n->prop), c->o.fencing ? op->proposal : 0);
+    lockcore__u64s(n->idle, sizeof(n->idle), c->o.fence_idle_ms);
+    lockcore__u64s(n->fexp, sizeof(n->fexp), fexp);
+    lockcore__u64s(n->tok, sizeof(n->tok), c->o.fencing ? op->lock.token : 0);
+}
+
+/* The notice must beat newcomers, not the releaser's own next attempt,
+ * already on the wire behind its release: two request timeouts. A
+ * rollback reserves nothing (the lock may well be held by someone else). */
+void lockcore__reserve_arg(const struct op *op, enum step step, char *buf, size_t cap)
+{
+    const struct lockcore_options *o = &op->c->o;
+    lockcore__u64s(buf, cap,
+                   step == STEP_RELEASE && o->wait_mode == LOCKCORE_WAIT_NOTIFY ? 2 * o->request_timeout_ms
+                                                                                : 0);
+}
+
 /* Build and queue the command of `step` for one node. EVALSHA when the
  * script's sha is known, else EVAL (which also caches the script). */
 int lockcore__op_resend(struct op *op, unsigned i, enum step step, int use_eval, uint64_t now)
@@ -95,7 +119,7 @@ int lockcore__op_resend(struct op *op, unsigned i, enum step step, int use_eval,
     struct node *n = &c->nodes[i];
     const char *argv[16]; /* EVAL script numkeys, 4 keys, 7 args */
     size_t lens[16];
-    char ttl[24], prop[24], idle[24], tok[24];
+    struct step_nums num;
     int argc = 0, script = -1;
     const char *keys[5], *args[7];
     size_t klens[5], alens[7];
@@ -109,13 +133,11 @@ int lockcore__op_resend(struct op *op, unsigned i, enum step step, int use_eval,
 #define KEY(p, l) (keys[nkeys] = (p), klens[nkeys++] = (l))
 #define ARG(p) (args[nargs] = (p), alens[nargs++] = strlen(p))
 
+    lockcore__step_nums(op, &num);
     switch (step) {
     case STEP_LOCK:
-        lockcore__u64s(ttl, sizeof(ttl), op->ttl_ms);
         if (op->queued) {
             /* A waiter: takes its place in the queue and tries. */
-            lockcore__u64s(prop, sizeof(prop), c->o.fencing ? op->proposal : 0);
-            lockcore__u64s(idle, sizeof(idle), c->o.fence_idle_ms);
             lockcore__u64s(ticket, sizeof(ticket), op->ticket);
             lockcore__u64s(qttl, sizeof(qttl), c->o.queue_ttl_ms);
             script = SCRIPT_ACQUIRE_QUEUED;
@@ -125,9 +147,9 @@ int lockcore__op_resend(struct op *op, unsigned i, enum step step, int use_eval,
             KEY(op->qexp, op->qexp_len);
             KEY(op->nkey, op->nkey_len);
             ARG(op->lock.id);
-            ARG(ttl);
-            ARG(prop);
-            ARG(idle);
+            ARG(num.ttl);
+            ARG(num.prop);
+            ARG(num.idle);
             ARG(ticket);
             ARG(qttl);
             ARG(c->o.wait_mode == LOCKCORE_WAIT_FAIR ? "1" : op->lock.attempts <= 1 ? "2" : "0");
@@ -135,12 +157,10 @@ int lockcore__op_resend(struct op *op, unsigned i, enum step step, int use_eval,
         }
         if (!c->o.fencing) {
             /* Plain Redlock: the classic SET NX PX, no script needed. */
-            const char *v[] = {"SET", op->key, op->lock.id, "NX", "PX", ttl};
-            size_t l[] = {3, op->key_len, LOCKCORE_ID_LEN, 2, 2, strlen(ttl)};
+            const char *v[] = {"SET", op->key, op->lock.id, "NX", "PX", num.ttl};
+            size_t l[] = {3, op->key_len, LOCKCORE_ID_LEN, 2, 2, strlen(num.ttl)};
             return lockcore__node_send(c, n, 6, v, l, op, step, 0, now);
         }
-        lockcore__u64s(prop, sizeof(prop), op->proposal);
-        lockcore__u64s(idle, sizeof(idle), c->o.fence_idle_ms);
         script = SCRIPT_ACQUIRE_FENCED;
         KEY(op->key, op->key_len);
         KEY(op->fkey, op->fkey_len);
@@ -150,37 +170,26 @@ int lockcore__op_resend(struct op *op, unsigned i, enum step step, int use_eval,
         if (c->o.wait_mode != LOCKCORE_WAIT_POLL)
             KEY(op->nkey, op->nkey_len);
         ARG(op->lock.id);
-        ARG(ttl);
-        ARG(prop);
-        ARG(idle);
+        ARG(num.ttl);
+        ARG(num.prop);
+        ARG(num.idle);
         break;
     case STEP_RAISE:
-        lockcore__u64s(prop, sizeof(prop), op->proposal);
-        lockcore__u64s(idle, sizeof(idle), c->o.fence_idle_ms);
         script = SCRIPT_RAISE;
         KEY(op->fkey, op->fkey_len);
-        ARG(prop);
-        ARG(idle);
+        ARG(num.prop);
+        ARG(num.idle);
         break;
-    case STEP_EXTEND: {
-        /* The fence key must outlive the lock: push its expiry out to the
-         * idle expiry, and to twice this TTL if that is longer. */
-        uint64_t fexp = 0;
-        if (c->o.fencing && c->o.fence_idle_ms != 0)
-            fexp = c->o.fence_idle_ms > 2 * op->ttl_ms ? c->o.fence_idle_ms : 2 * op->ttl_ms;
-        lockcore__u64s(ttl, sizeof(ttl), op->ttl_ms);
-        lockcore__u64s(idle, sizeof(idle), fexp);
-        lockcore__u64s(tok, sizeof(tok), c->o.fencing ? op->lock.token : 0);
+    case STEP_EXTEND:
         script = SCRIPT_EXTEND;
         KEY(op->key, op->key_len);
         KEY(op->fkey, op->fkey_len);
         KEY(op->ikey, op->ikey_len);
         ARG(op->lock.id);
-        ARG(ttl);
-        ARG(idle);
-        ARG(tok);
+        ARG(num.ttl);
+        ARG(num.fexp);
+        ARG(num.tok);
         break;
-    }
     case STEP_RELEASE:
     case STEP_IGNORE:
         if (c->o.wait_mode == LOCKCORE_WAIT_POLL && c->info_len == 0 &&
@@ -202,17 +211,13 @@ int lockcore__op_resend(struct op *op, unsigned i, enum step step, int use_eval,
         ARG(op->lock.id);
         /* A real release tells the next waiter; a rollback does not (the
          * lock may well be held by someone else). A notified release also
-         * keeps the lock for the waiter it names, for two request
-         * timeouts: the notice must beat newcomers, not the releaser's
-         * own next attempt, already on the wire behind it. */
+         * keeps the lock for the waiter it names (lockcore__reserve_arg). */
         if (step == STEP_RELEASE && c->o.wait_mode != LOCKCORE_WAIT_POLL)
             args[nargs] = op->chan, alens[nargs++] = op->key_len + 11; /* "{" key "}:released" */
         else
             ARG("");
         ARG(step == STEP_RELEASE ? "1" : "0");
-        lockcore__u64s(
-            reserve, sizeof(reserve),
-            step == STEP_RELEASE && c->o.wait_mode == LOCKCORE_WAIT_NOTIFY ? 2 * c->o.request_timeout_ms : 0);
+        lockcore__reserve_arg(op, step, reserve, sizeof(reserve));
         ARG(reserve);
         break;
     case STEP_DEQUEUE:
@@ -222,13 +227,12 @@ int lockcore__op_resend(struct op *op, unsigned i, enum step step, int use_eval,
         ARG(op->lock.id);
         break;
     case STEP_INFO:
-        lockcore__u64s(ttl, sizeof(ttl), op->ttl_ms);
         script = SCRIPT_SET_INFO;
         KEY(op->key, op->key_len);
         KEY(op->ikey, op->ikey_len);
         ARG(op->lock.id);
         args[nargs] = c->info, alens[nargs++] = c->info_len;
-        ARG(ttl);
+        ARG(num.ttl);
         break;
     case STEP_STATUS:
         script = SCRIPT_STATUS;

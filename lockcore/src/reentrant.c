@@ -102,14 +102,13 @@ int lockcore__re_resend(struct op *op, unsigned i, enum step step, int use_eval,
     if (ks == NULL)
         return -ENOMEM;
     struct lockcore__kcmd k = {.nkeys = 0};
-    char ttl[24], prop[24], idle[24], tok[24];
+    char reserve[24];
     int s = -1, rc;
     const char *body = NULL;
 #define KEY(p) (k.keys[k.nkeys++] = (p))
 #define ARG(p) (k.args[k.nargs] = (p), k.alens[k.nargs++] = strlen(p))
-    lockcore__u64s(ttl, sizeof(ttl), op->ttl_ms);
-    lockcore__u64s(prop, sizeof(prop), c->o.fencing ? op->proposal : 0);
-    lockcore__u64s(idle, sizeof(idle), c->o.fence_idle_ms);
+    struct step_nums num;
+    lockcore__step_nums(op, &num);
     switch (step) {
     case STEP_LOCK:
         /* A fresh step: what this node said of a previous one is void. */
@@ -120,36 +119,30 @@ int lockcore__re_resend(struct op *op, unsigned i, enum step step, int use_eval,
         KEY(ks->fence[0]);
         KEY(ks->holds);
         ARG(op->lock.id);
-        ARG(ttl);
-        ARG(prop);
-        ARG(idle);
+        ARG(num.ttl);
+        ARG(num.prop);
+        ARG(num.idle);
         break;
     case STEP_RAISE:
         s = KS_RE_RAISE;
         KEY(ks->fence[0]);
         KEY(ks->lock[0]);
         KEY(ks->holds);
-        ARG(prop);
-        ARG(idle);
+        ARG(num.prop);
+        ARG(num.idle);
         ARG(op->lock.id);
         break;
-    case STEP_EXTEND: {
-        uint64_t fexp = 0;
-        if (c->o.fencing && c->o.fence_idle_ms != 0)
-            fexp = c->o.fence_idle_ms > 2 * op->ttl_ms ? c->o.fence_idle_ms : 2 * op->ttl_ms;
-        lockcore__u64s(idle, sizeof(idle), fexp);
-        lockcore__u64s(tok, sizeof(tok), c->o.fencing ? op->lock.token : 0);
+    case STEP_EXTEND:
         s = KS_RE_EXTEND;
         KEY(ks->lock[0]);
         KEY(ks->fence[0]);
         KEY(ks->info[0]);
         KEY(ks->holds);
         ARG(op->lock.id);
-        ARG(ttl);
-        ARG(idle);
-        ARG(tok);
+        ARG(num.ttl);
+        ARG(num.fexp);
+        ARG(num.tok);
         break;
-    }
     case STEP_RELEASE:
     case STEP_IGNORE:
         /* One hold less; the last deletes the lock, the count and the
@@ -165,8 +158,8 @@ int lockcore__re_resend(struct op *op, unsigned i, enum step step, int use_eval,
         ARG(op->lock.id);
         ARG(lockcore__kinds_tells(op, step) ? ks->chan[0] : "");
         ARG(step == STEP_RELEASE ? "1" : "0");
-        lockcore__kinds_reserve(op, step, tok, sizeof(tok));
-        ARG(tok);
+        lockcore__reserve_arg(op, step, reserve, sizeof(reserve));
+        ARG(reserve);
         break;
     case STEP_INFO:
         return 1; /* the plain script: one key */

@@ -101,14 +101,13 @@ int lockcore__rw_resend(struct op *op, unsigned i, enum step step, int use_eval,
     if (ks == NULL)
         return -ENOMEM;
     struct lockcore__kcmd k = {.nkeys = 0};
-    char ttl[24], prop[24], idle[24], res[24];
+    char res[24];
     int s = -1, rc;
     const char *body = NULL;
 #define KEY(p) (k.keys[k.nkeys++] = (p))
 #define ARG(p) (k.args[k.nargs] = (p), k.alens[k.nargs++] = strlen(p))
-    lockcore__u64s(ttl, sizeof(ttl), op->ttl_ms);
-    lockcore__u64s(prop, sizeof(prop), c->o.fencing ? op->proposal : 0);
-    lockcore__u64s(idle, sizeof(idle), c->o.fence_idle_ms);
+    struct step_nums num;
+    lockcore__step_nums(op, &num);
     switch (step) {
     case STEP_LOCK:
         s = write ? KS_RW_WRITE : KS_RW_READ;
@@ -117,10 +116,10 @@ int lockcore__rw_resend(struct op *op, unsigned i, enum step step, int use_eval,
         KEY(ks->readers);
         KEY(ks->intent);
         ARG(op->lock.id);
-        ARG(ttl);
+        ARG(num.ttl);
         if (write) {
-            ARG(prop);
-            ARG(idle);
+            ARG(num.prop);
+            ARG(num.idle);
         }
         break;
     case STEP_RELEASE:
@@ -139,7 +138,7 @@ int lockcore__rw_resend(struct op *op, unsigned i, enum step step, int use_eval,
             ARG(op->lock.id);
             ARG(lockcore__kinds_tells(op, step) ? ks->chan[0] : "");
             ARG(step == STEP_RELEASE ? "1" : "0");
-            lockcore__kinds_reserve(op, step, res, sizeof(res));
+            lockcore__reserve_arg(op, step, res, sizeof(res));
             ARG(res);
         } else {
             s = KS_RW_RRELEASE;
@@ -154,7 +153,7 @@ int lockcore__rw_resend(struct op *op, unsigned i, enum step step, int use_eval,
         s = KS_RW_REXTEND;
         KEY(ks->readers);
         ARG(op->lock.id);
-        ARG(ttl);
+        ARG(num.ttl);
         break;
     case STEP_STATUS:
         if (!(op->lock.flags & LOCKCORE_LOCK_READ))
