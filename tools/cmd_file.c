@@ -117,19 +117,6 @@ static int exit_for(int rc)
     }
 }
 
-static void print_json(json_t *j)
-{
-    char *s = j ? json_dumps(j, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
-    if (s != NULL) {
-        puts(s);
-        fflush(stdout);
-        free(s);
-    } else {
-        fprintf(stderr, "%s: out of memory\n", prog);
-    }
-    json_decref(j);
-}
-
 static const char *store_name(int store)
 {
     return store == FENCEFILE_STORE_XATTR ? "xattr" : store == FENCEFILE_STORE_SIDECAR ? "sidecar" : NULL;
@@ -261,9 +248,9 @@ int fencelock_file_main(int argc, char **argv)
         struct fencefile_fence fe;
         rc = fencefile_last(h, file, &fe);
         if (rc == 0)
-            print_json(json_pack("{s:s, s:s, s:I, s:s?}", "path", file, "fence",
-                                 fe.directory ? "directory" : "file", "token", (json_int_t)fe.token, "store",
-                                 store_name(fe.store)));
+            fencelock_print_json(json_pack("{s:s, s:s, s:I, s:s?}", "path", file, "fence",
+                                           fe.directory ? "directory" : "file", "token", (json_int_t)fe.token,
+                                           "store", store_name(fe.store)));
     } else {
         uint64_t prev = 0;
         if (strcmp(name, "write") == 0)
@@ -271,9 +258,9 @@ int fencelock_file_main(int argc, char **argv)
         else
             rc = fencefile_append_fd(h, file, token, STDIN_FILENO, &prev);
         if (rc == 0)
-            print_json(json_pack("{s:s, s:s, s:I, s:I}", "path", file, "fence",
-                                 o.dir_fence != NULL ? "directory" : "file", "token", (json_int_t)token,
-                                 "previous", (json_int_t)prev));
+            fencelock_print_json(json_pack("{s:s, s:s, s:I, s:I}", "path", file, "fence",
+                                           o.dir_fence != NULL ? "directory" : "file", "token",
+                                           (json_int_t)token, "previous", (json_int_t)prev));
     }
     code = exit_for(rc);
     if (rc != 0)

@@ -235,8 +235,7 @@ static int code_for(int rc)
     }
 }
 
-/* Print j as one line on stdout and release it. */
-static void print_json(json_t *j)
+void fencelock_print_json(json_t *j)
 {
     char *s = j ? json_dumps(j, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
     if (s != NULL) {
@@ -690,7 +689,7 @@ static int cmd_acquire(lockcore_client *c, const struct args *a, const struct ta
     int rc = fencelock_acquire(c, a, t, &l);
     if (rc < 0)
         return fencelock_fail(c, "acquire", rc);
-    print_json(
+    fencelock_print_json(
         merged(lock_head(t, l.resource, &l),
                json_pack("{s:s, s:I, s:I, s:I, s:i, s:i}", "lock_id", l.id, "token", (json_int_t)l.token,
                          "validity_ms", (json_int_t)l.validity_ms, "ttl_ms", (json_int_t)l.ttl_ms,
@@ -746,7 +745,7 @@ static int cmd_extend(lockcore_client *c, const struct args *a, const struct tar
     if (rc != 0)
         return rc > 0 ? EXIT_USAGE : fencelock_fail(c, "extend", rc);
     rc = lockcore_extend(c, &l, a->ttl_ms); /* 0: the client's TTL */
-    print_json(
+    fencelock_print_json(
         merged(lock_head(t, t->names[0], &l),
                json_pack("{s:s, s:b, s:I, s:I, s:i, s:i}", "lock_id", id, "extended", rc == 0, "validity_ms",
                          (json_int_t)(rc == 0 ? l.validity_ms : 0), "ttl_ms", (json_int_t)effective_ttl_ms(a),
@@ -761,9 +760,9 @@ static int cmd_release(lockcore_client *c, const struct args *a, const struct ta
     if (rc != 0)
         return rc > 0 ? EXIT_USAGE : fencelock_fail(c, "release", rc);
     rc = lockcore_release(c, &l);
-    print_json(merged(lock_head(t, t->names[0], &l),
-                      json_pack("{s:s, s:b, s:i, s:i}", "lock_id", id, "released", l.nodes_ok > 0,
-                                "nodes_released", (int)l.nodes_ok, "nodes", (int)l.nodes)));
+    fencelock_print_json(merged(lock_head(t, t->names[0], &l),
+                                json_pack("{s:s, s:b, s:i, s:i}", "lock_id", id, "released", l.nodes_ok > 0,
+                                          "nodes_released", (int)l.nodes_ok, "nodes", (int)l.nodes)));
     return rc == 0 ? EXIT_OK : fencelock_fail(c, "release", rc);
 }
 
@@ -818,8 +817,8 @@ static int cmd_status_permits(lockcore_client *c, const char *resource, unsigned
             arr, json_pack("{s:i, s:b, s:s?, s:i, s:I, s:I}", "permit", (int)ps[p].permit, "held", ps[p].held,
                            "holder", ps[p].holder[0] ? ps[p].holder : NULL, "nodes", (int)ps[p].nodes,
                            "remaining_ms", (json_int_t)ps[p].pttl_ms, "fence", (json_int_t)ps[p].fence));
-    print_json(json_pack("{s:s, s:i, s:i, s:o}", "resource", resource, "permits", (int)permits, "held", held,
-                         "permit_status", arr));
+    fencelock_print_json(json_pack("{s:s, s:i, s:i, s:o}", "resource", resource, "permits", (int)permits,
+                                   "held", held, "permit_status", arr));
     free(ps);
     return EXIT_OK;
 }
@@ -977,7 +976,7 @@ static int cmd_status(lockcore_client *c, const struct args *a, const struct tar
         json_t *j = status_json(c, t->names[0], kind, &reachable, &n, &code);
         if (j == NULL)
             return code;
-        print_json(j);
+        fencelock_print_json(j);
         least = reachable;
     } else {
         /* A set: each resource's status, and the id a majority holds every
@@ -999,7 +998,7 @@ static int cmd_status(lockcore_client *c, const struct args *a, const struct tar
                 same = h;
             json_array_append_new(arr, j); /* same stays valid: arr holds j */
         }
-        print_json(json_pack("{s:o, s:s?}", "resources", arr, "set_holder", all ? same : NULL));
+        fencelock_print_json(json_pack("{s:o, s:s?}", "resources", arr, "set_holder", all ? same : NULL));
     }
     if (least < (int)lockcore_quorum(c)) {
         fprintf(stderr, "%s: status: only %d of %d nodes answered\n", prog, least, n);

@@ -8,6 +8,7 @@
 
 #include <stdint.h>
 
+#include <jansson.h>
 #include <lockcore/lockcore.h>
 
 /* Exit codes: the command's own status when `run` ran it, else these.
@@ -87,6 +88,9 @@ int fencelock_parse_duration(const char *s, uint64_t *out);
 
 /* CLOCK_REALTIME in ms since the epoch. */
 uint64_t fencelock_wall_ms(void);
+
+/* Print j as one line on stdout and release it (NULL: out of memory). */
+void fencelock_print_json(json_t *j);
 
 /* `run`: acquire the target, run cmd under it (tools/cmd_run.c). Returns
  * the exit code. */
