@@ -825,6 +825,49 @@ out:
     return rc;
 }
 
+/* A read with a token, in one write transaction: a fenced read (raise)
+ * admits the token as a write would and is logged; a reader's read only
+ * compares it with the fence and writes nothing. */
+static int get_with_token(sg_store *s, const char *key, size_t key_len, const char *resource,
+                          size_t resource_len, uint64_t token, int raise, int64_t now_ms,
+                          struct sg_write_result *res, int *found, struct sg_record *rec)
+{
+    memset(res, 0, sizeof(*res));
+    int rc = begin_write(s);
+    if (rc != 0)
+        return rc;
+    if (raise) {
+        rc = admit(s, resource, resource_len, token, res);
+        if (rc != 0)
+            goto out;
+        struct log_row row = {
+            .op = "read",
+            .key = key,
+            .key_len = key_len,
+            .resource = resource,
+            .resource_len = resource_len,
+            .token = token,
+            .last_token = res->last_token,
+            .outcome = res->outcome,
+        };
+        rc = log_append(s, now_ms, &row);
+    } else if ((rc = fencestore_last(s->fence, resource, resource_len, &res->last_token)) != 0) {
+        fmt(s->errmsg, sizeof(s->errmsg), "fencing: %s", fencestore_errmsg(s->fence));
+        rc = SG_STORE_EFAIL;
+    } else {
+        res->outcome = s->unfenced || res->last_token <= token ? SG_OUTCOME_ACCEPTED : SG_OUTCOME_STALE;
+    }
+    if (rc == 0 && res->outcome == SG_OUTCOME_ACCEPTED)
+        rc = read_record(s, key, key_len, found, rec);
+out:
+    rc = end_write(s, rc);
+    if (rc != 0 && *found) {
+        sg_record_clear(rec);
+        *found = 0;
+    }
+    return rc;
+}
+
 int sg_store_get(sg_store *s, const char *key, size_t key_len, const char *resource, size_t resource_len,
                  uint64_t token, int64_t now_ms, struct sg_write_result *res, int *found,
                  struct sg_record *rec)
@@ -838,42 +881,13 @@ int sg_store_get(sg_store *s, const char *key, size_t key_len, const char *resou
     int rc = usable(s);
     if (rc != 0)
         return rc;
-    if (token == 0) {
-        if (res)
-            memset(res, 0, sizeof(*res));
-        /* A plain read needs no transaction: one statement is a consistent
-         * snapshot under WAL. */
-        return read_record(s, key, key_len, found, rec);
-    }
-    memset(res, 0, sizeof(*res));
-    rc = begin_write(s);
-    if (rc != 0)
-        return rc;
-    rc = admit(s, resource, resource_len, token, res);
-    if (rc != 0)
-        goto out;
-    struct log_row row = {
-        .op = "read",
-        .key = key,
-        .key_len = key_len,
-        .resource = resource,
-        .resource_len = resource_len,
-        .token = token,
-        .last_token = res->last_token,
-        .outcome = res->outcome,
-    };
-    rc = log_append(s, now_ms, &row);
-    if (rc != 0)
-        goto out;
-    if (res->outcome == SG_OUTCOME_ACCEPTED)
-        rc = read_record(s, key, key_len, found, rec);
-out:
-    rc = end_write(s, rc);
-    if (rc != 0 && *found) {
-        sg_record_clear(rec);
-        *found = 0;
-    }
-    return rc;
+    if (token != 0)
+        return get_with_token(s, key, key_len, resource, resource_len, token, 1, now_ms, res, found, rec);
+    if (res)
+        memset(res, 0, sizeof(*res));
+    /* A plain read needs no transaction: one statement is a consistent
+     * snapshot under WAL. */
+    return read_record(s, key, key_len, found, rec);
 }
 
 int sg_store_get_checked(sg_store *s, const char *key, size_t key_len, const char *resource,
@@ -885,28 +899,7 @@ int sg_store_get_checked(sg_store *s, const char *key, size_t key_len, const cha
         return -EINVAL;
     s->errmsg[0] = '\0';
     *found = 0;
-    memset(res, 0, sizeof(*res));
-    /* The write transaction, for one consistent view of the fence and the
-     * record against concurrent writers; it writes nothing. */
-    int rc = begin_write(s);
-    if (rc != 0)
-        return rc;
-    rc = fencestore_last(s->fence, resource, resource_len, &res->last_token);
-    if (rc != 0) {
-        fmt(s->errmsg, sizeof(s->errmsg), "fencing: %s", fencestore_errmsg(s->fence));
-        rc = SG_STORE_EFAIL;
-        goto out;
-    }
-    res->outcome = s->unfenced || res->last_token <= token ? SG_OUTCOME_ACCEPTED : SG_OUTCOME_STALE;
-    if (res->outcome == SG_OUTCOME_ACCEPTED)
-        rc = read_record(s, key, key_len, found, rec);
-out:
-    rc = end_write(s, rc);
-    if (rc != 0 && *found) {
-        sg_record_clear(rec);
-        *found = 0;
-    }
-    return rc;
+    return get_with_token(s, key, key_len, resource, resource_len, token, 0, 0, res, found, rec);
 }
 
 int sg_store_reset_fence(sg_store *s, const char *resource, size_t resource_len, uint64_t token,
