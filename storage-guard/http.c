@@ -285,7 +285,8 @@ static int head_has_nul(struct MHD_Connection *c, const char *method, const char
     int n_hdr = MHD_get_connection_values(c, MHD_HEADER_KIND, NULL, NULL);
     int n_arg = MHD_get_connection_values(c, MHD_GET_ARGUMENT_KIND, NULL, NULL);
     h.cap = 3 + 2 * (size_t)(n_hdr > 0 ? n_hdr : 0) + 2 * (size_t)(n_arg > 0 ? n_arg : 0);
-    h.p = malloc(h.cap * sizeof(*h.p));
+    const char *local[64]; /* a usual head fits: no allocation per request */
+    h.p = h.cap <= sizeof(local) / sizeof(local[0]) ? local : malloc(h.cap * sizeof(*h.p));
     if (h.p == NULL)
         return -1;
     span_add(&h, method);
@@ -305,7 +306,8 @@ static int head_has_nul(struct MHD_Connection *c, const char *method, const char
     }
     if (!bad)
         bad = !gap_ok(cur, (size_t)(h.hi - cur), 4);
-    free(h.p);
+    if (h.p != local)
+        free(h.p);
     return bad;
 }
 

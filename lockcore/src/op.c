@@ -119,7 +119,7 @@ int lockcore__op_resend(struct op *op, unsigned i, enum step step, int use_eval,
     struct node *n = &c->nodes[i];
     const char *argv[16]; /* EVAL script numkeys, 4 keys, 7 args */
     size_t lens[16];
-    struct step_nums num;
+    struct step_nums num; /* not for releases: they send none of it */
     int argc = 0, script = -1;
     const char *keys[5], *args[7];
     size_t klens[5], alens[7];
@@ -133,9 +133,9 @@ int lockcore__op_resend(struct op *op, unsigned i, enum step step, int use_eval,
 #define KEY(p, l) (keys[nkeys] = (p), klens[nkeys++] = (l))
 #define ARG(p) (args[nargs] = (p), alens[nargs++] = strlen(p))
 
-    lockcore__step_nums(op, &num);
     switch (step) {
     case STEP_LOCK:
+        lockcore__step_nums(op, &num);
         if (op->queued) {
             /* A waiter: takes its place in the queue and tries. */
             lockcore__u64s(ticket, sizeof(ticket), op->ticket);
@@ -175,12 +175,14 @@ int lockcore__op_resend(struct op *op, unsigned i, enum step step, int use_eval,
         ARG(num.idle);
         break;
     case STEP_RAISE:
+        lockcore__step_nums(op, &num);
         script = SCRIPT_RAISE;
         KEY(op->fkey, op->fkey_len);
         ARG(num.prop);
         ARG(num.idle);
         break;
     case STEP_EXTEND:
+        lockcore__step_nums(op, &num);
         script = SCRIPT_EXTEND;
         KEY(op->key, op->key_len);
         KEY(op->fkey, op->fkey_len);
@@ -227,6 +229,7 @@ int lockcore__op_resend(struct op *op, unsigned i, enum step step, int use_eval,
         ARG(op->lock.id);
         break;
     case STEP_INFO:
+        lockcore__step_nums(op, &num);
         script = SCRIPT_SET_INFO;
         KEY(op->key, op->key_len);
         KEY(op->ikey, op->ikey_len);
