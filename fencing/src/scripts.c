@@ -9,10 +9,6 @@
 
 const char fencing_script_acquire[] =
     "local f = tonumber(redis.call('GET', KEYS[2]) or '0') or 0\n"
-    "local r = KEYS[3] and redis.call('GET', KEYS[3])\n"
-    "if r and r ~= ARGV[1] then\n"
-    "  return {0, 0, string.format('%.0f', f), r, redis.call('PTTL', KEYS[3])}\n"
-    "end\n"
     "if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then\n"
     "  return {0, 0, string.format('%.0f', f), redis.call('GET', KEYS[1]) or '',\n"
     "          redis.call('PTTL', KEYS[1])}\n"

@@ -561,10 +561,10 @@ static void set_keys(struct op *op, const char *resource)
     memcpy(op->qexp + 1, op->key, op->key_len);
     memcpy(op->qexp + 1 + op->key_len, "}:waiting", 10);
     op->qexp_len = op->key_len + 10;
-    op->nkey[0] = '{';
-    memcpy(op->nkey + 1, op->key, op->key_len);
-    memcpy(op->nkey + 1 + op->key_len, "}:next", 7);
-    op->nkey_len = op->key_len + 7;
+    op->wkey[0] = '{';
+    memcpy(op->wkey + 1, op->key, op->key_len);
+    memcpy(op->wkey + 1 + op->key_len, "}:wanted", 9);
+    op->wkey_len = op->key_len + 9;
     memcpy(op->chan + 1, op->key, op->key_len);
     memcpy(op->chan + 1 + op->key_len, "}:released:", 11);
     memcpy(op->chan + 12 + op->key_len, c->id_prefix, 17);
@@ -669,9 +669,11 @@ static struct op *start_acquire(lockcore_client *c, const char *resource, lockco
     op->ticket = c->o.clock_us(c->o.clock_arg);
     op->lock.ticket = op->ticket;
     /* A notified waiter that will retry tries first and takes its place
-     * in the queue with the same script when refused (one round, not two). */
+     * in the queue with the same script when refused (one round, not two).
+     * Without fencing its first attempt is the bare SET NX PX of a polling
+     * client, and a refusal costs a second round to take the place. */
     op->queued = c->o.wait_mode == LOCKCORE_WAIT_FAIR ||
-                 (c->o.wait_mode == LOCKCORE_WAIT_NOTIFY && c->o.retry_count != 0);
+                 (c->o.wait_mode == LOCKCORE_WAIT_NOTIFY && c->o.retry_count != 0 && c->o.fencing);
     lockcore__op_start(op, now);
     return op;
 }

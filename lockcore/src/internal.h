@@ -158,8 +158,8 @@ struct op {
     size_t qkey_len;
     char qexp[QUEUE_KEY_MAX + 1]; /* their deadlines: "{" key "}:waiting" */
     size_t qexp_len;
-    char nkey[QUEUE_KEY_MAX + 1]; /* handoff reservation: "{" key "}:next" */
-    size_t nkey_len;
+    char wkey[QUEUE_KEY_MAX + 1]; /* set while anyone waits: "{" key "}:wanted" */
+    size_t wkey_len;
     char chan[QUEUE_KEY_MAX + 18]; /* this client's release channel: "{" key "}:released:" id_prefix */
     size_t chan_len;
     uint64_t ticket; /* place in the queue: wall µs at the first attempt */
@@ -267,7 +267,7 @@ struct step_nums {
 void lockcore__step_nums(const struct op *op, struct step_nums *n);
 /* The ms a release keeps the lock for the waiter it names (0: none), in
  * decimal: a notified release's, for two request timeouts. */
-void lockcore__reserve_arg(const struct op *op, enum step step, char *buf, size_t cap);
+void lockcore__release_arg(const struct op *op, enum step step, char *buf, size_t cap);
 struct op *lockcore__op_new(lockcore_client *c, enum op_kind kind, lockcore_cb cb, void *arg);
 void lockcore__op_start(struct op *op, uint64_t now);
 void lockcore__op_reply(struct op *op, unsigned node, enum step step, redisReply *r, uint64_t now);

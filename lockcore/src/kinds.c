@@ -59,8 +59,7 @@ void lockcore__kinds_keys(const lockcore_client *c, const char *resource, struct
         lockcore__kinds_tagged(ks->info[ks->k], key, ":holder");
         lockcore__kinds_tagged(ks->waiters[ks->k], key, ":waiters");
         lockcore__kinds_tagged(ks->waiting[ks->k], key, ":waiting");
-        lockcore__kinds_tagged(ks->chan[ks->k], key, ":released");
-        lockcore__kinds_tagged(ks->next[ks->k], key, ":next");
+        lockcore__kinds_tagged(ks->wanted[ks->k], key, ":wanted");
         ks->k++;
         if (e == NULL)
             break;
@@ -104,8 +103,7 @@ static void build_releases(void)
         "local k = #KEYS / 5\n"
         "local n = 0\n"
         "for i = 1, k do\n"
-        "  n = n + rel({KEYS[i], KEYS[k + i], KEYS[2 * k + i], KEYS[3 * k + i], KEYS[4 * k + i]},\n"
-        "              {ARGV[1], ARGV[1 + i], ARGV[2 + k], ARGV[3 + k]})\n"
+        "  n = n + rel({KEYS[i], KEYS[k + i], KEYS[2 * k + i], KEYS[3 * k + i], KEYS[4 * k + i]}, ARGV)\n"
         "end\n"
         "if n > 0 then return 1 end\n"
         "return 0\n";
@@ -124,7 +122,7 @@ static void build_releases(void)
         memcpy(multi_release + hl + pl, multi, sizeof(multi));
     }
     static const char rw[] = "end\n"
-                             "if ARGV[3] == '1' and redis.call('GET', KEYS[6]) == ARGV[1] then\n"
+                             "if ARGV[2] ~= 'r' and redis.call('GET', KEYS[6]) == ARGV[1] then\n"
                              "  redis.call('DEL', KEYS[6])\n"
                              "end\n"
                              "return rel(KEYS, ARGV)\n";
@@ -158,11 +156,6 @@ const char *lockcore__kinds_re_release(void)
 {
     pthread_once(&releases_once, build_releases);
     return re_release;
-}
-
-int lockcore__kinds_tells(const struct op *op, enum step step)
-{
-    return step == STEP_RELEASE && op->c->o.wait_mode != LOCKCORE_WAIT_POLL;
 }
 
 int lockcore__kinds_resend(struct op *op, unsigned i, enum step step, int use_eval, uint64_t now)

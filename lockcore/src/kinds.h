@@ -28,8 +28,8 @@ _Static_assert(KS_COUNT <= sizeof(((lockcore_client *)0)->kx.sha) / 41, "c->kx.s
 
 /* Up to LOCKCORE_MULTI_MAX keys of each sort: the lock key, "{key}:fence",
  * "{key}:holder", the waiters' queue "{key}:waiters" and "{key}:waiting",
- * the release channel "{key}:released", the handoff reservation
- * "{key}:next"; and "{key}:holds" of the first. */
+ * the mark that anyone waits
+ * "{key}:wanted"; and "{key}:holds" of the first. */
 struct lockcore__keyset {
     unsigned k;
     char lock[LOCKCORE_MULTI_MAX][KEY_MAX + 1];
@@ -37,8 +37,7 @@ struct lockcore__keyset {
     char info[LOCKCORE_MULTI_MAX][INFO_KEY_MAX + 1];
     char waiters[LOCKCORE_MULTI_MAX][INFO_KEY_MAX + 1];
     char waiting[LOCKCORE_MULTI_MAX][INFO_KEY_MAX + 1];
-    char chan[LOCKCORE_MULTI_MAX][INFO_KEY_MAX + 1];
-    char next[LOCKCORE_MULTI_MAX][INFO_KEY_MAX + 1];
+    char wanted[LOCKCORE_MULTI_MAX][INFO_KEY_MAX + 1];
     char holds[INFO_KEY_MAX + 1];
     char readers[INFO_KEY_MAX + 1];
     char intent[INFO_KEY_MAX + 1];
@@ -77,16 +76,13 @@ int lockcore__rw_resend(struct op *op, unsigned i, enum step step, int use_eval,
  * (util.c's SCRIPT_RELEASE, which also tells the first live waiter of
  * the nodes' queue), so that plain waiters of a resource hear a kind's
  * release as they hear a plain one. Their arguments follow op.c's
- * STEP_RELEASE, per resource: KEYS lock, info, waiters, waiting, next;
- * ARGV id, channel ('' for none), "1" (a release) or "0" (a rollback),
- * the reservation ms. Multi: each KEYS sort k times in a row, the channel
- * k times. Reentrant: the hold count's key after them. */
+ * STEP_RELEASE, per resource: KEYS lock, info, waiters, waiting, wanted;
+ * ARGV id, and what to do (lockcore__release_arg). Multi: each KEYS sort
+ * k times in a row. Reentrant: the hold count's key after them. */
 const char *lockcore__kinds_multi_release(void);
 const char *lockcore__kinds_re_release(void);
 /* The writer's release: KEYS as the plain one, then the writer's intent. */
 const char *lockcore__kinds_rw_release(void);
-/* Whether a release step tells waiters (else its channel is ''). */
-int lockcore__kinds_tells(const struct op *op, enum step step);
 
 /* Argument checks; they set c->errmsg. */
 int lockcore__kinds_check_client(lockcore_client *c);

@@ -155,12 +155,9 @@ int lockcore__multi_resend(struct op *op, unsigned i, enum step step, int use_ev
         for (unsigned j = 0; j < n; j++)
             KEY(ks->waiting[j]);
         for (unsigned j = 0; j < n; j++)
-            KEY(ks->next[j]);
+            KEY(ks->wanted[j]);
         ARG(op->lock.id);
-        for (unsigned j = 0; j < n; j++)
-            ARG(lockcore__kinds_tells(op, step) ? ks->chan[j] : "");
-        ARG(step == STEP_RELEASE ? "1" : "0");
-        lockcore__reserve_arg(op, step, reserve, sizeof(reserve));
+        lockcore__release_arg(op, step, reserve, sizeof(reserve));
         ARG(reserve);
         break;
     case STEP_INFO:

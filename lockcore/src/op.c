@@ -100,15 +100,21 @@ void lockcore__step_nums(const struct op *op, struct step_nums *n)
     lockcore__u64s(n->tok, sizeof(n->tok), c->o.fencing ? op->lock.token : 0);
 }
 
-/* The notice must beat newcomers, not the releaser's own next attempt,
- * already on the wire behind its release: two request timeouts. A
- * rollback reserves nothing (the lock may well be held by someone else). */
-void lockcore__reserve_arg(const struct op *op, enum step step, char *buf, size_t cap)
+/* What a release step does (SCRIPT_RELEASE's ARGV[2]): "r" a rollback,
+ * which tells nobody and reserves nothing (the lock may well be held by
+ * someone else); "" a polling client's release, which tells nobody; else
+ * a release that names the next waiter and keeps the lock for it so many
+ * ms. The reservation must beat newcomers, not the releaser's own next
+ * attempt, already on the wire behind its release: two request timeouts. */
+void lockcore__release_arg(const struct op *op, enum step step, char *buf, size_t cap)
 {
     const struct lockcore_options *o = &op->c->o;
-    lockcore__u64s(buf, cap,
-                   step == STEP_RELEASE && o->wait_mode == LOCKCORE_WAIT_NOTIFY ? 2 * o->request_timeout_ms
-                                                                                : 0);
+    if (step != STEP_RELEASE)
+        lockcore__fmt(buf, cap, "r");
+    else if (o->wait_mode == LOCKCORE_WAIT_POLL)
+        buf[0] = '\0';
+    else
+        lockcore__u64s(buf, cap, 2 * o->request_timeout_ms);
 }
 
 /* Build and queue the command of `step` for one node. EVALSHA when the
@@ -117,7 +123,7 @@ int lockcore__op_resend(struct op *op, unsigned i, enum step step, int use_eval,
 {
     lockcore_client *c = op->c;
     struct node *n = &c->nodes[i];
-    const char *argv[16]; /* EVAL script numkeys, 4 keys, 7 args */
+    const char *argv[16]; /* EVAL script numkeys, 5 keys, 7 args */
     size_t lens[16];
     struct step_nums num; /* not for releases: they send none of it */
     int argc = 0, script = -1;
@@ -145,7 +151,7 @@ int lockcore__op_resend(struct op *op, unsigned i, enum step step, int use_eval,
             KEY(op->fkey, op->fkey_len);
             KEY(op->qkey, op->qkey_len);
             KEY(op->qexp, op->qexp_len);
-            KEY(op->nkey, op->nkey_len);
+            KEY(op->wkey, op->wkey_len);
             ARG(op->lock.id);
             ARG(num.ttl);
             ARG(num.prop);
@@ -156,7 +162,9 @@ int lockcore__op_resend(struct op *op, unsigned i, enum step step, int use_eval,
             break;
         }
         if (!c->o.fencing) {
-            /* Plain Redlock: the classic SET NX PX, no script needed. */
+            /* Plain Redlock: the classic SET NX PX, no script needed (a
+             * notified waiter's first attempt too: a reservation is the lock
+             * key itself, so SET NX respects it). */
             const char *v[] = {"SET", op->key, op->lock.id, "NX", "PX", num.ttl};
             size_t l[] = {3, op->key_len, LOCKCORE_ID_LEN, 2, 2, strlen(num.ttl)};
             return lockcore__node_send(c, n, 6, v, l, op, step, 0, now);
@@ -164,11 +172,6 @@ int lockcore__op_resend(struct op *op, unsigned i, enum step step, int use_eval,
         script = SCRIPT_ACQUIRE_FENCED;
         KEY(op->key, op->key_len);
         KEY(op->fkey, op->fkey_len);
-        /* A notified release may have reserved the lock for a waiter;
-         * notified and fair clients respect that, polling ones do not
-         * look (one call less on every acquire). */
-        if (c->o.wait_mode != LOCKCORE_WAIT_POLL)
-            KEY(op->nkey, op->nkey_len);
         ARG(op->lock.id);
         ARG(num.ttl);
         ARG(num.prop);
@@ -209,17 +212,9 @@ int lockcore__op_resend(struct op *op, unsigned i, enum step step, int use_eval,
         KEY(op->ikey, op->ikey_len);
         KEY(op->qkey, op->qkey_len);
         KEY(op->qexp, op->qexp_len);
-        KEY(op->nkey, op->nkey_len);
+        KEY(op->wkey, op->wkey_len);
         ARG(op->lock.id);
-        /* A real release tells the next waiter; a rollback does not (the
-         * lock may well be held by someone else). A notified release also
-         * keeps the lock for the waiter it names (lockcore__reserve_arg). */
-        if (step == STEP_RELEASE && c->o.wait_mode != LOCKCORE_WAIT_POLL)
-            args[nargs] = op->chan, alens[nargs++] = op->key_len + 11; /* "{" key "}:released" */
-        else
-            ARG("");
-        ARG(step == STEP_RELEASE ? "1" : "0");
-        lockcore__reserve_arg(op, step, reserve, sizeof(reserve));
+        lockcore__release_arg(op, step, reserve, sizeof(reserve));
         ARG(reserve);
         break;
     case STEP_DEQUEUE:
@@ -406,7 +401,7 @@ static void attempt_failed(struct op *op, int rc, uint64_t now)
             lockcore__op_resend(op, i, STEP_IGNORE, 0, now);
 
     int retries_left = c->o.retry_count < 0 || op->lock.attempts <= (unsigned)c->o.retry_count;
-    uint64_t delay = wait_delay(op, rc);
+    uint64_t delay = retries_left ? wait_delay(op, rc) : 0;
     /* With a deadline, the last attempt is made at the deadline, not one
      * delay before it (a notice may still come in between). */
     if (op->wait_deadline_ms != 0) {

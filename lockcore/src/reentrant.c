@@ -153,12 +153,10 @@ int lockcore__re_resend(struct op *op, unsigned i, enum step step, int use_eval,
         KEY(ks->info[0]);
         KEY(ks->waiters[0]);
         KEY(ks->waiting[0]);
-        KEY(ks->next[0]);
+        KEY(ks->wanted[0]);
         KEY(ks->holds);
         ARG(op->lock.id);
-        ARG(lockcore__kinds_tells(op, step) ? ks->chan[0] : "");
-        ARG(step == STEP_RELEASE ? "1" : "0");
-        lockcore__reserve_arg(op, step, reserve, sizeof(reserve));
+        lockcore__release_arg(op, step, reserve, sizeof(reserve));
         ARG(reserve);
         break;
     case STEP_INFO:

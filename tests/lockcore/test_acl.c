@@ -450,11 +450,9 @@ static const struct refusal refusals[] = {
      LOCKCORE_EPROTO, CANT},
     {"~app:* ~{app:* -@all +eval +get +set +del +pexpire +zrange " NO_RESEND, POLL, 1, "status",
      LOCKCORE_EPROTO, CANT},
-    /* A notified release looks for waiters (ZRANGE). */
-    {"~app:* ~{app:* -@all +eval +get +set +del +pexpire +pttl " QUEUE " " CHANNELS " " NO_RESEND, NOTIFY, 1,
-     "release", LOCKCORE_EPROTO, CANT},
-    {"~app:* ~{app:* -@all +eval +get +set +del +pexpire +pttl " QUEUE " " CHANNELS " " NO_RESEND, NOTIFY, 0,
-     "release", LOCKCORE_EPROTO, CANT},
+    /* (A notified release reads the queue with ZRANGE only where the
+     * mark "{P<resource>}:wanted" says somebody waits: without +zrange it
+     * still releases a lock nobody waits for.) */
     /* A fair acquire always goes through the queue, and its release takes
      * the holder's place out of it. */
     {"~app:* ~{app:* -@all +eval +get +set +del +pexpire +pttl +zrange +zcard +zrem +hget +hset +hdel "

@@ -306,6 +306,79 @@ static void test_wait_release_leaves_the_queue_where_refused(void **state)
     lockcore_client_free(c);
 }
 
+/* The reservation a release makes for the waiter it names is the lock key
+ * itself, set to the waiter's id: every other SET NX is refused without
+ * looking anywhere else (a raw one as node-redlock sends, a polling
+ * fencelock client's, a kind's), and the named waiter takes it over. The
+ * waiter is stopped (SIGSTOP) while it is named, so the reservation is
+ * looked at before it can claim it; the releaser's request timeout of 2 s
+ * keeps it 4 s. */
+static void test_wait_reservation_is_the_lock_key(void **state)
+{
+    struct fixture *f = *state;
+    struct tuning t = {
+        .wait_mode = LOCKCORE_WAIT_NOTIFY, .ttl_ms = 20000, .queue_ttl_ms = 30000, .retry_delay_ms = 5000};
+    struct lockcore_options o;
+    lockcore_options_init(&o);
+    o.nodes = f->urls;
+    o.n_nodes = f->n;
+    o.wait_mode = LOCKCORE_WAIT_NOTIFY;
+    o.request_timeout_ms = 2000;
+    lockcore_client *c = NULL;
+    assert_int_equal(lockcore_client_new(&o, &c, NULL, 0), 0);
+    struct lockcore_lock held;
+    assert_int_equal(lockcore_acquire(c, "resv", &held), 0);
+    int fd;
+    pid_t pid = waiter(f, &t, "resv", &fd);
+    await_queued(f, "resv", 1);
+    redisReply *r = rh_command(f->rc, 0, "ZRANGE {resv}:waiters 0 0");
+    assert_true(r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements == 1);
+    char named[LOCKCORE_ID_LEN + 1];
+    snprintf(named, sizeof(named), "%s", r->element[0]->str);
+    freeReplyObject(r);
+    assert_int_equal(hp_signal(pid, SIGSTOP, 0), 0);
+    int released = lockcore_release(c, &held);
+
+    /* What the others find, looked at before the waiter runs again; the
+     * assertions come after SIGCONT, so that a failure leaves no stopped
+     * process behind. */
+    int reserved = 0, refused = 0;
+    for (unsigned i = 0; i < f->n; i++) {
+        redisReply *g = rh_command(f->rc, (int)i, "GET resv");
+        reserved += g != NULL && g->type == REDIS_REPLY_STRING && strcmp(g->str, named) == 0;
+        if (g != NULL)
+            freeReplyObject(g);
+        g = rh_command(f->rc, (int)i, "SET resv intruder NX PX 10000");
+        refused += g != NULL && g->type == REDIS_REPLY_NIL;
+        if (g != NULL)
+            freeReplyObject(g);
+    }
+    struct lockcore_options po = o;
+    po.wait_mode = LOCKCORE_WAIT_POLL;
+    po.retry_count = 0;
+    lockcore_client *poller = NULL;
+    int made = lockcore_client_new(&po, &poller, NULL, 0);
+    struct lockcore_lock l;
+    int plain_rc = made == 0 ? lockcore_acquire(poller, "resv", &l) : made;
+    int re_rc = made == 0 ? lockcore_reentrant_acquire(poller, "resv", NULL, &l) : made;
+
+    /* Resumed, the waiter hears the notice and takes over what was kept
+     * for it, long before the reservation would have lapsed. */
+    uint64_t cont_at = wall_ms();
+    assert_int_equal(hp_signal(pid, SIGCONT, 0), 0);
+    uint64_t granted_at = read_u64(fd);
+    reap(pid);
+    assert_int_equal(released, 0);
+    assert_int_equal(reserved, (int)f->n);
+    assert_int_equal(refused, (int)f->n);
+    assert_int_equal(plain_rc, LOCKCORE_ELOCKED);
+    assert_int_equal(re_rc, LOCKCORE_ELOCKED);
+    assert_true(granted_at >= cont_at);
+    assert_true(granted_at - cont_at < 3000);
+    lockcore_client_free(poller);
+    lockcore_client_free(c);
+}
+
 static void test_wait_crashed_holder_costs_one_ttl_without_polling(void **state)
 {
     struct fixture *f = *state;
@@ -712,6 +785,7 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_wait_notice_goes_to_the_named_client_only, setup3, teardown),
         cmocka_unit_test_setup_teardown(test_wait_release_leaves_the_queue_where_refused, setup3, teardown),
+        cmocka_unit_test_setup_teardown(test_wait_reservation_is_the_lock_key, setup3, teardown),
         cmocka_unit_test_setup_teardown(test_wait_crashed_holder_costs_one_ttl_without_polling, setup3,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_wait_fair_grants_in_ticket_order, setup3, teardown),

@@ -107,10 +107,8 @@ FENCING_API enum fencing_verdict fencing_decide(const struct fencing_tally *t, i
 
 /*
  * Acquire with a proposal, atomically on one node.
- * KEYS[1] lock key, KEYS[2] fence key, KEYS[3] (optional) a reservation key:
- * while it holds another id, the lock is refused as if held by that id;
- * ARGV[1] lock id, ARGV[2] ttl ms, ARGV[3] proposal, ARGV[4] fence idle
- * expiry ms (0 = none).
+ * KEYS[1] lock key, KEYS[2] fence key; ARGV[1] lock id, ARGV[2] ttl ms,
+ * ARGV[3] proposal, ARGV[4] fence idle expiry ms (0 = none).
  * Returns an array: granted (0/1), accepted (0/1), and the node's fence
  * value after the call, as a decimal string; when not granted, two more
  * elements say who holds the lock: the lock key's value and its PTTL.
