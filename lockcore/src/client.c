@@ -539,7 +539,7 @@ static int check_client(lockcore_client *c)
     return 0;
 }
 
-static void set_keys(struct op *op, const char *resource)
+void lockcore__op_set_keys(struct op *op, const char *resource)
 {
     lockcore_client *c = op->c;
     size_t len = strlen(resource);
@@ -657,7 +657,7 @@ static struct op *start_acquire(lockcore_client *c, const char *resource, lockco
     *rcp = rc;
     if (rc < 0)
         return NULL;
-    set_keys(op, resource);
+    lockcore__op_set_keys(op, resource);
     /* The client's prefix, then 96 random bits of this acquisition. */
     memcpy(op->lock.id, c->id_prefix, 16);
     lockcore__hex(op->lock.id + 16, raw + 8, sizeof(raw) - 8);
@@ -709,7 +709,7 @@ static struct op *start_with_lock(lockcore_client *c, enum op_kind kind, const s
         return NULL;
     op->lock = *lock;
     op->lock.nodes = c->n;
-    set_keys(op, lock->resource);
+    lockcore__op_set_keys(op, lock->resource);
     op->ttl_ms = ttl_ms ? ttl_ms : c->o.ttl_ms;
     lockcore__op_start(op, lockcore_now_ms());
     return op;
@@ -803,7 +803,7 @@ static int blocking(lockcore_client *c, enum op_kind kind, const char *resource,
         if ((rc = check_client(c)) == 0 && (op = lockcore__op_new(c, OP_STATUS, wake, &w)) == NULL)
             rc = -ENOMEM;
         if (op != NULL) {
-            set_keys(op, resource);
+            lockcore__op_set_keys(op, resource);
             op->status = status;
             lockcore__op_start(op, lockcore_now_ms());
         }

@@ -328,6 +328,8 @@ void lockcore__kinds_lock_reply(struct op *op, unsigned node, const redisReply *
 int lockcore__kinds_reentered(struct op *op);
 
 /* client.c */
+/* Fill the resource, the lock key and the keys and channel beside it. */
+void lockcore__op_set_keys(struct op *op, const char *resource);
 void lockcore__op_finish(struct op *op, int rc);
 int lockcore__deliver(lockcore_client *c);
 /* Argument checks shared by the operations and the keep-alives; they set

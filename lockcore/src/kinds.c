@@ -267,23 +267,21 @@ struct op *lockcore__kinds_start(lockcore_client *c, const char *resource, unsig
     *rcp = rc;
     if (rc < 0 || op == NULL)
         return NULL;
-    size_t len = strlen(resource);
-    memcpy(op->lock.resource, resource, len + 1);
     /* The keys of op.c: they name the operation for the waiters of one
-     * client and for the fence values it has seen; the commands of a kind
-     * build their own. */
-    memcpy(op->key, c->prefix, c->prefix_len);
-    memcpy(op->key + c->prefix_len, resource, len + 1);
-    op->key_len = c->prefix_len + len;
-    int fk = fencing_fence_key(op->key, op->key_len, op->fkey, sizeof(op->fkey));
-    op->fkey_len = fk > 0 ? (size_t)fk : 0;
-    op->ikey_len = (size_t)snprintf(op->ikey, sizeof(op->ikey), "{%s}:holder", op->key);
+     * client and for the fence values it has seen, and a reentrant waiter
+     * uses the queue's; the other commands of a kind build their own. */
+    lockcore__op_set_keys(op, resource);
     op->lock.flags = flags;
     if (id != NULL) {
         memcpy(op->lock.id, id, LOCKCORE_ID_LEN + 1);
     } else {
-        lockcore__hex(op->lock.id, raw, sizeof(raw));
+        /* As a plain lock's: the client's prefix names its release
+         * channel, then 96 random bits. */
+        memcpy(op->lock.id, c->id_prefix, 16);
+        lockcore__hex(op->lock.id + 16, raw + 8, sizeof(raw) - 8);
     }
+    op->ticket = c->o.clock_us(c->o.clock_arg);
+    op->lock.ticket = op->ticket;
     op->ttl_ms = c->o.ttl_ms;
     uint64_t now = lockcore_now_ms();
     /* A deadline already past (1 ms after boot) leaves no room for a retry

@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "internal.h"
+#include "kinds.h"
 
 /* A lock whose token was refused may try this many second rounds before
  * the attempt is rolled back and retried. */
@@ -123,15 +124,18 @@ int lockcore__op_resend(struct op *op, unsigned i, enum step step, int use_eval,
 {
     lockcore_client *c = op->c;
     struct node *n = &c->nodes[i];
-    const char *argv[16]; /* EVAL script numkeys, 5 keys, 7 args */
+    const char *argv[16]; /* EVAL script numkeys, 6 keys, 7 args */
     size_t lens[16];
     struct step_nums num; /* not for releases: they send none of it */
     int argc = 0, script = -1;
-    const char *keys[5], *args[7];
-    size_t klens[5], alens[7];
-    char ticket[24], qttl[24], reserve[24];
+    const char *keys[6], *args[7];
+    size_t klens[6], alens[7];
+    char ticket[24], qttl[24], reserve[24], holds[INFO_KEY_MAX + 1];
     int nkeys = 0, nargs = 0;
-    if (op->lock.flags & LOCKCORE__KIND_FLAGS) {
+    /* A reentrant waiter waits in the queue as a plain one does: its
+     * queued attempts and its leaving the queue are the plain steps. */
+    int plain_step = step == STEP_DEQUEUE || (step == STEP_LOCK && op->queued);
+    if ((op->lock.flags & LOCKCORE__KIND_FLAGS) && !plain_step) {
         int krc = lockcore__kinds_resend(op, i, step, use_eval, now);
         if (krc != 1)
             return krc;
@@ -152,6 +156,10 @@ int lockcore__op_resend(struct op *op, unsigned i, enum step step, int use_eval,
             KEY(op->qkey, op->qkey_len);
             KEY(op->qexp, op->qexp_len);
             KEY(op->wkey, op->wkey_len);
+            if (op->lock.flags & LOCKCORE_LOCK_REENTRANT) {
+                lockcore__kinds_tagged(holds, op->key, ":holds");
+                KEY(holds, strlen(holds));
+            }
             ARG(op->lock.id);
             ARG(num.ttl);
             ARG(num.prop);
@@ -246,7 +254,7 @@ int lockcore__op_resend(struct op *op, unsigned i, enum step step, int use_eval,
 #undef KEY
 #undef ARG
 
-    static const char *const nk[] = {"0", "1", "2", "3", "4", "5"};
+    static const char *const nk[] = {"0", "1", "2", "3", "4", "5", "6"};
     if (use_eval || c->sha[script][0] == '\0') {
         argv[argc] = "EVAL", lens[argc++] = 4;
         argv[argc] = lockcore__scripts[script], lens[argc++] = strlen(lockcore__scripts[script]);
@@ -361,8 +369,10 @@ static uint64_t wait_delay(struct op *op, int rc)
     lockcore_client *c = op->c;
     uint64_t delay = backoff_delay(op);
     int refused = rc == LOCKCORE_ELOCKED;
-    /* The lock kinds (kinds.c) keep no place in the nodes' queues: they poll. */
-    if (c->o.wait_mode == LOCKCORE_WAIT_POLL || !refused || (op->lock.flags & LOCKCORE__KIND_FLAGS))
+    /* The lock kinds but the reentrant lock (kinds.c) keep no place in the
+     * nodes' queues: they poll. */
+    if (c->o.wait_mode == LOCKCORE_WAIT_POLL || !refused ||
+        (op->lock.flags & LOCKCORE__KIND_FLAGS & ~LOCKCORE_LOCK_REENTRANT))
         return delay;
     if (!op->queued) {
         op->queued = 1;
@@ -400,16 +410,14 @@ static void attempt_failed(struct op *op, int rc, uint64_t now)
         if (c->nodes[i].state != NODE_DOWN && !(op->phase == PH_LOCK && op->slot[i] == SLOT_NO))
             lockcore__op_resend(op, i, STEP_IGNORE, 0, now);
 
-    int retries_left = c->o.retry_count < 0 || op->lock.attempts <= (unsigned)c->o.retry_count;
+    int retries_left = (c->o.retry_count < 0 || op->lock.attempts <= (unsigned)c->o.retry_count) &&
+                       (op->wait_deadline_ms == 0 || now < op->wait_deadline_ms);
+    /* Only an acquisition that will retry waits (takes a place, listens). */
     uint64_t delay = retries_left ? wait_delay(op, rc) : 0;
     /* With a deadline, the last attempt is made at the deadline, not one
      * delay before it (a notice may still come in between). */
-    if (op->wait_deadline_ms != 0) {
-        if (now >= op->wait_deadline_ms)
-            retries_left = 0;
-        else if (now + delay > op->wait_deadline_ms)
-            delay = op->wait_deadline_ms - now;
-    }
+    if (op->wait_deadline_ms != 0 && now + delay > op->wait_deadline_ms)
+        delay = op->wait_deadline_ms - now;
     if (!retries_left) {
         lockcore__op_finish(op, rc);
         return;
@@ -547,7 +555,7 @@ static void decide_lock(struct op *op, const struct fencing_tally *t, unsigned n
                         unsigned proto, uint64_t now)
 {
     lockcore_client *c = op->c;
-    if (op->lock.flags & LOCKCORE_LOCK_REENTRANT) {
+    if ((op->lock.flags & LOCKCORE_LOCK_REENTRANT) && !op->queued) {
         int re = lockcore__kinds_reentered(op);
         if (re < 0)
             return; /* a majority may still re-enter our hold */

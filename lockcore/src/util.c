@@ -133,7 +133,9 @@ const char *const lockcore__scripts[SCRIPT_COUNT] = {
      * Taking or refreshing the place also sets the mark that anyone waits,
      * which tells a release to look at the queue.
      * KEYS[1] lock, KEYS[2] fence, KEYS[3] queue, KEYS[4] deadlines,
-     * KEYS[5] the mark; ARGV[1] id, ARGV[2] ttl, ARGV[3] proposal, ARGV[4] fence idle,
+     * KEYS[5] the mark, KEYS[6] (a reentrant waiter) the hold count, which
+     * a grant starts at 1 with the accepted proposal as the hold's token
+     * (reentrant.c); ARGV[1] id, ARGV[2] ttl, ARGV[3] proposal, ARGV[4] fence idle,
      * ARGV[5] ticket, ARGV[6] queue ttl ms, ARGV[7] 0, 1 or 2 as above.
      * Returns {granted, accepted, fence, holder, holder pttl, head}. */
     [SCRIPT_ACQUIRE_QUEUED] =
@@ -174,13 +176,18 @@ const char *const lockcore__scripts[SCRIPT_COUNT] = {
         "  return {0, 0, string.format('%.0f', f), redis.call('GET', KEYS[1]) or '', redis.call('PTTL', "
         "KEYS[1]), head}\n"
         "end\n"
-        "if ARGV[3] == '0' then return {1, 1, string.format('%.0f', f)} end\n"
-        "local p = tonumber(ARGV[3])\n"
-        "if p > f then\n"
+        "local acc = ARGV[3] ~= '0' and tonumber(ARGV[3]) > f\n"
+        "if acc then\n"
         "  if ARGV[4] ~= '0' then redis.call('SET', KEYS[2], ARGV[3], 'PX', ARGV[4])\n"
         "  else redis.call('SET', KEYS[2], ARGV[3]) end\n"
-        "  return {1, 1, ARGV[3]}\n"
         "end\n"
+        "if KEYS[6] then\n"
+        "  redis.call('DEL', KEYS[6])\n"
+        "  redis.call('HSET', KEYS[6], 'n', 1, 't', acc and ARGV[3] or '0')\n"
+        "  redis.call('PEXPIRE', KEYS[6], ARGV[2])\n"
+        "end\n"
+        "if ARGV[3] == '0' then return {1, 1, string.format('%.0f', f)} end\n"
+        "if acc then return {1, 1, ARGV[3]} end\n"
         "return {1, 0, string.format('%.0f', f)}\n",
     /* The release of a polling client without holder info: the classic
      * compare-and-delete, and nothing else. Every extra call here is Redis

@@ -379,6 +379,64 @@ static void test_wait_reservation_is_the_lock_key(void **state)
     lockcore_client_free(c);
 }
 
+/* The reentrant lock waits in the queue as a plain waiter does: it takes
+ * its place, the release names it, and what it is granted is a reentrant
+ * hold (count 1, its token kept for re-entries). Its retry delay of 5 s
+ * would show if it polled. The child reports its grant's wall ms, its
+ * token, a re-entry's token and the hold count then. */
+static void test_wait_reentrant_waiter_is_notified(void **state)
+{
+    struct fixture *f = *state;
+    struct tuning t = {
+        .wait_mode = LOCKCORE_WAIT_NOTIFY, .ttl_ms = 20000, .queue_ttl_ms = 30000, .retry_delay_ms = 5000};
+    lockcore_client *c = client(f, &t);
+    struct lockcore_lock held;
+    assert_int_equal(lockcore_acquire(c, "rq", &held), 0);
+    int p[2];
+    assert_int_equal(pipe(p), 0);
+    fflush(NULL);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        close(p[0]);
+        uint64_t out[4] = {0, 0, 0, 0};
+        lockcore_client *w = client(f, &t);
+        struct lockcore_lock a, b;
+        struct lockcore_node_status st[3];
+        if (w != NULL && lockcore_reentrant_acquire(w, "rq", NULL, &a) == 0) {
+            out[0] = wall_ms();
+            out[1] = a.token;
+            if (lockcore_reentrant_acquire(w, "rq", a.id, &b) == 0) {
+                out[2] = b.token;
+                if (lockcore_reentrant_status(w, "rq", st, 3) == 3)
+                    out[3] = st[0].holds;
+                lockcore_release(w, &b);
+            }
+            lockcore_release(w, &a);
+        }
+        ssize_t wr = write(p[1], out, sizeof(out));
+        (void)wr;
+        lockcore_client_free(w);
+        _exit(out[0] ? 0 : 1);
+    }
+    close(p[1]);
+    await_queued(f, "rq", 1);
+    hp_sleep_ms(300);
+    uint64_t released_at = wall_ms();
+    assert_int_equal(lockcore_release(c, &held), 0);
+    uint64_t got[4] = {0, 0, 0, 0};
+    ssize_t r = read(p[0], got, sizeof(got));
+    close(p[0]);
+    reap(pid);
+    assert_int_equal(r, (ssize_t)sizeof(got));
+    assert_true(got[0] >= released_at);
+    assert_true(got[0] - released_at < 2000);
+    assert_true(got[1] > held.token);
+    assert_int_equal(got[2], got[1]);
+    assert_int_equal(got[3], 2);
+    lockcore_client_free(c);
+}
+
 static void test_wait_crashed_holder_costs_one_ttl_without_polling(void **state)
 {
     struct fixture *f = *state;
@@ -786,6 +844,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_wait_notice_goes_to_the_named_client_only, setup3, teardown),
         cmocka_unit_test_setup_teardown(test_wait_release_leaves_the_queue_where_refused, setup3, teardown),
         cmocka_unit_test_setup_teardown(test_wait_reservation_is_the_lock_key, setup3, teardown),
+        cmocka_unit_test_setup_teardown(test_wait_reentrant_waiter_is_notified, setup3, teardown),
         cmocka_unit_test_setup_teardown(test_wait_crashed_holder_costs_one_ttl_without_polling, setup3,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_wait_fair_grants_in_ticket_order, setup3, teardown),
