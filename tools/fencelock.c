@@ -42,9 +42,11 @@ static const char usage_options[] =
     "                       unless --retry-count is given; --wait 0 tries once)\n"
     "  --key-prefix P       prefix of every lock key (default none)\n"
     "  --no-fencing         plain Redlock: no fence keys, token 0\n"
-    "  --notify             while waiting, be told of releases instead of polling\n"
+    "  --notify             while waiting, be told of releases instead of polling (the\n"
+    "                       default for a plain or reentrant lock; the others poll)\n"
+    "  --no-notify          poll: retry after --retry-delay, as plain Redlock does\n"
     "  --fair               wait in line: waiters of every client served in arrival order\n"
-    "                       (implies --notify); --no-notify polls (the default)\n"
+    "                       (implies --notify)\n"
     "  --backoff fixed|exponential  the delay between polling attempts (default fixed;\n"
     "                       exponential: full jitter, at most --retry-delay-max)\n"
     "  --retry-delay-max D  cap of the exponential backoff (default 2s)\n"
@@ -1194,12 +1196,15 @@ static int parse_option(struct args *a, int opt, int longindex, const char *arg,
         return -1;
     case O_NOTIFY:
         a->wait_mode = LOCKCORE_WAIT_NOTIFY;
+        a->wait_mode_set = 1;
         return -1;
     case O_NO_NOTIFY:
         a->wait_mode = LOCKCORE_WAIT_POLL;
+        a->wait_mode_set = 1;
         return -1;
     case O_FAIR:
         a->wait_mode = LOCKCORE_WAIT_FAIR;
+        a->wait_mode_set = 1;
         return -1;
     case O_BACKOFF:
         if (strcmp(arg, "fixed") == 0)
@@ -1275,6 +1280,7 @@ static int parse_args(int argc, char **argv, struct cmdline *cl)
     memset(cl, 0, sizeof(*cl));
     cl->a.retry_count = 3;
     cl->a.fencing = 1;
+    cl->a.wait_mode = LOCKCORE_WAIT_NOTIFY;
     cl->a.kill_after_ms = 5000;
     opterr = 0;
     optind = 1;
@@ -1338,12 +1344,13 @@ static int do_run(lockcore_client *c, const struct cmdline *cl)
 {
     struct args a = cl->a;
     /* One resource, no other kind: a reentrant lock that a nested run of
-     * the resource joins. But lockcore's kinds wait by polling whatever the
-     * wait mode: with --notify or --fair, a run that has nothing to join
-     * takes a plain lock, so that it waits in the nodes' queue as asked
-     * (and a run nested in it waits like anyone else). */
+     * the resource joins; it waits notified, in the nodes' queue. But its
+     * first attempt is not queued (it may re-enter): with --fair, a run
+     * that has nothing to join takes a plain lock, which waits its turn
+     * from the first attempt on (and a run nested in it waits like anyone
+     * else). */
     a.reentrant = a.permits == 0 && a.rw == RW_NONE && cl->t.n == 1;
-    if (a.reentrant && a.wait_mode != LOCKCORE_WAIT_POLL && joinable_id(cl->t.names[0]) == NULL)
+    if (a.reentrant && a.wait_mode == LOCKCORE_WAIT_FAIR && joinable_id(cl->t.names[0]) == NULL)
         a.reentrant = 0;
     return fencelock_run(c, &a, &cl->t, cl->cmd);
 }
@@ -1441,13 +1448,19 @@ static int check_target(struct cmdline *cl, const struct command *k)
                 kinds[1]);
         return EXIT_USAGE;
     }
-    /* lockcore's kinds wait by polling whatever the wait mode: a notified
-     * or fair wait would silently be neither. */
-    if (a->wait_mode != LOCKCORE_WAIT_POLL && (k->run == do_acquire || k->run == do_run) &&
-        (nk > 0 || nres > 1)) {
-        fprintf(stderr, "%s: %s: %s applies to a plain lock of one resource: %s waits by polling\n", prog,
-                name, a->wait_mode == LOCKCORE_WAIT_FAIR ? "--fair" : "--notify",
-                nk > 0 ? kinds[0] : "a set of several resources");
+    /* lockcore's semaphore, read-write lock and sets wait by polling
+     * whatever the wait mode (the default notify means "where it can"); a
+     * notified or fair wait asked for would silently be neither, and so
+     * would a fair reentrant one (its first attempt is not queued). */
+    int polls = (nk > 0 && !a->reentrant) || nres > 1;
+    if (a->wait_mode_set && (k->run == do_acquire || k->run == do_run) &&
+        ((a->wait_mode != LOCKCORE_WAIT_POLL && polls) ||
+         (a->wait_mode == LOCKCORE_WAIT_FAIR && a->reentrant))) {
+        fprintf(stderr, "%s: %s: %s applies to a plain lock of one resource%s: %s %s\n", prog, name,
+                a->wait_mode == LOCKCORE_WAIT_FAIR ? "--fair" : "--notify",
+                a->wait_mode == LOCKCORE_WAIT_FAIR ? "" : " and to --reentrant",
+                polls ? (nk > 0 ? kinds[0] : "a set of several resources") : "--reentrant",
+                polls ? "waits by polling" : "is not fair");
         return EXIT_USAGE;
     }
     return -1;

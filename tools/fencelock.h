@@ -43,7 +43,8 @@ struct args {
     int verbose;      /* --verbose: say what a wait waits for, even without a terminal */
     int quiet;        /* --quiet: never */
     int help;
-    int wait_mode;               /* --notify, --fair, --no-notify: enum lockcore_wait_mode */
+    int wait_mode;               /* --notify (default), --fair, --no-notify: enum lockcore_wait_mode */
+    int wait_mode_set;           /* one of them was given */
     int backoff;                 /* --backoff: enum lockcore_backoff */
     uint64_t retry_delay_max_ms; /* --retry-delay-max; 0 = lockcore's default */
     const char *password_file;   /* --password-file */

@@ -35,7 +35,7 @@ int lockcore_options_init(struct lockcore_options *o)
     o->clock_us = NULL;
     o->clock_arg = NULL;
     o->tls_verify = 1;
-    o->wait_mode = LOCKCORE_WAIT_POLL;
+    o->wait_mode = LOCKCORE_WAIT_NOTIFY;
     o->backoff = LOCKCORE_BACKOFF_FIXED;
     o->retry_delay_max_ms = 2000;
     o->queue_ttl_ms = 3000;

@@ -265,8 +265,9 @@ struct step_nums {
     char tok[24];  /* the lock's token; 0 with fencing off */
 };
 void lockcore__step_nums(const struct op *op, struct step_nums *n);
-/* The ms a release keeps the lock for the waiter it names (0: none), in
- * decimal: a notified release's, for two request timeouts. */
+/* What a release step does, SCRIPT_RELEASE's ARGV[2]: "r" a rollback, ""
+ * a polling client's release, or the ms a notified or fair release keeps
+ * the lock for the waiter it names. */
 void lockcore__release_arg(const struct op *op, enum step step, char *buf, size_t cap);
 struct op *lockcore__op_new(lockcore_client *c, enum op_kind kind, lockcore_cb cb, void *arg);
 void lockcore__op_start(struct op *op, uint64_t now);

@@ -28,8 +28,8 @@ _Static_assert(KS_COUNT <= sizeof(((lockcore_client *)0)->kx.sha) / 41, "c->kx.s
 
 /* Up to LOCKCORE_MULTI_MAX keys of each sort: the lock key, "{key}:fence",
  * "{key}:holder", the waiters' queue "{key}:waiters" and "{key}:waiting",
- * the mark that anyone waits
- * "{key}:wanted"; and "{key}:holds" of the first. */
+ * the mark that anyone waits "{key}:wanted"; and "{key}:holds" of the
+ * first. */
 struct lockcore__keyset {
     unsigned k;
     char lock[LOCKCORE_MULTI_MAX][KEY_MAX + 1];

@@ -167,7 +167,7 @@ const char *const lockcore__scripts[SCRIPT_COUNT] = {
         "      local t = redis.call('TIME')\n"
         "      now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"
         "    end\n"
-        "    redis.call('HSET', KEYS[4], id, now + tonumber(ARGV[2]))\n"
+        "    if redis.call('HGET', KEYS[4], id) then redis.call('HSET', KEYS[4], id, now + tonumber(ARGV[2])) end\n"
         "    granted = true\n"
         "  end\n"
         "end\n"

@@ -675,12 +675,12 @@ static void test_cli_kinds_nested_run_joins_only_a_reentrant_hold(void **state)
         fail_msg("nested runs said: %s", got);
 }
 
-/* `run --fair` waits in the nodes' queue as asked: lockcore's kinds (the
- * reentrant lock run takes) poll whatever the wait mode, so a run with
- * nothing to join takes a plain lock, and says so in FENCELOCK_LOCK_KIND. */
-static void test_cli_kinds_fair_run_waits_in_line(void **state)
+/* A run waits in the nodes' queue, by default (the reentrant lock, which
+ * a nested run joins) and with --fair (a plain lock: the reentrant lock's
+ * first attempt is not queued, so a fair run with nothing to join takes a
+ * plain one). FENCELOCK_LOCK_KIND says which. */
+static void run_waits_in_line(struct fixture *f, const char *mode, const char *want_kind)
 {
-    struct fixture *f = *state;
     struct res r;
     fl(f, &r, "--ttl", "20s", "acquire", "fq:r", NULL);
     json_t *j = ok_json(&r);
@@ -691,8 +691,16 @@ static void test_cli_kinds_fair_run_waits_in_line(void **state)
     snprintf(out, sizeof(out), "%s/kind", f->dir);
     snprintf(var, sizeof(var), "T_OUT=%s", out);
     char *env[] = {var, NULL};
-    const char *args[] = {"--fair", "--quiet", "--wait", "15s", "run",
-                          "fq:r",   "--",      "sh",     "-c",  "echo $FENCELOCK_LOCK_KIND > \"$T_OUT\"",
+    const char *args[] = {mode ? mode : "--quiet",
+                          "--quiet",
+                          "--wait",
+                          "15s",
+                          "run",
+                          "fq:r",
+                          "--",
+                          "sh",
+                          "-c",
+                          "echo $FENCELOCK_LOCK_KIND > \"$T_OUT\"",
                           NULL};
     struct child ch;
     spawn(f, &ch, env, args);
@@ -708,7 +716,7 @@ static void test_cli_kinds_fair_run_waits_in_line(void **state)
         json_decref(j);
     }
     if (queued < 2)
-        fail_msg("the fair run is in no majority of the nodes' queues (%d)", queued);
+        fail_msg("the run (%s) is in no majority of the nodes' queues (%d)", mode ? mode : "default", queued);
     fl(f, &r, "release", "fq:r", id, NULL);
     assert_int_equal(r.code, 0);
     collect(&ch, RUN_TIMEOUT_MS, &r);
@@ -716,7 +724,17 @@ static void test_cli_kinds_fair_run_waits_in_line(void **state)
         fail_msg("run exited %d: %s", r.code, r.err);
     char got[64];
     read_file(out, got, sizeof(got));
-    assert_string_equal(got, "plain\n");
+    assert_string_equal(got, want_kind);
+}
+
+static void test_cli_kinds_fair_run_waits_in_line(void **state)
+{
+    run_waits_in_line(*state, "--fair", "plain\n");
+}
+
+static void test_cli_kinds_run_waits_in_line_by_default(void **state)
+{
+    run_waits_in_line(*state, NULL, "reentrant\n");
 }
 
 /* A run of one resource (a reentrant lock) says what it waits for, as a
@@ -765,7 +783,7 @@ static void test_cli_kinds_bad_combinations_are_usage_errors(void **state)
         {{"--notify", "run", "a", "b", "--", "true", NULL}, "--notify applies to a plain lock"},
         {{"--fair", "--read", "run", "a", "--", "true", NULL}, "--read waits by polling"},
         {{"--notify", "--permits", "2", "acquire", "a", NULL}, "--permits waits by polling"},
-        {{"--fair", "--reentrant", "acquire", "a", NULL}, "--reentrant waits by polling"},
+        {{"--fair", "--reentrant", "acquire", "a", NULL}, "--reentrant is not fair"},
         {{"acquire", "a", id, NULL}, "looks like a lock id"},
         {{"acquire", "a", "b", "a", NULL}, "given twice"},
         {{"release", "a", "b", "a", id, NULL}, "given twice"},
@@ -811,6 +829,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_cli_kinds_nested_run_joins_only_a_reentrant_hold, setup3,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_cli_kinds_fair_run_waits_in_line, setup3, teardown),
+        cmocka_unit_test_setup_teardown(test_cli_kinds_run_waits_in_line_by_default, setup3, teardown),
         cmocka_unit_test_setup_teardown(test_cli_kinds_run_says_what_it_waits_for, setup3, teardown),
         cmocka_unit_test_setup_teardown(test_cli_kinds_bad_combinations_are_usage_errors, setup_none,
                                         teardown),

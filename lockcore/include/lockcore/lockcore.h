@@ -86,14 +86,17 @@ extern "C" {
 /* How an acquisition that was refused waits before it tries again
  * (lockcore_options.wait_mode). See docs/lockcore.md, "Waiting". */
 enum lockcore_wait_mode {
-    /* Retry after the backoff delay, as plain Redlock does. Default (the
-     * fastest when holds are short and waiters few: see docs/fairness.md,
-     * "Which mode"). */
+    /* Retry after the backoff delay, as plain Redlock does (the most
+     * grants per second when one resource is taken over and over by
+     * threads that do not care who gets it: docs/fairness.md, "Which
+     * mode"). */
     LOCKCORE_WAIT_POLL = 0,
-    /* A release tells waiters: each node PUBLISHes the name of the first
-     * waiter in its queue, which tries again at once; others sleep until
-     * the holder's TTL would run out (a crashed holder sends nothing). Not
-     * fair: a newcomer may take a lock nobody waits for. */
+    /* Default. A release tells waiters: each node keeps the lock for the
+     * first waiter in its queue and PUBLISHes its name, and it tries again
+     * at once; others sleep until the holder's TTL would run out (a
+     * crashed holder sends nothing). A lock nobody waits for costs what it
+     * costs polling. Not fair: a newcomer may take a lock nobody waits
+     * for. The plain and the reentrant lock wait so; the other kinds poll. */
     LOCKCORE_WAIT_NOTIFY = 1,
     /* Fair: waiters of every client are granted in the order of their
      * tickets (arrival time on the waiter's clock); nobody may take the
@@ -144,7 +147,7 @@ struct lockcore_options {
     uint64_t retry_delay_ms;     /* least wait before a retry; default 200 */
     uint64_t retry_jitter_ms;    /* random extra wait, uniform in [0, jitter];
                                     default 100 */
-    int wait_mode;               /* enum lockcore_wait_mode; default POLL */
+    int wait_mode;               /* enum lockcore_wait_mode; default NOTIFY */
     int backoff;                 /* enum lockcore_backoff; default FIXED */
     uint64_t retry_delay_max_ms; /* cap of the exponential backoff; default 2000 */
     uint64_t queue_ttl_ms;       /* a waiter's place in a queue lasts this long
