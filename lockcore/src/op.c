@@ -542,10 +542,18 @@ static int same_key(const struct op *a, const struct op *b)
  * get the resource in the order they asked for it. */
 static void wake_local_waiter(const struct op *rel, uint64_t now)
 {
-    struct op *oldest = NULL;
+    struct op *oldest = NULL, *queued = NULL;
     for (struct op *o = rel->c->active; o != NULL; o = o->next) /* newest first */
-        if (o->kind == OP_ACQUIRE && o->phase == PH_RETRY_WAIT && same_key(o, rel))
+        if (o->kind == OP_ACQUIRE && o->phase == PH_RETRY_WAIT && same_key(o, rel)) {
             oldest = o;
+            if (o->queued)
+                queued = o;
+        }
+    /* A waiter with a place in the nodes' queues is the one a notified
+     * release names (and keeps the lock for) when it is first there: any
+     * other would only be refused. */
+    if (queued != NULL && rel->c->o.wait_mode != LOCKCORE_WAIT_POLL)
+        oldest = queued;
     if (oldest != NULL && oldest->retry_at_ms > now)
         oldest->retry_at_ms = now;
 }
