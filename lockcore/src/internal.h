@@ -162,11 +162,14 @@ struct op {
     size_t wkey_len;
     char chan[QUEUE_KEY_MAX + 18]; /* this client's release channel: "{" key "}:released:" id_prefix */
     size_t chan_len;
-    uint64_t ticket; /* place in the queue: wall µs at the first attempt */
-    int queued;      /* attempts use the queued acquire (registers as a waiter) */
-    unsigned behind; /* nodes that refused because another waiter is first */
-    int noticed;     /* a release named it while an attempt was in flight */
-    int subscribed;  /* holds a reference on the key's release channel */
+    uint64_t ticket;       /* place in the queue: wall µs at the first attempt */
+    int queued;            /* attempts use the queued acquire (registers as a waiter) */
+    unsigned free_retries; /* attempts made only to take the place or to close the
+                              subscription's race: not retries the caller counts */
+    int joins;             /* a reentrant acquisition of a given id: it polls, never queues */
+    unsigned behind;       /* nodes that refused because another waiter is first */
+    int noticed;           /* a release named it while an attempt was in flight */
+    int subscribed;        /* holds a reference on the key's release channel */
     uint8_t slot[LOCKCORE_NODES_MAX];
     uint8_t accepted[LOCKCORE_NODES_MAX];
     struct lockcore_node_status *status; /* OP_STATUS: caller's array */

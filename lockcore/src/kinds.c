@@ -274,6 +274,7 @@ struct op *lockcore__kinds_start(lockcore_client *c, const char *resource, unsig
     op->lock.flags = flags;
     if (id != NULL) {
         memcpy(op->lock.id, id, LOCKCORE_ID_LEN + 1);
+        op->joins = 1;
     } else {
         /* As a plain lock's: the client's prefix names its release
          * channel, then 96 random bits. */

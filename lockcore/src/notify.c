@@ -138,13 +138,16 @@ void lockcore__notify_setup(lockcore_client *c, struct node *s, uint64_t now)
 
 /* A node confirmed a subscription: waiters on that channel try again now,
  * since a release between their refusal and this moment sent its notice to
- * nobody. Without this, such a notice would cost the fallback timer. */
+ * nobody. Without this, such a notice would cost the fallback timer. That
+ * attempt is not one of the retries the caller allowed. */
 static void subscribed(lockcore_client *c, const redisReply *chan, uint64_t now)
 {
     for (struct op *op = c->active; op != NULL; op = op->next)
         if (op->kind == OP_ACQUIRE && op->phase == PH_RETRY_WAIT && op->chan_len == chan->len &&
-            memcmp(op->chan, chan->str, chan->len) == 0 && op->retry_at_ms > now)
+            memcmp(op->chan, chan->str, chan->len) == 0 && op->retry_at_ms > now) {
             op->retry_at_ms = now;
+            op->free_retries++;
+        }
 }
 
 /* A release named a waiter: if it is one of ours, waiting on that

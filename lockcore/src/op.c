@@ -370,12 +370,17 @@ static uint64_t wait_delay(struct op *op, int rc)
     uint64_t delay = backoff_delay(op);
     int refused = rc == LOCKCORE_ELOCKED;
     /* The lock kinds but the reentrant lock (kinds.c) keep no place in the
-     * nodes' queues: they poll. */
+     * nodes' queues: they poll. So does a reentrant acquisition that joins
+     * a hold by its id: refused, that hold is gone, and in the queue the
+     * key holding its id would look like a reservation for it. */
     if (c->o.wait_mode == LOCKCORE_WAIT_POLL || !refused ||
-        (op->lock.flags & LOCKCORE__KIND_FLAGS & ~LOCKCORE_LOCK_REENTRANT))
+        (op->lock.flags & LOCKCORE__KIND_FLAGS & ~LOCKCORE_LOCK_REENTRANT) || op->joins)
         return delay;
     if (!op->queued) {
+        /* The next attempt, at once, takes the place; it is not one of
+         * the retries the caller allowed. */
         op->queued = 1;
+        op->free_retries++;
         return 0;
     }
     if (op->noticed) {
@@ -410,7 +415,8 @@ static void attempt_failed(struct op *op, int rc, uint64_t now)
         if (c->nodes[i].state != NODE_DOWN && !(op->phase == PH_LOCK && op->slot[i] == SLOT_NO))
             lockcore__op_resend(op, i, STEP_IGNORE, 0, now);
 
-    int retries_left = (c->o.retry_count < 0 || op->lock.attempts <= (unsigned)c->o.retry_count) &&
+    unsigned counted = op->lock.attempts - op->free_retries;
+    int retries_left = (c->o.retry_count < 0 || counted <= (unsigned)c->o.retry_count) &&
                        (op->wait_deadline_ms == 0 || now < op->wait_deadline_ms);
     /* Only an acquisition that will retry waits (takes a place, listens). */
     uint64_t delay = retries_left ? wait_delay(op, rc) : 0;

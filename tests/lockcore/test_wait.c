@@ -382,13 +382,17 @@ static void test_wait_reservation_is_the_lock_key(void **state)
 /* The reentrant lock waits in the queue as a plain waiter does: it takes
  * its place, the release names it, and what it is granted is a reentrant
  * hold (count 1, its token kept for re-entries). Its retry delay of 5 s
- * would show if it polled. The child reports its grant's wall ms, its
- * token, a re-entry's token and the hold count then. */
+ * would show if it polled; with one retry allowed, the attempt that only
+ * takes its place must not use it up. The child reports its grant's wall
+ * ms, its token, a re-entry's token and the hold count then. */
 static void test_wait_reentrant_waiter_is_notified(void **state)
 {
     struct fixture *f = *state;
-    struct tuning t = {
-        .wait_mode = LOCKCORE_WAIT_NOTIFY, .ttl_ms = 20000, .queue_ttl_ms = 30000, .retry_delay_ms = 5000};
+    struct tuning t = {.wait_mode = LOCKCORE_WAIT_NOTIFY,
+                       .ttl_ms = 20000,
+                       .queue_ttl_ms = 30000,
+                       .retry_delay_ms = 5000,
+                       .retry_count = 1};
     lockcore_client *c = client(f, &t);
     struct lockcore_lock held;
     assert_int_equal(lockcore_acquire(c, "rq", &held), 0);

@@ -143,7 +143,9 @@ struct lockcore_options {
     double drift_factor;         /* clock drift, fraction of the TTL; default 0.01 */
     uint64_t drift_ms;           /* clock drift added to it; default 2 */
     int retry_count;             /* retries after the first attempt; -1 = no limit;
-                                    default 3 */
+                                    default 3. A waiter's attempt that only takes
+                                    its place in the queue, or closes the race of
+                                    its subscription, is not counted */
     uint64_t retry_delay_ms;     /* least wait before a retry; default 200 */
     uint64_t retry_jitter_ms;    /* random extra wait, uniform in [0, jitter];
                                     default 100 */
