@@ -412,6 +412,20 @@ static void bare_majority(struct run *r, enum fault f, enum forget how)
     r->kind_injected[f]++;
 }
 
+/* Whether nodes a and b hold the lock key under one id. */
+static int same_holder(struct run *r, int a, int b)
+{
+    redisReply *x = rh_command(r->cluster, a, "GET %s", CC_RESOURCE);
+    redisReply *y = rh_command(r->cluster, b, "GET %s", CC_RESOURCE);
+    int same = x != NULL && y != NULL && x->type == REDIS_REPLY_STRING && y->type == REDIS_REPLY_STRING &&
+               x->len == y->len && memcmp(x->str, y->str, x->len) == 0;
+    if (x != NULL)
+        freeReplyObject(x);
+    if (y != NULL)
+        freeReplyObject(y);
+    return same;
+}
+
 /* Client k is cut from one node (a minority: it keeps working on the
  * other two, and the campaign counts its grants meanwhile). Once its
  * grants can only sit on its two other nodes, it is caught holding the
@@ -433,7 +447,14 @@ static void partition_minority(struct run *r, int k, int node, int which)
     int other = (node + 1 + which) % NODES; /* one of the two k reaches */
     rh_kill(r->cluster, other);
     rh_restart(r->cluster, other, 0);
-    hp_sleep_ms((long)r->ttl_ms / 3); /* another client gets the two others */
+    /* Another client gets the two others: the same lock id on the
+     * restarted node and on the one k cannot reach. A polling waiter
+     * retries within its retry delay; a notified one (the default) hears
+     * no release here, and wakes on its timer (the holder's TTL, or a
+     * third of the queue's TTL). Bounded: k's write is late either way. */
+    long long until = hp_now_ms() + (long long)r->ttl_ms * 2 + 1000;
+    while (hp_now_ms() < until && !same_holder(r, other, node))
+        hp_sleep_ms(10);
     resume(r, k);
     hp_sleep_ms(200); /* k writes and releases before the cut heals */
     note_cut(r, k, 0, t0);
