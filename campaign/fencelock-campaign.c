@@ -360,6 +360,20 @@ enum forget {
     FORGET_LATE,    /* node 1 restarts empty after the TTL (Redlock's answer) */
 };
 
+/* Whether nodes a and b hold the lock key under one id. */
+static int same_holder(struct run *r, int a, int b)
+{
+    redisReply *x = rh_command(r->cluster, a, "GET %s", CC_RESOURCE);
+    redisReply *y = rh_command(r->cluster, b, "GET %s", CC_RESOURCE);
+    int same = x != NULL && y != NULL && x->type == REDIS_REPLY_STRING && y->type == REDIS_REPLY_STRING &&
+               x->len == y->len && memcmp(x->str, y->str, x->len) == 0;
+    if (x != NULL)
+        freeReplyObject(x);
+    if (y != NULL)
+        freeReplyObject(y);
+    return same;
+}
+
 /* The holder sits on nodes 0 and 1 only (node 2 is down), then loses the
  * lock on node 1 without knowing: node 1 restarts empty, or its clock
  * jumps past the lease. Another client then gets nodes 1 and 2. With
@@ -405,25 +419,16 @@ static void bare_majority(struct run *r, enum fault f, enum forget how)
             rh_restart(r->cluster, 1, 0);
         }
     } else {
+        /* Until another client holds nodes 1 and 2 (a notified waiter
+         * hears no release here and wakes on its timer), bounded. */
         sleep_until(wake);
+        long long until = hp_now_ms() + (long long)r->ttl_ms * 2 + 1000;
+        while (hp_now_ms() < until && !same_holder(r, 1, 2))
+            hp_sleep_ms(10);
         resume(r, k);
     }
     r->injected++;
     r->kind_injected[f]++;
-}
-
-/* Whether nodes a and b hold the lock key under one id. */
-static int same_holder(struct run *r, int a, int b)
-{
-    redisReply *x = rh_command(r->cluster, a, "GET %s", CC_RESOURCE);
-    redisReply *y = rh_command(r->cluster, b, "GET %s", CC_RESOURCE);
-    int same = x != NULL && y != NULL && x->type == REDIS_REPLY_STRING && y->type == REDIS_REPLY_STRING &&
-               x->len == y->len && memcmp(x->str, y->str, x->len) == 0;
-    if (x != NULL)
-        freeReplyObject(x);
-    if (y != NULL)
-        freeReplyObject(y);
-    return same;
 }
 
 /* Client k is cut from one node (a minority: it keeps working on the
