@@ -409,7 +409,8 @@ struct refusal {
     const char *rules;
     int wait_mode;
     int fencing;
-    const char *op;    /* "acquire", "extend", "release", "status" */
+    const char *op;    /* "acquire", "extend", "release", "release-waited"
+                          (a waiter queued on every node), "status" */
     int code;          /* what it returns */
     const char *words; /* in lockcore_errmsg / the status error */
 };
@@ -450,9 +451,13 @@ static const struct refusal refusals[] = {
      LOCKCORE_EPROTO, CANT},
     {"~app:* ~{app:* -@all +eval +get +set +del +pexpire +zrange " NO_RESEND, POLL, 1, "status",
      LOCKCORE_EPROTO, CANT},
-    /* (A notified release reads the queue with ZRANGE only where the
-     * mark "{P<resource>}:wanted" says somebody waits: without +zrange it
-     * still releases a lock nobody waits for.) */
+    /* A notified release reads the queue (ZRANGE) only where the mark
+     * "{P<resource>}:wanted" says somebody waits: without +zrange it still
+     * releases a lock nobody waits for, and fails one that a waiter wants. */
+    {"~app:* ~{app:* -@all +eval +get +set +del +pexpire +pttl " QUEUE " " CHANNELS " " NO_RESEND, NOTIFY, 1,
+     "release-waited", LOCKCORE_EPROTO, CANT},
+    {"~app:* ~{app:* -@all +eval +get +set +del +pexpire +pttl " QUEUE " " CHANNELS " " NO_RESEND, NOTIFY, 0,
+     "release-waited", LOCKCORE_EPROTO, CANT},
     /* A fair acquire always goes through the queue, and its release takes
      * the holder's place out of it. */
     {"~app:* ~{app:* -@all +eval +get +set +del +pexpire +pttl +zrange +zcard +zrem +hget +hset +hdel "
@@ -496,7 +501,22 @@ static void test_acl_refusals_are_protocol_errors(void **state)
         } else if (strcmp(x->op, "extend") == 0) {
             rc = lockcore_extend(d, &l, 0);
             msg = lockcore_errmsg(d);
-        } else if (strcmp(x->op, "release") == 0) {
+        } else if (strncmp(x->op, "release", 7) == 0) {
+            if (strcmp(x->op, "release-waited") == 0)
+                for (int i = 0; i < N; i++) {
+                    /* As a waiter's refused attempt leaves it: its place,
+                     * a live deadline, the mark. */
+                    static const char w[] = "ffffffffffffffff000000000000000000000000";
+                    redisReply *r[3] = {
+                        rh_command(f->rc, i, "ZADD {app:refused}:waiters 1 %s", w),
+                        rh_command(f->rc, i, "HSET {app:refused}:waiting %s 99999999999999", w),
+                        rh_command(f->rc, i, "SET {app:refused}:wanted 1 PX 60000"),
+                    };
+                    for (int k = 0; k < 3; k++) {
+                        assert_true(r[k] != NULL && r[k]->type != REDIS_REPLY_ERROR);
+                        freeReplyObject(r[k]);
+                    }
+                }
             rc = lockcore_release(d, &l);
             msg = lockcore_errmsg(d);
         } else {
