@@ -678,8 +678,9 @@ static void test_cli_kinds_nested_run_joins_only_a_reentrant_hold(void **state)
 /* A run waits in the nodes' queue, by default (the reentrant lock, which
  * a nested run joins) and with --fair (a plain lock: the reentrant lock's
  * first attempt is not queued, so a fair run with nothing to join takes a
- * plain one). FENCELOCK_LOCK_KIND says which. */
-static void run_waits_in_line(struct fixture *f, const char *mode, const char *want_kind)
+ * plain one). FENCELOCK_LOCK_KIND says which. A plain acquire waits in
+ * it by default too (want_kind NULL). */
+static void waits_in_line(struct fixture *f, const char *mode, const char *want_kind)
 {
     struct res r;
     fl(f, &r, "--ttl", "20s", "acquire", "fq:r", NULL);
@@ -695,9 +696,9 @@ static void run_waits_in_line(struct fixture *f, const char *mode, const char *w
                           "--quiet",
                           "--wait",
                           "15s",
-                          "run",
+                          want_kind ? "run" : "acquire",
                           "fq:r",
-                          "--",
+                          want_kind ? "--" : NULL,
                           "sh",
                           "-c",
                           "echo $FENCELOCK_LOCK_KIND > \"$T_OUT\"",
@@ -716,12 +717,17 @@ static void run_waits_in_line(struct fixture *f, const char *mode, const char *w
         json_decref(j);
     }
     if (queued < 2)
-        fail_msg("the run (%s) is in no majority of the nodes' queues (%d)", mode ? mode : "default", queued);
+        fail_msg("the %s (%s) is in no majority of the nodes' queues (%d)", want_kind ? "run" : "acquire",
+                 mode ? mode : "default", queued);
     fl(f, &r, "release", "fq:r", id, NULL);
     assert_int_equal(r.code, 0);
     collect(&ch, RUN_TIMEOUT_MS, &r);
     if (r.code != 0)
-        fail_msg("run exited %d: %s", r.code, r.err);
+        fail_msg("%s exited %d: %s", want_kind ? "run" : "acquire", r.code, r.err);
+    if (want_kind == NULL) {
+        json_decref(ok_json(&r)); /* the lock it was granted */
+        return;
+    }
     char got[64];
     read_file(out, got, sizeof(got));
     assert_string_equal(got, want_kind);
@@ -729,12 +735,17 @@ static void run_waits_in_line(struct fixture *f, const char *mode, const char *w
 
 static void test_cli_kinds_fair_run_waits_in_line(void **state)
 {
-    run_waits_in_line(*state, "--fair", "plain\n");
+    waits_in_line(*state, "--fair", "plain\n");
 }
 
 static void test_cli_kinds_run_waits_in_line_by_default(void **state)
 {
-    run_waits_in_line(*state, NULL, "reentrant\n");
+    waits_in_line(*state, NULL, "reentrant\n");
+}
+
+static void test_cli_kinds_acquire_waits_in_line_by_default(void **state)
+{
+    waits_in_line(*state, NULL, NULL);
 }
 
 /* A run of one resource (a reentrant lock) says what it waits for, as a
@@ -830,6 +841,7 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_cli_kinds_fair_run_waits_in_line, setup3, teardown),
         cmocka_unit_test_setup_teardown(test_cli_kinds_run_waits_in_line_by_default, setup3, teardown),
+        cmocka_unit_test_setup_teardown(test_cli_kinds_acquire_waits_in_line_by_default, setup3, teardown),
         cmocka_unit_test_setup_teardown(test_cli_kinds_run_says_what_it_waits_for, setup3, teardown),
         cmocka_unit_test_setup_teardown(test_cli_kinds_bad_combinations_are_usage_errors, setup_none,
                                         teardown),
