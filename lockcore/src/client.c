@@ -637,17 +637,16 @@ int lockcore_lock_from_id(lockcore_client *c, const char *resource, const char *
     return 0;
 }
 
-static struct op *start_acquire(lockcore_client *c, const char *resource, lockcore_cb cb, void *arg, int *rcp)
+struct op *lockcore__acquire_op(lockcore_client *c, const char *resource, const char *id, lockcore_cb cb,
+                                void *arg, int *rcp)
 {
-    int rc = check_client(c);
-    if (rc == 0 && cb == NULL) {
+    int rc = 0;
+    if (cb == NULL) {
         lockcore__fmt(c->errmsg, sizeof(c->errmsg), "callback is NULL");
         rc = -EINVAL;
     }
-    if (rc == 0)
-        rc = check_resource(c, resource);
     unsigned char raw[LOCKCORE_ID_LEN / 2];
-    if (rc == 0 && (rc = lockcore__id_bytes(c->idpool, raw, sizeof(raw))) < 0)
+    if (rc == 0 && id == NULL && (rc = lockcore__id_bytes(c->idpool, raw, sizeof(raw))) < 0)
         lockcore__fmt(c->errmsg, sizeof(c->errmsg), "no randomness for the lock id: %s", strerror(-rc));
     struct op *op = NULL;
     if (rc == 0 && (op = lockcore__op_new(c, OP_ACQUIRE, cb, arg)) == NULL) {
@@ -658,16 +657,33 @@ static struct op *start_acquire(lockcore_client *c, const char *resource, lockco
     if (rc < 0)
         return NULL;
     lockcore__op_set_keys(op, resource);
-    /* The client's prefix, then 96 random bits of this acquisition. */
-    memcpy(op->lock.id, c->id_prefix, 16);
-    lockcore__hex(op->lock.id + 16, raw + 8, sizeof(raw) - 8);
+    if (id != NULL) {
+        memcpy(op->lock.id, id, LOCKCORE_ID_LEN + 1);
+    } else {
+        /* The client's prefix, which names its release channel, then 96
+         * random bits of this acquisition. */
+        memcpy(op->lock.id, c->id_prefix, 16);
+        lockcore__hex(op->lock.id + 16, raw + 8, sizeof(raw) - 8);
+    }
     op->ttl_ms = c->o.ttl_ms;
-    uint64_t now = lockcore_now_ms();
-    op->wait_deadline_ms = c->o.wait_ms ? now + c->o.wait_ms : 0;
     /* The ticket orders waiters; a fair acquisition waits its turn from the
      * first attempt on. */
     op->ticket = c->o.clock_us(c->o.clock_arg);
     op->lock.ticket = op->ticket;
+    return op;
+}
+
+static struct op *start_acquire(lockcore_client *c, const char *resource, lockcore_cb cb, void *arg, int *rcp)
+{
+    int rc = check_client(c);
+    if (rc == 0)
+        rc = check_resource(c, resource);
+    *rcp = rc;
+    struct op *op = rc == 0 ? lockcore__acquire_op(c, resource, NULL, cb, arg, rcp) : NULL;
+    if (op == NULL)
+        return NULL;
+    uint64_t now = lockcore_now_ms();
+    op->wait_deadline_ms = c->o.wait_ms ? now + c->o.wait_ms : 0;
     /* A notified waiter that will retry tries first and takes its place
      * in the queue with the same script when refused (one round, not two).
      * Without fencing its first attempt is the bare SET NX PX of a polling

@@ -334,6 +334,12 @@ int lockcore__kinds_reentered(struct op *op);
 /* client.c */
 /* Fill the resource, the lock key and the keys and channel beside it. */
 void lockcore__op_set_keys(struct op *op, const char *resource);
+/* A new acquisition of resource (already checked), not started: its keys,
+ * its lock id (id, or the client's prefix and fresh random bits), TTL and
+ * ticket. NULL with *rcp and c->errmsg set (cb NULL, no randomness, no
+ * memory). */
+struct op *lockcore__acquire_op(lockcore_client *c, const char *resource, const char *id, lockcore_cb cb,
+                                void *arg, int *rcp);
 void lockcore__op_finish(struct op *op, int rc);
 int lockcore__deliver(lockcore_client *c);
 /* Argument checks shared by the operations and the keep-alives; they set

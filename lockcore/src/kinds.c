@@ -252,38 +252,15 @@ struct op *lockcore__kinds_start(lockcore_client *c, const char *resource, unsig
                                  int single, lockcore_cb cb, void *arg, int *rcp)
 {
     int rc = lockcore__kinds_check_client(c);
-    unsigned char raw[LOCKCORE_ID_LEN / 2];
-    if (rc == 0 && cb == NULL) {
-        lockcore__fmt(c->errmsg, sizeof(c->errmsg), "callback is NULL");
-        rc = -EINVAL;
-    }
-    if (rc == 0 && id == NULL && (rc = lockcore__id_bytes(c->idpool, raw, sizeof(raw))) < 0)
-        lockcore__fmt(c->errmsg, sizeof(c->errmsg), "no randomness for the lock id: %s", strerror(-rc));
-    struct op *op = NULL;
-    if (rc == 0 && (op = lockcore__op_new(c, OP_ACQUIRE, cb, arg)) == NULL) {
-        lockcore__fmt(c->errmsg, sizeof(c->errmsg), "out of memory");
-        rc = -ENOMEM;
-    }
     *rcp = rc;
-    if (rc < 0 || op == NULL)
+    /* The keys of op.c name the operation for the waiters of one client and
+     * for the fence values it has seen, and a reentrant waiter uses the
+     * queue's; the other commands of a kind build their own. */
+    struct op *op = rc == 0 ? lockcore__acquire_op(c, resource, id, cb, arg, rcp) : NULL;
+    if (op == NULL)
         return NULL;
-    /* The keys of op.c: they name the operation for the waiters of one
-     * client and for the fence values it has seen, and a reentrant waiter
-     * uses the queue's; the other commands of a kind build their own. */
-    lockcore__op_set_keys(op, resource);
     op->lock.flags = flags;
-    if (id != NULL) {
-        memcpy(op->lock.id, id, LOCKCORE_ID_LEN + 1);
-        op->joins = 1;
-    } else {
-        /* As a plain lock's: the client's prefix names its release
-         * channel, then 96 random bits. */
-        memcpy(op->lock.id, c->id_prefix, 16);
-        lockcore__hex(op->lock.id + 16, raw + 8, sizeof(raw) - 8);
-    }
-    op->ticket = c->o.clock_us(c->o.clock_arg);
-    op->lock.ticket = op->ticket;
-    op->ttl_ms = c->o.ttl_ms;
+    op->joins = id != NULL;
     uint64_t now = lockcore_now_ms();
     /* A deadline already past (1 ms after boot) leaves no room for a retry
      * and keeps the attempt from queueing behind the client's own. */
