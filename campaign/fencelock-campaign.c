@@ -374,6 +374,17 @@ static int same_holder(struct run *r, int a, int b)
     return same;
 }
 
+/* Wait until another client holds nodes a and b, bounded by 2 TTL + 1 s:
+ * a polling waiter gets there within its retry delay, a notified one (the
+ * default) hears no release when a node forgets, and wakes on its timer
+ * (the holder's TTL, or a third of the queue's TTL). */
+static void await_other_holder(struct run *r, int a, int b)
+{
+    long long until = hp_now_ms() + (long long)r->ttl_ms * 2 + 1000;
+    while (hp_now_ms() < until && !same_holder(r, a, b))
+        hp_sleep_ms(10);
+}
+
 /* The holder sits on nodes 0 and 1 only (node 2 is down), then loses the
  * lock on node 1 without knowing: node 1 restarts empty, or its clock
  * jumps past the lease. Another client then gets nodes 1 and 2. With
@@ -419,12 +430,8 @@ static void bare_majority(struct run *r, enum fault f, enum forget how)
             rh_restart(r->cluster, 1, 0);
         }
     } else {
-        /* Until another client holds nodes 1 and 2 (a notified waiter
-         * hears no release here and wakes on its timer), bounded. */
         sleep_until(wake);
-        long long until = hp_now_ms() + (long long)r->ttl_ms * 2 + 1000;
-        while (hp_now_ms() < until && !same_holder(r, 1, 2))
-            hp_sleep_ms(10);
+        await_other_holder(r, 1, 2);
         resume(r, k);
     }
     r->injected++;
@@ -452,14 +459,7 @@ static void partition_minority(struct run *r, int k, int node, int which)
     int other = (node + 1 + which) % NODES; /* one of the two k reaches */
     rh_kill(r->cluster, other);
     rh_restart(r->cluster, other, 0);
-    /* Another client gets the two others: the same lock id on the
-     * restarted node and on the one k cannot reach. A polling waiter
-     * retries within its retry delay; a notified one (the default) hears
-     * no release here, and wakes on its timer (the holder's TTL, or a
-     * third of the queue's TTL). Bounded: k's write is late either way. */
-    long long until = hp_now_ms() + (long long)r->ttl_ms * 2 + 1000;
-    while (hp_now_ms() < until && !same_holder(r, other, node))
-        hp_sleep_ms(10);
+    await_other_holder(r, other, node); /* the restarted node, and the one k cannot reach */
     resume(r, k);
     hp_sleep_ms(200); /* k writes and releases before the cut heals */
     note_cut(r, k, 0, t0);
