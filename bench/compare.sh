@@ -67,8 +67,10 @@ IOREDIS_VERSION=$(node -p "require('$WORK/peer/node_modules/ioredis/package.json
 start_masters 5
 
 # ---- contestants ----
-# The compare-and-delete every Redlock client runs to release.
-CAD_SCRIPT=$'if redis.call(\'GET\', KEYS[1]) == ARGV[1] then\n  return redis.call(\'DEL\', KEYS[1])\nend\nreturn 0\n'
+# The compare-and-delete every Redlock client runs to release: lockcore's
+# own, as composed by the build (lockcore/lua/release_plain.lua).
+ninja -C "$BUILD" lockcore/liblockcore.so >/dev/null
+CAD_SCRIPT=$(cat "$BUILD/lockcore/release_plain.lua")
 
 run_ceiling() { # round
   local p=${PORTS[0]} n1=200000 n16=1000000 nrt=20000

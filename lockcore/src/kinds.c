@@ -13,7 +13,6 @@
  * they share.
  */
 #include <errno.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -91,73 +90,6 @@ void lockcore__kinds_keyset_free(lockcore_client *c)
     c->kx.ks_for = NULL;
 }
 
-/* The plain release as a Lua function rel(KEYS, ARGV): its parameters
- * shadow the script's own KEYS and ARGV, and its returns return from it. */
-static char *multi_release, *re_release, *rw_release;
-
-static void build_releases(void)
-{
-    static const char head[] = "local function rel(KEYS, ARGV)\n";
-    static const char multi[] =
-        "end\n"
-        "local k = #KEYS / 5\n"
-        "local n = 0\n"
-        "for i = 1, k do\n"
-        "  n = n + rel({KEYS[i], KEYS[k + i], KEYS[2 * k + i], KEYS[3 * k + i], KEYS[4 * k + i]}, ARGV)\n"
-        "end\n"
-        "if n > 0 then return 1 end\n"
-        "return 0\n";
-    static const char re[] = "end\n"
-                             "if redis.call('GET', KEYS[1]) == ARGV[1] then\n"
-                             "  local n = tonumber(redis.call('HGET', KEYS[6], 'n') or '1') or 1\n"
-                             "  if n > 1 then redis.call('HINCRBY', KEYS[6], 'n', -1); return 1 end\n"
-                             "  redis.call('DEL', KEYS[6])\n"
-                             "end\n"
-                             "return rel(KEYS, ARGV)\n";
-    const char *plain = lockcore__scripts[SCRIPT_RELEASE];
-    size_t hl = strlen(head), pl = strlen(plain);
-    if ((multi_release = malloc(hl + pl + sizeof(multi))) != NULL) {
-        memcpy(multi_release, head, hl);
-        memcpy(multi_release + hl, plain, pl);
-        memcpy(multi_release + hl + pl, multi, sizeof(multi));
-    }
-    static const char rw[] = "end\n"
-                             "if ARGV[2] ~= 'r' and redis.call('GET', KEYS[6]) == ARGV[1] then\n"
-                             "  redis.call('DEL', KEYS[6])\n"
-                             "end\n"
-                             "return rel(KEYS, ARGV)\n";
-    if ((rw_release = malloc(hl + pl + sizeof(rw))) != NULL) {
-        memcpy(rw_release, head, hl);
-        memcpy(rw_release + hl, plain, pl);
-        memcpy(rw_release + hl + pl, rw, sizeof(rw));
-    }
-    if ((re_release = malloc(hl + pl + sizeof(re))) != NULL) {
-        memcpy(re_release, head, hl);
-        memcpy(re_release + hl, plain, pl);
-        memcpy(re_release + hl + pl, re, sizeof(re));
-    }
-}
-
-static pthread_once_t releases_once = PTHREAD_ONCE_INIT;
-
-const char *lockcore__kinds_multi_release(void)
-{
-    pthread_once(&releases_once, build_releases);
-    return multi_release;
-}
-
-const char *lockcore__kinds_rw_release(void)
-{
-    pthread_once(&releases_once, build_releases);
-    return rw_release;
-}
-
-const char *lockcore__kinds_re_release(void)
-{
-    pthread_once(&releases_once, build_releases);
-    return re_release;
-}
-
 int lockcore__kinds_resend(struct op *op, unsigned i, enum step step, int use_eval, uint64_t now)
 {
     if (op->lock.flags & LOCKCORE_LOCK_MULTI)
@@ -173,8 +105,6 @@ int lockcore__kinds_send(struct op *op, unsigned i, enum step step, int slot, co
                          const struct lockcore__kcmd *k, uint64_t now)
 {
     lockcore_client *c = op->c;
-    if (body == NULL)
-        return -ENOMEM; /* a release script could not be built */
     const char *argv[3 + sizeof(k->keys) / sizeof(k->keys[0]) + sizeof(k->args) / sizeof(k->args[0])];
     size_t lens[sizeof(argv) / sizeof(argv[0])];
     char nk[8];

@@ -72,18 +72,6 @@ int lockcore__multi_resend(struct op *op, unsigned i, enum step step, int use_ev
 int lockcore__re_resend(struct op *op, unsigned i, enum step step, int use_eval, uint64_t now);
 int lockcore__rw_resend(struct op *op, unsigned i, enum step step, int use_eval, uint64_t now);
 
-/* The release scripts of the kinds, built once around the plain release
- * (util.c's SCRIPT_RELEASE, which also tells the first live waiter of
- * the nodes' queue), so that plain waiters of a resource hear a kind's
- * release as they hear a plain one. Their arguments follow op.c's
- * STEP_RELEASE, per resource: KEYS lock, info, waiters, waiting, wanted;
- * ARGV id, and what to do (lockcore__release_arg). Multi: each KEYS sort
- * k times in a row. Reentrant: the hold count's key after them. */
-const char *lockcore__kinds_multi_release(void);
-const char *lockcore__kinds_re_release(void);
-/* The writer's release: KEYS as the plain one, then the writer's intent. */
-const char *lockcore__kinds_rw_release(void);
-
 /* Argument checks; they set c->errmsg. */
 int lockcore__kinds_check_client(lockcore_client *c);
 int lockcore__kinds_check_name(lockcore_client *c, const char *r, size_t max);

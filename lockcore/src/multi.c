@@ -13,83 +13,13 @@
 #include <string.h>
 
 #include "kinds.h"
+#include "lockcore_lua.h"
 
+/* The scripts, by their slots (kinds.h): lockcore/lua/multi_*.lua. */
 static const char *const multi_scripts[] = {
-    /* KEYS: k lock keys, k fence keys; ARGV[1] id, ARGV[2] ttl ms,
-     * ARGV[3] proposal, ARGV[4] fence idle expiry ms (0: none).
-     * All or nothing on this node: refused if any key of the set is held;
-     * else every key is set, and the proposal is stored in every fence key
-     * if it is greater than all of them (so each resource's fence only
-     * grows). Replies like fencing_script_acquire, the fence value being
-     * the largest of the set. */
-    [KS_MULTI_ACQUIRE] =
-        "local k = #KEYS / 2\n"
-        "local f = 0\n"
-        "for i = 1, k do\n"
-        "  local v = tonumber(redis.call('GET', KEYS[k + i]) or '0') or 0\n"
-        "  if v > f then f = v end\n"
-        "end\n"
-        "for i = 1, k do\n"
-        "  local h = redis.call('GET', KEYS[i])\n"
-        "  if h then return {0, 0, string.format('%.0f', f), h, redis.call('PTTL', KEYS[i])} end\n"
-        "end\n"
-        "for i = 1, k do redis.call('SET', KEYS[i], ARGV[1], 'PX', ARGV[2]) end\n"
-        "local p = tonumber(ARGV[3])\n"
-        "if p > f then\n"
-        "  for i = 1, k do\n"
-        "    if ARGV[4] ~= '0' then redis.call('SET', KEYS[k + i], ARGV[3], 'PX', ARGV[4])\n"
-        "    else redis.call('SET', KEYS[k + i], ARGV[3]) end\n"
-        "  end\n"
-        "  return {1, 1, ARGV[3]}\n"
-        "end\n"
-        "return {1, 0, string.format('%.0f', f)}\n",
-    /* KEYS: k fence keys; ARGV[1] proposal, ARGV[2] idle expiry ms. "Set
-     * if greater" over the set: stored in all if greater than all. */
-    [KS_MULTI_RAISE] = "local f = 0\n"
-                       "for i = 1, #KEYS do\n"
-                       "  local v = tonumber(redis.call('GET', KEYS[i]) or '0') or 0\n"
-                       "  if v > f then f = v end\n"
-                       "end\n"
-                       "local p = tonumber(ARGV[1])\n"
-                       "if p > f then\n"
-                       "  for i = 1, #KEYS do\n"
-                       "    if ARGV[2] ~= '0' then redis.call('SET', KEYS[i], ARGV[1], 'PX', ARGV[2])\n"
-                       "    else redis.call('SET', KEYS[i], ARGV[1]) end\n"
-                       "  end\n"
-                       "  return {1, ARGV[1]}\n"
-                       "end\n"
-                       "return {0, string.format('%.0f', f)}\n",
-    /* KEYS: k lock, k fence, k info keys; ARGV[1] id, ARGV[2] ttl ms,
-     * ARGV[3] fence expiry ms, ARGV[4] token. Extends only if every key of
-     * the set still holds the id, as SCRIPT_EXTEND does for one. */
-    [KS_MULTI_EXTEND] =
-        "local k = #KEYS / 3\n"
-        "for i = 1, k do\n"
-        "  if redis.call('GET', KEYS[i]) ~= ARGV[1] then return 0 end\n"
-        "end\n"
-        "local t = tonumber(ARGV[4])\n"
-        "for i = 1, k do\n"
-        "  redis.call('PEXPIRE', KEYS[2 * k + i], ARGV[2])\n"
-        "  local fk = KEYS[k + i]\n"
-        "  local f = tonumber(redis.call('GET', fk) or '0') or 0\n"
-        "  if t > f then\n"
-        "    if ARGV[3] ~= '0' then redis.call('SET', fk, ARGV[4], 'PX', ARGV[3])\n"
-        "    else redis.call('SET', fk, ARGV[4]) end\n"
-        "  elseif ARGV[3] ~= '0' then\n"
-        "    local pt = redis.call('PTTL', fk)\n"
-        "    if pt >= 0 and pt < tonumber(ARGV[3]) then redis.call('PEXPIRE', fk, ARGV[3]) end\n"
-        "  end\n"
-        "  redis.call('PEXPIRE', KEYS[i], ARGV[2])\n"
-        "end\n"
-        "return 1\n",
-    /* KEYS: k lock, k info keys; ARGV[1] id, ARGV[2] info, ARGV[3] ttl. */
-    [KS_MULTI_INFO] = "local k = #KEYS / 2\n"
-                      "for i = 1, k do\n"
-                      "  if redis.call('GET', KEYS[i]) == ARGV[1] then\n"
-                      "    redis.call('SET', KEYS[k + i], ARGV[2], 'PX', ARGV[3])\n"
-                      "  end\n"
-                      "end\n"
-                      "return 1\n",
+    [KS_MULTI_ACQUIRE] = lockcore__lua_multi_acquire, [KS_MULTI_RAISE] = lockcore__lua_multi_raise,
+    [KS_MULTI_EXTEND] = lockcore__lua_multi_extend,   [KS_MULTI_RELEASE] = lockcore__lua_multi_release,
+    [KS_MULTI_INFO] = lockcore__lua_multi_info,
 };
 
 int lockcore__multi_resend(struct op *op, unsigned i, enum step step, int use_eval, uint64_t now)
@@ -145,7 +75,6 @@ int lockcore__multi_resend(struct op *op, unsigned i, enum step step, int use_ev
         /* Deletes the keys of the set that hold the id (1 if any did) and
          * tells each member's first waiter, as a plain release does. */
         s = KS_MULTI_RELEASE;
-        body = lockcore__kinds_multi_release();
         for (unsigned j = 0; j < n; j++)
             KEY(ks->lock[j]);
         for (unsigned j = 0; j < n; j++)

@@ -11,89 +11,15 @@
 #include <string.h>
 
 #include "kinds.h"
+#include "lockcore_lua.h"
 
+/* The scripts, by their slots (kinds.h): lockcore/lua/re_*.lua. */
 static const char *const re_scripts[] = {
-    /* KEYS[1] lock, KEYS[2] fence, KEYS[3] holds; ARGV[1] id, ARGV[2] ttl,
-     * ARGV[3] proposal, ARGV[4] fence idle expiry ms.
-     * Held under our id: one more hold (a held key without a count has
-     * one hold), the TTL pushed out to at least ttl, and 1, the token kept
-     * for the hold and the new count returned (elements 6 to 8; the fence
-     * is not read: a re-entry proposes nothing).
-     * Free: the fenced acquire, with a hold count of 1 and the proposal
-     * kept as the hold's token where it was accepted. Held by another:
-     * refused with the holder, as fencing_script_acquire. */
-    [KS_RE_ACQUIRE] = "local v = redis.call('GET', KEYS[1])\n"
-                      "if v == ARGV[1] then\n"
-                      "  local n = redis.call('HINCRBY', KEYS[3], 'n', 1)\n"
-                      "  if n == 1 then n = 2; redis.call('HSET', KEYS[3], 'n', 2) end\n"
-                      "  local pt = redis.call('PTTL', KEYS[1])\n"
-                      "  local ttl = tonumber(ARGV[2])\n"
-                      "  if pt < ttl then redis.call('PEXPIRE', KEYS[1], ARGV[2]); pt = ttl end\n"
-                      "  redis.call('PEXPIRE', KEYS[3], pt)\n"
-                      "  return {1, 0, '0', '', -1, 1, redis.call('HGET', KEYS[3], 't') or '0', n}\n"
-                      "end\n"
-                      "local f = tonumber(redis.call('GET', KEYS[2]) or '0') or 0\n"
-                      "local fs = string.format('%.0f', f)\n"
-                      "if v then return {0, 0, fs, v, redis.call('PTTL', KEYS[1])} end\n"
-                      "redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])\n"
-                      "local t = '0'\n"
-                      "if tonumber(ARGV[3]) > f then\n"
-                      "  if ARGV[4] ~= '0' then redis.call('SET', KEYS[2], ARGV[3], 'PX', ARGV[4])\n"
-                      "  else redis.call('SET', KEYS[2], ARGV[3]) end\n"
-                      "  t = ARGV[3]\n"
-                      "  fs = ARGV[3]\n"
-                      "end\n"
-                      "redis.call('DEL', KEYS[3])\n"
-                      "redis.call('HSET', KEYS[3], 'n', 1, 't', t)\n"
-                      "redis.call('PEXPIRE', KEYS[3], ARGV[2])\n"
-                      "if t == '0' then return {1, 0, fs} end\n"
-                      "return {1, 1, fs}\n",
-    /* KEYS[1] fence, KEYS[2] lock, KEYS[3] holds; ARGV[1] proposal,
-     * ARGV[2] idle expiry ms, ARGV[3] id. fencing_script_raise, and where
-     * the lock holds our id the accepted proposal becomes the hold's token. */
-    [KS_RE_RAISE] =
-        "local f = tonumber(redis.call('GET', KEYS[1]) or '0') or 0\n"
-        "local p = tonumber(ARGV[1])\n"
-        "if p > f then\n"
-        "  if ARGV[2] ~= '0' then redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])\n"
-        "  else redis.call('SET', KEYS[1], ARGV[1]) end\n"
-        "  if redis.call('GET', KEYS[2]) == ARGV[3] then redis.call('HSET', KEYS[3], 't', ARGV[1]) end\n"
-        "  return {1, ARGV[1]}\n"
-        "end\n"
-        "return {0, string.format('%.0f', f)}\n",
-    /* KEYS[1] lock, KEYS[2] fence, KEYS[3] info, KEYS[4] holds; ARGV as
-     * SCRIPT_EXTEND. SCRIPT_EXTEND, and the hold count keeps the key's TTL. */
-    [KS_RE_EXTEND] =
-        "if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end\n"
-        "redis.call('PEXPIRE', KEYS[3], ARGV[2])\n"
-        "redis.call('PEXPIRE', KEYS[4], ARGV[2])\n"
-        "local t = tonumber(ARGV[4])\n"
-        "local f = tonumber(redis.call('GET', KEYS[2]) or '0') or 0\n"
-        "if t > f then\n"
-        "  if ARGV[3] ~= '0' then redis.call('SET', KEYS[2], ARGV[4], 'PX', ARGV[3])\n"
-        "  else redis.call('SET', KEYS[2], ARGV[4]) end\n"
-        "elseif ARGV[3] ~= '0' then\n"
-        "  local pt = redis.call('PTTL', KEYS[2])\n"
-        "  if pt >= 0 and pt < tonumber(ARGV[3]) then redis.call('PEXPIRE', KEYS[2], ARGV[3]) end\n"
-        "end\n"
-        "return redis.call('PEXPIRE', KEYS[1], ARGV[2])\n",
+    [KS_RE_ACQUIRE] = lockcore__lua_re_acquire,
+    [KS_RE_RAISE] = lockcore__lua_re_raise,
+    [KS_RE_EXTEND] = lockcore__lua_re_extend,
+    [KS_RE_RELEASE] = lockcore__lua_re_release,
 };
-
-/* The scripts below go by EVAL: status is rare, the fix-up is
- * fire-and-forget. The release is lockcore__kinds_re_release(). */
-/* KEYS[1] lock, KEYS[2] holds; ARGV[1] id, ARGV[2] count, ARGV[3] token.
- * After a re-entry, on the nodes that did not re-enter: where the attempt
- * set the key afresh, the hold gets the count and token of the majority. */
-static const char re_fixup[] = "if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end\n"
-                               "redis.call('HSET', KEYS[2], 'n', ARGV[2], 't', ARGV[3])\n"
-                               "return redis.call('PEXPIRE', KEYS[2], redis.call('PTTL', KEYS[1]))\n";
-/* SCRIPT_STATUS and the hold count. */
-static const char re_status[] =
-    "local n = 0\n"
-    "if redis.call('EXISTS', KEYS[1]) == 1 then n = tonumber(redis.call('HGET', KEYS[4], 'n') or '1') or 1 "
-    "end\n"
-    "return {redis.call('GET', KEYS[1]) or '', redis.call('PTTL', KEYS[1]),\n"
-    "        redis.call('GET', KEYS[2]) or '', redis.call('GET', KEYS[3]) or '', n}\n";
 
 int lockcore__re_resend(struct op *op, unsigned i, enum step step, int use_eval, uint64_t now)
 {
@@ -148,7 +74,6 @@ int lockcore__re_resend(struct op *op, unsigned i, enum step step, int use_eval,
         /* One hold less; the last deletes the lock, the count and the
          * info, and tells the first waiter, as a plain release does. */
         s = KS_RE_RELEASE;
-        body = lockcore__kinds_re_release();
         KEY(ks->lock[0]);
         KEY(ks->info[0]);
         KEY(ks->waiters[0]);
@@ -163,7 +88,7 @@ int lockcore__re_resend(struct op *op, unsigned i, enum step step, int use_eval,
         return 1; /* the plain script: one key */
     case STEP_STATUS:
         s = -1; /* EVAL */
-        body = re_status;
+        body = lockcore__lua_re_status;
         KEY(ks->lock[0]);
         KEY(ks->fence[0]);
         KEY(ks->info[0]);
@@ -207,7 +132,7 @@ static void reentry_fixup(struct op *op, uint64_t token)
     lockcore__kinds_tagged(holds, op->key, ":holds");
     lockcore__u64s(n, sizeof(n), op->kx.holds > 0 ? (uint64_t)op->kx.holds : 1);
     lockcore__u64s(t, sizeof(t), token);
-    const char *argv[] = {"EVAL", re_fixup, "2", op->key, holds, op->lock.id, n, t};
+    const char *argv[] = {"EVAL", lockcore__lua_re_fixup, "2", op->key, holds, op->lock.id, n, t};
     size_t lens[8];
     for (int k = 0; k < 8; k++)
         lens[k] = strlen(argv[k]);

@@ -13,85 +13,14 @@
 #include <string.h>
 
 #include "kinds.h"
+#include "lockcore_lua.h"
 
+/* The scripts, by their slots (kinds.h): lockcore/lua/rw_*.lua. */
 static const char *const rw_scripts[] = {
-    /* KEYS[1] lock, KEYS[2] fence, KEYS[3] readers, KEYS[4] intent;
-     * ARGV[1] id, ARGV[2] ttl ms. A reader: refused while a writer holds
-     * the lock or waits for it; else registered until node time + ttl.
-     * Replies like fencing_script_acquire, "accepted" when granted (a
-     * reader proposes nothing: its token is chosen by the client). */
-    [KS_RW_READ] = "local f = tonumber(redis.call('GET', KEYS[2]) or '0') or 0\n"
-                   "local fs = string.format('%.0f', f)\n"
-                   "local h = redis.call('GET', KEYS[1])\n"
-                   "if h then return {0, 0, fs, h, redis.call('PTTL', KEYS[1])} end\n"
-                   "local w = redis.call('GET', KEYS[4])\n"
-                   "if w then return {0, 0, fs, w, redis.call('PTTL', KEYS[4])} end\n"
-                   "local t = redis.call('TIME')\n"
-                   "local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"
-                   "local ttl = tonumber(ARGV[2])\n"
-                   "redis.call('ZADD', KEYS[3], now + ttl, ARGV[1])\n"
-                   "if redis.call('PTTL', KEYS[3]) < ttl then redis.call('PEXPIRE', KEYS[3], ttl) end\n"
-                   "return {1, 1, fs}\n",
-    /* KEYS[1] lock, KEYS[2] fence, KEYS[3] readers, KEYS[4] intent;
-     * ARGV[1] id, ARGV[2] ttl ms, ARGV[3] proposal, ARGV[4] fence idle
-     * expiry ms. A writer: refused while the lock is held or a live reader
-     * is registered (then it declares that it waits, unless another writer
-     * already did); else the fenced acquire, and its own intent is done. */
-    [KS_RW_WRITE] = "local f = tonumber(redis.call('GET', KEYS[2]) or '0') or 0\n"
-                    "local fs = string.format('%.0f', f)\n"
-                    "local h = redis.call('GET', KEYS[1])\n"
-                    "if h then return {0, 0, fs, h, redis.call('PTTL', KEYS[1])} end\n"
-                    "local t = redis.call('TIME')\n"
-                    "local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"
-                    "redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now)\n"
-                    "local r = redis.call('ZRANGE', KEYS[3], -1, -1, 'WITHSCORES')\n"
-                    "if r[1] then\n"
-                    "  local w = redis.call('GET', KEYS[4])\n"
-                    "  if not w or w == ARGV[1] then redis.call('SET', KEYS[4], ARGV[1], 'PX', ARGV[2]) end\n"
-                    "  return {0, 0, fs, r[1], tonumber(r[2]) - now}\n"
-                    "end\n"
-                    "redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])\n"
-                    "if redis.call('GET', KEYS[4]) == ARGV[1] then redis.call('DEL', KEYS[4]) end\n"
-                    "local p = tonumber(ARGV[3])\n"
-                    "if p > f then\n"
-                    "  if ARGV[4] ~= '0' then redis.call('SET', KEYS[2], ARGV[3], 'PX', ARGV[4])\n"
-                    "  else redis.call('SET', KEYS[2], ARGV[3]) end\n"
-                    "  return {1, 1, ARGV[3]}\n"
-                    "end\n"
-                    "return {1, 0, fs}\n",
-    /* KEYS[1] readers; ARGV[1] id. A reader leaves (a release or a
-     * rollback): 1 if it was registered. */
-    [KS_RW_RRELEASE] = "return redis.call('ZREM', KEYS[1], ARGV[1])\n",
-    /* KEYS[1] readers; ARGV[1] id, ARGV[2] ttl ms. Only a reader still
-     * registered and not expired is extended. */
-    [KS_RW_REXTEND] = "local s = redis.call('ZSCORE', KEYS[1], ARGV[1])\n"
-                      "local t = redis.call('TIME')\n"
-                      "local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"
-                      "if not s or tonumber(s) <= now then return 0 end\n"
-                      "local ttl = tonumber(ARGV[2])\n"
-                      "redis.call('ZADD', KEYS[1], now + ttl, ARGV[1])\n"
-                      "if redis.call('PTTL', KEYS[1]) < ttl then redis.call('PEXPIRE', KEYS[1], ttl) end\n"
-                      "return 1\n",
+    [KS_RW_READ] = lockcore__lua_rw_read,         [KS_RW_WRITE] = lockcore__lua_rw_write,
+    [KS_RW_RRELEASE] = lockcore__lua_rw_rrelease, [KS_RW_REXTEND] = lockcore__lua_rw_rextend,
+    [KS_RW_WRELEASE] = lockcore__lua_rw_wrelease,
 };
-
-/* KEYS[1] lock, KEYS[2] fence, KEYS[3] info, KEYS[4] readers, KEYS[5]
- * intent: SCRIPT_STATUS, the live readers' count, the first 8 of them as
- * {id, ms left} pairs (the soonest to expire first; 16 elements, the most
- * a node may send in one array), and the waiting writer's id. Read-only
- * (expired readers are counted out, not removed). */
-_Static_assert(LOCKCORE_STATUS_READERS == 8, "rw_status lists LOCKCORE_STATUS_READERS readers");
-static const char rw_status[] =
-    "local t = redis.call('TIME')\n"
-    "local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"
-    "local r = redis.call('ZRANGEBYSCORE', KEYS[4], '(' .. now, '+inf', 'WITHSCORES', 'LIMIT', 0, 8)\n"
-    "local rd = {}\n"
-    "for i = 1, #r, 2 do\n"
-    "  rd[#rd + 1] = r[i]\n"
-    "  rd[#rd + 1] = math.floor(tonumber(r[i + 1]) - now)\n"
-    "end\n"
-    "return {redis.call('GET', KEYS[1]) or '', redis.call('PTTL', KEYS[1]),\n"
-    "        redis.call('GET', KEYS[2]) or '', redis.call('GET', KEYS[3]) or '',\n"
-    "        redis.call('ZCOUNT', KEYS[4], '(' .. now, '+inf'), rd, redis.call('GET', KEYS[5]) or ''}\n";
 
 int lockcore__rw_resend(struct op *op, unsigned i, enum step step, int use_eval, uint64_t now)
 {
@@ -128,7 +57,6 @@ int lockcore__rw_resend(struct op *op, unsigned i, enum step step, int use_eval,
             /* The plain release, telling waiters; a real release also ends
              * the writer's intent (a rollback keeps it: the writer retries). */
             s = KS_RW_WRELEASE;
-            body = lockcore__kinds_rw_release();
             KEY(ks->lock[0]);
             KEY(ks->info[0]);
             KEY(ks->waiters[0]);
@@ -156,7 +84,7 @@ int lockcore__rw_resend(struct op *op, unsigned i, enum step step, int use_eval,
     case STEP_STATUS:
         if (!(op->lock.flags & LOCKCORE_LOCK_READ))
             goto plain;
-        body = rw_status;
+        body = lockcore__lua_rw_status;
         KEY(ks->lock[0]);
         KEY(ks->fence[0]);
         KEY(ks->info[0]);
@@ -176,8 +104,8 @@ int lockcore__rw_resend(struct op *op, unsigned i, enum step step, int use_eval,
     }
 #undef KEY
 #undef ARG
-    rc = lockcore__kinds_send(op, i, step, body == rw_status ? -1 : s, body ? body : rw_scripts[s], use_eval,
-                              &k, now);
+    rc = lockcore__kinds_send(op, i, step, body == lockcore__lua_rw_status ? -1 : s,
+                              body ? body : rw_scripts[s], use_eval, &k, now);
     return rc;
 }
 
@@ -192,16 +120,11 @@ struct rw_call {
     char intent[INFO_KEY_MAX + 1];
 };
 
-static const char intent_clear[] = "if redis.call('GET', KEYS[1]) == ARGV[1] then\n"
-                                   "  return redis.call('DEL', KEYS[1])\n"
-                                   "end\n"
-                                   "return 0\n";
-
 static void rw_done(lockcore_client *c, int rc, const struct lockcore_lock *lock, void *arg)
 {
     struct rw_call *w = arg;
     if (rc < 0 && !c->freeing) {
-        const char *argv[] = {"EVAL", intent_clear, "1", w->intent, w->id};
+        const char *argv[] = {"EVAL", lockcore__lua_rw_intent_clear, "1", w->intent, w->id};
         size_t lens[5];
         for (int k = 0; k < 5; k++)
             lens[k] = strlen(argv[k]);

@@ -1,0 +1,23 @@
+-- The waiters' queue of a resource (docs/fairness.md): q, a sorted set of
+-- lock ids scored by ticket; dl, a hash of each one's deadline on this
+-- node's clock (ms); mark, set while anyone waits. Each waiter's place is
+-- its own member: nothing is counted.
+
+-- The first live waiter, dropping dead ones from the head (at most 64 in a
+-- call); nil if none was found.
+local function queue_live_head(q, dl, now)
+  for _ = 1, 64 do
+    local h = redis.call('ZRANGE', q, 0, 0)[1]
+    if not h then return nil end
+    if (tonumber(redis.call('HGET', dl, h) or '0') or 0) >= now then return h end
+    redis.call('ZREM', q, h)
+    redis.call('HDEL', dl, h)
+  end
+  return nil
+end
+
+-- Leave the queue (id's place only).
+local function queue_leave(q, dl, id)
+  redis.call('ZREM', q, id)
+  return redis.call('HDEL', dl, id)
+end

@@ -1,0 +1,17 @@
+-- The read-write lock's status: the plain one, the live readers' count,
+-- the first 8 of them as {id, ms left} pairs (the soonest to expire first;
+-- 16 elements, the most a node may send in one array), and the waiting
+-- writer's id. Read-only (expired readers are counted out, not removed).
+-- KEYS[1] lock, KEYS[2] fence, KEYS[3] info, KEYS[4] readers, KEYS[5]
+-- intent.
+--- @include "clock"
+local now = node_ms()
+local r = redis.call('ZRANGEBYSCORE', KEYS[4], '(' .. now, '+inf', 'WITHSCORES', 'LIMIT', 0, 8)
+local rd = {}
+for i = 1, #r, 2 do
+  rd[#rd + 1] = r[i]
+  rd[#rd + 1] = math.floor(tonumber(r[i + 1]) - now)
+end
+return {redis.call('GET', KEYS[1]) or '', redis.call('PTTL', KEYS[1]),
+        redis.call('GET', KEYS[2]) or '', redis.call('GET', KEYS[3]) or '',
+        redis.call('ZCOUNT', KEYS[4], '(' .. now, '+inf'), rd, redis.call('GET', KEYS[5]) or ''}
