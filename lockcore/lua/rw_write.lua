@@ -1,8 +1,11 @@
 -- The writer of the read-write lock: refused while the lock is held or a
 -- live reader is registered (then it declares that it waits, unless
 -- another writer already did); else the fenced acquire, and its own intent
--- is done. KEYS[1] lock, KEYS[2] fence, KEYS[3] readers, KEYS[4] intent;
--- ARGV[1] id, ARGV[2] ttl ms, ARGV[3] proposal, ARGV[4] fence idle ms.
+-- is done. The intent names the writer's acquisition (ARGV[5]), which
+-- stays the same over its attempts, each with a lock id of its own.
+-- KEYS[1] lock, KEYS[2] fence, KEYS[3] readers, KEYS[4] intent;
+-- ARGV[1] id, ARGV[2] ttl ms, ARGV[3] proposal, ARGV[4] fence idle ms,
+-- ARGV[5] the acquisition's id.
 --- @include "fence"
 --- @include "clock"
 local f = fence_get(KEYS[2])
@@ -14,10 +17,10 @@ redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now)
 local r = redis.call('ZRANGE', KEYS[3], -1, -1, 'WITHSCORES')
 if r[1] then
   local w = redis.call('GET', KEYS[4])
-  if not w or w == ARGV[1] then redis.call('SET', KEYS[4], ARGV[1], 'PX', ARGV[2]) end
+  if not w or w == ARGV[5] then redis.call('SET', KEYS[4], ARGV[5], 'PX', ARGV[2]) end
   return {0, 0, fs, r[1], tonumber(r[2]) - now}
 end
 redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
-if redis.call('GET', KEYS[4]) == ARGV[1] then redis.call('DEL', KEYS[4]) end
+if redis.call('GET', KEYS[4]) == ARGV[5] then redis.call('DEL', KEYS[4]) end
 if fence_raise(KEYS[2], f, ARGV[3], ARGV[4]) then return {1, 1, ARGV[3]} end
 return {1, 0, fs}

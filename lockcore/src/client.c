@@ -646,7 +646,7 @@ struct op *lockcore__acquire_op(lockcore_client *c, const char *resource, const 
         rc = -EINVAL;
     }
     unsigned char raw[LOCKCORE_ID_LEN / 2];
-    if (rc == 0 && id == NULL && (rc = lockcore__id_bytes(c->idpool, raw, sizeof(raw))) < 0)
+    if (rc == 0 && (rc = lockcore__id_bytes(c->idpool, raw, sizeof(raw))) < 0)
         lockcore__fmt(c->errmsg, sizeof(c->errmsg), "no randomness for the lock id: %s", strerror(-rc));
     struct op *op = NULL;
     if (rc == 0 && (op = lockcore__op_new(c, OP_ACQUIRE, cb, arg)) == NULL) {
@@ -657,14 +657,15 @@ struct op *lockcore__acquire_op(lockcore_client *c, const char *resource, const 
     if (rc < 0)
         return NULL;
     lockcore__op_set_keys(op, resource);
-    if (id != NULL) {
-        memcpy(op->lock.id, id, LOCKCORE_ID_LEN + 1);
-    } else {
-        /* The client's prefix, which names its release channel, then 96
-         * random bits of this acquisition. */
-        memcpy(op->lock.id, c->id_prefix, 16);
-        lockcore__hex(op->lock.id + 16, raw + 8, sizeof(raw) - 8);
-    }
+    /* The client's prefix, which names its release channel, then random
+     * bits of this acquisition; the last digits number its attempts
+     * (attempt_begin writes each attempt's lock id). */
+    memcpy(op->qid, c->id_prefix, 16);
+    lockcore__hex(op->qid + 16, raw + 8, sizeof(raw) - 8);
+    memset(op->qid + LOCKCORE_ID_LEN - LOCKCORE__ATTEMPT_DIGITS, '0', LOCKCORE__ATTEMPT_DIGITS);
+    memcpy(op->lock.id, op->qid, LOCKCORE_ID_LEN + 1);
+    if (id != NULL) /* a re-entry: the hold it joins */
+        memcpy(op->kx.join, id, LOCKCORE_ID_LEN + 1);
     op->ttl_ms = c->o.ttl_ms;
     /* The ticket orders waiters; a fair acquisition waits its turn from the
      * first attempt on. */
@@ -725,6 +726,7 @@ static struct op *start_with_lock(lockcore_client *c, enum op_kind kind, const s
         return NULL;
     op->lock = *lock;
     op->lock.nodes = c->n;
+    lockcore__qid(lock->id, op->qid);
     lockcore__op_set_keys(op, lock->resource);
     op->ttl_ms = ttl_ms ? ttl_ms : c->o.ttl_ms;
     lockcore__op_start(op, lockcore_now_ms());

@@ -13,6 +13,8 @@
 #include <lockcore/lockcore.h>
 
 #define KEY_MAX (LOCKCORE_PREFIX_MAX + LOCKCORE_RESOURCE_MAX)
+/* The last digits of a lock id: the attempt's number (op.c). */
+#define LOCKCORE__ATTEMPT_DIGITS 6
 #define FENCE_KEY_MAX (KEY_MAX + 16)
 #define INFO_KEY_MAX (KEY_MAX + 16)
 #define QUEUE_KEY_MAX (KEY_MAX + 16)
@@ -40,6 +42,9 @@ struct lockcore__idpool;
 struct lockcore__idpool *lockcore__idpool_new(void); /* NULL: read ids directly */
 void lockcore__idpool_free(struct lockcore__idpool *pool);
 int lockcore__id_bytes(struct lockcore__idpool *pool, void *out, size_t n);
+/* The acquisition's id of a lock id (its attempt digits zeroed): its
+ * place in the nodes' queues. out has LOCKCORE_ID_LEN + 1 bytes. */
+void lockcore__qid(const char *id, char *out);
 /* Lowercase hex of n bytes into out (2n digits and a NUL). */
 void lockcore__hex(char *out, const unsigned char *in, size_t n);
 uint64_t lockcore__rand64(uint64_t *state);
@@ -166,19 +171,29 @@ struct op {
     int queued;            /* attempts use the queued acquire (registers as a waiter) */
     unsigned free_retries; /* attempts made only to take the place or to close the
                               subscription's race: not retries the caller counts */
-    int joins;             /* a reentrant acquisition of a given id: it polls, never queues */
+    int joins;             /* a re-entry of a given hold (kx.join): it polls, never queues */
     unsigned behind;       /* nodes that refused because another waiter is first */
     int noticed;           /* a release named it while an attempt was in flight */
+    int again;             /* the next attempt goes at once (a re-entry whose hold is gone) */
     int subscribed;        /* holds a reference on the key's release channel */
     uint8_t slot[LOCKCORE_NODES_MAX];
     uint8_t accepted[LOCKCORE_NODES_MAX];
     struct lockcore_node_status *status; /* OP_STATUS: caller's array */
     char errmsg[ERRMSG_MAX];
+    /* The acquisition's id: the client's prefix, random digits, and
+     * LOCKCORE__ATTEMPT_DIGITS zeros. Each attempt's lock id is this with
+     * the attempt's number in those digits, so that a rollback of one
+     * attempt (which may reach a node late, on a connection since closed)
+     * can never delete what a later attempt was granted; the acquisition's
+     * id names its place in the nodes' queues and the reservation a
+     * release makes for it (lockcore__qid). */
+    char qid[LOCKCORE_ID_LEN + 1];
     /* The reentrant lock (reentrant.c); zeroed by lockcore__op_new. */
     struct {
-        uint8_t reentered[LOCKCORE_NODES_MAX];   /* node re-entered our hold (STEP_LOCK) */
-        uint64_t held_token[LOCKCORE_NODES_MAX]; /* the token it keeps for the hold */
-        long long holds;                         /* the largest hold count re-entered */
+        char join[LOCKCORE_ID_LEN + 1];          /* the live hold a re-entry joins; "" if none */
+        char owner[LOCKCORE_ID_LEN + 1];         /* the owner the re-entering nodes named */
+        uint8_t reentered[LOCKCORE_NODES_MAX];   /* node re-entered (STEP_LOCK of a join) */
+        uint64_t held_token[LOCKCORE_NODES_MAX]; /* the hold's token that node keeps */
     } kx;
 };
 
@@ -325,11 +340,16 @@ void lockcore__kinds_cancel(lockcore_client *c);
 #define LOCKCORE__KIND_FLAGS                                                                                 \
     (LOCKCORE_LOCK_MULTI | LOCKCORE_LOCK_REENTRANT | LOCKCORE_LOCK_READ | LOCKCORE_LOCK_WRITE)
 int lockcore__kinds_resend(struct op *op, unsigned node, enum step step, int use_eval, uint64_t now);
-/* reentrant.c: a node's reply to a reentrant acquire (before op.c reads
- * it), and whether a majority re-entered: 1 yes (op->proposal is the
- * hold's token), -1 not decided yet, 0 no. */
+/* reentrant.c: a node's reply to a re-entry (before op.c reads it);
+ * whether a majority re-entered: 1 yes (op->proposal is the hold's
+ * token), -1 not decided yet, 0 no; whether the hold a re-entry named is
+ * gone on a majority (then it goes on as a first hold: 1); and what a
+ * grant of a reentrant lock sends after it (the hold's token to the nodes
+ * that may lack it). */
 void lockcore__kinds_lock_reply(struct op *op, unsigned node, const redisReply *r);
 int lockcore__kinds_reentered(struct op *op);
+int lockcore__kinds_join_gone(struct op *op);
+void lockcore__kinds_granted(struct op *op);
 
 /* client.c */
 /* Fill the resource, the lock key and the keys and channel beside it. */

@@ -17,6 +17,8 @@ enum kscript {
     KS_RE_RAISE,
     KS_RE_EXTEND,
     KS_RE_RELEASE,
+    KS_RE_ENTER,
+    KS_RE_INFO,
     KS_RW_READ,
     KS_RW_WRITE,
     KS_RW_RRELEASE,

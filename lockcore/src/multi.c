@@ -88,6 +88,7 @@ int lockcore__multi_resend(struct op *op, unsigned i, enum step step, int use_ev
         ARG(op->lock.id);
         lockcore__release_arg(op, step, reserve, sizeof(reserve));
         ARG(reserve);
+        ARG(op->qid);
         break;
     case STEP_INFO:
         s = KS_MULTI_INFO;

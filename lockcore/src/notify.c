@@ -161,11 +161,11 @@ static void notice(lockcore_client *c, const redisReply *chan, const redisReply 
         /* Named while its attempt is in flight: that attempt may still be
          * refused (it raced the release); try again at once after it. */
         if (op->phase != PH_RETRY_WAIT) {
-            if (who->len == LOCKCORE_ID_LEN && memcmp(op->lock.id, who->str, LOCKCORE_ID_LEN) == 0)
+            if (who->len == LOCKCORE_ID_LEN && memcmp(op->qid, who->str, LOCKCORE_ID_LEN) == 0)
                 op->noticed = 1;
             continue;
         }
-        if (who->len == LOCKCORE_ID_LEN && memcmp(op->lock.id, who->str, LOCKCORE_ID_LEN) == 0) {
+        if (who->len == LOCKCORE_ID_LEN && memcmp(op->qid, who->str, LOCKCORE_ID_LEN) == 0) {
             if (op->retry_at_ms > now)
                 op->retry_at_ms = now;
             return;

@@ -45,6 +45,7 @@ struct op *lockcore__op_new(lockcore_client *c, enum op_kind kind, lockcore_cb c
         return NULL;
     memset(op, 0, offsetof(struct op, slot));
     memset(&op->kx, 0, sizeof(op->kx));
+    op->qid[0] = '\0';
     op->c = c;
     op->kind = kind;
     op->cb = cb;
@@ -124,12 +125,12 @@ int lockcore__op_resend(struct op *op, unsigned i, enum step step, int use_eval,
 {
     lockcore_client *c = op->c;
     struct node *n = &c->nodes[i];
-    const char *argv[16]; /* EVAL script numkeys, 6 keys, 7 args */
-    size_t lens[16];
+    const char *argv[18]; /* EVAL script numkeys, 6 keys, 9 args */
+    size_t lens[18];
     struct step_nums num; /* not for releases: they send none of it */
     int argc = 0, script = -1;
-    const char *keys[6], *args[7];
-    size_t klens[6], alens[7];
+    const char *keys[6], *args[9];
+    size_t klens[6], alens[9];
     char ticket[24], qttl[24], reserve[24], holds[INFO_KEY_MAX + 1];
     int nkeys = 0, nargs = 0;
     /* A reentrant waiter waits in the queue as a plain one does: its
@@ -156,17 +157,23 @@ int lockcore__op_resend(struct op *op, unsigned i, enum step step, int use_eval,
             KEY(op->qkey, op->qkey_len);
             KEY(op->qexp, op->qexp_len);
             KEY(op->wkey, op->wkey_len);
-            if (op->lock.flags & LOCKCORE_LOCK_REENTRANT) {
+            /* A reentrant lock's key holds its owner, the acquisition's
+             * id; the attempt's own lock id is the first hold. */
+            int re = (op->lock.flags & LOCKCORE_LOCK_REENTRANT) != 0;
+            if (re) {
                 lockcore__kinds_tagged(holds, op->key, ":holds");
                 KEY(holds, strlen(holds));
             }
-            ARG(op->lock.id);
+            ARG(re ? op->qid : op->lock.id);
             ARG(num.ttl);
             ARG(num.prop);
             ARG(num.idle);
             ARG(ticket);
             ARG(qttl);
             ARG(c->o.wait_mode == LOCKCORE_WAIT_FAIR ? "1" : op->lock.attempts <= 1 ? "2" : "0");
+            ARG(op->qid);
+            if (re)
+                ARG(op->lock.id);
             break;
         }
         if (!c->o.fencing) {
@@ -224,12 +231,13 @@ int lockcore__op_resend(struct op *op, unsigned i, enum step step, int use_eval,
         ARG(op->lock.id);
         lockcore__release_arg(op, step, reserve, sizeof(reserve));
         ARG(reserve);
+        ARG(op->qid);
         break;
     case STEP_DEQUEUE:
         script = SCRIPT_DEQUEUE;
         KEY(op->qkey, op->qkey_len);
         KEY(op->qexp, op->qexp_len);
-        ARG(op->lock.id);
+        ARG(op->qid);
         break;
     case STEP_INFO:
         lockcore__step_nums(op, &num);
@@ -255,6 +263,7 @@ int lockcore__op_resend(struct op *op, unsigned i, enum step step, int use_eval,
 #undef ARG
 
     static const char *const nk[] = {"0", "1", "2", "3", "4", "5", "6"};
+    _Static_assert(sizeof(keys) / sizeof(keys[0]) < sizeof(nk) / sizeof(nk[0]), "nk too short");
     if (use_eval || c->sha[script][0] == '\0') {
         argv[argc] = "EVAL", lens[argc++] = 4;
         argv[argc] = lockcore__scripts[script], lens[argc++] = strlen(lockcore__scripts[script]);
@@ -315,8 +324,20 @@ static void phase_begin(struct op *op, enum phase ph, enum step step, uint64_t n
 
 /* ---- acquire ---- */
 
+/* Each attempt's lock id: the acquisition's id with the attempt's number
+ * (mod 16^LOCKCORE__ATTEMPT_DIGITS, never 0) in its last digits. */
+static void attempt_id(struct op *op)
+{
+    static const char hex[] = "0123456789abcdef";
+    unsigned n = op->lock.attempts % 0xffffffu + 1;
+    memcpy(op->lock.id, op->qid, LOCKCORE_ID_LEN + 1);
+    for (int k = LOCKCORE_ID_LEN - 1; k >= LOCKCORE_ID_LEN - LOCKCORE__ATTEMPT_DIGITS; k--, n >>= 4)
+        op->lock.id[k] = hex[n & 15];
+}
+
 static void attempt_begin(struct op *op, uint64_t now)
 {
+    attempt_id(op);
     op->lock.attempts++;
     op->attempt_start_ms = now;
     op->raises = 0;
@@ -367,6 +388,10 @@ static uint64_t backoff_delay(struct op *op)
 static uint64_t wait_delay(struct op *op, int rc)
 {
     lockcore_client *c = op->c;
+    if (op->again) {
+        op->again = 0;
+        return 0;
+    }
     uint64_t delay = backoff_delay(op);
     int refused = rc == LOCKCORE_ELOCKED;
     /* The lock kinds but the reentrant lock (kinds.c) keep no place in the
@@ -516,6 +541,7 @@ static void granted(struct op *op, unsigned yes, uint64_t now)
     op->lock.token = op->c->o.fencing ? op->proposal : 0;
     if (op->lock.token > *fence_seen(op))
         *fence_seen(op) = op->lock.token;
+    lockcore__kinds_granted(op);
     op->errmsg[0] = '\0';
     lockcore__op_finish(op, 0);
 }
@@ -569,13 +595,28 @@ static void decide_lock(struct op *op, const struct fencing_tally *t, unsigned n
                         unsigned proto, uint64_t now)
 {
     lockcore_client *c = op->c;
-    if ((op->lock.flags & LOCKCORE_LOCK_REENTRANT) && !op->queued) {
+    if (op->joins) {
+        /* A re-entry: granted by a majority that added our hold, with the
+         * hold's token; never a fresh grant (reentrant.c). */
         int re = lockcore__kinds_reentered(op);
         if (re < 0)
-            return; /* a majority may still re-enter our hold */
-        if (re > 0) {
-            granted(op, t->granted, now); /* a majority re-entered our hold: its token */
+            return; /* a majority may still re-enter */
+        if (re > 0 && (op->proposal != 0 || !c->o.fencing)) {
+            granted(op, t->granted, now);
             return;
+        }
+        if (re > 0) {
+            lockcore__fmt(op->errmsg, sizeof(op->errmsg),
+                          "re-enter '%s': the re-entering nodes keep no token for the hold",
+                          op->lock.resource);
+            attempt_failed(op, LOCKCORE_EFENCE, now);
+            return;
+        }
+        if (lockcore__kinds_join_gone(op)) {
+            /* The hold is gone on a majority: a first hold of our own,
+             * at once, is what the caller gets instead. */
+            op->again = 1;
+            op->free_retries++;
         }
     }
     if (op->lock.flags & LOCKCORE_LOCK_READ)
@@ -928,7 +969,7 @@ void lockcore__op_reply(struct op *op, unsigned i, enum step step, redisReply *r
                     note_holder(op, r->element[3], int_at(r, 4));
                 if (op->slot[i] == SLOT_NO && r->elements >= 6 && r->element[5]->type == REDIS_REPLY_STRING &&
                     (r->element[5]->len != LOCKCORE_ID_LEN ||
-                     memcmp(r->element[5]->str, op->lock.id, LOCKCORE_ID_LEN) != 0))
+                     memcmp(r->element[5]->str, op->qid, LOCKCORE_ID_LEN) != 0))
                     op->behind++;
                 break;
             }

@@ -1,9 +1,12 @@
 /*
- * The reentrant lock: the owner of a hold (its lock id) may acquire it
- * again; a hold count in "{key}:holds" (a hash: n the count, t the hold's
- * token) goes up, the token stays. The key's value stays the id, so other
- * Redlock clients see an ordinary lock. docs/lockcore.md has the argument
- * for the token a re-entry returns.
+ * The reentrant lock. Its lock key holds the owner, the id of the
+ * acquisition that took it; each hold is a field of "{key}:holds" named
+ * by the hold's lock id, with its own expiry, beside the owner and the
+ * hold's token (lockcore/lua/lib/holds.lua). A re-entry names a live hold
+ * of the owner (lockcore_reentrant_acquire with its id) and adds a hold of
+ * its own; a release removes its own; the key goes when no live hold is
+ * left. Nothing is counted, and no hold ever shortens another's TTL.
+ * docs/lockcore.md ("Reentrant lock") has the argument.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -15,10 +18,9 @@
 
 /* The scripts, by their slots (kinds.h): lockcore/lua/re_*.lua. */
 static const char *const re_scripts[] = {
-    [KS_RE_ACQUIRE] = lockcore__lua_re_acquire,
-    [KS_RE_RAISE] = lockcore__lua_re_raise,
-    [KS_RE_EXTEND] = lockcore__lua_re_extend,
-    [KS_RE_RELEASE] = lockcore__lua_re_release,
+    [KS_RE_ACQUIRE] = lockcore__lua_re_acquire, [KS_RE_RAISE] = lockcore__lua_re_raise,
+    [KS_RE_EXTEND] = lockcore__lua_re_extend,   [KS_RE_RELEASE] = lockcore__lua_re_release,
+    [KS_RE_ENTER] = lockcore__lua_re_enter,     [KS_RE_INFO] = lockcore__lua_set_info,
 };
 
 int lockcore__re_resend(struct op *op, unsigned i, enum step step, int use_eval, uint64_t now)
@@ -29,7 +31,7 @@ int lockcore__re_resend(struct op *op, unsigned i, enum step step, int use_eval,
         return -ENOMEM;
     struct lockcore__kcmd k = {.nkeys = 0};
     char reserve[24];
-    int s = -1, rc;
+    int s = -1;
     const char *body = NULL;
 #define KEY(p) (k.keys[k.nkeys++] = (p))
 #define ARG(p) (k.args[k.nargs] = (p), k.alens[k.nargs++] = strlen(p))
@@ -40,10 +42,21 @@ int lockcore__re_resend(struct op *op, unsigned i, enum step step, int use_eval,
         /* A fresh step: what this node said of a previous one is void. */
         op->kx.reentered[i] = 0;
         op->kx.held_token[i] = 0;
+        if (op->joins) {
+            s = KS_RE_ENTER;
+            KEY(ks->lock[0]);
+            KEY(ks->fence[0]);
+            KEY(ks->holds);
+            ARG(op->kx.join);
+            ARG(op->lock.id);
+            ARG(num.ttl);
+            break;
+        }
         s = KS_RE_ACQUIRE;
         KEY(ks->lock[0]);
         KEY(ks->fence[0]);
         KEY(ks->holds);
+        ARG(op->qid);
         ARG(op->lock.id);
         ARG(num.ttl);
         ARG(num.prop);
@@ -52,7 +65,6 @@ int lockcore__re_resend(struct op *op, unsigned i, enum step step, int use_eval,
     case STEP_RAISE:
         s = KS_RE_RAISE;
         KEY(ks->fence[0]);
-        KEY(ks->lock[0]);
         KEY(ks->holds);
         ARG(num.prop);
         ARG(num.idle);
@@ -71,8 +83,9 @@ int lockcore__re_resend(struct op *op, unsigned i, enum step step, int use_eval,
         break;
     case STEP_RELEASE:
     case STEP_IGNORE:
-        /* One hold less; the last deletes the lock, the count and the
-         * info, and tells the first waiter, as a plain release does. */
+        /* This hold goes; the last live one takes the key, the holds and
+         * the info with it and tells the first waiter, as a plain release
+         * does (a rollback only deletes). */
         s = KS_RE_RELEASE;
         KEY(ks->lock[0]);
         KEY(ks->info[0]);
@@ -83,12 +96,22 @@ int lockcore__re_resend(struct op *op, unsigned i, enum step step, int use_eval,
         ARG(op->lock.id);
         lockcore__release_arg(op, step, reserve, sizeof(reserve));
         ARG(reserve);
+        ARG(op->qid);
         break;
     case STEP_INFO:
-        return 1; /* the plain script: one key */
+        /* The owner's info: where the key holds the owner (a re-entry
+         * leaves the owner's info alone). */
+        if (op->joins)
+            return 0;
+        s = KS_RE_INFO;
+        KEY(ks->lock[0]);
+        KEY(ks->info[0]);
+        ARG(op->qid);
+        k.args[k.nargs] = c->info, k.alens[k.nargs++] = c->info_len;
+        ARG(num.ttl);
+        break;
     case STEP_STATUS:
-        s = -1; /* EVAL */
-        body = lockcore__lua_re_status;
+        body = lockcore__lua_re_status; /* by EVAL: status is rare */
         KEY(ks->lock[0]);
         KEY(ks->fence[0]);
         KEY(ks->info[0]);
@@ -99,62 +122,72 @@ int lockcore__re_resend(struct op *op, unsigned i, enum step step, int use_eval,
     }
 #undef KEY
 #undef ARG
-    rc = lockcore__kinds_send(op, i, step, s, body ? body : re_scripts[s], use_eval, &k, now);
-    return rc;
+    return lockcore__kinds_send(op, i, step, s, body ? body : re_scripts[s], use_eval, &k, now);
 }
 
-/* A reentrant acquire's reply: {1, 0, fence, '', -1, 1, token} when the
- * node re-entered our hold. */
+/* A re-entry's reply: {1, 0, '0', '', -1, token, owner} where the node
+ * added the hold. */
 void lockcore__kinds_lock_reply(struct op *op, unsigned i, const redisReply *r)
 {
-    if (r->type != REDIS_REPLY_ARRAY || r->elements != 8 || r->element[5]->type != REDIS_REPLY_INTEGER ||
-        r->element[5]->integer != 1 || r->element[6]->type != REDIS_REPLY_STRING)
+    if (!op->joins || r->type != REDIS_REPLY_ARRAY || r->elements != 7 ||
+        r->element[0]->type != REDIS_REPLY_INTEGER || r->element[0]->integer != 1 ||
+        r->element[5]->type != REDIS_REPLY_STRING || r->element[6]->type != REDIS_REPLY_STRING ||
+        r->element[6]->len != LOCKCORE_ID_LEN)
         return;
     uint64_t t;
-    if (fencing_token_parse(r->element[6]->str, r->element[6]->len, &t) < 0)
+    if (fencing_token_parse(r->element[5]->str, r->element[5]->len, &t) < 0)
         return;
     op->kx.reentered[i] = 1;
     op->kx.held_token[i] = t;
-    if (r->element[7]->type == REDIS_REPLY_INTEGER && r->element[7]->integer > op->kx.holds)
-        op->kx.holds = r->element[7]->integer;
+    memcpy(op->kx.owner, r->element[6]->str, LOCKCORE_ID_LEN);
+    op->kx.owner[LOCKCORE_ID_LEN] = '\0';
 }
 
-/* A re-entry was decided: the nodes that did not re-enter may have set
- * the key afresh in the same attempt (where the hold had been lost), with
- * a count of 1 and this attempt's proposal as the hold's token. Give them
- * the majority's count and token, behind the attempt's own command on
- * each connection, so that the hold's token stays the one a majority
- * accepted and later re-entries find it. */
-static void reentry_fixup(struct op *op, uint64_t token)
+/* The hold's token to the nodes that may keep a smaller one (fire and
+ * forget, behind the attempt's own commands on each connection): only
+ * where the key still holds the owner, and only ever upwards. A later
+ * re-entry takes the largest token of a majority, which includes a node
+ * that a majority's acceptance reached (docs/lockcore.md). */
+static void send_token(struct op *op, const char *owner, uint64_t token, const uint8_t *skip)
 {
     lockcore_client *c = op->c;
-    char holds[INFO_KEY_MAX + 1], n[24], t[24];
+    char holds[INFO_KEY_MAX + 1], t[24];
     lockcore__kinds_tagged(holds, op->key, ":holds");
-    lockcore__u64s(n, sizeof(n), op->kx.holds > 0 ? (uint64_t)op->kx.holds : 1);
     lockcore__u64s(t, sizeof(t), token);
-    const char *argv[] = {"EVAL", lockcore__lua_re_fixup, "2", op->key, holds, op->lock.id, n, t};
-    size_t lens[8];
-    for (int k = 0; k < 8; k++)
+    const char *argv[] = {"EVAL", lockcore__lua_re_token, "2", op->key, holds, owner, t};
+    size_t lens[7];
+    for (int k = 0; k < 7; k++)
         lens[k] = strlen(argv[k]);
     uint64_t now = lockcore_now_ms();
-    for (unsigned i = 0; i < c->n; i++) {
-        /* Only where the attempt may have set the key afresh: a node that
-         * said so, or one that has not answered yet. */
-        int fresh = op->slot[i] == SLOT_YES && !op->kx.reentered[i];
-        if (!(fresh || op->slot[i] == SLOT_OPEN) || c->nodes[i].state == NODE_DOWN)
-            continue;
-        lockcore__node_send(c, &c->nodes[i], 8, argv, lens, NULL, STEP_IGNORE, 0, now);
-    }
+    for (unsigned i = 0; i < c->n; i++)
+        if (!skip[i] && c->nodes[i].state != NODE_DOWN)
+            lockcore__node_send(c, &c->nodes[i], 7, argv, lens, NULL, STEP_IGNORE, 0, now);
 }
 
-/* Did a majority re-enter our hold (1), may it still (-1), or not (0)?
- * If it did, the grant keeps the hold's token:
- * the largest any of them keeps. Each node keeps only proposals of this id
- * that it accepted while the lock held the id, and a majority accepted the
- * hold's token, so a majority of re-entering nodes includes one that keeps
- * it, and none keeps a larger one (docs/lockcore.md). With fencing and no
- * token kept anywhere, it is not a re-entry: the attempt goes on as a
- * fresh grant, which agrees on a new token. */
+void lockcore__kinds_granted(struct op *op)
+{
+    lockcore_client *c = op->c;
+    if (!(op->lock.flags & LOCKCORE_LOCK_REENTRANT) || !c->o.fencing || op->lock.token == 0)
+        return;
+    uint8_t skip[LOCKCORE_NODES_MAX] = {0};
+    unsigned n = 0;
+    for (unsigned i = 0; i < c->n; i++) {
+        /* A re-entering node with the token, or a first hold's node that
+         * accepted it in its own acquire: nothing to fix there. */
+        skip[i] = op->joins ? op->kx.reentered[i] && op->kx.held_token[i] >= op->lock.token
+                            : op->raises == 0 && op->accepted[i];
+        n += skip[i];
+    }
+    if (n < c->n)
+        send_token(op, op->joins ? op->kx.owner : op->qid, op->lock.token, skip);
+}
+
+/* A re-entry: did a majority add our hold (1: op->proposal is the hold's
+ * token, the largest any of them keeps), may it still (-1), or not (0)?
+ * Each node keeps the token of the owner's first hold where it accepted
+ * it, and the token agreed on goes to the others afterwards, only ever
+ * upwards; a majority of re-entering nodes meets the majority that
+ * accepted it, so the largest is the hold's token (docs/lockcore.md). */
 int lockcore__kinds_reentered(struct op *op)
 {
     unsigned n = 0, open = 0;
@@ -167,16 +200,26 @@ int lockcore__kinds_reentered(struct op *op)
                 t = op->kx.held_token[i];
         }
     }
-    if (n >= op->c->quorum && (t != 0 || !op->c->o.fencing)) {
+    if (n >= op->c->quorum) {
         op->proposal = t;
-        if (n < op->c->n)
-            reentry_fixup(op, t);
         return 1;
     }
-    /* Not before every node that may still re-enter has answered: the
-     * fresh-grant path would agree on a new token (a second round) for a
-     * hold that a majority is about to re-enter. */
     return n + open >= op->c->quorum ? -1 : 0;
+}
+
+/* A re-entry that a majority refused: the hold it named is gone there.
+ * The acquisition goes on as a first hold of its own (a new owner and
+ * token), at once. Returns 1 if it did. */
+int lockcore__kinds_join_gone(struct op *op)
+{
+    unsigned no = 0;
+    for (unsigned i = 0; i < op->c->n; i++)
+        no += op->slot[i] == SLOT_NO;
+    if (!op->joins || no <= op->c->n - op->c->quorum)
+        return 0;
+    op->joins = 0;
+    op->kx.join[0] = '\0';
+    return 1;
 }
 
 static int check_reentrant(lockcore_client *c, const char *resource, const char *id)

@@ -49,6 +49,7 @@ int lockcore__rw_resend(struct op *op, unsigned i, enum step step, int use_eval,
         if (write) {
             ARG(num.prop);
             ARG(num.idle);
+            ARG(op->qid); /* its intent names the acquisition */
         }
         break;
     case STEP_RELEASE:
@@ -66,6 +67,7 @@ int lockcore__rw_resend(struct op *op, unsigned i, enum step step, int use_eval,
             ARG(op->lock.id);
             lockcore__release_arg(op, step, res, sizeof(res));
             ARG(res);
+            ARG(op->qid);
         } else {
             s = KS_RW_RRELEASE;
             KEY(ks->readers);
@@ -166,7 +168,7 @@ static struct op *rw_start(lockcore_client *c, const char *resource, int write, 
         free(w);
         return NULL;
     }
-    memcpy(w->id, op->lock.id, sizeof(w->id));
+    memcpy(w->id, op->qid, sizeof(w->id)); /* the intent names the acquisition */
     lockcore__kinds_tagged(w->intent, op->key, ":wintent");
     return op;
 }

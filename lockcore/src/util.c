@@ -28,6 +28,14 @@ const char *const lockcore__scripts[SCRIPT_COUNT] = {
     [SCRIPT_DEQUEUE] = lockcore__lua_dequeue,
 };
 
+void lockcore__qid(const char *id, char *out)
+{
+    size_t keep = LOCKCORE_ID_LEN - LOCKCORE__ATTEMPT_DIGITS;
+    memcpy(out, id, keep);
+    memset(out + keep, '0', LOCKCORE__ATTEMPT_DIGITS);
+    out[LOCKCORE_ID_LEN] = '\0';
+}
+
 void lockcore__hex(char *out, const unsigned char *in, size_t n)
 {
     static const char hex[] = "0123456789abcdef";

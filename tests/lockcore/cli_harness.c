@@ -209,3 +209,10 @@ void has_keys(json_t *j, ...)
     va_end(ap);
     assert_int_equal(json_object_size(j), n);
 }
+
+void acq_of(const char *id, char out[41])
+{
+    memmove(out, id, 34); /* out may be id */
+    memset(out + 34, '0', 6);
+    out[40] = '\0';
+}

@@ -66,4 +66,8 @@ int jbool(json_t *j, const char *key);
 /* The object has exactly these keys (NULL-terminated). */
 void has_keys(json_t *j, ...);
 
+/* The acquisition a lock id belongs to (its last six digits zeroed): the
+ * owner a reentrant lock's key holds, the writer a write intent names. */
+void acq_of(const char *id, char out[41]);
+
 #endif

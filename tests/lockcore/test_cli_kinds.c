@@ -485,17 +485,20 @@ static void test_cli_kinds_status_names_readers(void **state)
     }
     collect(&w, RUN_TIMEOUT_MS, &r);
     j = ok_json(&r);
-    assert_string_equal(jstr(j, "lock_id"), waiting);
+    char wid[41], acq[41];
+    snprintf(wid, sizeof(wid), "%s", jstr(j, "lock_id"));
+    acq_of(wid, acq);
+    assert_string_equal(acq, waiting); /* the intent named the writer's acquisition */
     json_decref(j);
     hp_sleep_ms(50);
     fl(f, &r, "--read", "status", "st:names", NULL);
     j = ok_json(&r);
-    assert_string_equal(jstr(j, "writer"), waiting);
+    assert_string_equal(jstr(j, "writer"), wid);
     assert_string_equal(jstr(j, "mode"), "write");
     assert_int_equal(json_array_size(json_object_get(j, "reader_ids")), 0);
     assert_true(json_is_null(json_object_get(j, "writer_waits")));
     json_decref(j);
-    fl(f, &r, "--write", "release", "st:names", waiting, NULL);
+    fl(f, &r, "--write", "release", "st:names", wid, NULL);
     assert_int_equal(r.code, 0);
 }
 
@@ -567,8 +570,9 @@ static void test_cli_kinds_status_of_each_kind(void **state)
     assert_string_equal(jstr(j, "mode"), "free");
     json_decref(j);
 
-    /* A reentrant hold: re-entered by its id (same token), counted by
-     * status --reentrant, freed by the last release. */
+    /* A reentrant hold: re-entered by its id (a hold of its own, the same
+     * token), counted by status --reentrant, freed by the last release;
+     * the key holds the owner. */
     fl(f, &r, "--reentrant", "acquire", "st:re", NULL);
     j = ok_json(&r);
     assert_string_equal(jstr(j, "kind"), "reentrant");
@@ -578,18 +582,21 @@ static void test_cli_kinds_status_of_each_kind(void **state)
     json_decref(j);
     fl(f, &r, "acquire", "--reentrant", "st:re", id, NULL);
     j = ok_json(&r);
-    assert_string_equal(jstr(j, "lock_id"), id);
+    char id2[41], owner[41];
+    snprintf(id2, sizeof(id2), "%s", jstr(j, "lock_id"));
+    assert_string_not_equal(id2, id);
     assert_int_equal(jint(j, "token"), token);
     json_decref(j);
+    acq_of(id, owner);
     fl(f, &r, "--wait", "0", "acquire", "st:re", NULL); /* anyone else is refused */
     assert_int_equal(r.code, X_NOT_HELD);
     fl(f, &r, "--reentrant", "status", "st:re", NULL);
     j = ok_json(&r);
     assert_int_equal(jint(j, "holds"), 2);
-    assert_string_equal(jstr(j, "majority_holder"), id);
+    assert_string_equal(jstr(j, "majority_holder"), owner);
     assert_int_equal(jint(json_array_get(json_object_get(j, "nodes"), 0), "holds"), 2);
     json_decref(j);
-    fl(f, &r, "--reentrant", "release", "st:re", id, NULL);
+    fl(f, &r, "--reentrant", "release", "st:re", id2, NULL);
     assert_int_equal(r.code, 0);
     fl(f, &r, "--reentrant", "status", "st:re", NULL);
     j = ok_json(&r);

@@ -18,11 +18,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <netinet/in.h>
 #include <unistd.h>
 
 #include <cmocka.h>
+#include <hiredis/hiredis.h>
 
 #include "proc.h"
 #include "redis_harness.h"
@@ -140,6 +142,136 @@ static void on_lost(lockcore_client *c, int rc, const struct lockcore_lock *l, v
         lockcore_keepalive_stop(s->stop_other);
         s->stop_other = NULL;
     }
+}
+
+/* ---- 0. a late rollback of an earlier attempt ---- */
+
+/* The quoted arguments of a MONITOR line into argv (each malloc'd). */
+static int monitor_args(const char *line, char **argv, size_t *lens, int cap)
+{
+    int n = 0;
+    const char *p = strchr(line, ']');
+    while (p != NULL && (p = strchr(p, '"')) != NULL && n < cap) {
+        char *out = malloc(strlen(p) + 1);
+        size_t k = 0;
+        for (p++; *p && *p != '"'; p++) {
+            if (*p != '\\') {
+                out[k++] = *p;
+                continue;
+            }
+            p++;
+            switch (*p) {
+            case 'n':
+                out[k++] = '\n';
+                break;
+            case 'r':
+                out[k++] = '\r';
+                break;
+            case 't':
+                out[k++] = '\t';
+                break;
+            case 'x': {
+                char hex[3] = {p[1], p[2], 0};
+                out[k++] = (char)strtol(hex, NULL, 16);
+                p += 2;
+                break;
+            }
+            default:
+                out[k++] = *p;
+                break;
+            }
+        }
+        out[k] = '\0';
+        argv[n] = out;
+        lens[n++] = k;
+        if (*p == '"')
+            p++;
+    }
+    return n;
+}
+
+/* Every attempt of an acquisition has a lock id of its own: a rollback of
+ * attempt 1 that reaches a node late (sent on a connection that was then
+ * closed, and run after the next attempt) must not delete what attempt 2
+ * was granted there. With one id for all attempts it did. The rollback is
+ * taken from the node's MONITOR and delivered again after the grant. */
+static void test_core_late_rollback_cannot_undo_a_later_grant(void **state)
+{
+    struct fixture *f = *state;
+    /* Y holds nodes 1 and 2 (node 0 is out of its reach) for 400 ms. */
+    const char *yurls[3];
+    char dead[64];
+    snprintf(dead, sizeof(dead), "127.0.0.1:%d", rh_free_port());
+    yurls[0] = dead, yurls[1] = f->urls[1], yurls[2] = f->urls[2];
+    struct lockcore_options o;
+    lockcore_options_init(&o);
+    o.nodes = yurls;
+    o.n_nodes = 3;
+    o.ttl_ms = 400;
+    o.retry_count = 0;
+    lockcore_client *y = NULL, *x = NULL;
+    char err[256];
+    assert_int_equal(lockcore_client_new(&o, &y, err, sizeof(err)), 0);
+    struct lockcore_lock yl, xl;
+    assert_int_equal(lockcore_acquire(y, "late:k", &yl), 0);
+
+    redisContext *mon = redisConnect("127.0.0.1", rh_port(f->rc, 0));
+    assert_true(mon != NULL && mon->err == 0);
+    redisReply *r = redisCommand(mon, "MONITOR");
+    assert_non_null(r);
+    freeReplyObject(r);
+
+    /* X polls: attempt 1 is granted by node 0 only, refused by 1 and 2,
+     * and rolled back on node 0; attempt 2 comes after Y's TTL. */
+    lockcore_options_init(&o);
+    o.nodes = f->urls;
+    o.n_nodes = 3;
+    o.ttl_ms = 5000;
+    o.wait_mode = LOCKCORE_WAIT_POLL;
+    o.retry_count = 3;
+    o.retry_delay_ms = 600;
+    o.retry_jitter_ms = 0;
+    assert_int_equal(lockcore_client_new(&o, &x, err, sizeof(err)), 0);
+    assert_int_equal(lockcore_acquire(x, "late:k", &xl), 0);
+    assert_int_equal(xl.attempts, 2);
+    hp_sleep_ms(50); /* granted at a majority: node 0 may still be running it */
+
+    /* The rollback: the first one-key script call on the lock's key. */
+    char *argv[16] = {0};
+    size_t lens[16];
+    int argc = 0, found = 0;
+    struct timeval tv = {1, 0};
+    redisSetTimeout(mon, tv);
+    while (!found && redisGetReply(mon, (void **)&r) == REDIS_OK) {
+        if (r->type == REDIS_REPLY_STATUS) {
+            for (int k = 0; k < argc; k++)
+                free(argv[k]);
+            argc = monitor_args(r->str, argv, lens, 16);
+            found = argc == 5 && (strcasecmp(argv[0], "EVALSHA") == 0 || strcasecmp(argv[0], "EVAL") == 0) &&
+                    strcmp(argv[2], "1") == 0 && strcmp(argv[3], "late:k") == 0;
+        }
+        freeReplyObject(r);
+    }
+    redisFree(mon);
+    assert_true(found);
+
+    /* It comes again, late. */
+    redisContext *late = redisConnect("127.0.0.1", rh_port(f->rc, 0));
+    assert_true(late != NULL && late->err == 0);
+    r = redisCommandArgv(late, argc, (const char **)argv, lens);
+    assert_non_null(r);
+    freeReplyObject(r);
+    redisFree(late);
+    for (int k = 0; k < argc; k++)
+        free(argv[k]);
+
+    char v[64];
+    rh_get(f->rc, 0, "late:k", v, sizeof(v));
+    assert_string_equal(v, xl.id);
+    assert_int_equal(rh_holders(f->rc, "late:k", xl.id), 3);
+    assert_int_equal(lockcore_release(x, &xl), 0);
+    lockcore_client_free(x);
+    lockcore_client_free(y);
 }
 
 /* ---- 1. keep-alive with an extension in flight when validity runs out ---- */
@@ -751,6 +883,7 @@ static void test_core_callbacks_follow_the_contract(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_core_late_rollback_cannot_undo_a_later_grant, setup3, teardown),
         cmocka_unit_test_setup_teardown(test_core_keepalive_lost_at_validity_with_extension_in_flight, setup3,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_core_on_lost_may_stop_another_keepalive, setup3, teardown),

@@ -33,6 +33,16 @@ struct fixture {
     char log[300];
 };
 
+/* The acquisition a lock id belongs to: its attempt digits (the last six)
+ * zeroed. A reentrant lock's key holds its owner, the acquisition of its
+ * first hold; a writer's intent names its acquisition. */
+static void acq_of(const char *id, char *out)
+{
+    memmove(out, id, 34); /* out may be id */
+    memset(out + 34, '0', 6);
+    out[40] = '\0';
+}
+
 static int setup(void **state)
 {
     struct fixture *f = calloc(1, sizeof(*f));
@@ -760,22 +770,27 @@ static void test_kinds_reentrant_counts_holds(void **state)
     assert_non_null(other);
     struct lockcore_lock outer, inner[3], x;
     struct lockcore_node_status st[NODES];
+    char owner[LOCKCORE_ID_LEN + 1];
     assert_int_equal(lockcore_reentrant_acquire(c, "doc:7", NULL, &outer), 0);
     assert_true(outer.flags & LOCKCORE_LOCK_REENTRANT);
+    acq_of(outer.id, owner);
     for (int d = 0; d < 3; d++) {
-        assert_int_equal(lockcore_reentrant_acquire(c, "doc:7", outer.id, &inner[d]), 0);
-        assert_string_equal(inner[d].id, outer.id);
+        /* Each re-entry names a live hold (the outer one, or the last) and
+         * is a hold of its own, with its own id and the outer's token. */
+        assert_int_equal(lockcore_reentrant_acquire(c, "doc:7", d ? inner[d - 1].id : outer.id, &inner[d]),
+                         0);
+        assert_string_not_equal(inner[d].id, outer.id);
         assert_int_equal(inner[d].token, outer.token);
         assert_int_equal(lockcore_reentrant_status(c, "doc:7", st, NODES), NODES);
         for (int i = 0; i < NODES; i++) {
             assert_int_equal(st[i].holds, (unsigned)d + 2);
-            assert_string_equal(st[i].holder, outer.id); /* the key's value stays the id */
+            assert_string_equal(st[i].holder, owner); /* the key's value stays the owner */
         }
         /* Another owner stays out, plain or reentrant. */
         assert_int_equal(lockcore_acquire(other, "doc:7", &x), LOCKCORE_ELOCKED);
         assert_int_equal(lockcore_reentrant_acquire(other, "doc:7", NULL, &x), LOCKCORE_ELOCKED);
     }
-    /* A keep-alive of the outer hold keeps the count's key alive too. */
+    /* An extension of the outer hold pushes out the holds' key too. */
     assert_int_equal(lockcore_extend(c, &outer, 5000), 0);
     hp_sleep_ms(100); /* decided at a majority: the others may still be running it */
     for (int i = 0; i < NODES; i++) {
@@ -802,6 +817,111 @@ static void test_kinds_reentrant_counts_holds(void **state)
     assert_int_equal(lockcore_release(c, &inner[0]), 0);
     assert_int_equal(lockcore_reentrant_acquire(c, "doc:7", "xyz", &x), -EINVAL);
     lockcore_client_free(other);
+    lockcore_client_free(c);
+}
+
+/* A client that reaches only the nodes in `in` (a bit per node): the
+ * others are addresses nobody listens on, a partition as it sees it. */
+static lockcore_client *reaching(struct fixture *f, unsigned in, const struct tune *t, char urls[NODES][256])
+{
+    const char *u[NODES];
+    for (int i = 0; i < NODES; i++) {
+        if (in & (1u << i))
+            snprintf(urls[i], 256, "%s", f->urls[i]);
+        else
+            snprintf(urls[i], 256, "127.0.0.1:%d", rh_free_port());
+        u[i] = urls[i];
+    }
+    return client_on(u, NODES, t);
+}
+
+/* Re-entries that miss different minorities, released everywhere, must
+ * not free the lock while the outer hold is valid. With counted holds they
+ * did: the outer hold 1 on all five nodes, a re-entry that misses nodes 0
+ * and 1 (2 on nodes 2..4), one that misses 2 and 3 (2 on 0, 1, 2; 3 on 4),
+ * each release taking one from all five: 0 on nodes 0..3, a majority, and
+ * another client was granted beside the valid outer hold. */
+static void test_kinds_reentrant_holds_survive_missed_minorities(void **state)
+{
+    struct fixture *f = *state;
+    struct tune t = {.ttl_ms = 8000, .retry_count = 0};
+    char u1[NODES][256], u2[NODES][256];
+    lockcore_client *c = client_on(f->urls, f->n, &t);
+    lockcore_client *miss01 = reaching(f, 0x1c, &t, u1); /* nodes 2, 3, 4 */
+    lockcore_client *miss23 = reaching(f, 0x13, &t, u2); /* nodes 0, 1, 4 */
+    lockcore_client *other = client_on(f->urls, f->n, &t);
+    assert_non_null(c);
+    assert_non_null(miss01);
+    assert_non_null(miss23);
+    assert_non_null(other);
+    struct lockcore_lock outer, r1, r2, x;
+    assert_int_equal(lockcore_reentrant_acquire(c, "nest:m", NULL, &outer), 0);
+    hp_sleep_ms(50); /* granted at a majority: the others may still be running it */
+    assert_int_equal(lockcore_reentrant_acquire(miss01, "nest:m", outer.id, &r1), 0);
+    assert_int_equal(lockcore_reentrant_acquire(miss23, "nest:m", outer.id, &r2), 0);
+    assert_int_equal(r1.token, outer.token);
+    assert_int_equal(r2.token, outer.token);
+    assert_int_equal(lockcore_release(c, &r1), 0);
+    assert_int_equal(lockcore_release(c, &r2), 0);
+    assert_true(lockcore_remaining_ms(&outer) > 1000);
+    assert_int_equal(lockcore_acquire(other, "nest:m", &x), LOCKCORE_ELOCKED);
+    assert_int_equal(lockcore_reentrant_acquire(other, "nest:m", NULL, &x), LOCKCORE_ELOCKED);
+    char owner[LOCKCORE_ID_LEN + 1];
+    acq_of(outer.id, owner);
+    assert_int_equal(rh_holders(f->rc, "nest:m", owner), NODES);
+    /* A release that came twice, or of a hold a node never had, changes
+     * nothing: the outer hold still holds. */
+    assert_int_equal(lockcore_release(c, &r1), 0);
+    assert_int_equal(lockcore_acquire(other, "nest:m", &x), LOCKCORE_ELOCKED);
+    assert_int_equal(lockcore_release(c, &outer), 0);
+    assert_int_equal(lockcore_acquire(other, "nest:m", &x), 0);
+    assert_true(x.token > outer.token);
+    assert_int_equal(lockcore_release(other, &x), 0);
+    lockcore_client_free(other);
+    lockcore_client_free(miss23);
+    lockcore_client_free(miss01);
+    lockcore_client_free(c);
+}
+
+/* A hold with a short TTL that extends, then releases (or dies), must not
+ * shorten the lock under a hold with a longer TTL. With the key's TTL set
+ * to the extender's, the key expired 600 ms later while the outer hold had
+ * seconds left, and another client was granted. */
+static void test_kinds_reentrant_extend_never_shortens_the_hold(void **state)
+{
+    struct fixture *f = *state;
+    struct tune tl = {.ttl_ms = 8000, .retry_count = 0}, ts = {.ttl_ms = 600, .retry_count = 0};
+    lockcore_client *c = client_on(f->urls, f->n, &tl);
+    lockcore_client *brief = client_on(f->urls, f->n, &ts);
+    lockcore_client *other = client_on(f->urls, f->n, &tl);
+    assert_non_null(c);
+    assert_non_null(brief);
+    assert_non_null(other);
+    struct lockcore_lock outer, in1, in2, x;
+    assert_int_equal(lockcore_reentrant_acquire(c, "nest:t", NULL, &outer), 0);
+    assert_int_equal(lockcore_reentrant_acquire(brief, "nest:t", outer.id, &in1), 0);
+    assert_int_equal(lockcore_extend(brief, &in1, 600), 0);
+    assert_int_equal(lockcore_release(brief, &in1), 0);
+    /* One more that extends and then dies without a release. */
+    assert_int_equal(lockcore_reentrant_acquire(brief, "nest:t", outer.id, &in2), 0);
+    assert_int_equal(lockcore_extend(brief, &in2, 600), 0);
+    hp_sleep_ms(1500);
+    assert_true(lockcore_remaining_ms(&outer) > 1000);
+    assert_int_equal(lockcore_acquire(other, "nest:t", &x), LOCKCORE_ELOCKED);
+    for (int i = 0; i < NODES; i++)
+        assert_true(rh_pttl(f->rc, i, "nest:t") > 1000);
+    /* The outer hold extends with a shorter TTL: its own expiry, never the
+     * key's below another live hold's. */
+    assert_int_equal(lockcore_reentrant_acquire(c, "nest:t", outer.id, &in1), 0);
+    assert_int_equal(lockcore_extend(brief, &outer, 600), 0);
+    hp_sleep_ms(900);
+    assert_true(lockcore_remaining_ms(&in1) > 1000);
+    assert_int_equal(lockcore_acquire(other, "nest:t", &x), LOCKCORE_ELOCKED);
+    assert_int_equal(lockcore_release(c, &in1), 0);
+    assert_int_equal(lockcore_acquire(other, "nest:t", &x), 0); /* the outer hold ran out */
+    assert_int_equal(lockcore_release(other, &x), 0);
+    lockcore_client_free(other);
+    lockcore_client_free(brief);
     lockcore_client_free(c);
 }
 
@@ -1068,11 +1188,13 @@ static void test_kinds_rw_status_names_readers(void **state)
     while (!ww.done && hp_now_ms() < until)
         lockcore_run(cw, 20);
     assert_int_equal(ww.rc, 0);
-    assert_string_equal(ww.lock.id, waiting);
+    char acq[LOCKCORE_ID_LEN + 1];
+    acq_of(ww.lock.id, acq);
+    assert_string_equal(acq, waiting); /* the intent named the writer's acquisition */
     hp_sleep_ms(50);
     assert_int_equal(lockcore_rw_status(c, "shelf", st, NODES), NODES);
     for (int i = 0; i < NODES; i++) {
-        assert_string_equal(st[i].holder, waiting);
+        assert_string_equal(st[i].holder, ww.lock.id);
         assert_int_equal(st[i].holds, 0);
         assert_string_equal(st[i].readers[0].id, "");
         assert_string_equal(st[i].writer_waits, ""); /* granted: its intent went */
@@ -1237,9 +1359,9 @@ static void test_kinds_locks_from_ids(void **state)
     assert_int_equal(lockcore_reentrant_acquire(c, "id:r", NULL, &r), 0);
     assert_int_equal(lockcore_reentrant_acquire(d, "id:r", r.id, &r2), 0); /* a child joins */
     assert_int_equal(r2.token, r.token);
-    assert_int_equal(lockcore_lock_from_id(d, "id:r", r.id, &x), 0);
+    assert_int_equal(lockcore_lock_from_id(d, "id:r", r2.id, &x), 0);
     x.flags |= LOCKCORE_LOCK_REENTRANT;
-    assert_int_equal(lockcore_release(d, &x), 0); /* the child's hold */
+    assert_int_equal(lockcore_release(d, &x), 0); /* the child's hold, by its id */
     assert_int_equal(lockcore_acquire(d, "id:r", &x), LOCKCORE_ELOCKED);
     assert_int_equal(lockcore_release(c, &r), 0);
     assert_int_equal(lockcore_acquire(d, "id:r", &x), 0);
@@ -1299,6 +1421,9 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_kinds_multi_no_partial_hold, setup, teardown),
         cmocka_unit_test_setup_teardown(test_kinds_multi_tokens_mix_with_single, setup, teardown),
         cmocka_unit_test_setup_teardown(test_kinds_reentrant_counts_holds, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_kinds_reentrant_holds_survive_missed_minorities, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_kinds_reentrant_extend_never_shortens_the_hold, setup, teardown),
         cmocka_unit_test_setup_teardown(test_kinds_reentrant_processes_with_restart, setup, teardown),
         cmocka_unit_test_setup_teardown(test_kinds_release_tells_plain_waiters, setup, teardown),
         cmocka_unit_test_setup_teardown(test_kinds_rw_readers_share_writer_waits, setup, teardown),

@@ -1,7 +1,8 @@
 -- The release of a lock key (docs/fairness.md, step 4), shared by the plain
 -- lock and every kind that frees a lock key: lock, info (holder info),
 -- q and dl (the waiters' queue), mark (anyone waits); id the releaser's
--- lock id; what: 'r' a rollback (of a failed attempt: it keeps its place,
+-- lock id, qid its place in the queue (the acquisition's id, which every
+-- attempt's lock id starts with; docs/fairness.md); what: 'r' a rollback (of a failed attempt: it keeps its place,
 -- tells nobody, reserves nothing), '' a release that tells nobody, or a
 -- release that names the next live waiter and keeps the lock for it so
 -- many ms ('0': none). Returns 1 where the key held id, else 0.
@@ -16,7 +17,7 @@
 -- SET NX is refused, and only that waiter's attempt turns it into its lock.
 --- @include "clock"
 --- @include "queue"
-local function release(lock, info, q, dl, mark, id, what)
+local function release(lock, info, q, dl, mark, id, qid, what)
   local held = redis.call('GET', lock) == id
   if what == 'r' then
     if not held then return 0 end
@@ -24,12 +25,12 @@ local function release(lock, info, q, dl, mark, id, what)
     return 1
   end
   if not held then
-    if redis.call('ZCARD', q) > 0 then queue_leave(q, dl, id) end
+    if redis.call('ZCARD', q) > 0 then queue_leave(q, dl, qid) end
     return 0
   end
   if redis.call('DEL', lock, info, mark) == 1 then return 1 end
   if redis.call('ZCARD', q) == 0 then return 1 end
-  queue_leave(q, dl, id)
+  queue_leave(q, dl, qid)
   if redis.call('ZCARD', q) == 0 then return 1 end
   redis.call('SET', mark, '1', 'PX', math.max(redis.call('PTTL', q), 1))
   if what == '' then return 1 end
