@@ -9,6 +9,7 @@
 #include <hiredis/sds.h>
 
 #include "internal.h"
+#include "kinds/kind.h"
 
 #define TTL_MAX_MS (24ULL * 3600 * 1000) /* a lock that needs longer is extended */
 #define WAIT_MAX_MS (365ULL * 24 * 3600 * 1000)
@@ -196,7 +197,9 @@ static void client_destroy(lockcore_client *c)
 {
     c->freeing = 1;
     lockcore__keepalives_detach(c);
-    lockcore__kinds_cancel(c);
+    for (const struct lockcore__kind *const *k = lockcore__kinds; *k != NULL; k++)
+        if ((*k)->cancel != NULL)
+            (*k)->cancel(c);
     /* Canceled callbacks cannot start new operations (c->freeing), so this
      * ends with nothing in flight and nothing leaked. */
     while (c->active != NULL || c->done_head != NULL) {
@@ -212,7 +215,9 @@ static void client_destroy(lockcore_client *c)
     }
     lockcore__ops_free(c);
     lockcore__notify_free(c);
-    lockcore__kinds_keyset_free(c);
+    for (const struct lockcore__kind *const *k = lockcore__kinds; *k != NULL; k++)
+        if ((*k)->release != NULL)
+            (*k)->release(c);
     client_release(c);
 }
 
@@ -400,9 +405,9 @@ static int pollfds(lockcore_client *c, struct pollfd *fds, size_t cap, int *time
     uint64_t kt = lockcore__keepalive_next_timer(c);
     if (kt < next)
         next = kt;
-    kt = lockcore__kinds_next_timer(c);
-    if (kt < next)
-        next = kt;
+    for (const struct lockcore__kind *const *k = lockcore__kinds; *k != NULL; k++)
+        if ((*k)->next_timer != NULL && (kt = (*k)->next_timer(c)) < next)
+            next = kt;
     if (c->done_head != NULL)
         *timeout_ms = 0;
     else if (next == UINT64_MAX)
@@ -449,7 +454,9 @@ static int process(lockcore_client *c, const struct pollfd *fds, size_t nfds)
         lockcore__op_check_timers(op, now);
     }
     lockcore__keepalive_check(c, now);
-    lockcore__kinds_check(c, now);
+    for (const struct lockcore__kind *const *k = lockcore__kinds; *k != NULL; k++)
+        if ((*k)->check != NULL)
+            (*k)->check(c, now);
     /* Send what the replies and timers produced in one write per node. */
     for (unsigned i = 0; i < n_conns(c); i++)
         lockcore__node_flush(c, conn(c, i));
@@ -726,6 +733,7 @@ static struct op *start_with_lock(lockcore_client *c, enum op_kind kind, const s
         return NULL;
     op->lock = *lock;
     op->lock.nodes = c->n;
+    op->type = lockcore__kind_of(lock->flags);
     lockcore__qid(lock->id, op->qid);
     lockcore__op_set_keys(op, lock->resource);
     op->ttl_ms = ttl_ms ? ttl_ms : c->o.ttl_ms;

@@ -124,10 +124,13 @@ enum phase { PH_LOCK, PH_RAISE, PH_RETRY_WAIT, PH_EXTEND, PH_RELEASE, PH_STATUS,
 /* Per-node outcome within the current phase. */
 enum slot { SLOT_OPEN, SLOT_YES, SLOT_NO, SLOT_NET, SLOT_PROTO };
 
+struct lockcore__kind;
+
 struct op {
     struct op *next, *prev; /* active list, or free list via next */
     lockcore_client *c;
     enum op_kind kind;
+    const struct lockcore__kind *type; /* the lock's kind (kinds/kind.h); NULL: a plain lock */
     enum phase phase;
     uint64_t serial; /* changes with every phase: stale replies don't match */
     lockcore_cb cb;
@@ -238,9 +241,9 @@ struct lockcore_client {
     int freeing;    /* being freed: no new operation may start */
     int ka_walking; /* keep-alives are being walked: stop() only marks */
     char errmsg[ERRMSG_MAX];
-    /* The lock kinds (kinds.c, sem.c, multi.c, reentrant.c). */
+    /* What the lock kinds keep per client (kinds/). */
     struct {
-        struct lockcore__sem *sems;  /* semaphore acquisitions in flight */
+        struct lockcore__sem *sems;  /* semaphore acquisitions in flight (kinds/sem.c) */
         struct lockcore__keyset *ks; /* the keys of ks_for, kept: a keyset is ~75 KiB */
         char *ks_for;
         char sha[16][41]; /* of the kinds' scripts, computed locally */
@@ -251,9 +254,6 @@ struct lockcore_client {
         uint32_t sent[LOCKCORE_NODES_MAX];
     } kx;
 };
-
-/* kinds.c: frees the client's cached keyset. */
-void lockcore__kinds_keyset_free(lockcore_client *c);
 
 /* node.c */
 void lockcore__node_init(lockcore_client *c, struct node *n, unsigned index);
@@ -287,6 +287,11 @@ void lockcore__step_nums(const struct op *op, struct step_nums *n);
  * a polling client's release, or the ms a notified or fair release keeps
  * the lock for the waiter it names. */
 void lockcore__release_arg(const struct op *op, enum step step, char *buf, size_t cap);
+/* The queued acquire of a waiter for node i (SCRIPT_ACQUIRE_QUEUED): the
+ * key set to value; with holds (a reentrant lock's), its first hold is the
+ * attempt's lock id. */
+int lockcore__queued_lock(struct op *op, unsigned i, const char *value, const char *holds, int use_eval,
+                          uint64_t now);
 struct op *lockcore__op_new(lockcore_client *c, enum op_kind kind, lockcore_cb cb, void *arg);
 void lockcore__op_start(struct op *op, uint64_t now);
 void lockcore__op_reply(struct op *op, unsigned node, enum step step, redisReply *r, uint64_t now);
@@ -327,29 +332,7 @@ uint64_t lockcore__keepalive_next_timer(const lockcore_client *c);
 void lockcore__keepalive_check(lockcore_client *c, uint64_t now);
 void lockcore__keepalives_detach(lockcore_client *c);
 
-/* The lock kinds (kinds.h has what they share). */
-/* sem.c: semaphore acquisitions are drivers with timers of their own, run
- * from the client's loop; the client's free ends them. */
-struct lockcore__sem;
-uint64_t lockcore__kinds_next_timer(const lockcore_client *c);
-void lockcore__kinds_check(lockcore_client *c, uint64_t now);
-void lockcore__kinds_cancel(lockcore_client *c);
-/* kinds.c: an operation on a lock whose flags name a kind builds its
- * commands there: lockcore__kinds_resend returns what lockcore__op_resend
- * would, or 1 for a step the kind sends as a plain lock does. */
-#define LOCKCORE__KIND_FLAGS                                                                                 \
-    (LOCKCORE_LOCK_MULTI | LOCKCORE_LOCK_REENTRANT | LOCKCORE_LOCK_READ | LOCKCORE_LOCK_WRITE)
-int lockcore__kinds_resend(struct op *op, unsigned node, enum step step, int use_eval, uint64_t now);
-/* reentrant.c: a node's reply to a re-entry (before op.c reads it);
- * whether a majority re-entered: 1 yes (op->proposal is the hold's
- * token), -1 not decided yet, 0 no; whether the hold a re-entry named is
- * gone on a majority (then it goes on as a first hold: 1); and what a
- * grant of a reentrant lock sends after it (the hold's token to the nodes
- * that may lack it). */
-void lockcore__kinds_lock_reply(struct op *op, unsigned node, const redisReply *r);
-int lockcore__kinds_reentered(struct op *op);
-int lockcore__kinds_join_gone(struct op *op);
-void lockcore__kinds_granted(struct op *op);
+/* The lock kinds are called only through their tables (kinds/kind.h). */
 
 /* client.c */
 /* Fill the resource, the lock key and the keys and channel beside it. */

@@ -17,7 +17,7 @@
 #include <string.h>
 
 #include "internal.h"
-#include "kinds.h"
+#include "kinds/kind.h"
 
 /* A lock whose token was refused may try this many second rounds before
  * the attempt is rolled back and retried. */
@@ -119,63 +119,95 @@ void lockcore__release_arg(const struct op *op, enum step step, char *buf, size_
         lockcore__u64s(buf, cap, 2 * o->request_timeout_ms);
 }
 
-/* Build and queue the command of `step` for one node. EVALSHA when the
- * script's sha is known, else EVAL (which also caches the script). */
+/* One call of a plain script: its keys and arguments. */
+struct pcmd {
+    const char *keys[6], *args[9];
+    size_t klens[6], alens[9];
+    int nkeys, nargs;
+};
+#define KEY(p, l) (k.keys[k.nkeys] = (p), k.klens[k.nkeys++] = (l))
+#define ARG(p) (k.args[k.nargs] = (p), k.alens[k.nargs++] = strlen(p))
+
+/* Queue one call of the plain script `script` for node i: EVALSHA when
+ * its sha is known, else EVAL (which also caches it). Fire-and-forget
+ * steps have no operation: their replies are dropped. */
+static int send_script(struct op *op, unsigned i, enum step step, int script, const struct pcmd *k,
+                       int use_eval, uint64_t now)
+{
+    lockcore_client *c = op->c;
+    const char *argv[3 + 6 + 9];
+    size_t lens[3 + 6 + 9];
+    int argc = 0;
+    static const char *const nk[] = {"0", "1", "2", "3", "4", "5", "6"};
+    _Static_assert(sizeof(k->keys) / sizeof(k->keys[0]) < sizeof(nk) / sizeof(nk[0]), "nk too short");
+    if (use_eval || c->sha[script][0] == '\0') {
+        argv[argc] = "EVAL", lens[argc++] = 4;
+        argv[argc] = lockcore__scripts[script], lens[argc++] = strlen(lockcore__scripts[script]);
+    } else {
+        argv[argc] = "EVALSHA", lens[argc++] = 7;
+        argv[argc] = c->sha[script], lens[argc++] = 40;
+    }
+    argv[argc] = nk[k->nkeys], lens[argc++] = 1;
+    for (int j = 0; j < k->nkeys; j++)
+        argv[argc] = k->keys[j], lens[argc++] = k->klens[j];
+    for (int j = 0; j < k->nargs; j++)
+        argv[argc] = k->args[j], lens[argc++] = k->alens[j];
+    int mine = step != STEP_IGNORE && step != STEP_INFO && step != STEP_DEQUEUE;
+    return lockcore__node_send(c, &c->nodes[i], argc, argv, lens, mine ? op : NULL, step, 0, now);
+}
+
+int lockcore__queued_lock(struct op *op, unsigned i, const char *value, const char *holds, int use_eval,
+                          uint64_t now)
+{
+    lockcore_client *c = op->c;
+    struct pcmd k = {.nkeys = 0};
+    struct step_nums num;
+    char ticket[24], qttl[24];
+    lockcore__step_nums(op, &num);
+    lockcore__u64s(ticket, sizeof(ticket), op->ticket);
+    lockcore__u64s(qttl, sizeof(qttl), c->o.queue_ttl_ms);
+    KEY(op->key, op->key_len);
+    KEY(op->fkey, op->fkey_len);
+    KEY(op->qkey, op->qkey_len);
+    KEY(op->qexp, op->qexp_len);
+    KEY(op->wkey, op->wkey_len);
+    if (holds != NULL)
+        KEY(holds, strlen(holds));
+    ARG(value);
+    ARG(num.ttl);
+    ARG(num.prop);
+    ARG(num.idle);
+    ARG(ticket);
+    ARG(qttl);
+    ARG(c->o.wait_mode == LOCKCORE_WAIT_FAIR ? "1" : op->lock.attempts <= 1 ? "2" : "0");
+    ARG(op->qid);
+    if (holds != NULL)
+        ARG(op->lock.id);
+    return send_script(op, i, STEP_LOCK, SCRIPT_ACQUIRE_QUEUED, &k, use_eval, now);
+}
+
+/* Build and queue the command of `step` for one node: the lock's kind's,
+ * or the plain lock's. */
 int lockcore__op_resend(struct op *op, unsigned i, enum step step, int use_eval, uint64_t now)
 {
     lockcore_client *c = op->c;
     struct node *n = &c->nodes[i];
-    const char *argv[18]; /* EVAL script numkeys, 6 keys, 9 args */
-    size_t lens[18];
+    struct pcmd k = {.nkeys = 0};
     struct step_nums num; /* not for releases: they send none of it */
-    int argc = 0, script = -1;
-    const char *keys[6], *args[9];
-    size_t klens[6], alens[9];
-    char ticket[24], qttl[24], reserve[24], holds[INFO_KEY_MAX + 1];
-    int nkeys = 0, nargs = 0;
-    /* A reentrant waiter waits in the queue as a plain one does: its
-     * queued attempts and its leaving the queue are the plain steps. */
-    int plain_step = step == STEP_DEQUEUE || (step == STEP_LOCK && op->queued);
-    if ((op->lock.flags & LOCKCORE__KIND_FLAGS) && !plain_step) {
-        int krc = lockcore__kinds_resend(op, i, step, use_eval, now);
+    char reserve[24];
+    int script = -1;
+    /* Leaving the queue is the same step for every kind. */
+    if (op->type != NULL && step != STEP_DEQUEUE) {
+        int krc = op->type->resend(op, i, step, use_eval, now);
         if (krc != 1)
             return krc;
     }
-#define KEY(p, l) (keys[nkeys] = (p), klens[nkeys++] = (l))
-#define ARG(p) (args[nargs] = (p), alens[nargs++] = strlen(p))
 
     switch (step) {
     case STEP_LOCK:
+        if (op->queued) /* a waiter: takes its place in the queue and tries */
+            return lockcore__queued_lock(op, i, op->lock.id, NULL, use_eval, now);
         lockcore__step_nums(op, &num);
-        if (op->queued) {
-            /* A waiter: takes its place in the queue and tries. */
-            lockcore__u64s(ticket, sizeof(ticket), op->ticket);
-            lockcore__u64s(qttl, sizeof(qttl), c->o.queue_ttl_ms);
-            script = SCRIPT_ACQUIRE_QUEUED;
-            KEY(op->key, op->key_len);
-            KEY(op->fkey, op->fkey_len);
-            KEY(op->qkey, op->qkey_len);
-            KEY(op->qexp, op->qexp_len);
-            KEY(op->wkey, op->wkey_len);
-            /* A reentrant lock's key holds its owner, the acquisition's
-             * id; the attempt's own lock id is the first hold. */
-            int re = (op->lock.flags & LOCKCORE_LOCK_REENTRANT) != 0;
-            if (re) {
-                lockcore__kinds_tagged(holds, op->key, ":holds");
-                KEY(holds, strlen(holds));
-            }
-            ARG(re ? op->qid : op->lock.id);
-            ARG(num.ttl);
-            ARG(num.prop);
-            ARG(num.idle);
-            ARG(ticket);
-            ARG(qttl);
-            ARG(c->o.wait_mode == LOCKCORE_WAIT_FAIR ? "1" : op->lock.attempts <= 1 ? "2" : "0");
-            ARG(op->qid);
-            if (re)
-                ARG(op->lock.id);
-            break;
-        }
         if (!c->o.fencing) {
             /* Plain Redlock: the classic SET NX PX, no script needed (a
              * notified waiter's first attempt too: a reservation is the lock
@@ -245,7 +277,7 @@ int lockcore__op_resend(struct op *op, unsigned i, enum step step, int use_eval,
         KEY(op->key, op->key_len);
         KEY(op->ikey, op->ikey_len);
         ARG(op->lock.id);
-        args[nargs] = c->info, alens[nargs++] = c->info_len;
+        k.args[k.nargs] = c->info, k.alens[k.nargs++] = c->info_len;
         ARG(num.ttl);
         break;
     case STEP_STATUS:
@@ -259,27 +291,10 @@ int lockcore__op_resend(struct op *op, unsigned i, enum step step, int use_eval,
     default:
         return -EINVAL;
     }
+    return send_script(op, i, step, script, &k, use_eval, now);
+}
 #undef KEY
 #undef ARG
-
-    static const char *const nk[] = {"0", "1", "2", "3", "4", "5", "6"};
-    _Static_assert(sizeof(keys) / sizeof(keys[0]) < sizeof(nk) / sizeof(nk[0]), "nk too short");
-    if (use_eval || c->sha[script][0] == '\0') {
-        argv[argc] = "EVAL", lens[argc++] = 4;
-        argv[argc] = lockcore__scripts[script], lens[argc++] = strlen(lockcore__scripts[script]);
-    } else {
-        argv[argc] = "EVALSHA", lens[argc++] = 7;
-        argv[argc] = c->sha[script], lens[argc++] = 40;
-    }
-    argv[argc] = nk[nkeys], lens[argc++] = 1;
-    for (int k = 0; k < nkeys; k++)
-        argv[argc] = keys[k], lens[argc++] = klens[k];
-    for (int k = 0; k < nargs; k++)
-        argv[argc] = args[k], lens[argc++] = alens[k];
-    /* Fire-and-forget steps have no operation: their replies are dropped. */
-    int mine = step != STEP_IGNORE && step != STEP_INFO && step != STEP_DEQUEUE;
-    return lockcore__node_send(c, n, argc, argv, lens, mine ? op : NULL, step, 0, now);
-}
 
 static void note_failure(struct op *op, unsigned i, const char *why)
 {
@@ -394,12 +409,9 @@ static uint64_t wait_delay(struct op *op, int rc)
     }
     uint64_t delay = backoff_delay(op);
     int refused = rc == LOCKCORE_ELOCKED;
-    /* The lock kinds but the reentrant lock (kinds.c) keep no place in the
-     * nodes' queues: they poll. So does a reentrant acquisition that joins
-     * a hold by its id: refused, that hold is gone, and in the queue the
-     * key holding its id would look like a reservation for it. */
+    /* A kind that keeps no place in the nodes' queues polls (kind.h). */
     if (c->o.wait_mode == LOCKCORE_WAIT_POLL || !refused ||
-        (op->lock.flags & LOCKCORE__KIND_FLAGS & ~LOCKCORE_LOCK_REENTRANT) || op->joins)
+        (op->type != NULL && (op->type->queues == NULL || !op->type->queues(op))))
         return delay;
     if (!op->queued) {
         /* The next attempt, at once, takes the place; it is not one of
@@ -541,7 +553,8 @@ static void granted(struct op *op, unsigned yes, uint64_t now)
     op->lock.token = op->c->o.fencing ? op->proposal : 0;
     if (op->lock.token > *fence_seen(op))
         *fence_seen(op) = op->lock.token;
-    lockcore__kinds_granted(op);
+    if (op->type != NULL && op->type->granted != NULL)
+        op->type->granted(op);
     op->errmsg[0] = '\0';
     lockcore__op_finish(op, 0);
 }
@@ -595,32 +608,21 @@ static void decide_lock(struct op *op, const struct fencing_tally *t, unsigned n
                         unsigned proto, uint64_t now)
 {
     lockcore_client *c = op->c;
-    if (op->joins) {
-        /* A re-entry: granted by a majority that added our hold, with the
-         * hold's token; never a fresh grant (reentrant.c). */
-        int re = lockcore__kinds_reentered(op);
-        if (re < 0)
-            return; /* a majority may still re-enter */
-        if (re > 0 && (op->proposal != 0 || !c->o.fencing)) {
+    if (op->type != NULL && op->type->decide_lock != NULL) {
+        int rc = 0;
+        switch (op->type->decide_lock(op, &rc)) {
+        case KIND_WAIT:
+            return;
+        case KIND_GRANT:
             granted(op, t->granted, now);
             return;
-        }
-        if (re > 0) {
-            lockcore__fmt(op->errmsg, sizeof(op->errmsg),
-                          "re-enter '%s': the re-entering nodes keep no token for the hold",
-                          op->lock.resource);
-            attempt_failed(op, LOCKCORE_EFENCE, now);
+        case KIND_FAIL:
+            attempt_failed(op, rc, now);
             return;
-        }
-        if (lockcore__kinds_join_gone(op)) {
-            /* The hold is gone on a majority: a first hold of our own,
-             * at once, is what the caller gets instead. */
-            op->again = 1;
-            op->free_retries++;
+        case KIND_PLAIN:
+            break;
         }
     }
-    if (op->lock.flags & LOCKCORE_LOCK_READ)
-        op->proposal = op->max_fence; /* a reader's token: the newest fence it saw (rw.c) */
     switch (fencing_decide(t, c->o.fencing)) {
     case FENCING_WAIT:
         return;
@@ -877,11 +879,10 @@ static void note_holder(struct op *op, const redisReply *h, long long pttl)
 static void status_reply(struct op *op, unsigned i, const redisReply *r)
 {
     struct lockcore_node_status *st = &op->status[i];
-    /* The plain status: 6 elements (with the queue of waiters); a
-     * reentrant hold's: 5 (with its count); a read-write lock's: 7 (the
-     * readers' count, the first readers, the waiting writer). */
-    int rw = (op->lock.flags & LOCKCORE_LOCK_READ) != 0;
-    if (r->type != REDIS_REPLY_ARRAY || r->elements < 5 || r->elements > 7 || (r->elements == 7) != rw ||
+    /* The plain status: 6 elements (with the queue of waiters); a kind's
+     * with 5 has a count of holds; with 7 the readers' count, the first
+     * readers and the waiting writer (kinds/). */
+    if (r->type != REDIS_REPLY_ARRAY || r->elements < 5 || r->elements > 7 ||
         r->element[0]->type != REDIS_REPLY_STRING || r->element[3]->type != REDIS_REPLY_STRING ||
         (r->elements >= 6 && r->element[5]->type != REDIS_REPLY_ARRAY) ||
         (r->elements == 7 && r->element[6]->type != REDIS_REPLY_STRING)) {
@@ -946,11 +947,11 @@ void lockcore__op_reply(struct op *op, unsigned i, enum step step, redisReply *r
         else
             return;
     }
-    if (step == STEP_LOCK && (op->lock.flags & LOCKCORE_LOCK_REENTRANT))
-        lockcore__kinds_lock_reply(op, i, r);
+    if (step == STEP_LOCK && op->type != NULL && op->type->lock_reply != NULL)
+        op->type->lock_reply(op, i, r);
     switch (step) {
     case STEP_LOCK:
-        if (!op->c->o.fencing && !op->queued && !(op->lock.flags & LOCKCORE__KIND_FLAGS)) {
+        if (!op->c->o.fencing && !op->queued && op->type == NULL) {
             if (r->type == REDIS_REPLY_STATUS && strcmp(r->str, "OK") == 0)
                 op->slot[i] = SLOT_YES;
             else if (r->type == REDIS_REPLY_NIL)

@@ -4,7 +4,7 @@
 #ifndef LOCKCORE_KINDS_H
 #define LOCKCORE_KINDS_H
 
-#include "internal.h"
+#include "kind.h"
 
 /* The kinds' scripts that go by EVALSHA: their slots in c->kx.sha. */
 enum kscript {
@@ -69,10 +69,13 @@ struct lockcore__kcmd {
 int lockcore__kinds_send(struct op *op, unsigned i, enum step step, int slot, const char *body, int use_eval,
                          const struct lockcore__kcmd *k, uint64_t now);
 
-/* Each kind's commands (lockcore__kinds_resend dispatches). */
-int lockcore__multi_resend(struct op *op, unsigned i, enum step step, int use_eval, uint64_t now);
-int lockcore__re_resend(struct op *op, unsigned i, enum step step, int use_eval, uint64_t now);
-int lockcore__rw_resend(struct op *op, unsigned i, enum step step, int use_eval, uint64_t now);
+/* Each kind's table (kind.h), listed in kinds.c. */
+extern const struct lockcore__kind lockcore__kind_sem, lockcore__kind_multi, lockcore__kind_reentrant,
+    lockcore__kind_read, lockcore__kind_write;
+
+/* The client's keyset cache, freed (idempotent: every kind that uses it
+ * has it as its release). */
+void lockcore__kinds_keyset_free(lockcore_client *c);
 
 /* Argument checks; they set c->errmsg. */
 int lockcore__kinds_check_client(lockcore_client *c);

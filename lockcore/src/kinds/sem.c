@@ -256,7 +256,7 @@ int lockcore_sem_acquire(lockcore_client *c, const char *resource, unsigned perm
     return rc;
 }
 
-uint64_t lockcore__kinds_next_timer(const lockcore_client *c)
+static uint64_t sem_next_timer(const lockcore_client *c)
 {
     uint64_t next = UINT64_MAX;
     for (const struct lockcore__sem *d = c->kx.sems; d != NULL; d = d->next)
@@ -265,7 +265,7 @@ uint64_t lockcore__kinds_next_timer(const lockcore_client *c)
     return next;
 }
 
-void lockcore__kinds_check(lockcore_client *c, uint64_t now)
+static void sem_check(lockcore_client *c, uint64_t now)
 {
     /* A callback run from here may start new acquisitions (they go to the
      * head of the list, unvisited) but cannot end others. */
@@ -280,7 +280,7 @@ void lockcore__kinds_check(lockcore_client *c, uint64_t now)
     }
 }
 
-void lockcore__kinds_cancel(lockcore_client *c)
+static void sem_cancel(lockcore_client *c)
 {
     /* Those waiting for their next round end here; those with a permit's
      * acquisition in flight end when it is canceled. */
@@ -294,6 +294,15 @@ void lockcore__kinds_cancel(lockcore_client *c)
         }
     }
 }
+
+/* A driver over plain acquisitions: its rounds are timers of the client's
+ * loop, ended when the client is freed. */
+const struct lockcore__kind lockcore__kind_sem = {
+    .name = "semaphore",
+    .next_timer = sem_next_timer,
+    .check = sem_check,
+    .cancel = sem_cancel,
+};
 
 int lockcore_sem_status(lockcore_client *c, const char *resource, unsigned permits,
                         struct lockcore_permit_status *out, size_t cap)

@@ -22,7 +22,7 @@ static const char *const multi_scripts[] = {
     [KS_MULTI_INFO] = lockcore__lua_multi_info,
 };
 
-int lockcore__multi_resend(struct op *op, unsigned i, enum step step, int use_eval, uint64_t now)
+static int multi_resend(struct op *op, unsigned i, enum step step, int use_eval, uint64_t now)
 {
     lockcore_client *c = op->c;
     struct lockcore__keyset *ks = lockcore__kinds_keyset(c, op->lock.resource);
@@ -109,6 +109,13 @@ int lockcore__multi_resend(struct op *op, unsigned i, enum step step, int use_ev
     rc = lockcore__kinds_send(op, i, step, s, body ? body : multi_scripts[s], use_eval, &k, now);
     return rc;
 }
+
+const struct lockcore__kind lockcore__kind_multi = {
+    .name = "multi",
+    .flag = LOCKCORE_LOCK_MULTI,
+    .resend = multi_resend,
+    .release = lockcore__kinds_keyset_free,
+};
 
 /* Join a set's names with '\n' into out, checking them. */
 static int join_set(lockcore_client *c, const char *const *resources, size_t n, char *out)

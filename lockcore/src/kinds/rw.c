@@ -22,7 +22,7 @@ static const char *const rw_scripts[] = {
     [KS_RW_WRELEASE] = lockcore__lua_rw_wrelease,
 };
 
-int lockcore__rw_resend(struct op *op, unsigned i, enum step step, int use_eval, uint64_t now)
+static int rw_resend(struct op *op, unsigned i, enum step step, int use_eval, uint64_t now)
 {
     lockcore_client *c = op->c;
     int write = (op->lock.flags & LOCKCORE_LOCK_WRITE) != 0;
@@ -110,6 +110,30 @@ int lockcore__rw_resend(struct op *op, unsigned i, enum step step, int use_eval,
                               body ? body : rw_scripts[s], use_eval, &k, now);
     return rc;
 }
+
+/* A reader's token is the newest fence it saw, not a new one (the top of
+ * this file). */
+static enum kind_verdict read_decide(struct op *op, int *rc)
+{
+    (void)rc;
+    op->proposal = op->max_fence;
+    return KIND_PLAIN;
+}
+
+const struct lockcore__kind lockcore__kind_read = {
+    .name = "read",
+    .flag = LOCKCORE_LOCK_READ,
+    .resend = rw_resend,
+    .decide_lock = read_decide,
+    .release = lockcore__kinds_keyset_free,
+};
+
+const struct lockcore__kind lockcore__kind_write = {
+    .name = "write",
+    .flag = LOCKCORE_LOCK_WRITE,
+    .resend = rw_resend,
+    .release = lockcore__kinds_keyset_free,
+};
 
 /* A writer that gives up must not leave its intent behind to keep readers
  * out until its TTL: its acquisition's callback is wrapped, and a failure

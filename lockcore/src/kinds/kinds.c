@@ -20,6 +20,7 @@
 #include <openssl/sha.h>
 
 #include "kinds.h"
+#include "kind.h"
 
 /* The sha1 of a script, as Redis names it; computed here so that EVALSHA
  * can be tried first (a NOSCRIPT reply resends it with EVAL, which also
@@ -90,15 +91,18 @@ void lockcore__kinds_keyset_free(lockcore_client *c)
     c->kx.ks_for = NULL;
 }
 
-int lockcore__kinds_resend(struct op *op, unsigned i, enum step step, int use_eval, uint64_t now)
+/* Every kind: a new kind is a file of this folder and a line here. */
+const struct lockcore__kind *const lockcore__kinds[] = {
+    &lockcore__kind_sem,  &lockcore__kind_multi, &lockcore__kind_reentrant,
+    &lockcore__kind_read, &lockcore__kind_write, NULL,
+};
+
+const struct lockcore__kind *lockcore__kind_of(unsigned flags)
 {
-    if (op->lock.flags & LOCKCORE_LOCK_MULTI)
-        return lockcore__multi_resend(op, i, step, use_eval, now);
-    if (op->lock.flags & LOCKCORE_LOCK_REENTRANT)
-        return lockcore__re_resend(op, i, step, use_eval, now);
-    if (op->lock.flags & (LOCKCORE_LOCK_READ | LOCKCORE_LOCK_WRITE))
-        return lockcore__rw_resend(op, i, step, use_eval, now);
-    return 1;
+    for (const struct lockcore__kind *const *k = lockcore__kinds; *k != NULL; k++)
+        if ((*k)->flag & flags)
+            return *k;
+    return NULL;
 }
 
 int lockcore__kinds_send(struct op *op, unsigned i, enum step step, int slot, const char *body, int use_eval,
@@ -190,6 +194,7 @@ struct op *lockcore__kinds_start(lockcore_client *c, const char *resource, unsig
     if (op == NULL)
         return NULL;
     op->lock.flags = flags;
+    op->type = lockcore__kind_of(flags);
     op->joins = id != NULL;
     uint64_t now = lockcore_now_ms();
     /* A deadline already past (1 ms after boot) leaves no room for a retry
@@ -288,6 +293,7 @@ int lockcore__kinds_status(lockcore_client *c, const char *what, const char *res
     memcpy(op->key + c->prefix_len, resource, len + 1);
     op->key_len = c->prefix_len + len;
     op->lock.flags = flags;
+    op->type = lockcore__kind_of(flags);
     op->status = out;
     lockcore__op_start(op, lockcore_now_ms());
     return lockcore__kinds_wait(c, &w, lockcore__kinds_abort_op, op);

@@ -23,7 +23,7 @@ static const char *const re_scripts[] = {
     [KS_RE_ENTER] = lockcore__lua_re_enter,     [KS_RE_INFO] = lockcore__lua_set_info,
 };
 
-int lockcore__re_resend(struct op *op, unsigned i, enum step step, int use_eval, uint64_t now)
+static int re_resend(struct op *op, unsigned i, enum step step, int use_eval, uint64_t now)
 {
     lockcore_client *c = op->c;
     struct lockcore__keyset *ks = lockcore__kinds_keyset(c, op->lock.resource);
@@ -42,6 +42,8 @@ int lockcore__re_resend(struct op *op, unsigned i, enum step step, int use_eval,
         /* A fresh step: what this node said of a previous one is void. */
         op->kx.reentered[i] = 0;
         op->kx.held_token[i] = 0;
+        if (op->queued) /* a waiter's attempt: the key holds the owner */
+            return lockcore__queued_lock(op, i, op->qid, ks->holds, use_eval, now);
         if (op->joins) {
             s = KS_RE_ENTER;
             KEY(ks->lock[0]);
@@ -127,7 +129,7 @@ int lockcore__re_resend(struct op *op, unsigned i, enum step step, int use_eval,
 
 /* A re-entry's reply: {1, 0, '0', '', -1, token, owner} where the node
  * added the hold. */
-void lockcore__kinds_lock_reply(struct op *op, unsigned i, const redisReply *r)
+static void re_lock_reply(struct op *op, unsigned i, const redisReply *r)
 {
     if (!op->joins || r->type != REDIS_REPLY_ARRAY || r->elements != 7 ||
         r->element[0]->type != REDIS_REPLY_INTEGER || r->element[0]->integer != 1 ||
@@ -164,10 +166,10 @@ static void send_token(struct op *op, const char *owner, uint64_t token, const u
             lockcore__node_send(c, &c->nodes[i], 7, argv, lens, NULL, STEP_IGNORE, 0, now);
 }
 
-void lockcore__kinds_granted(struct op *op)
+static void re_granted(struct op *op)
 {
     lockcore_client *c = op->c;
-    if (!(op->lock.flags & LOCKCORE_LOCK_REENTRANT) || !c->o.fencing || op->lock.token == 0)
+    if (!c->o.fencing || op->lock.token == 0)
         return;
     uint8_t skip[LOCKCORE_NODES_MAX] = {0};
     unsigned n = 0;
@@ -182,45 +184,66 @@ void lockcore__kinds_granted(struct op *op)
         send_token(op, op->joins ? op->kx.owner : op->qid, op->lock.token, skip);
 }
 
-/* A re-entry: did a majority add our hold (1: op->proposal is the hold's
- * token, the largest any of them keeps), may it still (-1), or not (0)?
- * Each node keeps the token of the owner's first hold where it accepted
- * it, and the token agreed on goes to the others afterwards, only ever
- * upwards; a majority of re-entering nodes meets the majority that
- * accepted it, so the largest is the hold's token (docs/lockcore.md). */
-int lockcore__kinds_reentered(struct op *op)
+/* A re-entry: did a majority add our hold (op->proposal: the hold's
+ * token, the largest any of them keeps), may it still, or not? Each node
+ * keeps the token of the owner's first hold where it accepted it, and
+ * the token agreed on goes to the others afterwards, only ever upwards;
+ * a majority of re-entering nodes meets the majority that accepted it,
+ * so the largest is the hold's token (docs/lockcore.md). A re-entry is
+ * never a fresh grant: if a majority refused (the hold it named is gone
+ * there), the acquisition goes on at once as a first hold of its own. */
+static enum kind_verdict re_decide(struct op *op, int *rc)
 {
-    unsigned n = 0, open = 0;
+    lockcore_client *c = op->c;
+    if (!op->joins)
+        return KIND_PLAIN;
+    unsigned n = 0, open = 0, no = 0;
     uint64_t t = 0;
-    for (unsigned i = 0; i < op->c->n; i++) {
+    for (unsigned i = 0; i < c->n; i++) {
         open += op->slot[i] == SLOT_OPEN;
-        if (op->slot[i] == SLOT_YES && op->kx.reentered[i]) {
-            n++;
-            if (op->kx.held_token[i] > t)
-                t = op->kx.held_token[i];
-        }
+        no += op->slot[i] == SLOT_NO;
+        if (op->slot[i] == SLOT_YES && op->kx.reentered[i] && op->kx.held_token[i] > t)
+            t = op->kx.held_token[i];
+        n += op->slot[i] == SLOT_YES && op->kx.reentered[i];
     }
-    if (n >= op->c->quorum) {
+    if (n >= c->quorum) {
         op->proposal = t;
-        return 1;
+        if (t != 0 || !c->o.fencing)
+            return KIND_GRANT;
+        lockcore__fmt(op->errmsg, sizeof(op->errmsg),
+                      "re-enter '%s': the re-entering nodes keep no token for the hold", op->lock.resource);
+        *rc = LOCKCORE_EFENCE;
+        return KIND_FAIL;
     }
-    return n + open >= op->c->quorum ? -1 : 0;
+    if (n + open >= c->quorum)
+        return KIND_WAIT;
+    if (no > c->n - c->quorum) {
+        op->joins = 0;
+        op->kx.join[0] = '\0';
+        op->again = 1;
+        op->free_retries++;
+    }
+    return KIND_PLAIN; /* failed: the plain decision says why */
 }
 
-/* A re-entry that a majority refused: the hold it named is gone there.
- * The acquisition goes on as a first hold of its own (a new owner and
- * token), at once. Returns 1 if it did. */
-int lockcore__kinds_join_gone(struct op *op)
+/* A first hold waits in the nodes' queue as a plain lock does; a
+ * re-entry polls (the hold it names is there or gone, and in the queue
+ * its owner's key would pass for a reservation). */
+static int re_queues(const struct op *op)
 {
-    unsigned no = 0;
-    for (unsigned i = 0; i < op->c->n; i++)
-        no += op->slot[i] == SLOT_NO;
-    if (!op->joins || no <= op->c->n - op->c->quorum)
-        return 0;
-    op->joins = 0;
-    op->kx.join[0] = '\0';
-    return 1;
+    return !op->joins;
 }
+
+const struct lockcore__kind lockcore__kind_reentrant = {
+    .name = "reentrant",
+    .flag = LOCKCORE_LOCK_REENTRANT,
+    .resend = re_resend,
+    .lock_reply = re_lock_reply,
+    .decide_lock = re_decide,
+    .granted = re_granted,
+    .queues = re_queues,
+    .release = lockcore__kinds_keyset_free,
+};
 
 static int check_reentrant(lockcore_client *c, const char *resource, const char *id)
 {
