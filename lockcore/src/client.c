@@ -405,6 +405,8 @@ static int pollfds(lockcore_client *c, struct pollfd *fds, size_t cap, int *time
     uint64_t kt = lockcore__keepalive_next_timer(c);
     if (kt < next)
         next = kt;
+    if ((kt = lockcore__notify_next_timer(c)) < next)
+        next = kt;
     for (const struct lockcore__kind *const *k = lockcore__kinds; *k != NULL; k++)
         if ((*k)->next_timer != NULL && (kt = (*k)->next_timer(c)) < next)
             next = kt;
@@ -454,6 +456,7 @@ static int process(lockcore_client *c, const struct pollfd *fds, size_t nfds)
         lockcore__op_check_timers(op, now);
     }
     lockcore__keepalive_check(c, now);
+    lockcore__notify_check(c, now);
     for (const struct lockcore__kind *const *k = lockcore__kinds; *k != NULL; k++)
         if ((*k)->check != NULL)
             (*k)->check(c, now);

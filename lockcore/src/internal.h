@@ -170,15 +170,20 @@ struct op {
     size_t wkey_len;
     char chan[QUEUE_KEY_MAX + 18]; /* this client's release channel: "{" key "}:released:" id_prefix */
     size_t chan_len;
-    uint64_t ticket;       /* place in the queue: wall µs at the first attempt */
-    int queued;            /* attempts use the queued acquire (registers as a waiter) */
-    unsigned free_retries; /* attempts made only to take the place or to close the
-                              subscription's race: not retries the caller counts */
-    int joins;             /* a re-entry of a given hold (kx.join): it polls, never queues */
-    unsigned behind;       /* nodes that refused because another waiter is first */
-    int noticed;           /* a release named it while an attempt was in flight */
-    int again;             /* the next attempt goes at once (a re-entry whose hold is gone) */
-    int subscribed;        /* holds a reference on the key's release channel */
+    uint64_t ticket;         /* place in the queue: wall µs at the first attempt */
+    int queued;              /* attempts use the queued acquire (registers as a waiter) */
+    unsigned free_retries;   /* attempts made only to take or refresh the place, to
+                                close the subscription's race, or to see whether the
+                                waiter named before it claimed its reservation: not
+                                retries the caller counts */
+    int free_next;           /* the next attempt is one of those */
+    uint64_t hint_at;        /* a release named the waiter before it: try by then */
+    int joins;               /* a re-entry of a given hold (kx.join): it polls, never queues */
+    unsigned behind;         /* nodes that refused because another waiter is first */
+    unsigned reserved_ahead; /* ... and that waiter holds the key: its reservation */
+    int noticed;             /* a release named it while an attempt was in flight */
+    int again;               /* the next attempt goes at once (a re-entry whose hold is gone) */
+    int subscribed;          /* holds a reference on the key's release channel */
     uint8_t slot[LOCKCORE_NODES_MAX];
     uint8_t accepted[LOCKCORE_NODES_MAX];
     struct lockcore_node_status *status; /* OP_STATUS: caller's array */
@@ -235,7 +240,9 @@ struct lockcore_client {
     struct node *subs;
     struct channel *channels;
     size_t n_channels, cap_channels;
-    int notify_refused; /* a node refused SUBSCRIBE: waiters use timers */
+    unsigned sub_refs;     /* waiters holding a channel; 0: the subscribers are idle */
+    uint64_t subs_idle_ms; /* when they became idle (closed queue_ttl_ms later) */
+    int notify_refused;    /* a node refused SUBSCRIBE: waiters use timers */
     char notify_why[256];
     int free_pending;
     int freeing;    /* being freed: no new operation may start */
@@ -326,6 +333,9 @@ void lockcore__notify_drop(lockcore_client *c, struct op *op);
 void lockcore__notify_setup(lockcore_client *c, struct node *sub, uint64_t now);
 void lockcore__notify_reply(lockcore_client *c, struct node *sub, redisReply *r, uint64_t now);
 void lockcore__notify_free(lockcore_client *c);
+/* Idle subscribers (no waiter for queue_ttl_ms) are closed: the timer. */
+uint64_t lockcore__notify_next_timer(const lockcore_client *c);
+void lockcore__notify_check(lockcore_client *c, uint64_t now);
 
 /* keepalive.c */
 uint64_t lockcore__keepalive_next_timer(const lockcore_client *c);

@@ -69,6 +69,7 @@ int lockcore__notify_want(lockcore_client *c, struct op *op)
         struct channel *ch = &c->channels[k];
         if (ch->len == op->chan_len && memcmp(ch->name, op->chan, ch->len) == 0) {
             ch->refs++;
+            c->sub_refs++;
             op->subscribed = 1;
             return 0;
         }
@@ -86,6 +87,7 @@ int lockcore__notify_want(lockcore_client *c, struct op *op)
         return -1;
     memcpy(name, op->chan, op->chan_len + 1);
     c->channels[c->n_channels++] = (struct channel){name, op->chan_len, 1};
+    c->sub_refs++;
     op->subscribed = 1;
     uint64_t now = lockcore_now_ms();
     for (unsigned i = 0; i < c->n; i++) {
@@ -101,6 +103,8 @@ int lockcore__notify_want(lockcore_client *c, struct op *op)
 void lockcore__notify_drop(lockcore_client *c, struct op *op)
 {
     op->subscribed = 0;
+    if (--c->sub_refs == 0)
+        c->subs_idle_ms = lockcore_now_ms();
     for (size_t k = 0; k < c->n_channels; k++) {
         struct channel *ch = &c->channels[k];
         if (ch->len != op->chan_len || memcmp(ch->name, op->chan, ch->len) != 0)
@@ -146,30 +150,50 @@ static void subscribed(lockcore_client *c, const redisReply *chan, uint64_t now)
         if (op->kind == OP_ACQUIRE && op->phase == PH_RETRY_WAIT && op->chan_len == chan->len &&
             memcmp(op->chan, chan->str, chan->len) == 0 && op->retry_at_ms > now) {
             op->retry_at_ms = now;
-            op->free_retries++;
+            op->free_next = 1;
         }
 }
 
-/* A release named a waiter: if it is one of ours, waiting on that
- * resource, it tries again now. */
+/* A release named a waiter ("id"), or told the waiter behind it to try
+ * when the named one's reservation ends ("id+ms"): if it is one of ours,
+ * waiting on that resource, it tries now, or by then. */
 static void notice(lockcore_client *c, const redisReply *chan, const redisReply *who, uint64_t now)
 {
+    if (who->len < LOCKCORE_ID_LEN)
+        return;
+    uint64_t hint = 0;
+    if (who->len > LOCKCORE_ID_LEN + 1 && who->str[LOCKCORE_ID_LEN] == '+') {
+        char ms[24];
+        size_t n = who->len - LOCKCORE_ID_LEN - 1;
+        if (n >= sizeof(ms))
+            return;
+        memcpy(ms, who->str + LOCKCORE_ID_LEN + 1, n);
+        ms[n] = '\0';
+        hint = strtoull(ms, NULL, 10) + 1;
+    } else if (who->len != LOCKCORE_ID_LEN) {
+        return;
+    }
     for (struct op *op = c->active; op != NULL; op = op->next) {
         if (op->kind != OP_ACQUIRE || op->chan_len != chan->len ||
-            memcmp(op->chan, chan->str, chan->len) != 0)
+            memcmp(op->chan, chan->str, chan->len) != 0 || memcmp(op->qid, who->str, LOCKCORE_ID_LEN) != 0)
             continue;
-        /* Named while its attempt is in flight: that attempt may still be
-         * refused (it raced the release); try again at once after it. */
-        if (op->phase != PH_RETRY_WAIT) {
-            if (who->len == LOCKCORE_ID_LEN && memcmp(op->qid, who->str, LOCKCORE_ID_LEN) == 0)
-                op->noticed = 1;
-            continue;
-        }
-        if (who->len == LOCKCORE_ID_LEN && memcmp(op->qid, who->str, LOCKCORE_ID_LEN) == 0) {
-            if (op->retry_at_ms > now)
-                op->retry_at_ms = now;
+        if (hint != 0) {
+            /* While an attempt is in flight, its wait takes the hint. */
+            if (op->phase != PH_RETRY_WAIT)
+                op->hint_at = now + hint;
+            else if (op->retry_at_ms > now + hint) {
+                op->retry_at_ms = now + hint;
+                op->free_next = 1;
+            }
             return;
         }
+        /* Named while its attempt is in flight: that attempt may still be
+         * refused (it raced the release); try again at once after it. */
+        if (op->phase != PH_RETRY_WAIT)
+            op->noticed = 1;
+        else if (op->retry_at_ms > now)
+            op->retry_at_ms = now;
+        return;
     }
 }
 
@@ -213,6 +237,20 @@ void lockcore__notify_free(lockcore_client *c)
     }
     free(c->subs);
     c->subs = NULL;
+}
+
+/* Subscribers with no waiter are kept for queue_ttl_ms (a client that
+ * waits on a resource usually waits again soon), then closed, channels
+ * and all: a client that no longer waits keeps no connection for it. */
+uint64_t lockcore__notify_next_timer(const lockcore_client *c)
+{
+    return c->subs != NULL && c->sub_refs == 0 ? c->subs_idle_ms + c->o.queue_ttl_ms : UINT64_MAX;
+}
+
+void lockcore__notify_check(lockcore_client *c, uint64_t now)
+{
+    if (c->subs != NULL && c->sub_refs == 0 && now >= c->subs_idle_ms + c->o.queue_ttl_ms)
+        lockcore__notify_free(c);
 }
 
 const char *lockcore_notify_error(const lockcore_client *c)

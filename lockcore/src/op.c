@@ -362,6 +362,7 @@ static void attempt_begin(struct op *op, uint64_t now)
     op->holder_nodes = 0;
     op->n_holders = 0;
     op->behind = 0;
+    op->reserved_ahead = 0;
     if (op->c->o.fencing) {
         uint64_t wall = op->c->o.clock_us(op->c->o.clock_arg);
         int rc = fencing_propose(wall, *fence_seen(op), &op->proposal);
@@ -400,7 +401,7 @@ static uint64_t backoff_delay(struct op *op)
  * place before it lapses. A refusal by nodes that do not agree on one
  * holder (a split vote: nobody holds a majority) retries after the
  * backoff, since nobody will release. */
-static uint64_t wait_delay(struct op *op, int rc)
+static uint64_t wait_delay(struct op *op, int rc, uint64_t now)
 {
     lockcore_client *c = op->c;
     if (op->again) {
@@ -417,7 +418,7 @@ static uint64_t wait_delay(struct op *op, int rc)
         /* The next attempt, at once, takes the place; it is not one of
          * the retries the caller allowed. */
         op->queued = 1;
-        op->free_retries++;
+        op->free_next = 1;
         return 0;
     }
     if (op->noticed) {
@@ -427,15 +428,34 @@ static uint64_t wait_delay(struct op *op, int rc)
     if (c->notify_refused || lockcore__notify_want(c, op) < 0)
         return c->o.wait_mode == LOCKCORE_WAIT_FAIR && delay > c->o.queue_ttl_ms / 3 ? c->o.queue_ttl_ms / 3
                                                                                      : delay;
-    if (op->behind >= c->quorum) {
+    int behind = op->behind >= c->quorum;
+    if (behind && op->reserved_ahead >= c->quorum && op->holder_pttl_ms >= 0) {
+        /* The waiter ahead was named: if it has died, its reservation and
+         * its place end together, and we are next. A look, not a retry. */
+        delay = (uint64_t)op->holder_pttl_ms + 1;
+        op->free_next = 1;
+    } else if (behind) {
         delay = UINT64_MAX; /* waiters before us: the release before ours names us */
     } else if (op->holder[0] != '\0' && op->holder_nodes >= c->quorum && op->holder_pttl_ms >= 0) {
         delay = (uint64_t)op->holder_pttl_ms;
         if (c->o.retry_jitter_ms > 0)
             delay += lockcore__rand64(&c->rng) % (c->o.retry_jitter_ms + 1);
     }
-    if (delay > c->o.queue_ttl_ms / 3)
+    if (op->hint_at != 0) {
+        /* A release named the waiter before us: if that one died, its
+         * reservation and its place lapse at hint_at, and we are next. A
+         * look, not a retry. */
+        uint64_t h = op->hint_at > now ? op->hint_at - now : 0;
+        op->hint_at = 0;
+        if (h < delay) {
+            delay = h;
+            op->free_next = 1;
+        }
+    }
+    if (delay > c->o.queue_ttl_ms / 3) {
         delay = c->o.queue_ttl_ms / 3; /* keep the place in the queue */
+        op->free_next |= behind;       /* in line behind others: a refresh, not a retry */
+    }
     return delay;
 }
 
@@ -452,11 +472,15 @@ static void attempt_failed(struct op *op, int rc, uint64_t now)
         if (c->nodes[i].state != NODE_DOWN && !(op->phase == PH_LOCK && op->slot[i] == SLOT_NO))
             lockcore__op_resend(op, i, STEP_IGNORE, 0, now);
 
+    if (op->free_next) {
+        op->free_next = 0;
+        op->free_retries++;
+    }
     unsigned counted = op->lock.attempts - op->free_retries;
     int retries_left = (c->o.retry_count < 0 || counted <= (unsigned)c->o.retry_count) &&
                        (op->wait_deadline_ms == 0 || now < op->wait_deadline_ms);
     /* Only an acquisition that will retry waits (takes a place, listens). */
-    uint64_t delay = retries_left ? wait_delay(op, rc) : 0;
+    uint64_t delay = retries_left ? wait_delay(op, rc, now) : 0;
     /* With a deadline, the last attempt is made at the deadline, not one
      * delay before it (a notice may still come in between). */
     if (op->wait_deadline_ms != 0 && now + delay > op->wait_deadline_ms)
@@ -970,8 +994,14 @@ void lockcore__op_reply(struct op *op, unsigned i, enum step step, redisReply *r
                     note_holder(op, r->element[3], int_at(r, 4));
                 if (op->slot[i] == SLOT_NO && r->elements >= 6 && r->element[5]->type == REDIS_REPLY_STRING &&
                     (r->element[5]->len != LOCKCORE_ID_LEN ||
-                     memcmp(r->element[5]->str, op->qid, LOCKCORE_ID_LEN) != 0))
+                     memcmp(r->element[5]->str, op->qid, LOCKCORE_ID_LEN) != 0)) {
                     op->behind++;
+                    /* The waiter ahead holds the key: a release named it,
+                     * and this is its reservation. */
+                    const redisReply *h = r->element[3], *w = r->element[5];
+                    op->reserved_ahead += h->type == REDIS_REPLY_STRING && h->len == w->len &&
+                                          memcmp(h->str, w->str, w->len) == 0;
+                }
                 break;
             }
         }

@@ -267,7 +267,20 @@ static void test_wait_notice_goes_to_the_named_client_only(void **state)
     assert_int_equal(r->elements, 4);
     const redisReply *chan = r->element[2], *who = r->element[3];
     assert_int_equal(who->len, LOCKCORE_ID_LEN);
-    char want[64];
+    char want[64], named[LOCKCORE_ID_LEN + 1];
+    snprintf(want, sizeof(want), "{herd}:released:%.16s", who->str);
+    assert_string_equal(chan->str, want);
+    snprintf(named, sizeof(named), "%s", who->str);
+    freeReplyObject(r);
+    /* Then the waiter behind it, on its own channel: try when the named
+     * one's reservation (2 x 50 ms) ends. */
+    assert_int_equal(redisGetReply(spy, &m), REDIS_OK);
+    r = m;
+    assert_int_equal(r->elements, 4);
+    chan = r->element[2], who = r->element[3];
+    assert_int_equal(who->len, LOCKCORE_ID_LEN + 4);
+    assert_memory_not_equal(who->str, named, LOCKCORE_ID_LEN);
+    assert_string_equal(who->str + LOCKCORE_ID_LEN, "+100");
     snprintf(want, sizeof(want), "{herd}:released:%.16s", who->str);
     assert_string_equal(chan->str, want);
     freeReplyObject(r);
@@ -617,15 +630,153 @@ static void test_wait_fair_dead_waiter_leaves_the_queue(void **state)
     close(fd);
     uint64_t killed_at = wall_ms();
     assert_int_equal(lockcore_release(c, &held), 0);
-    /* The dead waiter is first in line: a newcomer waits for its place to
-     * lapse (queue_ttl_ms), and not much longer. */
+    /* The dead waiter is first in line and the release names it: its
+     * place lapses with its reservation (two request timeouts), and a
+     * newcomer waits for that, and at most one refresh of its own place. */
     struct lockcore_lock l;
     assert_int_equal(lockcore_acquire(c, "dead", &l), 0);
     uint64_t took = wall_ms() - killed_at;
-    assert_true(took >= 500);
+    assert_true(took >= 100);
     assert_true(took <= 1000 + 1000);
     assert_int_equal(lockcore_release(c, &l), 0);
     lockcore_client_free(c);
+}
+
+static struct lockcore_lock waited_lock;
+
+static void on_code_wait(lockcore_client *c, int rc, const struct lockcore_lock *l, void *arg)
+{
+    (void)c;
+    *(int *)arg = rc;
+    if (rc == 0)
+        waited_lock = *l;
+}
+
+/* A release that names a waiter who has died (stopped here, its place
+ * still fresh) keeps the lock for it two request timeouts; the live waiter
+ * behind it is told to try when that ends, and is granted then, in both
+ * modes. Before, it slept until its own place needed a refresh
+ * (queue_ttl_ms / 3: 10 s here). */
+static void test_wait_dead_named_waiter_costs_one_reservation(void **state)
+{
+    struct fixture *f = *state;
+    static const int modes[] = {LOCKCORE_WAIT_NOTIFY, LOCKCORE_WAIT_FAIR};
+    for (int m = 0; m < 2; m++) {
+        char res[32];
+        snprintf(res, sizeof(res), "deadhead-%d", m);
+        struct tuning t = {
+            .wait_mode = modes[m], .ttl_ms = 20000, .queue_ttl_ms = 30000, .retry_delay_ms = 5000};
+        lockcore_client *c = client(f, &t);
+        struct lockcore_lock held;
+        assert_int_equal(lockcore_acquire(c, res, &held), 0);
+        int fd1, fd2;
+        pid_t first = waiter(f, &t, res, &fd1);
+        await_queued(f, res, m == 1 ? 2 : 1); /* a fair holder keeps its place */
+        pid_t second = waiter(f, &t, res, &fd2);
+        await_queued(f, res, m == 1 ? 3 : 2);
+        assert_int_equal(hp_signal(first, SIGSTOP, 0), 0);
+        uint64_t released_at = wall_ms();
+        int released = lockcore_release(c, &held);
+        uint64_t granted_at = read_u64(fd2);
+        reap(second);
+        hp_signal(first, SIGKILL, 1000);
+        close(fd1);
+        assert_int_equal(released, 0);
+        assert_true(granted_at >= released_at);
+        /* The reservation is 100 ms (2 x 50 ms); allow for a busy machine,
+         * far below the 10 s a refresh would take. */
+        if (granted_at - released_at > 2000)
+            fail_msg("%s: the waiter behind a dead one was granted %llu ms after the release",
+                     m ? "fair" : "notify", (unsigned long long)(granted_at - released_at));
+        lockcore_client_free(c);
+    }
+}
+
+/* A waiter in line behind another live waiter refreshes its place every
+ * queue_ttl_ms / 3; those refreshes are not retries. With retry_count 3 it
+ * used to give up after three of them (here 300 ms) while still in line. */
+static void test_wait_refresh_in_line_is_not_a_retry(void **state)
+{
+    struct fixture *f = *state;
+    struct tuning t = {.wait_mode = LOCKCORE_WAIT_NOTIFY, .ttl_ms = 20000, .queue_ttl_ms = 300};
+    lockcore_client *c = client(f, &t);
+    struct lockcore_lock held;
+    assert_int_equal(lockcore_acquire(c, "line", &held), 0);
+    int fd1, fd2;
+    pid_t first = waiter(f, &t, "line", &fd1);
+    await_queued(f, "line", 1);
+    struct tuning t3 = t;
+    t3.retry_count = 3;
+    pid_t second = waiter(f, &t3, "line", &fd2);
+    await_queued(f, "line", 2);
+    hp_sleep_ms(1500); /* fifteen refreshes of its place */
+    assert_int_equal(lockcore_release(c, &held), 0);
+    uint64_t g1 = read_u64(fd1), g2 = read_u64(fd2);
+    reap(first);
+    reap(second);
+    assert_true(g1 != 0);
+    assert_true(g2 != 0); /* granted, not given up */
+    assert_true(g2 >= g1);
+    lockcore_client_free(c);
+}
+
+/* Connections subscribed to a channel on node 0 (CLIENT LIST: sub=N). */
+static int subscribers(struct fixture *f)
+{
+    redisReply *r = rh_command(f->rc, 0, "CLIENT LIST");
+    int n = 0;
+    for (const char *p = r && r->type == REDIS_REPLY_STRING ? r->str : ""; (p = strstr(p, " sub=")) != NULL;
+         p++)
+        n += p[5] != '0';
+    if (r)
+        freeReplyObject(r);
+    return n;
+}
+
+/* A client whose waits are over closes its subscriber connections once it
+ * has had no waiter for queue_ttl_ms; it keeps them that long, for a
+ * client that waits again soon. */
+static void test_wait_idle_subscribers_are_closed(void **state)
+{
+    struct fixture *f = *state;
+    struct tuning t = {.wait_mode = LOCKCORE_WAIT_NOTIFY, .ttl_ms = 20000, .queue_ttl_ms = 400};
+    lockcore_client *holder = client(f, &t), *c = client(f, &t);
+    struct lockcore_lock held, l;
+    assert_int_equal(lockcore_acquire(holder, "idle", &held), 0);
+    int rc = 1;
+    assert_int_equal(lockcore_acquire_async(c, "idle", on_code_wait, &rc), 0);
+    long long end = hp_now_ms() + 3000;
+    while (subscribers(f) == 0 && hp_now_ms() < end)
+        lockcore_run(c, 20);
+    assert_int_equal(subscribers(f), 1);
+    assert_int_equal(lockcore_release(holder, &held), 0);
+    while (rc == 1 && hp_now_ms() < end)
+        lockcore_run(c, 20);
+    assert_int_equal(rc, 0);
+    l = waited_lock;
+    assert_int_equal(lockcore_release(c, &l), 0);
+    assert_int_equal(subscribers(f), 1); /* kept a while */
+    end = hp_now_ms() + 2000;
+    while (subscribers(f) > 0 && hp_now_ms() < end)
+        lockcore_run(c, 20);
+    assert_int_equal(subscribers(f), 0);
+    /* And it waits notified again as before. */
+    assert_int_equal(lockcore_acquire(holder, "idle", &held), 0);
+    rc = 1;
+    assert_int_equal(lockcore_acquire_async(c, "idle", on_code_wait, &rc), 0);
+    end = hp_now_ms() + 3000;
+    while (subscribers(f) == 0 && hp_now_ms() < end)
+        lockcore_run(c, 20);
+    uint64_t released_at = lockcore_now_ms();
+    assert_int_equal(lockcore_release(holder, &held), 0);
+    while (rc == 1 && hp_now_ms() < end)
+        lockcore_run(c, 20);
+    assert_int_equal(rc, 0);
+    assert_true(lockcore_now_ms() - released_at < 1000);
+    l = waited_lock;
+    assert_int_equal(lockcore_release(c, &l), 0);
+    lockcore_client_free(c);
+    lockcore_client_free(holder);
 }
 
 static long long queue_len(struct fixture *f, int node, const char *resource)
@@ -853,6 +1004,9 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_wait_fair_grants_in_ticket_order, setup3, teardown),
         cmocka_unit_test_setup_teardown(test_wait_fair_dead_waiter_leaves_the_queue, setup3, teardown),
+        cmocka_unit_test_setup_teardown(test_wait_dead_named_waiter_costs_one_reservation, setup3, teardown),
+        cmocka_unit_test_setup_teardown(test_wait_refresh_in_line_is_not_a_retry, setup3, teardown),
+        cmocka_unit_test_setup_teardown(test_wait_idle_subscribers_are_closed, setup3, teardown),
         cmocka_unit_test_setup_teardown(test_wait_fair_split_queues_resolve_at_once, setup5, teardown),
         cmocka_unit_test_setup_teardown(test_wait_subscribe_refused_falls_back_to_timers, setup3, teardown),
         cmocka_unit_test_setup_teardown(test_wait_exponential_backoff_is_capped, setup3, teardown),

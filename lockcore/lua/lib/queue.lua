@@ -16,6 +16,14 @@ local function queue_live_head(q, dl, now)
   return nil
 end
 
+-- The first live waiter behind the head (at most 8 looked at), or nil.
+local function queue_next_live(q, dl, now)
+  for _, w in ipairs(redis.call('ZRANGE', q, 1, 8)) do
+    if (tonumber(redis.call('HGET', dl, w) or '0') or 0) >= now then return w end
+  end
+  return nil
+end
+
 -- Leave the queue (id's place only).
 local function queue_leave(q, dl, id)
   redis.call('ZREM', q, id)

@@ -15,6 +15,12 @@
 -- of its id; pcall: a user without PUBLISH rights still releases). The
 -- named waiter's reservation is the lock key itself, set to its id: every
 -- SET NX is refused, and only that waiter's attempt turns it into its lock.
+-- The named waiter's place is cut to the reservation's end, and the next
+-- live waiter is told to try then ("id+ms"; refused by a reservation
+-- that has not quite ended, it tries again at its end): if the named one
+-- has died,
+-- its reservation and its place lapse together, and the next is granted
+-- at once instead of sleeping until it refreshes its place.
 --- @include "clock"
 --- @include "queue"
 local function release(lock, info, q, dl, mark, id, qid, what)
@@ -34,12 +40,22 @@ local function release(lock, info, q, dl, mark, id, qid, what)
   if redis.call('ZCARD', q) == 0 then return 1 end
   redis.call('SET', mark, '1', 'PX', math.max(redis.call('PTTL', q), 1))
   if what == '' then return 1 end
-  local h = queue_live_head(q, dl, node_ms())
+  local now = node_ms()
+  local h = queue_live_head(q, dl, now)
   if not h then
     if redis.call('ZCARD', q) == 0 then redis.call('DEL', mark) end
     return 1
   end
-  if what ~= '0' then redis.call('SET', lock, h, 'PX', what) end
-  redis.pcall('PUBLISH', '{' .. lock .. '}:released:' .. string.sub(h, 1, 16), h)
+  local chan = '{' .. lock .. '}:released:'
+  if what == '0' then
+    redis.pcall('PUBLISH', chan .. string.sub(h, 1, 16), h)
+    return 1
+  end
+  redis.call('SET', lock, h, 'PX', what)
+  local until_ms = now + tonumber(what)
+  if (tonumber(redis.call('HGET', dl, h)) or 0) > until_ms then redis.call('HSET', dl, h, until_ms) end
+  redis.pcall('PUBLISH', chan .. string.sub(h, 1, 16), h)
+  local n = queue_next_live(q, dl, now)
+  if n then redis.pcall('PUBLISH', chan .. string.sub(n, 1, 16), n .. '+' .. what) end
   return 1
 end

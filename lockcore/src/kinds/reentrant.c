@@ -221,7 +221,7 @@ static enum kind_verdict re_decide(struct op *op, int *rc)
         op->joins = 0;
         op->kx.join[0] = '\0';
         op->again = 1;
-        op->free_retries++;
+        op->free_next = 1;
     }
     return KIND_PLAIN; /* failed: the plain decision says why */
 }
