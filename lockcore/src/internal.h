@@ -18,6 +18,7 @@
 #define FENCE_KEY_MAX (KEY_MAX + 16)
 #define INFO_KEY_MAX (KEY_MAX + 16)
 #define QUEUE_KEY_MAX (KEY_MAX + 16)
+#define CHAN_MAX (QUEUE_KEY_MAX + 18) /* "{" key "}:released:" and 16 digits */
 #define ERRMSG_MAX 512
 
 /* ---- addresses ---- */
@@ -168,7 +169,7 @@ struct op {
     size_t qexp_len;
     char wkey[QUEUE_KEY_MAX + 1]; /* set while anyone waits: "{" key "}:wanted" */
     size_t wkey_len;
-    char chan[QUEUE_KEY_MAX + 18]; /* this client's release channel: "{" key "}:released:" id_prefix */
+    char chan[CHAN_MAX]; /* this client's release channel: "{" key "}:released:" id_prefix */
     size_t chan_len;
     uint64_t ticket;         /* place in the queue: wall µs at the first attempt */
     int queued;              /* attempts use the queued acquire (registers as a waiter) */
@@ -253,7 +254,7 @@ struct lockcore_client {
         struct lockcore__sem *sems;  /* semaphore acquisitions in flight (kinds/sem.c) */
         struct lockcore__keyset *ks; /* the keys of ks_for, kept: a keyset is ~75 KiB */
         char *ks_for;
-        char sha[16][41]; /* of the kinds' scripts, computed locally */
+        char sha[32][41]; /* of the kinds' scripts, computed locally (a bit each in sent) */
         /* Scripts sent whole once on a node's current connection (bit per
          * script): the first use of a script on a connection is an EVAL,
          * so that no fire-and-forget command behind it runs before it. */
@@ -288,6 +289,12 @@ struct step_nums {
                       the lock, so the idle expiry or twice the TTL if that
                       is longer; 0 (never) with fencing off or no idle expiry */
     char tok[24];  /* the lock's token; 0 with fencing off */
+    /* A waiter's: its ticket, its place's TTL, and the queued acquire's
+     * mode ("2" a notified waiter's first attempt, "0" its later ones,
+     * "1" fair; lockcore/lua/lib/queued.lua). */
+    char ticket[24];
+    char qttl[24];
+    const char *mode;
 };
 void lockcore__step_nums(const struct op *op, struct step_nums *n);
 /* What a release step does, SCRIPT_RELEASE's ARGV[2]: "r" a rollback, ""

@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "internal.h"
+#include "kinds/kind.h"
 
 /* Channels kept subscribed with no waiter, at most. */
 #define IDLE_CHANNELS_MAX 64
@@ -57,22 +58,41 @@ static void send_sub(struct node *s, const char *cmd, char *const *names, const 
     free(alen);
 }
 
-int lockcore__notify_want(lockcore_client *c, struct op *op)
+/* The release channels a waiter listens on: its key's, or, for a kind
+ * that waits on several keys (a set), each of them (kinds/kind.h). */
+struct chans {
+    unsigned n;
+    char name[LOCKCORE_MULTI_MAX][CHAN_MAX];
+    size_t len[LOCKCORE_MULTI_MAX];
+};
+
+static void op_chans(struct op *op, struct chans *ch)
 {
-    if (c->notify_refused)
-        return -1;
-    if (op->subscribed)
+    if (op->type != NULL && op->type->channels != NULL) {
+        ch->n = op->type->channels(op, ch->name, ch->len, LOCKCORE_MULTI_MAX);
+        return;
+    }
+    ch->n = 1;
+    memcpy(ch->name[0], op->chan, op->chan_len + 1);
+    ch->len[0] = op->chan_len;
+}
+
+static struct channel *find_channel(lockcore_client *c, const char *name, size_t len)
+{
+    for (size_t k = 0; k < c->n_channels; k++)
+        if (c->channels[k].len == len && memcmp(c->channels[k].name, name, len) == 0)
+            return &c->channels[k];
+    return NULL;
+}
+
+/* One more reference on a channel: subscribed on every node the first
+ * time. -1 when out of memory. */
+static int want_channel(lockcore_client *c, const char *name, size_t len)
+{
+    struct channel *ch = find_channel(c, name, len);
+    if (ch != NULL) {
+        ch->refs++;
         return 0;
-    if (subs_init(c) < 0)
-        return -1;
-    for (size_t k = 0; k < c->n_channels; k++) {
-        struct channel *ch = &c->channels[k];
-        if (ch->len == op->chan_len && memcmp(ch->name, op->chan, ch->len) == 0) {
-            ch->refs++;
-            c->sub_refs++;
-            op->subscribed = 1;
-            return 0;
-        }
     }
     if (c->n_channels == c->cap_channels) {
         size_t cap = c->cap_channels ? 2 * c->cap_channels : 8;
@@ -82,21 +102,56 @@ int lockcore__notify_want(lockcore_client *c, struct op *op)
         c->channels = t;
         c->cap_channels = cap;
     }
-    char *name = malloc(op->chan_len + 1);
-    if (name == NULL)
+    char *copy = malloc(len + 1);
+    if (copy == NULL)
         return -1;
-    memcpy(name, op->chan, op->chan_len + 1);
-    c->channels[c->n_channels++] = (struct channel){name, op->chan_len, 1};
-    c->sub_refs++;
-    op->subscribed = 1;
+    memcpy(copy, name, len);
+    copy[len] = '\0';
+    c->channels[c->n_channels++] = (struct channel){copy, len, 1};
     uint64_t now = lockcore_now_ms();
     for (unsigned i = 0; i < c->n; i++) {
         struct node *s = &c->subs[i];
         if (s->state == NODE_DOWN)
             lockcore__node_usable(c, s, now); /* its set-up subscribes to every channel */
         else
-            send_sub(s, "SUBSCRIBE", &name, &op->chan_len, 1);
+            send_sub(s, "SUBSCRIBE", &copy, &len, 1);
     }
+    return 0;
+}
+
+static void drop_channel(lockcore_client *c, const char *name, size_t len)
+{
+    struct channel *ch = find_channel(c, name, len);
+    /* Kept subscribed while idle (up to a bound): a client that waits on a
+     * resource usually waits on it again soon. */
+    if (ch == NULL || --ch->refs > 0 || c->n_channels <= IDLE_CHANNELS_MAX)
+        return;
+    for (unsigned i = 0; c->subs != NULL && i < c->n; i++)
+        if (c->subs[i].state != NODE_DOWN)
+            send_sub(&c->subs[i], "UNSUBSCRIBE", &ch->name, &ch->len, 1);
+    free(ch->name);
+    *ch = c->channels[--c->n_channels];
+}
+
+int lockcore__notify_want(lockcore_client *c, struct op *op)
+{
+    if (c->notify_refused)
+        return -1;
+    if (op->subscribed)
+        return 0;
+    if (subs_init(c) < 0)
+        return -1;
+    struct chans ch;
+    op_chans(op, &ch);
+    for (unsigned k = 0; k < ch.n; k++) {
+        if (want_channel(c, ch.name[k], ch.len[k]) < 0) {
+            while (k-- > 0)
+                drop_channel(c, ch.name[k], ch.len[k]);
+            return -1;
+        }
+    }
+    c->sub_refs++;
+    op->subscribed = 1;
     return 0;
 }
 
@@ -105,21 +160,10 @@ void lockcore__notify_drop(lockcore_client *c, struct op *op)
     op->subscribed = 0;
     if (--c->sub_refs == 0)
         c->subs_idle_ms = lockcore_now_ms();
-    for (size_t k = 0; k < c->n_channels; k++) {
-        struct channel *ch = &c->channels[k];
-        if (ch->len != op->chan_len || memcmp(ch->name, op->chan, ch->len) != 0)
-            continue;
-        /* Kept subscribed while idle (up to a bound): a client that waits
-         * on a resource usually waits on it again soon. */
-        if (--ch->refs > 0 || c->n_channels <= IDLE_CHANNELS_MAX)
-            return;
-        for (unsigned i = 0; c->subs != NULL && i < c->n; i++)
-            if (c->subs[i].state != NODE_DOWN)
-                send_sub(&c->subs[i], "UNSUBSCRIBE", &ch->name, &ch->len, 1);
-        free(ch->name);
-        c->channels[k] = c->channels[--c->n_channels];
-        return;
-    }
+    struct chans ch;
+    op_chans(op, &ch);
+    for (unsigned k = 0; k < ch.n; k++)
+        drop_channel(c, ch.name[k], ch.len[k]);
 }
 
 void lockcore__notify_setup(lockcore_client *c, struct node *s, uint64_t now)
@@ -146,12 +190,19 @@ void lockcore__notify_setup(lockcore_client *c, struct node *s, uint64_t now)
  * attempt is not one of the retries the caller allowed. */
 static void subscribed(lockcore_client *c, const redisReply *chan, uint64_t now)
 {
-    for (struct op *op = c->active; op != NULL; op = op->next)
-        if (op->kind == OP_ACQUIRE && op->phase == PH_RETRY_WAIT && op->chan_len == chan->len &&
-            memcmp(op->chan, chan->str, chan->len) == 0 && op->retry_at_ms > now) {
-            op->retry_at_ms = now;
-            op->free_next = 1;
+    for (struct op *op = c->active; op != NULL; op = op->next) {
+        if (op->kind != OP_ACQUIRE || op->phase != PH_RETRY_WAIT || !op->subscribed || op->retry_at_ms <= now)
+            continue;
+        struct chans ch;
+        op_chans(op, &ch);
+        for (unsigned k = 0; k < ch.n; k++) {
+            if (ch.len[k] == chan->len && memcmp(ch.name[k], chan->str, chan->len) == 0) {
+                op->retry_at_ms = now;
+                op->free_next = 1;
+                break;
+            }
         }
+    }
 }
 
 /* A release named a waiter ("id"), or told the waiter behind it to try
@@ -173,9 +224,10 @@ static void notice(lockcore_client *c, const redisReply *chan, const redisReply 
     } else if (who->len != LOCKCORE_ID_LEN) {
         return;
     }
+    /* The acquisition's id names it (and the channel, our client). */
+    (void)chan;
     for (struct op *op = c->active; op != NULL; op = op->next) {
-        if (op->kind != OP_ACQUIRE || op->chan_len != chan->len ||
-            memcmp(op->chan, chan->str, chan->len) != 0 || memcmp(op->qid, who->str, LOCKCORE_ID_LEN) != 0)
+        if (op->kind != OP_ACQUIRE || memcmp(op->qid, who->str, LOCKCORE_ID_LEN) != 0)
             continue;
         if (hint != 0) {
             /* While an attempt is in flight, its wait takes the hint. */

@@ -100,13 +100,17 @@ void lockcore__step_nums(const struct op *op, struct step_nums *n)
     lockcore__u64s(n->idle, sizeof(n->idle), c->o.fence_idle_ms);
     lockcore__u64s(n->fexp, sizeof(n->fexp), fexp);
     lockcore__u64s(n->tok, sizeof(n->tok), c->o.fencing ? op->lock.token : 0);
+    lockcore__u64s(n->ticket, sizeof(n->ticket), op->ticket);
+    lockcore__u64s(n->qttl, sizeof(n->qttl), c->o.queue_ttl_ms);
+    n->mode = c->o.wait_mode == LOCKCORE_WAIT_FAIR ? "1" : op->lock.attempts <= 1 ? "2" : "0";
 }
 
 /* What a release step does (SCRIPT_RELEASE's ARGV[2]): "r" a rollback,
  * which tells nobody and reserves nothing (the lock may well be held by
  * someone else); "" a polling client's release, which tells nobody; else
  * a release that names the next waiter and keeps the lock for it so many
- * ms. The reservation must beat newcomers, not the releaser's own next
+ * ms ("f" first from a fair client, which keeps the named waiter's place).
+ * The reservation must beat newcomers, not the releaser's own next
  * attempt, already on the wire behind its release: two request timeouts. */
 void lockcore__release_arg(const struct op *op, enum step step, char *buf, size_t cap)
 {
@@ -115,8 +119,12 @@ void lockcore__release_arg(const struct op *op, enum step step, char *buf, size_
         lockcore__fmt(buf, cap, "r");
     else if (o->wait_mode == LOCKCORE_WAIT_POLL)
         buf[0] = '\0';
-    else
+    else if (o->wait_mode == LOCKCORE_WAIT_NOTIFY)
         lockcore__u64s(buf, cap, 2 * o->request_timeout_ms);
+    else { /* fair: 'f' and the ms */
+        buf[0] = 'f';
+        lockcore__u64s(buf + 1, cap - 1, 2 * o->request_timeout_ms);
+    }
 }
 
 /* One call of a plain script: its keys and arguments. */
@@ -159,13 +167,9 @@ static int send_script(struct op *op, unsigned i, enum step step, int script, co
 int lockcore__queued_lock(struct op *op, unsigned i, const char *value, const char *holds, int use_eval,
                           uint64_t now)
 {
-    lockcore_client *c = op->c;
     struct pcmd k = {.nkeys = 0};
     struct step_nums num;
-    char ticket[24], qttl[24];
     lockcore__step_nums(op, &num);
-    lockcore__u64s(ticket, sizeof(ticket), op->ticket);
-    lockcore__u64s(qttl, sizeof(qttl), c->o.queue_ttl_ms);
     KEY(op->key, op->key_len);
     KEY(op->fkey, op->fkey_len);
     KEY(op->qkey, op->qkey_len);
@@ -177,9 +181,9 @@ int lockcore__queued_lock(struct op *op, unsigned i, const char *value, const ch
     ARG(num.ttl);
     ARG(num.prop);
     ARG(num.idle);
-    ARG(ticket);
-    ARG(qttl);
-    ARG(c->o.wait_mode == LOCKCORE_WAIT_FAIR ? "1" : op->lock.attempts <= 1 ? "2" : "0");
+    ARG(num.ticket);
+    ARG(num.qttl);
+    ARG(num.mode);
     ARG(op->qid);
     if (holds != NULL)
         ARG(op->lock.id);
@@ -196,8 +200,7 @@ int lockcore__op_resend(struct op *op, unsigned i, enum step step, int use_eval,
     struct step_nums num; /* not for releases: they send none of it */
     char reserve[24];
     int script = -1;
-    /* Leaving the queue is the same step for every kind. */
-    if (op->type != NULL && step != STEP_DEQUEUE) {
+    if (op->type != NULL) {
         int krc = op->type->resend(op, i, step, use_eval, now);
         if (krc != 1)
             return krc;

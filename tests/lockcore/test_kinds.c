@@ -1007,11 +1007,27 @@ static void waited_cb(lockcore_client *c, int rc, const struct lockcore_lock *lo
     w->lock = *lock;
 }
 
-static long long wake_after_release(lockcore_client *holder, struct lockcore_lock *held,
-                                    lockcore_client *waiter, const char *resource)
+/* What a waiter asks for (wake_after_release_of): a plain lock of
+ * resource, the set of resource and "<resource>:2", the read or the write
+ * side of the read-write lock resource, a permit of the semaphore of one
+ * permit resource. */
+enum want { W_PLAIN, W_SET, W_READ, W_WRITE, W_PERMIT };
+
+/* A waiter that asks while held is refused, waits, and is granted when
+ * the holder releases: how long after the release. */
+static long long wake_after_release_of(lockcore_client *holder, struct lockcore_lock *held,
+                                       lockcore_client *waiter, const char *resource, enum want want)
 {
     struct waited w = {0};
-    assert_int_equal(lockcore_acquire_async(waiter, resource, waited_cb, &w), 0);
+    char second[128];
+    snprintf(second, sizeof(second), "%s:2", resource);
+    const char *set[] = {resource, second};
+    int rc = want == W_SET      ? lockcore_multi_acquire_async(waiter, set, 2, waited_cb, &w)
+             : want == W_READ   ? lockcore_rw_acquire_async(waiter, resource, 0, waited_cb, &w)
+             : want == W_WRITE  ? lockcore_rw_acquire_async(waiter, resource, 1, waited_cb, &w)
+             : want == W_PERMIT ? lockcore_sem_acquire_async(waiter, resource, 1, waited_cb, &w)
+                                : lockcore_acquire_async(waiter, resource, waited_cb, &w);
+    assert_int_equal(rc, 0);
     long long end = hp_now_ms() + 300;
     while (hp_now_ms() < end)
         lockcore_run(waiter, 20); /* refused, then waiting for a notice */
@@ -1025,6 +1041,12 @@ static long long wake_after_release(lockcore_client *holder, struct lockcore_loc
     assert_int_equal(w.rc, 0);
     assert_int_equal(lockcore_release(waiter, &w.lock), 0);
     return w.at - released;
+}
+
+static long long wake_after_release(lockcore_client *holder, struct lockcore_lock *held,
+                                    lockcore_client *waiter, const char *resource)
+{
+    return wake_after_release_of(holder, held, waiter, resource, W_PLAIN);
 }
 
 static void test_kinds_release_tells_plain_waiters(void **state)
@@ -1060,6 +1082,40 @@ static void test_kinds_release_tells_plain_waiters(void **state)
     assert_true(ms < 200);
     lockcore_client_free(w);
     lockcore_client_free(c);
+}
+
+/* Every kind waits in the nodes' queue when refused, and a release wakes
+ * it: a set when a member is released. Its polling alone would take 2 s. */
+static void test_kinds_every_kind_waits_in_line(void **state)
+{
+    struct fixture *f = *state;
+    struct lockcore_options o;
+    lockcore_options_init(&o);
+    o.nodes = f->urls;
+    o.n_nodes = f->n;
+    o.ttl_ms = 10000;
+    o.retry_count = -1;
+    o.wait_ms = 8000;
+    o.retry_delay_ms = 2000;
+    o.request_timeout_ms = 100;
+    static const int modes[] = {LOCKCORE_WAIT_NOTIFY, LOCKCORE_WAIT_FAIR};
+    for (int m = 0; m < 2; m++) {
+        o.wait_mode = modes[m];
+        lockcore_client *w = NULL, *c = NULL;
+        char err[256];
+        assert_int_equal(lockcore_client_new(&o, &w, err, sizeof(err)), 0);
+        assert_int_equal(lockcore_client_new(&o, &c, err, sizeof(err)), 0);
+        char res[32];
+        struct lockcore_lock l;
+        snprintf(res, sizeof(res), "line:set:%d", m);
+        assert_int_equal(lockcore_acquire(c, res, &l), 0);
+        long long ms = wake_after_release_of(c, &l, w, res, W_SET);
+        fprintf(stderr, "%s: a set granted %lld ms after the release of a member\n", m ? "fair" : "notify",
+                ms);
+        assert_true(ms < 1000);
+        lockcore_client_free(w);
+        lockcore_client_free(c);
+    }
 }
 
 /* ---- read-write ---- */
@@ -1426,6 +1482,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_kinds_reentrant_extend_never_shortens_the_hold, setup, teardown),
         cmocka_unit_test_setup_teardown(test_kinds_reentrant_processes_with_restart, setup, teardown),
         cmocka_unit_test_setup_teardown(test_kinds_release_tells_plain_waiters, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_kinds_every_kind_waits_in_line, setup, teardown),
         cmocka_unit_test_setup_teardown(test_kinds_rw_readers_share_writer_waits, setup, teardown),
         cmocka_unit_test_setup_teardown(test_kinds_rw_status_names_readers, setup, teardown),
         cmocka_unit_test_setup_teardown(test_kinds_rw_processes_with_faults, setup, teardown),

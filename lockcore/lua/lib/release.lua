@@ -5,7 +5,8 @@
 -- attempt's lock id starts with; docs/fairness.md); what: 'r' a rollback (of a failed attempt: it keeps its place,
 -- tells nobody, reserves nothing), '' a release that tells nobody, or a
 -- release that names the next live waiter and keeps the lock for it so
--- many ms ('0': none). Returns 1 where the key held id, else 0.
+-- many ms ('0': none; 'f' before the ms: a fair client's release).
+-- Returns 1 where the key held id, else 0.
 -- Where nobody waits this is the classic compare-and-delete: the one DEL
 -- of the lock, the holder info and the mark tells by its count whether the
 -- mark was there. Else the releaser leaves the queue (also where it did not
@@ -47,15 +48,14 @@ local function release(lock, info, q, dl, mark, id, qid, what)
     return 1
   end
   local chan = '{' .. lock .. '}:released:'
-  if what == '0' then
-    redis.pcall('PUBLISH', chan .. string.sub(h, 1, 16), h)
-    return 1
-  end
-  redis.call('SET', lock, h, 'PX', what)
-  local until_ms = now + tonumber(what)
-  if (tonumber(redis.call('HGET', dl, h)) or 0) > until_ms then redis.call('HSET', dl, h, until_ms) end
+  local fair = string.sub(what, 1, 1) == 'f'
+  local ms = fair and string.sub(what, 2) or what
+  if ms ~= '0' then redis.call('SET', lock, h, 'PX', ms) end
   redis.pcall('PUBLISH', chan .. string.sub(h, 1, 16), h)
+  if fair or ms == '0' then return 1 end
+  local until_ms = now + tonumber(ms)
+  if (tonumber(redis.call('HGET', dl, h)) or 0) > until_ms then redis.call('HSET', dl, h, until_ms) end
   local n = queue_next_live(q, dl, now)
-  if n then redis.pcall('PUBLISH', chan .. string.sub(n, 1, 16), n .. '+' .. what) end
+  if n then redis.pcall('PUBLISH', chan .. string.sub(n, 1, 16), n .. '+' .. ms) end
   return 1
 end

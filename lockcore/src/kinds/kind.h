@@ -32,6 +32,10 @@ struct lockcore__kind {
     /* Optional. May op, refused, wait in the nodes' queues (notified and
      * fair waiting)? NULL: it polls. */
     int (*queues)(const struct op *op);
+    /* Optional. The release channels a waiter of the kind listens on (at
+     * most cap; names NUL-terminated, lengths in len); NULL: the one of
+     * the op's key. */
+    unsigned (*channels)(struct op *op, char (*name)[CHAN_MAX], size_t *len, unsigned cap);
     /* Optional, per client: the kind's own timers (drivers), run from the
      * client's loop; cancel ends them when the client is freed; release
      * frees what the kind keeps in the client. */

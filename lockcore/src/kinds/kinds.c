@@ -44,6 +44,14 @@ void lockcore__kinds_tagged(char *out, const char *key, const char *suffix)
     memcpy(out + 2 + kl, suffix, sl + 1);
 }
 
+size_t lockcore__kinds_channel(const lockcore_client *c, const char *key, char *out)
+{
+    lockcore__kinds_tagged(out, key, ":released:");
+    size_t l = strlen(out);
+    memcpy(out + l, c->id_prefix, 17);
+    return l + 16;
+}
+
 void lockcore__kinds_keys(const lockcore_client *c, const char *resource, struct lockcore__keyset *ks)
 {
     ks->k = 0;

@@ -13,6 +13,8 @@ enum kscript {
     KS_MULTI_EXTEND,
     KS_MULTI_RELEASE,
     KS_MULTI_INFO,
+    KS_MULTI_QUEUED,
+    KS_MULTI_DEQUEUE,
     KS_RE_ACQUIRE,
     KS_RE_RAISE,
     KS_RE_EXTEND,
@@ -51,6 +53,9 @@ void lockcore__kinds_keys(const lockcore_client *c, const char *resource, struct
 /* The client's keyset, filled for resource (kept until the next resource:
  * the pointers are valid until the next call). NULL when out of memory. */
 struct lockcore__keyset *lockcore__kinds_keyset(lockcore_client *c, const char *resource);
+/* A key's release channel for this client, "{" key "}:released:" and
+ * its prefix, into out (CHAN_MAX bytes); returns its length. */
+size_t lockcore__kinds_channel(const lockcore_client *c, const char *key, char *out);
 /* "{" key "}" suffix into out (INFO_KEY_MAX + 1 bytes; key <= KEY_MAX). */
 void lockcore__kinds_tagged(char *out, const char *key, const char *suffix);
 

@@ -19,7 +19,8 @@
 static const char *const multi_scripts[] = {
     [KS_MULTI_ACQUIRE] = lockcore__lua_multi_acquire, [KS_MULTI_RAISE] = lockcore__lua_multi_raise,
     [KS_MULTI_EXTEND] = lockcore__lua_multi_extend,   [KS_MULTI_RELEASE] = lockcore__lua_multi_release,
-    [KS_MULTI_INFO] = lockcore__lua_multi_info,
+    [KS_MULTI_INFO] = lockcore__lua_multi_info,       [KS_MULTI_QUEUED] = lockcore__lua_multi_acquire_queued,
+    [KS_MULTI_DEQUEUE] = lockcore__lua_multi_dequeue,
 };
 
 static int multi_resend(struct op *op, unsigned i, enum step step, int use_eval, uint64_t now)
@@ -39,6 +40,29 @@ static int multi_resend(struct op *op, unsigned i, enum step step, int use_eval,
     lockcore__step_nums(op, &num);
     switch (step) {
     case STEP_LOCK:
+        if (op->queued) {
+            /* A waiter: its place in every member's queue. */
+            s = KS_MULTI_QUEUED;
+            for (unsigned j = 0; j < n; j++)
+                KEY(ks->lock[j]);
+            for (unsigned j = 0; j < n; j++)
+                KEY(ks->fence[j]);
+            for (unsigned j = 0; j < n; j++)
+                KEY(ks->waiters[j]);
+            for (unsigned j = 0; j < n; j++)
+                KEY(ks->waiting[j]);
+            for (unsigned j = 0; j < n; j++)
+                KEY(ks->wanted[j]);
+            ARG(op->lock.id);
+            ARG(num.ttl);
+            ARG(num.prop);
+            ARG(num.idle);
+            ARG(num.ticket);
+            ARG(num.qttl);
+            ARG(num.mode);
+            ARG(op->qid);
+            break;
+        }
         s = KS_MULTI_ACQUIRE;
         for (unsigned j = 0; j < n; j++)
             KEY(ks->lock[j]);
@@ -100,6 +124,14 @@ static int multi_resend(struct op *op, unsigned i, enum step step, int use_eval,
         k.args[k.nargs] = c->info, k.alens[k.nargs++] = c->info_len;
         ARG(num.ttl);
         break;
+    case STEP_DEQUEUE:
+        s = KS_MULTI_DEQUEUE;
+        for (unsigned j = 0; j < n; j++)
+            KEY(ks->waiters[j]);
+        for (unsigned j = 0; j < n; j++)
+            KEY(ks->waiting[j]);
+        ARG(op->qid);
+        break;
     default:
         /* Status is read per resource (lockcore_status of a member). */
         return -EINVAL;
@@ -110,10 +142,30 @@ static int multi_resend(struct op *op, unsigned i, enum step step, int use_eval,
     return rc;
 }
 
+/* A set waits in line on every member: its place in each member's queue,
+ * and each member's release channel (a release of any member names its
+ * head, and keeps that member for it). */
+static int multi_queues(const struct op *op)
+{
+    (void)op;
+    return 1;
+}
+
+static unsigned multi_channels(struct op *op, char (*name)[CHAN_MAX], size_t *len, unsigned cap)
+{
+    struct lockcore__keyset *ks = lockcore__kinds_keyset(op->c, op->lock.resource);
+    unsigned n = 0;
+    for (unsigned j = 0; ks != NULL && j < ks->k && n < cap; j++, n++)
+        len[n] = lockcore__kinds_channel(op->c, ks->lock[j], name[n]);
+    return n;
+}
+
 const struct lockcore__kind lockcore__kind_multi = {
     .name = "multi",
     .flag = LOCKCORE_LOCK_MULTI,
     .resend = multi_resend,
+    .queues = multi_queues,
+    .channels = multi_channels,
     .release = lockcore__kinds_keyset_free,
 };
 

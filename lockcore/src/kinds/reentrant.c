@@ -119,6 +119,8 @@ static int re_resend(struct op *op, unsigned i, enum step step, int use_eval, ui
         KEY(ks->info[0]);
         KEY(ks->holds);
         break;
+    case STEP_DEQUEUE:
+        return 1; /* the plain step: one queue */
     default:
         return -EINVAL;
     }

@@ -101,6 +101,8 @@ static int rw_resend(struct op *op, unsigned i, enum step step, int use_eval, ui
         /* A reader is granted with its acceptance (no second round) and
          * keeps no holder info. */
         return step == STEP_INFO ? 0 : -EINVAL;
+    case STEP_DEQUEUE:
+        return 1; /* the plain step: one queue */
     default:
         return -EINVAL;
     }
