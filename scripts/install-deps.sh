@@ -7,7 +7,7 @@ pkgs=(
   build-essential meson ninja-build pkg-config clang-format
   redis-server redis-tools
   libhiredis-dev libssl-dev openssl libsqlite3-dev libjansson-dev libcmocka-dev libmicrohttpd-dev
-  faketime libfaketime iproute2 curl valgrind
+  faketime libfaketime iproute2 curl valgrind lua5.1
   clang libclang-rt-14-dev
 )
 

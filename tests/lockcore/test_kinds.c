@@ -1113,6 +1113,18 @@ static void test_kinds_every_kind_waits_in_line(void **state)
         fprintf(stderr, "%s: a set granted %lld ms after the release of a member\n", m ? "fair" : "notify",
                 ms);
         assert_true(ms < 1000);
+        /* A reader waits for the writer, a writer for the last reader. */
+        snprintf(res, sizeof(res), "line:rw:%d", m);
+        assert_int_equal(lockcore_rw_acquire(c, res, 1, &l), 0);
+        ms = wake_after_release_of(c, &l, w, res, W_READ);
+        fprintf(stderr, "%s: a reader granted %lld ms after the writer's release\n", m ? "fair" : "notify",
+                ms);
+        assert_true(ms < 1000);
+        assert_int_equal(lockcore_rw_acquire(c, res, 0, &l), 0);
+        ms = wake_after_release_of(c, &l, w, res, W_WRITE);
+        fprintf(stderr, "%s: a writer granted %lld ms after the last reader's release\n",
+                m ? "fair" : "notify", ms);
+        assert_true(ms < 1000);
         lockcore_client_free(w);
         lockcore_client_free(c);
     }
@@ -1277,7 +1289,9 @@ static int rw_reader(struct fixture *f, int who)
     snprintf(done, sizeof(done), "%s.writers-done", f->log);
     while (hp_now_ms() < end && access(done, F_OK) != 0) {
         struct lockcore_lock l;
-        if (lockcore_rw_acquire(c, "rw", 0, &l) != 0) {
+        int rc = lockcore_rw_acquire(c, "rw", 0, &l);
+        if (rc != 0) {
+            fprintf(stderr, "reader %d: %s: %s\n", who, lockcore_strerror(rc), lockcore_errmsg(c));
             rcode = 3;
             break;
         }

@@ -26,6 +26,8 @@ enum kscript {
     KS_RW_RRELEASE,
     KS_RW_REXTEND,
     KS_RW_WRELEASE,
+    KS_RW_READ_QUEUED,
+    KS_RW_WRITE_QUEUED,
     KS_COUNT,
 };
 _Static_assert(KS_COUNT <= sizeof(((lockcore_client *)0)->kx.sha) / 41, "c->kx.sha too small");

@@ -17,9 +17,13 @@
 
 /* The scripts, by their slots (kinds.h): lockcore/lua/rw_*.lua. */
 static const char *const rw_scripts[] = {
-    [KS_RW_READ] = lockcore__lua_rw_read,         [KS_RW_WRITE] = lockcore__lua_rw_write,
-    [KS_RW_RRELEASE] = lockcore__lua_rw_rrelease, [KS_RW_REXTEND] = lockcore__lua_rw_rextend,
+    [KS_RW_READ] = lockcore__lua_rw_read,
+    [KS_RW_WRITE] = lockcore__lua_rw_write,
+    [KS_RW_RRELEASE] = lockcore__lua_rw_rrelease,
+    [KS_RW_REXTEND] = lockcore__lua_rw_rextend,
     [KS_RW_WRELEASE] = lockcore__lua_rw_wrelease,
+    [KS_RW_READ_QUEUED] = lockcore__lua_rw_read_queued,
+    [KS_RW_WRITE_QUEUED] = lockcore__lua_rw_write_queued,
 };
 
 static int rw_resend(struct op *op, unsigned i, enum step step, int use_eval, uint64_t now)
@@ -39,11 +43,29 @@ static int rw_resend(struct op *op, unsigned i, enum step step, int use_eval, ui
     lockcore__step_nums(op, &num);
     switch (step) {
     case STEP_LOCK:
-        s = write ? KS_RW_WRITE : KS_RW_READ;
         KEY(ks->lock[0]);
         KEY(ks->fence[0]);
         KEY(ks->readers);
         KEY(ks->intent);
+        if (op->queued) {
+            /* A waiter of either side: its place in the key's queue. */
+            s = write ? KS_RW_WRITE_QUEUED : KS_RW_READ_QUEUED;
+            KEY(ks->waiters[0]);
+            KEY(ks->waiting[0]);
+            KEY(ks->wanted[0]);
+            ARG(op->lock.id);
+            ARG(num.ttl);
+            if (write) {
+                ARG(num.prop);
+                ARG(num.idle);
+            }
+            ARG(num.ticket);
+            ARG(num.qttl);
+            ARG(num.mode);
+            ARG(op->qid);
+            break;
+        }
+        s = write ? KS_RW_WRITE : KS_RW_READ;
         ARG(op->lock.id);
         ARG(num.ttl);
         if (write) {
@@ -69,9 +91,17 @@ static int rw_resend(struct op *op, unsigned i, enum step step, int use_eval, ui
             ARG(res);
             ARG(op->qid);
         } else {
+            /* Its own member goes; the last reader names the first waiter. */
             s = KS_RW_RRELEASE;
             KEY(ks->readers);
+            KEY(ks->lock[0]);
+            KEY(ks->waiters[0]);
+            KEY(ks->waiting[0]);
+            KEY(ks->wanted[0]);
             ARG(op->lock.id);
+            lockcore__release_arg(op, step, res, sizeof(res));
+            ARG(res);
+            ARG(op->qid);
         }
         break;
     case STEP_EXTEND:
@@ -122,11 +152,21 @@ static enum kind_verdict read_decide(struct op *op, int *rc)
     return KIND_PLAIN;
 }
 
+/* Both sides wait in the key's queue: a writer's release names the
+ * first waiter (a reader or a writer), a reader admitted wakes the next,
+ * the last reader's release names the first (a writer). */
+static int rw_queues(const struct op *op)
+{
+    (void)op;
+    return 1;
+}
+
 const struct lockcore__kind lockcore__kind_read = {
     .name = "read",
     .flag = LOCKCORE_LOCK_READ,
     .resend = rw_resend,
     .decide_lock = read_decide,
+    .queues = rw_queues,
     .release = lockcore__kinds_keyset_free,
 };
 
@@ -134,6 +174,7 @@ const struct lockcore__kind lockcore__kind_write = {
     .name = "write",
     .flag = LOCKCORE_LOCK_WRITE,
     .resend = rw_resend,
+    .queues = rw_queues,
     .release = lockcore__kinds_keyset_free,
 };
 

@@ -1,0 +1,42 @@
+-- A waiting reader of the read-write lock (docs/lockcore.md, "Read-write
+-- lock"; docs/fairness.md). Refused while a writer holds the key (a key
+-- holding this reader's acquisition id is a reservation a release made
+-- for it, not a writer) or, unless fair, while a writer has declared that
+-- it waits; fair, also unless it is the head of the queue. Refused, it
+-- takes or refreshes its place. Admitted, it registers as a reader (its
+-- own member, scored by its expiry), deletes the reservation made for it
+-- (readers do not hold the key), leaves the queue (a reader keeps no
+-- place: others may read beside it), and wakes the new head: a reader
+-- there reads too, a writer finds the readers and waits for the last.
+-- KEYS[1] lock, KEYS[2] fence, KEYS[3] readers, KEYS[4] intent, KEYS[5]
+-- waiters, KEYS[6] deadlines, KEYS[7] mark; ARGV[1] id, ARGV[2] ttl ms,
+-- ARGV[3] ticket, ARGV[4] queue ttl ms, ARGV[5] mode, ARGV[6] the
+-- acquisition's id. Replies as rw_read.lua, with the head of the queue.
+--- @include "fence"
+--- @include "clock"
+--- @include "queue_take"
+--- @include "ttl"
+local qid, mode = ARGV[6], ARGV[5]
+local fs = fence_str(fence_get(KEYS[2]))
+local now = node_ms()
+local h = redis.call('GET', KEYS[1])
+local mine = mode ~= '2' and h == qid
+local w = redis.call('GET', KEYS[4])
+local blocked = (h and not mine) or (w and not mine and mode ~= '1')
+local head
+if blocked or mode == '1' then head = queue_take(KEYS[5], KEYS[6], KEYS[7], qid, ARGV[3], ARGV[4], now) end
+if not blocked and mode == '1' and not mine and head ~= qid then blocked = true end
+if blocked then
+  if h then return {0, 0, fs, h, redis.call('PTTL', KEYS[1]), head} end
+  if w then return {0, 0, fs, w, redis.call('PTTL', KEYS[4]), head} end
+  return {0, 0, fs, '', -2, head}
+end
+redis.call('ZADD', KEYS[3], now + tonumber(ARGV[2]), ARGV[1])
+push_out(KEYS[3], ARGV[2])
+if mine then redis.call('DEL', KEYS[1]) end
+if redis.call('ZCARD', KEYS[5]) > 0 then
+  queue_leave(KEYS[5], KEYS[6], qid)
+  local n = queue_live_head(KEYS[5], KEYS[6], now)
+  if n then redis.pcall('PUBLISH', '{' .. KEYS[1] .. '}:released:' .. string.sub(n, 1, 16), n) end
+end
+return {1, 1, fs}

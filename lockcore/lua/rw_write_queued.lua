@@ -1,0 +1,31 @@
+-- A waiting writer of the read-write lock: refused while a live reader is
+-- registered (it then declares that it waits, unless another writer did,
+-- and takes its place: the last reader's release names it), else as the
+-- waiter's acquire of the key (block "queued"), and granted its own intent
+-- is done. KEYS[1] lock, KEYS[2] fence, KEYS[3] readers, KEYS[4] intent,
+-- KEYS[5] waiters, KEYS[6] deadlines, KEYS[7] mark; ARGV[1] id, ARGV[2]
+-- ttl ms, ARGV[3] proposal, ARGV[4] fence idle ms, ARGV[5] ticket, ARGV[6]
+-- queue ttl ms, ARGV[7] mode, ARGV[8] the acquisition's id. Replies as
+-- rw_write.lua, with the head of the queue.
+--- @include "fence"
+--- @include "queued"
+local qid = ARGV[8]
+local f = fence_get(KEYS[2])
+local fs = fence_str(f)
+local now = node_ms()
+redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now)
+local r = redis.call('ZRANGE', KEYS[3], -1, -1, 'WITHSCORES')
+if r[1] then
+  local w = redis.call('GET', KEYS[4])
+  if not w or w == qid then redis.call('SET', KEYS[4], qid, 'PX', ARGV[2]) end
+  local head = queue_take(KEYS[5], KEYS[6], KEYS[7], qid, ARGV[5], ARGV[6], now)
+  return {0, 0, fs, r[1], tonumber(r[2]) - now, head}
+end
+local granted, _, head = queued_try(1, {KEYS[1]}, {KEYS[5]}, {KEYS[6]}, {KEYS[7]}, ARGV[1], ARGV[2], ARGV[5],
+  ARGV[6], ARGV[7], qid, false)
+if not granted then
+  return {0, 0, fs, redis.call('GET', KEYS[1]) or '', redis.call('PTTL', KEYS[1]), head}
+end
+if redis.call('GET', KEYS[4]) == qid then redis.call('DEL', KEYS[4]) end
+if fence_raise(KEYS[2], f, ARGV[3], ARGV[4]) then return {1, 1, ARGV[3]} end
+return {1, 0, fs}
