@@ -17,9 +17,32 @@
 
 #include <lockcore/lockcore.h>
 
-#include "fencelock.h"
+#include "cli.h"
 
 static const char *prog = "fencelock";
+
+const char cmd_run_usage[] =
+    "usage: fencelock [options] run RESOURCE [--] COMMAND [ARG...]\n"
+    "       fencelock [options] run RESOURCE... -- COMMAND [ARG...]\n"
+    "\n"
+    "The resources end at the first '--'; without one, the first operand is the\n"
+    "resource and the rest is COMMAND.\n"
+    "Acquire RESOURCE (waiting up to --wait), run COMMAND in a process group of its\n"
+    "own with FENCELOCK_TOKEN, FENCELOCK_RESOURCE, FENCELOCK_LOCK_ID,\n"
+    "FENCELOCK_VALIDITY_MS, FENCELOCK_GRANTED_MONO_MS, FENCELOCK_GRANTED_WALL_MS and\n"
+    "FENCELOCK_VALID_UNTIL_MONO_MS in its environment, extend the lock whenever\n"
+    "--extend-at of validity is left, and release it when COMMAND ends. If the lock\n"
+    "is lost (an extension cannot keep a majority), COMMAND's group gets SIGTERM,\n"
+    "then SIGKILL after --kill-after, and fencelock exits with 79. SIGINT, SIGTERM\n"
+    "and SIGHUP are passed on to the group. If fencelock dies, a guardian process\n"
+    "stops the group the same way (a process that leaves the group escapes).\n"
+    "A run nested in a run of RESOURCE joins its lock (the same token); with\n"
+    "--permits N it holds one of N permits, RESOURCE:permit:<i>; several\n"
+    "resources are held all or nothing under one token; --read, --write take a\n"
+    "side of a read-write lock. FENCELOCK_LOCK_KIND names the kind.\n"
+    "Exit: COMMAND's own status (128+N if killed by signal N); 75 not acquired;\n"
+    "  79 lock lost; 69 no majority in time; 64 usage; 70 error;\n"
+    "  126/127 COMMAND could not be run / not found.\n";
 
 /*
  * How `run` keeps its command (the job) under the lock:
@@ -426,7 +449,8 @@ static void run_undo(lockcore_client *c, const struct args *a, const struct lock
     }
 }
 
-int fencelock_run(lockcore_client *c, const struct args *a, const struct target *t, char **cmd)
+/* Acquire the target, run cmd under it; returns the exit code. */
+static int run(lockcore_client *c, const struct args *a, const struct target *t, char **cmd)
 {
     struct lockcore_lock l;
     int rc = fencelock_acquire(c, a, t, &l);
@@ -501,4 +525,19 @@ int fencelock_run(lockcore_client *c, const struct args *a, const struct target 
     if (rc < 0)
         fprintf(stderr, "%s: release: %s\n", prog, fencelock_errtext(c, rc));
     return code;
+}
+
+int cmd_run(lockcore_client *c, const struct cmdline *cl)
+{
+    struct args a = cl->a;
+    /* One resource, no other kind: a reentrant lock that a nested run of
+     * the resource joins; it waits notified, in the nodes' queue. But its
+     * first attempt is not queued (it may re-enter): with --fair, a run
+     * that has nothing to join takes a plain lock, which waits its turn
+     * from the first attempt on (and a run nested in it waits like anyone
+     * else). */
+    a.reentrant = a.permits == 0 && a.rw == RW_NONE && cl->t.n == 1;
+    if (a.reentrant && a.wait_mode == LOCKCORE_WAIT_FAIR && fencelock_joinable_id(cl->t.names[0]) == NULL)
+        a.reentrant = 0;
+    return run(c, &a, &cl->t, cl->cmd);
 }
