@@ -46,6 +46,7 @@ struct args {
     int fencing;
     uint64_t extend_at_ms; /* run: extend when this much validity is left; 0 = TTL/3 */
     uint64_t kill_after_ms;
+    uint64_t max_hold_ms; /* run --max-hold: stop the job once it held the lock this long; 0 = never */
     uint64_t request_timeout_ms;
     const char *undo; /* run --undo: a shell command for a failed job or a lost lock */
     int verbose;      /* --verbose: say what a wait waits for, even without a terminal */

@@ -52,8 +52,11 @@ static const char usage_options[] =
     "  --timeout D          per-node request timeout (default 50ms)\n"
     "  --extend-at D        run: extend when D of validity is left (default a third of --ttl)\n"
     "  --kill-after D       run: after SIGTERM for a lost lock, SIGKILL after D (default 5s)\n"
-    "  --undo CMD           run: if the command fails or the lock is lost, run sh -c CMD\n"
-    "                       (FENCELOCK_UNDO_REASON=failed|lost, FENCELOCK_JOB_STATUS)\n"
+    "  --max-hold D         run: once the command has held the lock for D, stop it as on a\n"
+    "                       lost lock (SIGTERM, SIGKILL after --kill-after; exit 79)\n"
+    "  --undo CMD           run: if the command fails, the lock is lost or --max-hold\n"
+    "                       runs out, run sh -c CMD (FENCELOCK_UNDO_REASON=failed|lost|\n"
+    "                       max-hold, FENCELOCK_JOB_STATUS)\n"
     "  --verbose            say on stderr what a wait waits for (the default when stderr\n"
     "                       is a terminal)\n"
     "  --quiet              never say it\n"
@@ -75,7 +78,7 @@ static const char usage_exit[] =
     "     (no validity left: slow nodes or a paused client);\n"
     "  70 server or protocol error (AUTH/ACL refused, bad reply), no fencing token, other error;\n"
     "  75 not acquired: held by another (also when --wait ran out while another held it);\n"
-    "  79 lock lost or not held.\n";
+    "  79 lock lost or not held (run: also stopped at --max-hold).\n";
 
 static void usage(FILE *to)
 {
@@ -234,6 +237,7 @@ enum {
     O_READ,
     O_WRITE,
     O_REENTRANT,
+    O_MAX_HOLD,
 };
 
 /* name: the option as "--ttl" (never the value: argv may hold "--ttl=5x"). */
@@ -269,6 +273,13 @@ static int set_duration(struct args *a, int opt, const char *name, const char *v
         break;
     case O_KILL_AFTER:
         a->kill_after_ms = d;
+        break;
+    case O_MAX_HOLD:
+        if (d == 0) {
+            fprintf(stderr, "%s: --max-hold must be above 0\n", prog);
+            return -1;
+        }
+        a->max_hold_ms = d;
         break;
     case O_RETRY_DELAY_MAX:
         a->retry_delay_max_ms = d;
@@ -314,6 +325,7 @@ static const struct option longopts[] = {
     {"read", no_argument, NULL, O_READ},
     {"write", no_argument, NULL, O_WRITE},
     {"reentrant", no_argument, NULL, O_REENTRANT},
+    {"max-hold", required_argument, NULL, O_MAX_HOLD},
     {NULL, 0, NULL, 0},
 };
 
@@ -424,6 +436,7 @@ static int parse_option(struct args *a, int opt, int longindex, const char *arg,
     case O_WAIT:
     case O_EXTEND_AT:
     case O_KILL_AFTER:
+    case O_MAX_HOLD:
     case O_RETRY_DELAY_MAX:
     case O_TIMEOUT: {
         char name[32];
@@ -633,6 +646,10 @@ static int check_args(struct cmdline *cl, const struct command *table, size_t n,
     }
     if (cl->a.undo != NULL && !(k->flags & CMD_RUN)) {
         fprintf(stderr, "%s: --undo only applies to run\n", prog);
+        return EXIT_USAGE;
+    }
+    if (cl->a.max_hold_ms != 0 && !(k->flags & CMD_RUN)) {
+        fprintf(stderr, "%s: --max-hold only applies to run\n", prog);
         return EXIT_USAGE;
     }
     if (cl->a.extend_at_ms != 0 && cl->a.extend_at_ms >= fencelock_ttl_ms(&cl->a)) {

@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,7 +34,8 @@ const char cmd_run_usage[] =
     "FENCELOCK_VALID_UNTIL_MONO_MS in its environment, extend the lock whenever\n"
     "--extend-at of validity is left, and release it when COMMAND ends. If the lock\n"
     "is lost (an extension cannot keep a majority), COMMAND's group gets SIGTERM,\n"
-    "then SIGKILL after --kill-after, and fencelock exits with 79. SIGINT, SIGTERM\n"
+    "then SIGKILL after --kill-after, and fencelock exits with 79; so it is, with\n"
+    "--max-hold D, once COMMAND has held the lock for D. SIGINT, SIGTERM\n"
     "and SIGHUP are passed on to the group. If fencelock dies, a guardian process\n"
     "stops the group the same way (a process that leaves the group escapes).\n"
     "A run nested in a run of RESOURCE joins its lock (the same token); with\n"
@@ -74,14 +76,54 @@ const char cmd_run_usage[] =
 
 static volatile sig_atomic_t pending_signal;
 
+/* The supervisor learns of a signal, SIGCHLD included (the job ended or
+ * stopped), at once: the handler writes a byte into this pipe, whose read
+ * end is polled with the nodes' connections. */
+static int wake_fds[2] = {-1, -1};
+
 static void on_signal(int sig)
 {
-    pending_signal = sig;
+    int saved = errno;
+    if (sig != SIGCHLD)
+        pending_signal = sig;
+    if (wake_fds[1] >= 0 && write(wake_fds[1], "s", 1) < 0) {
+        /* full: a wake-up is already pending */
+    }
+    errno = saved;
+}
+
+/*
+ * Wait up to timeout_ms for a node's answer, a keep-alive's timer or a
+ * signal, and run what is due (extensions, their callbacks). Unlike
+ * lockcore_run, a job that ends wakes it at once.
+ */
+static void wait_events(lockcore_client *c, int timeout_ms)
+{
+    struct pollfd fds[LOCKCORE_POLLFDS_MAX + 1];
+    int t = timeout_ms;
+    int n = lockcore_pollfds(c, fds, LOCKCORE_POLLFDS_MAX, &t);
+    if (n < 0)
+        n = 0;
+    if (t < 0 || t > timeout_ms)
+        t = timeout_ms;
+    fds[n].fd = wake_fds[0];
+    fds[n].events = POLLIN;
+    fds[n].revents = 0;
+    if (poll(fds, (nfds_t)n + 1, t) < 0)
+        for (int k = 0; k <= n; k++)
+            fds[k].revents = 0;
+    if (fds[n].revents != 0) {
+        char buf[64];
+        while (read(wake_fds[0], buf, sizeof(buf)) > 0)
+            ;
+    }
+    lockcore_process(c, fds, (size_t)n);
 }
 
 struct run_state {
     int lost_rc;
-    int announced; /* the loss was reported while the job still ran */
+    int announced; /* the loss (or --max-hold) was reported while the job still ran */
+    int max_hold;  /* the job was stopped at --max-hold (the lock was not lost) */
     char why[1200];
 };
 
@@ -163,6 +205,7 @@ static void guardian(int rfd, pid_t pgid, uint64_t kill_after_ms)
     static const int ignored[] = {SIGINT, SIGQUIT, SIGHUP, SIGTERM, SIGTSTP, SIGTTIN, SIGTTOU, SIGPIPE};
     for (size_t i = 0; i < sizeof(ignored) / sizeof(ignored[0]); i++)
         signal(ignored[i], SIG_IGN);
+    signal(SIGCHLD, SIG_DFL); /* fencelock's handler writes to a pipe the guardian closed */
     char b;
     ssize_t n;
     do
@@ -361,7 +404,7 @@ static void reap_group(lockcore_client *c, const struct job *j, const struct arg
     kill(-j->pid, SIGCONT);
     uint64_t start = lockcore_now_ms();
     while (group_alive(j->pid, 1) && lockcore_now_ms() - start < a->kill_after_ms)
-        lockcore_run(c, 20);
+        wait_events(c, 20);
     if (group_alive(j->pid, 1)) {
         fprintf(stderr, "%s: still running %" PRIu64 " ms after SIGTERM; sending SIGKILL\n", prog,
                 a->kill_after_ms);
@@ -372,10 +415,12 @@ static void reap_group(lockcore_client *c, const struct job *j, const struct arg
 }
 
 /* Wait for the job to end: pass signals on, extend the lock (from
- * lockcore_run), and on a lost lock stop the job's group. Bounded by the
- * job itself, and on a lost lock by --kill-after. */
+ * wait_events), and on a lost lock, or at stop_at (lockcore_now_ms(); 0:
+ * never) for --max-hold, stop the job's group. Wakes at once when the job
+ * ends (SIGCHLD). Bounded by the job itself, and on a lost lock or at
+ * stop_at by --kill-after. */
 static void job_supervise(lockcore_client *c, struct job *j, const struct args *a, struct run_state *st,
-                          const char *name)
+                          const char *name, uint64_t stop_at)
 {
     uint64_t term_at = 0;
     int killed = 0;
@@ -401,23 +446,35 @@ static void job_supervise(lockcore_client *c, struct job *j, const struct args *
             kill(-j->pid, pending_signal);
             pending_signal = 0;
         }
-        if (st->lost_rc != 0 && term_at == 0) {
-            fprintf(stderr, "%s: %s; %s was still running: sending SIGTERM to its process group %d\n", prog,
-                    st->why, name, (int)j->pid);
+        uint64_t now = lockcore_now_ms();
+        if (term_at == 0 && (st->lost_rc != 0 || (stop_at != 0 && now >= stop_at))) {
+            if (st->lost_rc != 0)
+                fprintf(stderr, "%s: %s; %s was still running: sending SIGTERM to its process group %d\n",
+                        prog, st->why, name, (int)j->pid);
+            else
+                fprintf(stderr,
+                        "%s: %s still running after --max-hold %" PRIu64
+                        " ms: sending SIGTERM to its process group %d\n",
+                        prog, name, a->max_hold_ms, (int)j->pid);
             st->announced = 1;
+            st->max_hold = st->lost_rc == 0;
             kill(-j->pid, SIGTERM);
             kill(-j->pid, SIGCONT);
-            term_at = lockcore_now_ms();
+            term_at = now;
         }
-        if (term_at != 0 && !killed && lockcore_now_ms() - term_at >= a->kill_after_ms) {
+        if (term_at != 0 && !killed && now - term_at >= a->kill_after_ms) {
             fprintf(stderr, "%s: %s still running %" PRIu64 " ms after SIGTERM; sending SIGKILL\n", prog,
                     name, a->kill_after_ms);
             kill(-j->pid, SIGKILL);
             killed = 1;
         }
-        /* The keep-alive runs from here; 20 ms also bounds how late we see
-         * the job end. */
-        lockcore_run(c, 20);
+        /* The keep-alive runs from here. The next deadline of our own:
+         * --max-hold, or SIGKILL after --kill-after. */
+        uint64_t due = term_at != 0 ? (killed ? 0 : term_at + a->kill_after_ms) : stop_at;
+        int wait = 1000;
+        if (due != 0)
+            wait = due <= now ? 0 : due - now < 1000 ? (int)(due - now) : 1000;
+        wait_events(c, wait);
     }
 }
 
@@ -433,13 +490,13 @@ static void run_undo(lockcore_client *c, const struct args *a, const struct lock
                      const char *reason, int job_code, struct run_state *st)
 {
     char *argv[] = {"sh", "-c", (char *)a->undo, NULL};
-    struct run_state none = {0, 0, ""};
-    struct run_state *watch = strcmp(reason, "failed") == 0 ? st : &none;
+    struct run_state none = {0, 0, 0, ""};
+    struct run_state *watch = strcmp(reason, "lost") != 0 ? st : &none;
     fprintf(stderr, "%s: running the --undo command (%s)\n", prog, reason);
     struct job u = {0};
     if (job_start(&u, a, l, argv, reason, job_code) < 0)
         return;
-    job_supervise(c, &u, a, watch, "the --undo command");
+    job_supervise(c, &u, a, watch, "the --undo command", 0);
     reap_group(c, &u, a, "the --undo command");
     job_finish(&u);
     if (!WIFEXITED(u.status) || WEXITSTATUS(u.status) != 0) {
@@ -457,7 +514,7 @@ static int run(lockcore_client *c, const struct args *a, const struct target *t,
     if (rc < 0)
         return fencelock_fail(c, "acquire", rc);
 
-    struct run_state st = {0, 0, ""};
+    struct run_state st = {0, 0, 0, ""};
     lockcore_keepalive *k = NULL;
     rc = lockcore_keepalive_start(c, &l, l.ttl_ms, a->extend_at_ms, on_lost, &st, &k);
     if (rc < 0) {
@@ -470,12 +527,21 @@ static int run(lockcore_client *c, const struct args *a, const struct target *t,
      * passed on, not lost (exec resets them to the default in the job). A
      * signal ignored when fencelock started (a background job of a
      * script, nohup) stays ignored, for fencelock and the job alike. */
-    static const int passed_on[] = {SIGINT, SIGTERM, SIGHUP};
+    if (pipe2(wake_fds, O_CLOEXEC | O_NONBLOCK) < 0) {
+        int code = fencelock_fail(c, "pipe", -errno);
+        lockcore_keepalive_stop(k);
+        lockcore_release(c, &l);
+        return code;
+    }
+    static const int passed_on[] = {SIGINT, SIGTERM, SIGHUP, SIGCHLD};
     for (size_t i = 0; i < sizeof(passed_on) / sizeof(passed_on[0]); i++) {
         struct sigaction sa, old;
         memset(&sa, 0, sizeof(sa));
         sa.sa_handler = on_signal;
-        if (sigaction(passed_on[i], NULL, &old) == 0 && old.sa_handler != SIG_IGN)
+        /* SIGCHLD only wakes the loop: let it interrupt nothing else. */
+        sa.sa_flags = passed_on[i] == SIGCHLD ? SA_RESTART : 0;
+        if (sigaction(passed_on[i], NULL, &old) == 0 &&
+            (old.sa_handler != SIG_IGN || passed_on[i] == SIGCHLD))
             sigaction(passed_on[i], &sa, NULL);
     }
 
@@ -488,7 +554,9 @@ static int run(lockcore_client *c, const struct args *a, const struct target *t,
         lockcore_release(c, &l);
         return EXIT_ERROR;
     }
-    job_supervise(c, &j, a, &st, cmd[0]);
+    /* --max-hold counts from the grant, as the lock's validity does. */
+    uint64_t stop_at = a->max_hold_ms != 0 ? l.valid_until_ms - l.validity_ms + a->max_hold_ms : 0;
+    job_supervise(c, &j, a, &st, cmd[0], stop_at);
     reap_group(c, &j, a, cmd[0]);
     job_finish(&j);
 
@@ -510,17 +578,19 @@ static int run(lockcore_client *c, const struct args *a, const struct target *t,
         else
             fprintf(stderr, "%s: %s; %s had already ended (%s) when the loss was seen\n", prog, st.why,
                     cmd[0], how);
+    } else if (st.max_hold) {
+        fprintf(stderr, "%s: %s %s after --max-hold\n", prog, cmd[0], how);
     } else if (code != 0) {
         fprintf(stderr, "%s: %s %s\n", prog, cmd[0], how);
     }
-    if (a->undo != NULL && (st.lost_rc != 0 || code != 0))
-        run_undo(c, a, &l, st.lost_rc != 0 ? "lost" : "failed", code, &st);
+    if (a->undo != NULL && (st.lost_rc != 0 || st.max_hold || code != 0))
+        run_undo(c, a, &l, st.lost_rc != 0 ? "lost" : st.max_hold ? "max-hold" : "failed", code, &st);
     lockcore_keepalive_get(k, &l);
     lockcore_keepalive_stop(k);
     /* Lost or not, delete our keys where they still hold our id: what a
      * minority still holds would otherwise block others until it expires. */
     rc = lockcore_release(c, &l);
-    if (st.lost_rc != 0)
+    if (st.lost_rc != 0 || st.max_hold)
         return EXIT_LOST;
     if (rc < 0)
         fprintf(stderr, "%s: release: %s\n", prog, fencelock_errtext(c, rc));

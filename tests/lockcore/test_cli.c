@@ -1001,6 +1001,61 @@ static void test_cli_run_undo_runs_after_failure_or_loss(void **state)
     assert_int_equal(r.code, X_USAGE);
 }
 
+/* --max-hold bounds how long a job holds the lock: a job still running
+ * then is stopped as on a lost lock (SIGTERM, SIGKILL after --kill-after,
+ * exit 79), --undo runs with reason max-hold, and the lock is free after. A
+ * job that ends in time is not touched. */
+static void test_cli_run_max_hold_stops_a_job_that_holds_too_long(void **state)
+{
+    struct fixture *f = *state;
+    struct ready_term rt;
+    ready_term(f, &rt);
+    char undo_path[300], undo_var[330];
+    path_in(f, "undo", undo_path, sizeof(undo_path));
+    snprintf(undo_var, sizeof(undo_var), "T_UNDO=%s", undo_path);
+    char *env[] = {rt.v1, rt.v2, undo_var, NULL};
+    struct res r;
+    fl_env(f, &r, env, "--max-hold", "5s", "run", "cli:maxhold", "--", "sh", "-c", "exit 0", NULL);
+    assert_int_equal(r.code, 0);
+    assert_string_equal(r.err, "");
+
+    long long t0 = hp_now_ms();
+    fl_env(f, &r, env, "--ttl", "2s", "--max-hold", "1s", "--undo",
+           "echo $FENCELOCK_UNDO_REASON > \"$T_UNDO\"", "run", "cli:maxhold", "--", "sh", "-c",
+           "trap 'echo TERM > \"$T_TERM\"; exit 0' TERM; i=0; while [ $i -lt 200 ]; do sleep 0.05; "
+           "i=$((i+1)); done",
+           NULL);
+    long long took = hp_now_ms() - t0;
+    assert_int_equal(r.code, X_LOST);
+    assert_true(took >= 1000 && took < 5000);
+    char got[32];
+    read_file(rt.term, got, sizeof(got));
+    assert_string_equal(got, "TERM\n");
+    read_file(undo_path, got, sizeof(got));
+    assert_string_equal(got, "max-hold\n");
+    if (strstr(r.err, "still running after --max-hold 1000 ms: sending SIGTERM") == NULL ||
+        strstr(r.err, "lost") != NULL)
+        fail_msg("stderr: %s", r.err);
+    /* Released: the next one gets it at once. */
+    fl(f, &r, "--wait", "0", "acquire", "cli:maxhold", NULL);
+    assert_int_equal(r.code, 0);
+
+    /* A job that ignores SIGTERM is killed after --kill-after. */
+    t0 = hp_now_ms();
+    fl(f, &r, "--max-hold", "500ms", "--kill-after", "300ms", "run", "cli:maxhold2", "--", "sh", "-c",
+       "trap '' TERM; exec sleep 30", NULL);
+    took = hp_now_ms() - t0;
+    assert_int_equal(r.code, X_LOST);
+    assert_true(took >= 800 && took < 5000);
+    assert_non_null(strstr(r.err, "SIGKILL"));
+
+    /* Only for run, and above 0. */
+    fl(f, &r, "--max-hold", "1s", "acquire", "cli:maxhold3", NULL);
+    assert_int_equal(r.code, X_USAGE);
+    fl(f, &r, "--max-hold", "0", "run", "cli:maxhold3", "true", NULL);
+    assert_int_equal(r.code, X_USAGE);
+}
+
 /* SIGTERM to fencelock reaches the command; fencelock waits for it, exits
  * with its status and releases the lock. */
 static void test_cli_run_passes_signals_on(void **state)
@@ -1454,6 +1509,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_cli_run_kills_a_command_that_ignores_sigterm, setup3, teardown),
         cmocka_unit_test_setup_teardown(test_cli_run_passes_signals_on, setup3, teardown),
         cmocka_unit_test_setup_teardown(test_cli_run_undo_runs_after_failure_or_loss, setup3, teardown),
+        cmocka_unit_test_setup_teardown(test_cli_run_max_hold_stops_a_job_that_holds_too_long, setup3,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_cli_run_says_why_a_paused_lock_was_lost, setup3, teardown),
         cmocka_unit_test_setup_teardown(test_cli_run_never_exits_without_saying_why, setup3, teardown),
         cmocka_unit_test_setup_teardown(test_cli_run_job_does_not_outlive_fencelock, setup3, teardown),
