@@ -373,6 +373,29 @@ int fencelock_acquire(lockcore_client *c, const struct args *a, const struct tar
     return o.rc;
 }
 
+void fencelock_lock_times(const struct lockcore_lock *l, struct lock_times *t)
+{
+    /* The grant was decided validity_ms before valid_until_ms. */
+    uint64_t now_mono = lockcore_now_ms(), now_wall = fencelock_wall_ms();
+    t->valid_until_mono_ms = l->valid_until_ms;
+    t->granted_mono_ms = l->valid_until_ms - l->validity_ms;
+    t->granted_wall_ms = now_wall - (now_mono > t->granted_mono_ms ? now_mono - t->granted_mono_ms : 0);
+    t->valid_until_wall_ms = t->granted_wall_ms + l->validity_ms;
+}
+
+json_t *fencelock_times_json(const struct lockcore_lock *l)
+{
+    struct lock_times t;
+    if (l == NULL)
+        return json_pack("{s:n, s:n, s:n, s:n}", "granted_mono_ms", "granted_wall_ms", "valid_until_mono_ms",
+                         "valid_until_wall_ms");
+    fencelock_lock_times(l, &t);
+    return json_pack("{s:I, s:I, s:I, s:I}", "granted_mono_ms", (json_int_t)t.granted_mono_ms,
+                     "granted_wall_ms", (json_int_t)t.granted_wall_ms, "valid_until_mono_ms",
+                     (json_int_t)t.valid_until_mono_ms, "valid_until_wall_ms",
+                     (json_int_t)t.valid_until_wall_ms);
+}
+
 /* The names of a set as a JSON array. */
 static json_t *names_json(const struct target *t)
 {

@@ -217,6 +217,20 @@ int fencelock_acquire(lockcore_client *c, const struct args *a, const struct tar
 int fencelock_lock_for(lockcore_client *c, const struct args *a, const struct target *t, const char *id,
                        struct lockcore_lock *l);
 
+/* When a lock's validity began (the start of the round that granted or
+ * extended it: validity_ms counts from there) and when it ends, on
+ * CLOCK_MONOTONIC (lockcore_now_ms, Python's time.monotonic) and on the
+ * wall clock (ms since the epoch, derived from the monotonic ones). */
+struct lock_times {
+    uint64_t granted_mono_ms, granted_wall_ms, valid_until_mono_ms, valid_until_wall_ms;
+};
+void fencelock_lock_times(const struct lockcore_lock *l, struct lock_times *t);
+
+/* The four times as JSON members (a new object): "granted_mono_ms",
+ * "granted_wall_ms", "valid_until_mono_ms", "valid_until_wall_ms"; null
+ * if l is NULL (not held). */
+json_t *fencelock_times_json(const struct lockcore_lock *l);
+
 /* What acquire, extend and release print first (a new object): "resource"
  * or "resources", and the kind unless it is a plain lock or a permit. */
 json_t *fencelock_lock_head(const struct target *t, const char *resource, const struct lockcore_lock *l);

@@ -18,7 +18,10 @@ const char cmd_acquire_usage[] =
     "       fencelock [options] acquire --reentrant RESOURCE [LOCK_ID]\n"
     "\n"
     "Acquire RESOURCE on a majority of the nodes and print one JSON line:\n"
-    "  {\"resource\",\"lock_id\",\"token\",\"validity_ms\",\"ttl_ms\",\"nodes_granted\",\"nodes\"}\n"
+    "  {\"resource\",\"lock_id\",\"token\",\"validity_ms\",\"ttl_ms\",\"nodes_granted\",\"nodes\",\n"
+    "   \"granted_mono_ms\",\"granted_wall_ms\",\"valid_until_mono_ms\",\"valid_until_wall_ms\"}\n"
+    "validity_ms counts from granted_mono_ms (CLOCK_MONOTONIC), the start of the round\n"
+    "that granted the lock, after any wait: check the lease against valid_until_mono_ms.\n"
     "Several resources are one multi-resource lock, all or nothing, with one token\n"
     "(\"resources\":[...] instead of \"resource\"); --read, --write: a side of a\n"
     "read-write lock; --reentrant: a reentrant hold (with LOCK_ID: one more hold\n"
@@ -38,10 +41,11 @@ int cmd_acquire(lockcore_client *c, const struct cmdline *cl)
     int rc = fencelock_acquire(c, a, t, &l);
     if (rc < 0)
         return fencelock_fail(c, "acquire", rc);
-    fencelock_print_json(fencelock_merged(
-        fencelock_lock_head(t, l.resource, &l),
-        json_pack("{s:s, s:I, s:I, s:I, s:i, s:i}", "lock_id", l.id, "token", (json_int_t)l.token,
-                  "validity_ms", (json_int_t)l.validity_ms, "ttl_ms", (json_int_t)l.ttl_ms, "nodes_granted",
-                  (int)l.nodes_ok, "nodes", (int)l.nodes)));
+    json_t *j = fencelock_merged(fencelock_lock_head(t, l.resource, &l),
+                                 json_pack("{s:s, s:I, s:I, s:I, s:i, s:i}", "lock_id", l.id, "token",
+                                           (json_int_t)l.token, "validity_ms", (json_int_t)l.validity_ms,
+                                           "ttl_ms", (json_int_t)l.ttl_ms, "nodes_granted", (int)l.nodes_ok,
+                                           "nodes", (int)l.nodes));
+    fencelock_print_json(fencelock_merged(j, fencelock_times_json(&l)));
     return EXIT_OK;
 }

@@ -19,7 +19,8 @@ const char cmd_extend_usage[] =
     "Prints:\n"
     "  "
     "{\"resource\",\"lock_id\",\"extended\",\"validity_ms\",\"ttl_ms\",\"nodes_extended\","
-    "\"nodes\"}\n"
+    "\"nodes\",\n"
+    "   \"granted_mono_ms\",\"granted_wall_ms\",\"valid_until_mono_ms\",\"valid_until_wall_ms\"}\n"
     "Exit: 0 extended on a majority; 79 not held under LOCK_ID on a majority;\n"
     "  69 no majority in time; 64 usage; 70 error.\n";
 
@@ -33,10 +34,11 @@ int cmd_extend(lockcore_client *c, const struct cmdline *cl)
     if (rc != 0)
         return rc > 0 ? EXIT_USAGE : fencelock_fail(c, "extend", rc);
     rc = lockcore_extend(c, &l, a->ttl_ms); /* 0: the client's TTL */
-    fencelock_print_json(fencelock_merged(
-        fencelock_lock_head(t, t->names[0], &l),
-        json_pack("{s:s, s:b, s:I, s:I, s:i, s:i}", "lock_id", id, "extended", rc == 0, "validity_ms",
-                  (json_int_t)(rc == 0 ? l.validity_ms : 0), "ttl_ms", (json_int_t)fencelock_ttl_ms(a),
-                  "nodes_extended", (int)l.nodes_ok, "nodes", (int)l.nodes)));
+    json_t *j = fencelock_merged(fencelock_lock_head(t, t->names[0], &l),
+                                 json_pack("{s:s, s:b, s:I, s:I, s:i, s:i}", "lock_id", id, "extended",
+                                           rc == 0, "validity_ms", (json_int_t)(rc == 0 ? l.validity_ms : 0),
+                                           "ttl_ms", (json_int_t)fencelock_ttl_ms(a), "nodes_extended",
+                                           (int)l.nodes_ok, "nodes", (int)l.nodes));
+    fencelock_print_json(fencelock_merged(j, fencelock_times_json(rc == 0 ? &l : NULL)));
     return rc == 0 ? EXIT_OK : fencelock_fail(c, "extend", rc);
 }

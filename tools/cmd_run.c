@@ -270,14 +270,12 @@ struct job_env {
 
 static void job_env_fill(struct job_env *e, const struct lockcore_lock *l)
 {
-    /* The grant was decided validity_ms before valid_until_ms. */
-    uint64_t granted_mono = l->valid_until_ms - l->validity_ms;
-    uint64_t now_mono = lockcore_now_ms();
-    uint64_t granted_wall = fencelock_wall_ms() - (now_mono > granted_mono ? now_mono - granted_mono : 0);
+    struct lock_times t;
+    fencelock_lock_times(l, &t);
     snprintf(e->token, sizeof(e->token), "%" PRIu64, l->token);
     snprintf(e->validity, sizeof(e->validity), "%" PRIu64, l->validity_ms);
-    snprintf(e->granted_mono, sizeof(e->granted_mono), "%" PRIu64, granted_mono);
-    snprintf(e->granted_wall, sizeof(e->granted_wall), "%" PRIu64, granted_wall);
+    snprintf(e->granted_mono, sizeof(e->granted_mono), "%" PRIu64, t.granted_mono_ms);
+    snprintf(e->granted_wall, sizeof(e->granted_wall), "%" PRIu64, t.granted_wall_ms);
     snprintf(e->valid_until, sizeof(e->valid_until), "%" PRIu64, l->valid_until_ms);
 }
 

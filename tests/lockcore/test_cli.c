@@ -134,15 +134,47 @@ static void acquire_id(struct fixture *f, const char *ttl, const char *resource,
     json_decref(j);
 }
 
+/* CLOCK_REALTIME in ms. */
+static long long wall_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* The grant and valid-until times of acquire's and extend's output: the
+ * grant within [mono0, mono1] (wall0, wall1 on the wall clock), and the
+ * validity counted from it. A script that waited for the lock learns when
+ * its validity began from these, not from when it asked. */
+static void check_times(json_t *j, long long mono0, long long mono1, long long wall0, long long wall1)
+{
+    long long validity = jint(j, "validity_ms");
+    long long granted = jint(j, "granted_mono_ms"), granted_wall = jint(j, "granted_wall_ms");
+    if (granted < mono0 || granted > mono1 || granted_wall < wall0 - 1 || granted_wall > wall1 + 1)
+        fail_msg("granted at %lld (wall %lld), not within [%lld, %lld] (wall [%lld, %lld])", granted,
+                 granted_wall, mono0, mono1, wall0, wall1);
+    assert_int_equal(jint(j, "valid_until_mono_ms"), granted + validity);
+    assert_int_equal(jint(j, "valid_until_wall_ms"), granted_wall + validity);
+}
+
 static void test_cli_acquire_prints_the_lock(void **state)
 {
     struct fixture *f = *state;
     struct res r;
-    fl(f, &r, "--ttl", "5s", "acquire", "cli:acq", NULL);
+    /* Held by another for a while first: the grant comes well after the
+     * request, and the times say when. */
+    char other[41];
+    acquire_id(f, "700ms", "cli:acq", other);
+    long long mono0 = hp_now_ms(), wall0 = wall_now_ms();
+    fl(f, &r, "--ttl", "5s", "--wait", "5s", "--quiet", "acquire", "cli:acq", NULL);
+    long long mono1 = hp_now_ms(), wall1 = wall_now_ms();
     assert_int_equal(r.code, 0);
     assert_string_equal(r.err, "");
     json_t *j = one_json_line(&r);
-    has_keys(j, "resource", "lock_id", "token", "validity_ms", "ttl_ms", "nodes_granted", "nodes", NULL);
+    has_keys(j, "resource", "lock_id", "token", "validity_ms", "ttl_ms", "nodes_granted", "nodes",
+             "granted_mono_ms", "granted_wall_ms", "valid_until_mono_ms", "valid_until_wall_ms", NULL);
+    check_times(j, mono0, mono1, wall0, wall1);
+    assert_true(jint(j, "granted_mono_ms") - mono0 >= 300);
     assert_string_equal(jstr(j, "resource"), "cli:acq");
     const char *id = jstr(j, "lock_id");
     assert_int_equal(strlen(id), 40);
@@ -200,11 +232,15 @@ static void test_cli_extend_and_release_print_the_outcome(void **state)
     char id[41];
     acquire_id(f, "5s", "cli:ext", id);
 
+    long long mono0 = hp_now_ms(), wall0 = wall_now_ms();
     fl(f, &r, "extend", "cli:ext", id, "--ttl", "30s", NULL);
+    long long mono1 = hp_now_ms(), wall1 = wall_now_ms();
     assert_int_equal(r.code, 0);
     assert_string_equal(r.err, "");
     json_t *j = one_json_line(&r);
-    has_keys(j, "resource", "lock_id", "extended", "validity_ms", "ttl_ms", "nodes_extended", "nodes", NULL);
+    has_keys(j, "resource", "lock_id", "extended", "validity_ms", "ttl_ms", "nodes_extended", "nodes",
+             "granted_mono_ms", "granted_wall_ms", "valid_until_mono_ms", "valid_until_wall_ms", NULL);
+    check_times(j, mono0, mono1, wall0, wall1);
     assert_string_equal(jstr(j, "resource"), "cli:ext");
     assert_string_equal(jstr(j, "lock_id"), id);
     assert_true(jbool(j, "extended"));
@@ -222,6 +258,7 @@ static void test_cli_extend_and_release_print_the_outcome(void **state)
     j = one_json_line(&r);
     assert_false(jbool(j, "extended"));
     assert_int_equal(jint(j, "validity_ms"), 0);
+    assert_true(json_is_null(json_object_get(j, "valid_until_mono_ms")));
     assert_int_equal(jint(j, "nodes_extended"), 0);
     assert_int_equal(jint(j, "nodes"), 3);
     json_decref(j);

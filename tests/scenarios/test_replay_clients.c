@@ -106,6 +106,9 @@ int main(void)
                         "FENCELOCK_STORAGE_GUARD and FENCELOCK must be set (meson test does)\n");
         return 1;
     }
+    /* One test alone, to repeat it: FENCELOCK_TEST_ONLY=<name pattern>. */
+    if (getenv("FENCELOCK_TEST_ONLY") != NULL)
+        cmocka_set_test_filter(getenv("FENCELOCK_TEST_ONLY"));
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_replay_clients_shell_gc_pause),
         cmocka_unit_test(test_replay_clients_python_gc_pause),
