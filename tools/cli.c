@@ -5,6 +5,7 @@
  * whom it waits for.
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -176,6 +177,36 @@ int fencelock_fail(lockcore_client *c, const char *what, int rc)
         *p = ',';
     fprintf(stderr, "%s: %s: %s\n", prog, what, msg);
     return fencelock_exit_code(rc);
+}
+
+/* A writer refused by readers: lockcore names the holder it saw, which is
+ * one reader's id. Say how many readers hold the lock instead (the number a
+ * majority of the nodes reports), and keep the rest of the message. */
+static int writer_refused(lockcore_client *c, const char *resource, const char *msg)
+{
+    static struct lockcore_node_status st[LOCKCORE_NODES_MAX];
+    int n = lockcore_rw_status(c, resource, st, LOCKCORE_NODES_MAX);
+    int64_t counts[LOCKCORE_NODES_MAX];
+    int m = 0;
+    for (int i = 0; i < n; i++)
+        if (st[i].reachable && st[i].holder[0] == '\0')
+            counts[m++] = st[i].holds;
+    int64_t readers = fencelock_quorum_th(counts, m, (int)lockcore_quorum(c));
+    const char *held = strstr(msg, "; held by ");
+    if (readers <= 0 || held == NULL)
+        return 0;
+    fprintf(stderr, "%s: acquire: %.*s; held by %" PRId64 " reader%s\n", prog, (int)(held - msg), msg,
+            readers, readers == 1 ? "" : "s");
+    return 1;
+}
+
+int fencelock_acquire_failed(lockcore_client *c, const struct args *a, const struct target *t, int rc)
+{
+    char msg[1024];
+    snprintf(msg, sizeof(msg), "%s", fencelock_errtext(c, rc));
+    if (rc == LOCKCORE_ELOCKED && a->rw == RW_WRITE && t->n == 1 && writer_refused(c, t->names[0], msg))
+        return fencelock_exit_code(rc);
+    return fencelock_fail(c, "acquire", rc);
 }
 
 /* The TTL a client made from these arguments uses: --ttl, else lockcore's

@@ -174,6 +174,10 @@ const char *fencelock_errtext(const lockcore_client *c, int rc);
 /* Say "fencelock: WHAT: message" on stderr; returns rc's exit code. */
 int fencelock_fail(lockcore_client *c, const char *what, int rc);
 
+/* fencelock_fail for a failed acquisition of the target: a writer refused
+ * by readers is told how many readers hold the lock. */
+int fencelock_acquire_failed(lockcore_client *c, const struct args *a, const struct target *t, int rc);
+
 /* The TTL a client made from these arguments uses: --ttl, else lockcore's
  * default. */
 uint64_t fencelock_ttl_ms(const struct args *a);

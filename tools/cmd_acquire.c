@@ -40,7 +40,7 @@ int cmd_acquire(lockcore_client *c, const struct cmdline *cl)
     struct lockcore_lock l;
     int rc = fencelock_acquire(c, a, t, &l);
     if (rc < 0)
-        return fencelock_fail(c, "acquire", rc);
+        return fencelock_acquire_failed(c, a, t, rc);
     json_t *j = fencelock_merged(fencelock_lock_head(t, l.resource, &l),
                                  json_pack("{s:s, s:I, s:I, s:I, s:i, s:i}", "lock_id", l.id, "token",
                                            (json_int_t)l.token, "validity_ms", (json_int_t)l.validity_ms,

@@ -127,27 +127,35 @@ struct run_state {
     char why[1200];
 };
 
-/* The reason a keep-alive gave up. lockcore_errmsg() is the detail only if
- * it says more than the code's own name (a lock whose validity ran out
- * while no extension was in flight, e.g. after fencelock was paused, has
- * no failed operation to tell of). */
+/* The reason a keep-alive gave up, said once: "lock on 'x' lost: WHY".
+ * lockcore_errmsg() already reads "lock on 'x' lost: WHY" when the
+ * keep-alive said why, and only WHY is taken from it; it is the detail
+ * only if it says more than the code's own name (a loss seen after the job
+ * ended may find an older message there). When the validity ran out, the
+ * likely causes are named: fencelock was stopped, or the nodes were too
+ * slow to extend in time. */
 static void set_lost(lockcore_client *c, int rc, const struct lockcore_lock *l, struct run_state *s)
 {
     s->lost_rc = rc ? rc : LOCKCORE_ELOST;
     const char *detail = lockcore_errmsg(c);
+    char prefix[LOCKCORE_RESOURCE_MAX + 32];
+    snprintf(prefix, sizeof(prefix), "lock on '%s' lost: ", l->resource);
+    if (strncmp(detail, prefix, strlen(prefix)) == 0)
+        detail += strlen(prefix);
     if (rc == 0 || *detail == '\0' || strcmp(detail, lockcore_strerror(0)) == 0 ||
         strcmp(detail, lockcore_strerror(s->lost_rc)) == 0)
-        detail = lockcore_remaining_ms(l) == 0
-                     ? "its validity ran out before an extension reached a majority (was fencelock "
-                       "paused, or are the nodes slow?)"
-                     : NULL;
+        detail = NULL;
+    int ran_out = lockcore_remaining_ms(l) == 0;
+    if (detail == NULL)
+        detail = ran_out ? "its validity ran out before an extension reached a majority"
+                         : lockcore_strerror(s->lost_rc);
     /* A set's names are joined by newlines: one line names them by commas. */
     char name[LOCKCORE_RESOURCE_MAX + 1];
     snprintf(name, sizeof(name), "%s", l->resource);
     for (char *p = strchr(name, '\n'); p != NULL; p = strchr(p, '\n'))
         *p = ',';
-    snprintf(s->why, sizeof(s->why), "lock on '%.512s' lost: %s%s%s", name, lockcore_strerror(s->lost_rc),
-             detail ? ": " : "", detail ? detail : "");
+    snprintf(s->why, sizeof(s->why), "lock on '%.512s' lost: %.600s%s", name, detail,
+             ran_out ? " (was fencelock paused, or are the nodes slow?)" : "");
 }
 
 static void on_lost(lockcore_client *c, int rc, const struct lockcore_lock *l, void *arg)
@@ -510,7 +518,7 @@ static int run(lockcore_client *c, const struct args *a, const struct target *t,
     struct lockcore_lock l;
     int rc = fencelock_acquire(c, a, t, &l);
     if (rc < 0)
-        return fencelock_fail(c, "acquire", rc);
+        return fencelock_acquire_failed(c, a, t, rc);
 
     struct run_state st = {0, 0, 0, ""};
     lockcore_keepalive *k = NULL;
