@@ -466,12 +466,14 @@ json_t *fencelock_merged(json_t *a, json_t *b)
  * kind's flag says which scripts lockcore sends (a set's, a reentrant
  * hold's, a reader's or a writer's), and the nodes decide whether it is
  * still held. A set is named by its names joined with newlines, as
- * lockcore names it. Returns 0, a lockcore error, or 1 after saying why
- * the names cannot be a set.
+ * lockcore names it. Returns -1 with *l made, or the exit code after
+ * saying why not ("fencelock: WHAT: ...").
  */
-int fencelock_lock_for(lockcore_client *c, const struct args *a, const struct target *t, const char *id,
+int fencelock_lock_for(lockcore_client *c, const struct cmdline *cl, const char *what,
                        struct lockcore_lock *l)
 {
+    const struct args *a = &cl->a;
+    const struct target *t = &cl->t;
     char joined[LOCKCORE_RESOURCE_MAX + 1];
     size_t len = 0;
     for (size_t i = 0; i < t->n; i++) {
@@ -479,7 +481,7 @@ int fencelock_lock_for(lockcore_client *c, const struct args *a, const struct ta
         if (t->n > 1 && (strchr(t->names[i], '\n') != NULL || len + k + (i > 0) > LOCKCORE_RESOURCE_MAX)) {
             fprintf(stderr, "%s: the names of a set must have no newline and be at most %d bytes in all\n",
                     prog, LOCKCORE_RESOURCE_MAX);
-            return 1;
+            return EXIT_USAGE;
         }
         if (i > 0)
             joined[len++] = '\n';
@@ -487,9 +489,9 @@ int fencelock_lock_for(lockcore_client *c, const struct args *a, const struct ta
         len += k;
     }
     joined[len] = '\0';
-    int rc = lockcore_lock_from_id(c, joined, id, l);
+    int rc = lockcore_lock_from_id(c, joined, cl->id, l);
     if (rc < 0)
-        return rc;
+        return fencelock_fail(c, what, rc);
     if (t->n > 1)
         l->flags |= LOCKCORE_LOCK_MULTI;
     else if (a->reentrant)
@@ -498,7 +500,7 @@ int fencelock_lock_for(lockcore_client *c, const struct args *a, const struct ta
         l->flags |= LOCKCORE_LOCK_READ;
     else if (a->rw == RW_WRITE)
         l->flags |= LOCKCORE_LOCK_WRITE;
-    return 0;
+    return -1;
 }
 
 /* ---- the file commands ---- */

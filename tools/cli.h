@@ -215,10 +215,10 @@ const char *fencelock_joinable_id(const char *resource);
 int fencelock_acquire(lockcore_client *c, const struct args *a, const struct target *t,
                       struct lockcore_lock *out);
 
-/* extend, release: the record of a lock another process acquired, known
- * by its id (see cli.c). Returns 0, a lockcore error, or 1 after saying
- * why the names cannot be a set. */
-int fencelock_lock_for(lockcore_client *c, const struct args *a, const struct target *t, const char *id,
+/* extend, release: the record of the lock cl names, which another process
+ * acquired (known by its id; see cli.c). Returns -1 with *l made, or the
+ * exit code after saying why not ("fencelock: WHAT: ..."). */
+int fencelock_lock_for(lockcore_client *c, const struct cmdline *cl, const char *what,
                        struct lockcore_lock *l);
 
 /* When a lock's validity began (the start of the round that granted or

@@ -30,9 +30,9 @@ int cmd_extend(lockcore_client *c, const struct cmdline *cl)
     const struct target *t = &cl->t;
     const char *id = cl->id;
     struct lockcore_lock l;
-    int rc = fencelock_lock_for(c, a, t, id, &l);
-    if (rc != 0)
-        return rc > 0 ? EXIT_USAGE : fencelock_fail(c, "extend", rc);
+    int rc = fencelock_lock_for(c, cl, "extend", &l);
+    if (rc >= 0)
+        return rc;
     rc = lockcore_extend(c, &l, a->ttl_ms); /* 0: the client's TTL */
     json_t *j = fencelock_merged(fencelock_lock_head(t, t->names[0], &l),
                                  json_pack("{s:s, s:b, s:I, s:I, s:i, s:i}", "lock_id", id, "extended",

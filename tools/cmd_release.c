@@ -23,17 +23,15 @@ const char cmd_release_usage[] =
 
 int cmd_release(lockcore_client *c, const struct cmdline *cl)
 {
-    const struct args *a = &cl->a;
     const struct target *t = &cl->t;
-    const char *id = cl->id;
     struct lockcore_lock l;
-    int rc = fencelock_lock_for(c, a, t, id, &l);
-    if (rc != 0)
-        return rc > 0 ? EXIT_USAGE : fencelock_fail(c, "release", rc);
+    int rc = fencelock_lock_for(c, cl, "release", &l);
+    if (rc >= 0)
+        return rc;
     rc = lockcore_release(c, &l);
     fencelock_print_json(
         fencelock_merged(fencelock_lock_head(t, t->names[0], &l),
-                         json_pack("{s:s, s:b, s:i, s:i}", "lock_id", id, "released", l.nodes_ok > 0,
+                         json_pack("{s:s, s:b, s:i, s:i}", "lock_id", cl->id, "released", l.nodes_ok > 0,
                                    "nodes_released", (int)l.nodes_ok, "nodes", (int)l.nodes)));
     return rc == 0 ? EXIT_OK : fencelock_fail(c, "release", rc);
 }
