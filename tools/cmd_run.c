@@ -43,7 +43,7 @@ const char cmd_run_usage[] =
     "resources are held all or nothing under one token; --read, --write take a\n"
     "side of a read-write lock. FENCELOCK_LOCK_KIND names the kind.\n"
     "Exit: COMMAND's own status (128+N if killed by signal N); 75 not acquired;\n"
-    "  79 lock lost; 69 no majority in time; 64 usage; 70 error;\n"
+    "  79 lock lost (or --max-hold ran out); 69 no majority in time; 64 usage; 70 error;\n"
     "  126/127 COMMAND could not be run / not found.\n";
 
 /*
