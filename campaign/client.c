@@ -181,11 +181,10 @@ static void cli_work(const struct cc_client_args *a, const char *id, uint64_t to
             continue;
         char out[1024];
         const char *ext_args[] = {"extend", CC_RESOURCE, id, NULL};
-        long long t = hp_now_ms();
         rc = run_cli(a, ext_args, out, sizeof(out));
         if (rc == 0) {
             json_t *j = json_loads(out, JSON_DISABLE_EOF_CHECK, NULL);
-            until = t + (long long)json_integer_value(json_object_get(j, "validity_ms"));
+            until = (long long)json_integer_value(json_object_get(j, "valid_until_mono_ms"));
             json_decref(j);
             ext++;
         } else if (rc < 0) {
@@ -221,12 +220,11 @@ static int cli_loop(const struct cc_client_args *a)
                      ? json_string_value(json_object_get(j, "lock_id"))
                      : "");
         uint64_t token = (uint64_t)json_integer_value(json_object_get(j, "token"));
-        uint64_t validity = (uint64_t)json_integer_value(json_object_get(j, "validity_ms"));
+        /* The lease's end as fencelock counted it (from the start of the
+         * round that granted it), on the clock of hp_now_ms. */
+        long long until = (long long)json_integer_value(json_object_get(j, "valid_until_mono_ms"));
         json_decref(j);
-        /* The lease started inside the fencelock process, after t0: t0 +
-         * validity is its end or a little before. */
-        hist("G %d %" PRIu64 " %lld %lld %lld 0 %" PRIu64, a->id, token, t0, t1, t0 + (long long)validity,
-             wall_us());
+        hist("G %d %" PRIu64 " %lld %lld %lld 0 %" PRIu64, a->id, token, t0, t1, until, wall_us());
         long long value = 0;
         uint64_t rver = 0;
         int st = read_counter(a, a->fencing ? token : 0, &value, &rver);
@@ -236,7 +234,7 @@ static int cli_loop(const struct cc_client_args *a)
             if (take_trigger(a, &work_ms))
                 raise(SIGSTOP);
             if (work_ms > 0)
-                cli_work(a, id, token, t0 + (long long)validity, work_ms);
+                cli_work(a, id, token, until, work_ms);
             uint64_t wver = 0;
             long long tw = hp_now_ms();
             st = write_counter(a, token, value + 1, &wver);

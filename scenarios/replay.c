@@ -32,6 +32,7 @@
 static void usage(FILE *f)
 {
     fprintf(f, "usage: fencelock-replay [--out DIR] [--client PATH] [--storage-guard PATH] [SCENARIO ...]\n"
+               "       fencelock-replay --help | --version\n"
                "scenarios:");
     for (int i = 0; sc_scenarios[i]; i++)
         fprintf(f, " %s", sc_scenarios[i]);
@@ -40,6 +41,10 @@ static void usage(FILE *f)
                "--client, $FENCELOCK_SCENARIO_CLIENT: the client program (protocol: docs/testing.md)\n"
                "--storage-guard, $FENCELOCK_STORAGE_GUARD: the storage-guard program\n");
 }
+
+#ifndef FENCELOCK_VERSION
+#define FENCELOCK_VERSION "unknown"
+#endif
 
 /* Where meson installs the programs; set by scenarios/meson.build. */
 #ifndef FENCELOCK_BINDIR
@@ -91,6 +96,7 @@ int main(int argc, char **argv)
         {"client", required_argument, NULL, 'c'},
         {"storage-guard", required_argument, NULL, 's'},
         {"help", no_argument, NULL, 'h'},
+        {"version", no_argument, NULL, 'V'},
         {NULL, 0, NULL, 0},
     };
     const char *out_dir = "replay-out", *client = getenv("FENCELOCK_SCENARIO_CLIENT"),
@@ -109,6 +115,9 @@ int main(int argc, char **argv)
             break;
         case 'h':
             usage(stdout);
+            return 0;
+        case 'V':
+            printf("fencelock-replay %s\n", FENCELOCK_VERSION);
             return 0;
         default:
             usage(stderr);

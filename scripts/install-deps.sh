@@ -9,6 +9,10 @@ pkgs=(
   libhiredis-dev libssl-dev openssl libsqlite3-dev libjansson-dev libcmocka-dev libmicrohttpd-dev
   faketime libfaketime iproute2 curl valgrind lua5.1
   clang libclang-rt-14-dev
+  # A minimal system (debootstrap --variant=minbase) has none of these:
+  # the CA bundle for HTTPS (curl and the TLS tests verify against it),
+  # python3 (the test summary, the Python replay client), jq (docs/cli.md).
+  ca-certificates python3 jq
 )
 
 missing=()

@@ -25,6 +25,8 @@ opt() { meson introspect "$BUILD_DIR" --buildoptions | python3 -c "import json,s
 prefix=$(opt prefix)
 libdir=$(opt libdir)
 case $libdir in /*) ;; *) libdir=$prefix/$libdir ;; esac
+mandir=$(opt mandir)
+case $mandir in /*) ;; *) mandir=$prefix/$mandir ;; esac
 
 # The .pc files name the real prefix; point copies of them at the staged
 # tree (PKG_CONFIG_SYSROOT_DIR would also move hiredis and the others).
@@ -33,9 +35,11 @@ for pc in "$dest$libdir"/pkgconfig/*.pc; do
   sed "s|^prefix=.*|prefix=$dest$prefix|" "$pc" >"$tmp/pc/$(basename "$pc")"
 done
 export PKG_CONFIG_PATH=$tmp/pc${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}
-# The installed programs link the installed shared libraries, which are not
-# where the loader looks.
-export LD_LIBRARY_PATH=$dest$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+# No LD_LIBRARY_PATH: the installed programs find the installed libraries
+# by their RUNPATH (relative to themselves), the libraries find libfencing
+# by theirs, and a program of the user's by the rpath docs/lockcore.md
+# gives, as they would anywhere.
+unset LD_LIBRARY_PATH
 export PATH=$dest$prefix/bin:$PATH
 unset SG_EXE
 
@@ -50,6 +54,30 @@ run() { # name, command...
 # come from the staged installation.
 run "pkg-config finds the installed kit" sh -c \
   "pkg-config --cflags fencelock-testkit | grep -q -- '-I$dest' && test -f '$dest$libdir/libfencelock-testkit.a'"
+# Each installed program runs with an empty environment, from the staged
+# tree (which the loader's cache knows nothing of).
+for prog in fencelock storage-guard fencelock-replay; do
+  run "installed $prog runs" sh -c "env -i '$dest$prefix/bin/$prog' --version | grep -q '^$prog '"
+done
+run "installed man pages" sh -c \
+  "for m in fencelock storage-guard fencelock-replay; do test -s '$dest$mandir/man1/'\$m.1 || exit 1; done"
+# A program of the user's, linked as docs/lockcore.md says.
+cat >"$tmp/app.c" <<'C'
+#include <lockcore/lockcore.h>
+#include <stdio.h>
+int main(void)
+{
+    struct lockcore_options o;
+    lockcore_options_init(&o);
+    printf("%s\n", lockcore_strerror(LOCKCORE_ELOCKED));
+    return o.ttl_ms > 0 ? 0 : 1;
+}
+C
+run "a program linked as docs/lockcore.md says runs" sh -c \
+  "cc -o '$tmp/app' '$tmp/app.c' \$(pkg-config --cflags --libs lockcore) \
+     -Wl,-rpath,\$(pkg-config --variable=libdir lockcore) && env -i '$tmp/app'"
+run "lockcore.pc keeps hiredis and openssl private" sh -c \
+  "! pkg-config --libs lockcore | grep -Eq -- '-lhiredis|-lssl|-lcrypto'"
 run "C example builds against the installed kit" make -s -C examples/gc-pause-test O="$tmp" "$tmp/gc_pause_test"
 run "C example passes" "$tmp/gc_pause_test"
 run "shell example passes" examples/gc-pause-test/gc-pause-test.sh

@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,9 +18,33 @@
 
 #include <lockcore/lockcore.h>
 
-#include "fencelock.h"
+#include "cli.h"
 
 static const char *prog = "fencelock";
+
+const char cmd_run_usage[] =
+    "usage: fencelock [options] run RESOURCE [--] COMMAND [ARG...]\n"
+    "       fencelock [options] run RESOURCE... -- COMMAND [ARG...]\n"
+    "\n"
+    "The resources end at the first '--'; without one, the first operand is the\n"
+    "resource and the rest is COMMAND.\n"
+    "Acquire RESOURCE (waiting up to --wait), run COMMAND in a process group of its\n"
+    "own with FENCELOCK_TOKEN, FENCELOCK_RESOURCE, FENCELOCK_LOCK_ID,\n"
+    "FENCELOCK_VALIDITY_MS, FENCELOCK_GRANTED_MONO_MS, FENCELOCK_GRANTED_WALL_MS and\n"
+    "FENCELOCK_VALID_UNTIL_MONO_MS in its environment, extend the lock whenever\n"
+    "--extend-at of validity is left, and release it when COMMAND ends. If the lock\n"
+    "is lost (an extension cannot keep a majority), COMMAND's group gets SIGTERM,\n"
+    "then SIGKILL after --kill-after, and fencelock exits with 79; so it is, with\n"
+    "--max-hold D, once COMMAND has held the lock for D. SIGINT, SIGTERM\n"
+    "and SIGHUP are passed on to the group. If fencelock dies, a guardian process\n"
+    "stops the group the same way (a process that leaves the group escapes).\n"
+    "A run nested in a run of RESOURCE joins its lock (the same token); with\n"
+    "--permits N it holds one of N permits, RESOURCE:permit:<i>; several\n"
+    "resources are held all or nothing under one token; --read, --write take a\n"
+    "side of a read-write lock. FENCELOCK_LOCK_KIND names the kind.\n"
+    "Exit: COMMAND's own status (128+N if killed by signal N); 75 not acquired;\n"
+    "  79 lock lost (or --max-hold ran out); 69 no majority in time; 64 usage; 70 error;\n"
+    "  126/127 COMMAND could not be run / not found.\n";
 
 /*
  * How `run` keeps its command (the job) under the lock:
@@ -51,38 +76,86 @@ static const char *prog = "fencelock";
 
 static volatile sig_atomic_t pending_signal;
 
+/* The supervisor learns of a signal, SIGCHLD included (the job ended or
+ * stopped), at once: the handler writes a byte into this pipe, whose read
+ * end is polled with the nodes' connections. */
+static int wake_fds[2] = {-1, -1};
+
 static void on_signal(int sig)
 {
-    pending_signal = sig;
+    int saved = errno;
+    if (sig != SIGCHLD)
+        pending_signal = sig;
+    if (wake_fds[1] >= 0 && write(wake_fds[1], "s", 1) < 0) {
+        /* full: a wake-up is already pending */
+    }
+    errno = saved;
+}
+
+/*
+ * Wait up to timeout_ms for a node's answer, a keep-alive's timer or a
+ * signal, and run what is due (extensions, their callbacks). Unlike
+ * lockcore_run, a job that ends wakes it at once.
+ */
+static void wait_events(lockcore_client *c, int timeout_ms)
+{
+    struct pollfd fds[LOCKCORE_POLLFDS_MAX + 1];
+    int t = timeout_ms;
+    int n = lockcore_pollfds(c, fds, LOCKCORE_POLLFDS_MAX, &t);
+    if (n < 0)
+        n = 0;
+    if (t < 0 || t > timeout_ms)
+        t = timeout_ms;
+    fds[n].fd = wake_fds[0];
+    fds[n].events = POLLIN;
+    fds[n].revents = 0;
+    if (poll(fds, (nfds_t)n + 1, t) < 0)
+        for (int k = 0; k <= n; k++)
+            fds[k].revents = 0;
+    if (fds[n].revents != 0) {
+        char buf[64];
+        while (read(wake_fds[0], buf, sizeof(buf)) > 0)
+            ;
+    }
+    lockcore_process(c, fds, (size_t)n);
 }
 
 struct run_state {
     int lost_rc;
-    int announced; /* the loss was reported while the job still ran */
+    int announced; /* the loss (or --max-hold) was reported while the job still ran */
+    int max_hold;  /* the job was stopped at --max-hold (the lock was not lost) */
     char why[1200];
 };
 
-/* The reason a keep-alive gave up. lockcore_errmsg() is the detail only if
- * it says more than the code's own name (a lock whose validity ran out
- * while no extension was in flight, e.g. after fencelock was paused, has
- * no failed operation to tell of). */
+/* The reason a keep-alive gave up, said once: "lock on 'x' lost: WHY".
+ * lockcore_errmsg() already reads "lock on 'x' lost: WHY" when the
+ * keep-alive said why, and only WHY is taken from it; it is the detail
+ * only if it says more than the code's own name (a loss seen after the job
+ * ended may find an older message there). When the validity ran out, the
+ * likely causes are named: fencelock was stopped, or the nodes were too
+ * slow to extend in time. */
 static void set_lost(lockcore_client *c, int rc, const struct lockcore_lock *l, struct run_state *s)
 {
     s->lost_rc = rc ? rc : LOCKCORE_ELOST;
     const char *detail = lockcore_errmsg(c);
+    char prefix[LOCKCORE_RESOURCE_MAX + 32];
+    snprintf(prefix, sizeof(prefix), "lock on '%s' lost: ", l->resource);
+    if (strncmp(detail, prefix, strlen(prefix)) == 0)
+        detail += strlen(prefix);
     if (rc == 0 || *detail == '\0' || strcmp(detail, lockcore_strerror(0)) == 0 ||
         strcmp(detail, lockcore_strerror(s->lost_rc)) == 0)
-        detail = lockcore_remaining_ms(l) == 0
-                     ? "its validity ran out before an extension reached a majority (was fencelock "
-                       "paused, or are the nodes slow?)"
-                     : NULL;
+        detail = NULL;
+    int ran_out = lockcore_remaining_ms(l) == 0;
+    if (detail == NULL)
+        detail = ran_out ? "its validity ran out before an extension reached a majority"
+                         : lockcore_strerror(s->lost_rc);
     /* A set's names are joined by newlines: one line names them by commas. */
     char name[LOCKCORE_RESOURCE_MAX + 1];
     snprintf(name, sizeof(name), "%s", l->resource);
     for (char *p = strchr(name, '\n'); p != NULL; p = strchr(p, '\n'))
         *p = ',';
-    snprintf(s->why, sizeof(s->why), "lock on '%.512s' lost: %s%s%s", name, lockcore_strerror(s->lost_rc),
-             detail ? ": " : "", detail ? detail : "");
+    snprintf(s->why, sizeof(s->why), "lock on '%.512s' lost: %.600s%s", name, detail,
+             ran_out ? " (was fencelock paused, or are the nodes slow?)" : "");
 }
 
 static void on_lost(lockcore_client *c, int rc, const struct lockcore_lock *l, void *arg)
@@ -140,6 +213,7 @@ static void guardian(int rfd, pid_t pgid, uint64_t kill_after_ms)
     static const int ignored[] = {SIGINT, SIGQUIT, SIGHUP, SIGTERM, SIGTSTP, SIGTTIN, SIGTTOU, SIGPIPE};
     for (size_t i = 0; i < sizeof(ignored) / sizeof(ignored[0]); i++)
         signal(ignored[i], SIG_IGN);
+    signal(SIGCHLD, SIG_DFL); /* fencelock's handler writes to a pipe the guardian closed */
     char b;
     ssize_t n;
     do
@@ -204,14 +278,12 @@ struct job_env {
 
 static void job_env_fill(struct job_env *e, const struct lockcore_lock *l)
 {
-    /* The grant was decided validity_ms before valid_until_ms. */
-    uint64_t granted_mono = l->valid_until_ms - l->validity_ms;
-    uint64_t now_mono = lockcore_now_ms();
-    uint64_t granted_wall = fencelock_wall_ms() - (now_mono > granted_mono ? now_mono - granted_mono : 0);
+    struct lock_times t;
+    fencelock_lock_times(l, &t);
     snprintf(e->token, sizeof(e->token), "%" PRIu64, l->token);
     snprintf(e->validity, sizeof(e->validity), "%" PRIu64, l->validity_ms);
-    snprintf(e->granted_mono, sizeof(e->granted_mono), "%" PRIu64, granted_mono);
-    snprintf(e->granted_wall, sizeof(e->granted_wall), "%" PRIu64, granted_wall);
+    snprintf(e->granted_mono, sizeof(e->granted_mono), "%" PRIu64, t.granted_mono_ms);
+    snprintf(e->granted_wall, sizeof(e->granted_wall), "%" PRIu64, t.granted_wall_ms);
     snprintf(e->valid_until, sizeof(e->valid_until), "%" PRIu64, l->valid_until_ms);
 }
 
@@ -338,7 +410,7 @@ static void reap_group(lockcore_client *c, const struct job *j, const struct arg
     kill(-j->pid, SIGCONT);
     uint64_t start = lockcore_now_ms();
     while (group_alive(j->pid, 1) && lockcore_now_ms() - start < a->kill_after_ms)
-        lockcore_run(c, 20);
+        wait_events(c, 20);
     if (group_alive(j->pid, 1)) {
         fprintf(stderr, "%s: still running %" PRIu64 " ms after SIGTERM; sending SIGKILL\n", prog,
                 a->kill_after_ms);
@@ -349,10 +421,12 @@ static void reap_group(lockcore_client *c, const struct job *j, const struct arg
 }
 
 /* Wait for the job to end: pass signals on, extend the lock (from
- * lockcore_run), and on a lost lock stop the job's group. Bounded by the
- * job itself, and on a lost lock by --kill-after. */
+ * wait_events), and on a lost lock, or at stop_at (lockcore_now_ms(); 0:
+ * never) for --max-hold, stop the job's group. Wakes at once when the job
+ * ends (SIGCHLD). Bounded by the job itself, and on a lost lock or at
+ * stop_at by --kill-after. */
 static void job_supervise(lockcore_client *c, struct job *j, const struct args *a, struct run_state *st,
-                          const char *name)
+                          const char *name, uint64_t stop_at)
 {
     uint64_t term_at = 0;
     int killed = 0;
@@ -378,23 +452,35 @@ static void job_supervise(lockcore_client *c, struct job *j, const struct args *
             kill(-j->pid, pending_signal);
             pending_signal = 0;
         }
-        if (st->lost_rc != 0 && term_at == 0) {
-            fprintf(stderr, "%s: %s; %s was still running: sending SIGTERM to its process group %d\n", prog,
-                    st->why, name, (int)j->pid);
+        uint64_t now = lockcore_now_ms();
+        if (term_at == 0 && (st->lost_rc != 0 || (stop_at != 0 && now >= stop_at))) {
+            if (st->lost_rc != 0)
+                fprintf(stderr, "%s: %s; %s was still running: sending SIGTERM to its process group %d\n",
+                        prog, st->why, name, (int)j->pid);
+            else
+                fprintf(stderr,
+                        "%s: %s still running after --max-hold %" PRIu64
+                        " ms: sending SIGTERM to its process group %d\n",
+                        prog, name, a->max_hold_ms, (int)j->pid);
             st->announced = 1;
+            st->max_hold = st->lost_rc == 0;
             kill(-j->pid, SIGTERM);
             kill(-j->pid, SIGCONT);
-            term_at = lockcore_now_ms();
+            term_at = now;
         }
-        if (term_at != 0 && !killed && lockcore_now_ms() - term_at >= a->kill_after_ms) {
+        if (term_at != 0 && !killed && now - term_at >= a->kill_after_ms) {
             fprintf(stderr, "%s: %s still running %" PRIu64 " ms after SIGTERM; sending SIGKILL\n", prog,
                     name, a->kill_after_ms);
             kill(-j->pid, SIGKILL);
             killed = 1;
         }
-        /* The keep-alive runs from here; 20 ms also bounds how late we see
-         * the job end. */
-        lockcore_run(c, 20);
+        /* The keep-alive runs from here. The next deadline of our own:
+         * --max-hold, or SIGKILL after --kill-after. */
+        uint64_t due = term_at != 0 ? (killed ? 0 : term_at + a->kill_after_ms) : stop_at;
+        int wait = 1000;
+        if (due != 0)
+            wait = due <= now ? 0 : due - now < 1000 ? (int)(due - now) : 1000;
+        wait_events(c, wait);
     }
 }
 
@@ -410,13 +496,13 @@ static void run_undo(lockcore_client *c, const struct args *a, const struct lock
                      const char *reason, int job_code, struct run_state *st)
 {
     char *argv[] = {"sh", "-c", (char *)a->undo, NULL};
-    struct run_state none = {0, 0, ""};
-    struct run_state *watch = strcmp(reason, "failed") == 0 ? st : &none;
+    struct run_state none = {0, 0, 0, ""};
+    struct run_state *watch = strcmp(reason, "lost") != 0 ? st : &none;
     fprintf(stderr, "%s: running the --undo command (%s)\n", prog, reason);
     struct job u = {0};
     if (job_start(&u, a, l, argv, reason, job_code) < 0)
         return;
-    job_supervise(c, &u, a, watch, "the --undo command");
+    job_supervise(c, &u, a, watch, "the --undo command", 0);
     reap_group(c, &u, a, "the --undo command");
     job_finish(&u);
     if (!WIFEXITED(u.status) || WEXITSTATUS(u.status) != 0) {
@@ -426,14 +512,15 @@ static void run_undo(lockcore_client *c, const struct args *a, const struct lock
     }
 }
 
-int fencelock_run(lockcore_client *c, const struct args *a, const struct target *t, char **cmd)
+/* Acquire the target, run cmd under it; returns the exit code. */
+static int run(lockcore_client *c, const struct args *a, const struct target *t, char **cmd)
 {
     struct lockcore_lock l;
     int rc = fencelock_acquire(c, a, t, &l);
     if (rc < 0)
-        return fencelock_fail(c, "acquire", rc);
+        return fencelock_acquire_failed(c, a, t, rc);
 
-    struct run_state st = {0, 0, ""};
+    struct run_state st = {0, 0, 0, ""};
     lockcore_keepalive *k = NULL;
     rc = lockcore_keepalive_start(c, &l, l.ttl_ms, a->extend_at_ms, on_lost, &st, &k);
     if (rc < 0) {
@@ -446,12 +533,21 @@ int fencelock_run(lockcore_client *c, const struct args *a, const struct target 
      * passed on, not lost (exec resets them to the default in the job). A
      * signal ignored when fencelock started (a background job of a
      * script, nohup) stays ignored, for fencelock and the job alike. */
-    static const int passed_on[] = {SIGINT, SIGTERM, SIGHUP};
+    if (pipe2(wake_fds, O_CLOEXEC | O_NONBLOCK) < 0) {
+        int code = fencelock_fail(c, "pipe", -errno);
+        lockcore_keepalive_stop(k);
+        lockcore_release(c, &l);
+        return code;
+    }
+    static const int passed_on[] = {SIGINT, SIGTERM, SIGHUP, SIGCHLD};
     for (size_t i = 0; i < sizeof(passed_on) / sizeof(passed_on[0]); i++) {
         struct sigaction sa, old;
         memset(&sa, 0, sizeof(sa));
         sa.sa_handler = on_signal;
-        if (sigaction(passed_on[i], NULL, &old) == 0 && old.sa_handler != SIG_IGN)
+        /* SIGCHLD only wakes the loop: let it interrupt nothing else. */
+        sa.sa_flags = passed_on[i] == SIGCHLD ? SA_RESTART : 0;
+        if (sigaction(passed_on[i], NULL, &old) == 0 &&
+            (old.sa_handler != SIG_IGN || passed_on[i] == SIGCHLD))
             sigaction(passed_on[i], &sa, NULL);
     }
 
@@ -464,7 +560,9 @@ int fencelock_run(lockcore_client *c, const struct args *a, const struct target 
         lockcore_release(c, &l);
         return EXIT_ERROR;
     }
-    job_supervise(c, &j, a, &st, cmd[0]);
+    /* --max-hold counts from the grant, as the lock's validity does. */
+    uint64_t stop_at = a->max_hold_ms != 0 ? l.valid_until_ms - l.validity_ms + a->max_hold_ms : 0;
+    job_supervise(c, &j, a, &st, cmd[0], stop_at);
     reap_group(c, &j, a, cmd[0]);
     job_finish(&j);
 
@@ -486,19 +584,36 @@ int fencelock_run(lockcore_client *c, const struct args *a, const struct target 
         else
             fprintf(stderr, "%s: %s; %s had already ended (%s) when the loss was seen\n", prog, st.why,
                     cmd[0], how);
+    } else if (st.max_hold) {
+        fprintf(stderr, "%s: %s %s after --max-hold\n", prog, cmd[0], how);
     } else if (code != 0) {
         fprintf(stderr, "%s: %s %s\n", prog, cmd[0], how);
     }
-    if (a->undo != NULL && (st.lost_rc != 0 || code != 0))
-        run_undo(c, a, &l, st.lost_rc != 0 ? "lost" : "failed", code, &st);
+    if (a->undo != NULL && (st.lost_rc != 0 || st.max_hold || code != 0))
+        run_undo(c, a, &l, st.lost_rc != 0 ? "lost" : st.max_hold ? "max-hold" : "failed", code, &st);
     lockcore_keepalive_get(k, &l);
     lockcore_keepalive_stop(k);
     /* Lost or not, delete our keys where they still hold our id: what a
      * minority still holds would otherwise block others until it expires. */
     rc = lockcore_release(c, &l);
-    if (st.lost_rc != 0)
+    if (st.lost_rc != 0 || st.max_hold)
         return EXIT_LOST;
     if (rc < 0)
         fprintf(stderr, "%s: release: %s\n", prog, fencelock_errtext(c, rc));
     return code;
+}
+
+int cmd_run(lockcore_client *c, const struct cmdline *cl)
+{
+    struct args a = cl->a;
+    /* One resource, no other kind: a reentrant lock that a nested run of
+     * the resource joins; it waits notified, in the nodes' queue. But its
+     * first attempt is not queued (it may re-enter): with --fair, a run
+     * that has nothing to join takes a plain lock, which waits its turn
+     * from the first attempt on (and a run nested in it waits like anyone
+     * else). */
+    a.reentrant = a.permits == 0 && a.rw == RW_NONE && cl->t.n == 1;
+    if (a.reentrant && a.wait_mode == LOCKCORE_WAIT_FAIR && fencelock_joinable_id(cl->t.names[0]) == NULL)
+        a.reentrant = 0;
+    return run(c, &a, &cl->t, cl->cmd);
 }

@@ -88,7 +88,6 @@ def main():
     if not args.fencing:
         opts.append("--no-fencing")
 
-    start = now_ms()
     got = subprocess.run([FENCELOCK, *opts, "acquire", args.resource], capture_output=True, text=True)
     if got.returncode != 0:
         sys.stderr.write(got.stderr)
@@ -96,8 +95,10 @@ def main():
         emit(ev="acquire_failed", error=lines[-1] if lines else f"fencelock exited {got.returncode}")
         return 3
     lock = json.loads(got.stdout)
-    # The lease counted from before the request: never longer than fencelock's.
-    valid_until = start + lock["validity_ms"]
+    # The lease as fencelock counted it, from the start of the round that
+    # granted it (after any wait for another holder), on CLOCK_MONOTONIC:
+    # the clock of time.monotonic.
+    valid_until = lock["valid_until_mono_ms"]
     emit(ev="acquired", token=lock["token"], validity_ms=lock["validity_ms"], valid_until=valid_until,
          nodes_ok=lock["nodes_granted"], attempts=1)
 

@@ -79,7 +79,6 @@ stop_at() {
 opts=(--nodes "$nodes" --ttl "${ttl}ms" --wait "${wait}ms" --retry-delay 50ms)
 [ "$fencing" = 1 ] || opts+=(--no-fencing)
 
-start=$(now_ms)
 if ! lock=$("$FENCELOCK" "${opts[@]}" acquire "$resource" 2>"$tmp/err"); then
   cat "$tmp/err" >&2
   emit "{\"ev\":\"acquire_failed\",\"error\":$(json_str "$(tail -n 1 "$tmp/err")")}"
@@ -90,9 +89,13 @@ token=$(field token "$lock")
 validity=$(field validity_ms "$lock")
 emit "{\"ev\":\"acquired\",\"token\":$token,\"validity_ms\":$validity,\"nodes_ok\":$(field nodes_granted "$lock")}"
 
-# Check the lease the careful way: validity counted from before the request.
+# Check the lease as fencelock counted it: from the start of the round that
+# granted it (after any wait for another holder), on CLOCK_MONOTONIC.
+# /proc/uptime never runs behind that clock (it counts suspended time too),
+# but shows only centiseconds: 10 ms off the lease cover them.
+valid_until=$(field valid_until_mono_ms "$lock")
 stop_at before-check
-left=$((validity - ($(now_ms) - start)))
+left=$((valid_until - 10 - $(now_ms)))
 [ "$left" -gt 0 ] || left=0
 emit "{\"ev\":\"checked\",\"remaining_ms\":$left}"
 

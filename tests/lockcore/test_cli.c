@@ -134,15 +134,47 @@ static void acquire_id(struct fixture *f, const char *ttl, const char *resource,
     json_decref(j);
 }
 
+/* CLOCK_REALTIME in ms. */
+static long long wall_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* The grant and valid-until times of acquire's and extend's output: the
+ * grant within [mono0, mono1] (wall0, wall1 on the wall clock), and the
+ * validity counted from it. A script that waited for the lock learns when
+ * its validity began from these, not from when it asked. */
+static void check_times(json_t *j, long long mono0, long long mono1, long long wall0, long long wall1)
+{
+    long long validity = jint(j, "validity_ms");
+    long long granted = jint(j, "granted_mono_ms"), granted_wall = jint(j, "granted_wall_ms");
+    if (granted < mono0 || granted > mono1 || granted_wall < wall0 - 1 || granted_wall > wall1 + 1)
+        fail_msg("granted at %lld (wall %lld), not within [%lld, %lld] (wall [%lld, %lld])", granted,
+                 granted_wall, mono0, mono1, wall0, wall1);
+    assert_int_equal(jint(j, "valid_until_mono_ms"), granted + validity);
+    assert_int_equal(jint(j, "valid_until_wall_ms"), granted_wall + validity);
+}
+
 static void test_cli_acquire_prints_the_lock(void **state)
 {
     struct fixture *f = *state;
     struct res r;
-    fl(f, &r, "--ttl", "5s", "acquire", "cli:acq", NULL);
+    /* Held by another for a while first: the grant comes well after the
+     * request, and the times say when. */
+    char other[41];
+    acquire_id(f, "700ms", "cli:acq", other);
+    long long mono0 = hp_now_ms(), wall0 = wall_now_ms();
+    fl(f, &r, "--ttl", "5s", "--wait", "5s", "--quiet", "acquire", "cli:acq", NULL);
+    long long mono1 = hp_now_ms(), wall1 = wall_now_ms();
     assert_int_equal(r.code, 0);
     assert_string_equal(r.err, "");
     json_t *j = one_json_line(&r);
-    has_keys(j, "resource", "lock_id", "token", "validity_ms", "ttl_ms", "nodes_granted", "nodes", NULL);
+    has_keys(j, "resource", "lock_id", "token", "validity_ms", "ttl_ms", "nodes_granted", "nodes",
+             "granted_mono_ms", "granted_wall_ms", "valid_until_mono_ms", "valid_until_wall_ms", NULL);
+    check_times(j, mono0, mono1, wall0, wall1);
+    assert_true(jint(j, "granted_mono_ms") - mono0 >= 300);
     assert_string_equal(jstr(j, "resource"), "cli:acq");
     const char *id = jstr(j, "lock_id");
     assert_int_equal(strlen(id), 40);
@@ -200,11 +232,15 @@ static void test_cli_extend_and_release_print_the_outcome(void **state)
     char id[41];
     acquire_id(f, "5s", "cli:ext", id);
 
+    long long mono0 = hp_now_ms(), wall0 = wall_now_ms();
     fl(f, &r, "extend", "cli:ext", id, "--ttl", "30s", NULL);
+    long long mono1 = hp_now_ms(), wall1 = wall_now_ms();
     assert_int_equal(r.code, 0);
     assert_string_equal(r.err, "");
     json_t *j = one_json_line(&r);
-    has_keys(j, "resource", "lock_id", "extended", "validity_ms", "ttl_ms", "nodes_extended", "nodes", NULL);
+    has_keys(j, "resource", "lock_id", "extended", "validity_ms", "ttl_ms", "nodes_extended", "nodes",
+             "granted_mono_ms", "granted_wall_ms", "valid_until_mono_ms", "valid_until_wall_ms", NULL);
+    check_times(j, mono0, mono1, wall0, wall1);
     assert_string_equal(jstr(j, "resource"), "cli:ext");
     assert_string_equal(jstr(j, "lock_id"), id);
     assert_true(jbool(j, "extended"));
@@ -222,6 +258,7 @@ static void test_cli_extend_and_release_print_the_outcome(void **state)
     j = one_json_line(&r);
     assert_false(jbool(j, "extended"));
     assert_int_equal(jint(j, "validity_ms"), 0);
+    assert_true(json_is_null(json_object_get(j, "valid_until_mono_ms")));
     assert_int_equal(jint(j, "nodes_extended"), 0);
     assert_int_equal(jint(j, "nodes"), 3);
     json_decref(j);
@@ -733,7 +770,12 @@ static void test_cli_run_says_why_a_paused_lock_was_lost(void **state)
     struct res r;
     run_and_pause_fencelock(f, "sleep 5", &r);
     assert_int_equal(r.code, X_LOST);
-    if (strstr(r.err, "lock on 'cli:pause' lost: lock lost: ") == NULL || strstr(r.err, "success") != NULL)
+    /* Said once, with the likely cause, and no "success" left over. */
+    const char *said = "lock on 'cli:pause' lost: ";
+    const char *why = strstr(r.err, said);
+    if (why == NULL || strstr(why + strlen(said), "lost: ") != NULL || strstr(r.err, "lock lost") != NULL ||
+        strstr(r.err, "(was fencelock paused, or are the nodes slow?)") == NULL ||
+        strstr(r.err, "success") != NULL)
         fail_msg("stderr: %s", r.err);
 }
 
@@ -1001,6 +1043,61 @@ static void test_cli_run_undo_runs_after_failure_or_loss(void **state)
 
     /* Only for run. */
     fl(f, &r, "--undo", "true", "acquire", "cli:undo", NULL);
+    assert_int_equal(r.code, X_USAGE);
+}
+
+/* --max-hold bounds how long a job holds the lock: a job still running
+ * then is stopped as on a lost lock (SIGTERM, SIGKILL after --kill-after,
+ * exit 79), --undo runs with reason max-hold, and the lock is free after. A
+ * job that ends in time is not touched. */
+static void test_cli_run_max_hold_stops_a_job_that_holds_too_long(void **state)
+{
+    struct fixture *f = *state;
+    struct ready_term rt;
+    ready_term(f, &rt);
+    char undo_path[300], undo_var[330];
+    path_in(f, "undo", undo_path, sizeof(undo_path));
+    snprintf(undo_var, sizeof(undo_var), "T_UNDO=%s", undo_path);
+    char *env[] = {rt.v1, rt.v2, undo_var, NULL};
+    struct res r;
+    fl_env(f, &r, env, "--max-hold", "5s", "run", "cli:maxhold", "--", "sh", "-c", "exit 0", NULL);
+    assert_int_equal(r.code, 0);
+    assert_string_equal(r.err, "");
+
+    long long t0 = hp_now_ms();
+    fl_env(f, &r, env, "--ttl", "2s", "--max-hold", "1s", "--undo",
+           "echo $FENCELOCK_UNDO_REASON > \"$T_UNDO\"", "run", "cli:maxhold", "--", "sh", "-c",
+           "trap 'echo TERM > \"$T_TERM\"; exit 0' TERM; i=0; while [ $i -lt 200 ]; do sleep 0.05; "
+           "i=$((i+1)); done",
+           NULL);
+    long long took = hp_now_ms() - t0;
+    assert_int_equal(r.code, X_LOST);
+    assert_true(took >= 1000 && took < 5000);
+    char got[32];
+    read_file(rt.term, got, sizeof(got));
+    assert_string_equal(got, "TERM\n");
+    read_file(undo_path, got, sizeof(got));
+    assert_string_equal(got, "max-hold\n");
+    if (strstr(r.err, "still running after --max-hold 1000 ms: sending SIGTERM") == NULL ||
+        strstr(r.err, "lost") != NULL)
+        fail_msg("stderr: %s", r.err);
+    /* Released: the next one gets it at once. */
+    fl(f, &r, "--wait", "0", "acquire", "cli:maxhold", NULL);
+    assert_int_equal(r.code, 0);
+
+    /* A job that ignores SIGTERM is killed after --kill-after. */
+    t0 = hp_now_ms();
+    fl(f, &r, "--max-hold", "500ms", "--kill-after", "300ms", "run", "cli:maxhold2", "--", "sh", "-c",
+       "trap '' TERM; exec sleep 30", NULL);
+    took = hp_now_ms() - t0;
+    assert_int_equal(r.code, X_LOST);
+    assert_true(took >= 800 && took < 5000);
+    assert_non_null(strstr(r.err, "SIGKILL"));
+
+    /* Only for run, and above 0. */
+    fl(f, &r, "--max-hold", "1s", "acquire", "cli:maxhold3", NULL);
+    assert_int_equal(r.code, X_USAGE);
+    fl(f, &r, "--max-hold", "0", "run", "cli:maxhold3", "true", NULL);
     assert_int_equal(r.code, X_USAGE);
 }
 
@@ -1458,6 +1555,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_cli_run_kills_a_command_that_ignores_sigterm, setup3, teardown),
         cmocka_unit_test_setup_teardown(test_cli_run_passes_signals_on, setup3, teardown),
         cmocka_unit_test_setup_teardown(test_cli_run_undo_runs_after_failure_or_loss, setup3, teardown),
+        cmocka_unit_test_setup_teardown(test_cli_run_max_hold_stops_a_job_that_holds_too_long, setup3,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_cli_run_says_why_a_paused_lock_was_lost, setup3, teardown),
         cmocka_unit_test_setup_teardown(test_cli_run_never_exits_without_saying_why, setup3, teardown),
         cmocka_unit_test_setup_teardown(test_cli_run_job_does_not_outlive_fencelock, setup3, teardown),

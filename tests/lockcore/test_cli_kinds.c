@@ -194,7 +194,7 @@ static void test_cli_kinds_acquire_extend_release_a_set(void **state)
     json_t *j = ok_json(&r);
     assert_string_equal(r.err, "");
     has_keys(j, "resources", "kind", "lock_id", "token", "validity_ms", "ttl_ms", "nodes_granted", "nodes",
-             NULL);
+             "granted_mono_ms", "granted_wall_ms", "valid_until_mono_ms", "valid_until_wall_ms", NULL);
     json_t *names = json_object_get(j, "resources");
     assert_int_equal(json_array_size(names), 2);
     assert_string_equal(json_string_value(json_array_get(names, 0)), "s:a");
@@ -248,7 +248,8 @@ static void test_cli_kinds_acquire_extend_release_a_set(void **state)
     fl(f, &r, "extend", "s:a", "s:b", id, "--ttl", "30s", NULL);
     j = ok_json(&r);
     has_keys(j, "resources", "kind", "lock_id", "extended", "validity_ms", "ttl_ms", "nodes_extended",
-             "nodes", NULL);
+             "nodes", "granted_mono_ms", "granted_wall_ms", "valid_until_mono_ms", "valid_until_wall_ms",
+             NULL);
     assert_true(jbool(j, "extended"));
     json_decref(j);
     assert_true(rh_pttl(f->rc, 0, "s:a") > 25000);
@@ -513,7 +514,7 @@ static void test_cli_kinds_status_of_each_kind(void **state)
     fl(f, &r, "--read", "acquire", "st:rw", NULL);
     j = ok_json(&r);
     has_keys(j, "resource", "kind", "lock_id", "token", "validity_ms", "ttl_ms", "nodes_granted", "nodes",
-             NULL);
+             "granted_mono_ms", "granted_wall_ms", "valid_until_mono_ms", "valid_until_wall_ms", NULL);
     assert_string_equal(jstr(j, "kind"), "read");
     snprintf(r1, sizeof(r1), "%s", jstr(j, "lock_id"));
     json_decref(j);
@@ -523,6 +524,13 @@ static void test_cli_kinds_status_of_each_kind(void **state)
     json_decref(j);
     fl(f, &r, "--wait", "0", "--write", "acquire", "st:rw", NULL);
     assert_int_equal(r.code, X_NOT_HELD);
+    /* The writer is told it waits for readers, not for one of their ids. */
+    if (strstr(r.err, "; held by 2 readers\n") == NULL || strstr(r.err, r1) != NULL ||
+        strstr(r.err, r2) != NULL)
+        fail_msg("stderr: %s", r.err);
+    fl(f, &r, "--wait", "0", "--write", "run", "st:rw", "--", "true", NULL);
+    assert_int_equal(r.code, X_NOT_HELD);
+    assert_non_null(strstr(r.err, "; held by 2 readers\n"));
     fl(f, &r, "--read", "status", "st:rw", NULL);
     j = ok_json(&r);
     assert_int_equal(jint(j, "readers"), 2);

@@ -10,8 +10,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 
 #include <cmocka.h>
+
+#include <fencelock-testkit/testkit.h>
 
 #include "scenario.h"
 
@@ -95,6 +98,64 @@ static void test_replay_clients_python_node_restart(void **state)
     assert_same_as_c_client(py_client, "node-restart");
 }
 
+/* Run sh -c cmd, its stdout into out; returns its exit status. */
+static int run_capture(const char *cmd, char *out, size_t cap)
+{
+    FILE *p = popen(cmd, "r");
+    assert_non_null(p);
+    size_t n = fread(out, 1, cap - 1, p);
+    out[n] = '\0';
+    int st = pclose(p);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+}
+
+/*
+ * A client that waited for its lock counts its lease from the grant, not
+ * from when it asked: another holder keeps the lock for 1.5 s, the client
+ * asks with a 1 s TTL and waits; its lease (about 1 s from the grant) is
+ * then still valid, so it must check a positive remainder and write. A
+ * client that counts from its own start finds the lease gone and does not
+ * write.
+ */
+static void lease_counts_from_the_grant(const char *client)
+{
+    struct rh_cluster *rc = NULL;
+    struct tk_sg *sg = NULL;
+    struct tk_sg_options so;
+    tk_sg_options_init(&so);
+    so.exe = storage_guard;
+    assert_int_equal(rh_cluster_start(3, NULL, &rc), 0);
+    assert_int_equal(tk_sg_start(&so, &sg), 0);
+    char nodes[256], cmd[2048], out[8192];
+    snprintf(nodes, sizeof(nodes), "127.0.0.1:%d,127.0.0.1:%d,127.0.0.1:%d", rh_port(rc, 0), rh_port(rc, 1),
+             rh_port(rc, 2));
+    snprintf(cmd, sizeof(cmd), "\"$FENCELOCK\" --nodes %s --ttl 1500ms acquire ledger", nodes);
+    assert_int_equal(run_capture(cmd, out, sizeof(out)), 0);
+    snprintf(cmd, sizeof(cmd),
+             "'%s' --name B --nodes %s --storage 127.0.0.1:%u --value by-B --ttl 1000 --wait 5000 </dev/null",
+             client, nodes, (unsigned)tk_sg_port(sg));
+    int code = run_capture(cmd, out, sizeof(out));
+    tk_sg_free(sg);
+    rh_cluster_free(rc);
+    /* Python's json.dumps puts a space after ':' and ',', the shell's none. */
+    int wrote = strstr(out, "\"ev\": \"written\", \"status\": 200") != NULL ||
+                strstr(out, "\"ev\":\"written\",\"status\":200") != NULL;
+    if (code != 0 || !wrote)
+        fail_msg("%s exited %d, did not write after its wait:\n%s", client, code, out);
+}
+
+static void test_replay_clients_python_lease_counts_from_the_grant(void **state)
+{
+    (void)state;
+    lease_counts_from_the_grant(py_client);
+}
+
+static void test_replay_clients_shell_lease_counts_from_the_grant(void **state)
+{
+    (void)state;
+    lease_counts_from_the_grant(sh_client);
+}
+
 int main(void)
 {
     c_client = getenv("FENCELOCK_SCENARIO_CLIENT");
@@ -106,12 +167,17 @@ int main(void)
                         "FENCELOCK_STORAGE_GUARD and FENCELOCK must be set (meson test does)\n");
         return 1;
     }
+    /* One test alone, to repeat it: FENCELOCK_TEST_ONLY=<name pattern>. */
+    if (getenv("FENCELOCK_TEST_ONLY") != NULL)
+        cmocka_set_test_filter(getenv("FENCELOCK_TEST_ONLY"));
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_replay_clients_shell_gc_pause),
         cmocka_unit_test(test_replay_clients_python_gc_pause),
         cmocka_unit_test(test_replay_clients_shell_network_delay),
         cmocka_unit_test(test_replay_clients_python_network_delay),
         cmocka_unit_test(test_replay_clients_python_node_restart),
+        cmocka_unit_test(test_replay_clients_python_lease_counts_from_the_grant),
+        cmocka_unit_test(test_replay_clients_shell_lease_counts_from_the_grant),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
