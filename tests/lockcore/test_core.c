@@ -190,6 +190,74 @@ static int monitor_args(const char *line, char **argv, size_t *lens, int cap)
     return n;
 }
 
+/* A command a node ran, as MONITOR showed it. */
+struct seen {
+    int argc;
+    char *argv[32];
+    size_t lens[32];
+};
+
+static void seen_free(struct seen *c)
+{
+    for (int k = 0; k < c->argc; k++)
+        free(c->argv[k]);
+    c->argc = 0;
+}
+
+static redisContext *monitor(struct fixture *f, int node)
+{
+    redisContext *mon = redisConnect("127.0.0.1", rh_port(f->rc, node));
+    assert_true(mon != NULL && mon->err == 0);
+    redisReply *r = redisCommand(mon, "MONITOR");
+    assert_non_null(r);
+    freeReplyObject(r);
+    struct timeval tv = {1, 0};
+    redisSetTimeout(mon, tv);
+    return mon;
+}
+
+/* The next script call MONITOR shows on key with the argument arg (NULL:
+ * any) and argc arguments (0: any); 0, or -1 if none came within a second. */
+static int monitor_next(redisContext *mon, const char *key, const char *arg, int argc, struct seen *out)
+{
+    redisReply *r;
+    out->argc = 0;
+    while (redisGetReply(mon, (void **)&r) == REDIS_OK) {
+        int found = 0;
+        if (r->type == REDIS_REPLY_STATUS) {
+            seen_free(out);
+            out->argc = monitor_args(r->str, out->argv, out->lens, 32);
+            found = out->argc > 3 &&
+                    (strcasecmp(out->argv[0], "EVALSHA") == 0 || strcasecmp(out->argv[0], "EVAL") == 0) &&
+                    (argc == 0 || out->argc == argc);
+            int has_key = 0, has_arg = arg == NULL;
+            for (int k = 3; found && k < out->argc; k++) {
+                has_key |= strcmp(out->argv[k], key) == 0;
+                has_arg |= arg != NULL && strcmp(out->argv[k], arg) == 0;
+            }
+            found = found && has_key && has_arg;
+        }
+        freeReplyObject(r);
+        if (found)
+            return 0;
+    }
+    seen_free(out);
+    return -1;
+}
+
+/* Run a command again on every node: a copy of it that arrives late. */
+static void deliver_late(struct fixture *f, const struct seen *c)
+{
+    for (unsigned i = 0; i < f->n; i++) {
+        redisContext *late = redisConnect("127.0.0.1", rh_port(f->rc, (int)i));
+        assert_true(late != NULL && late->err == 0);
+        redisReply *r = redisCommandArgv(late, c->argc, (const char **)c->argv, c->lens);
+        assert_non_null(r);
+        freeReplyObject(r);
+        redisFree(late);
+    }
+}
+
 /* Every attempt of an acquisition has a lock id of its own: a rollback of
  * attempt 1 that reaches a node late (sent on a connection that was then
  * closed, and run after the next attempt) must not delete what attempt 2
@@ -215,11 +283,7 @@ static void test_core_late_rollback_cannot_undo_a_later_grant(void **state)
     struct lockcore_lock yl, xl;
     assert_int_equal(lockcore_acquire(y, "late:k", &yl), 0);
 
-    redisContext *mon = redisConnect("127.0.0.1", rh_port(f->rc, 0));
-    assert_true(mon != NULL && mon->err == 0);
-    redisReply *r = redisCommand(mon, "MONITOR");
-    assert_non_null(r);
-    freeReplyObject(r);
+    redisContext *mon = monitor(f, 0);
 
     /* X polls: attempt 1 is granted by node 0 only, refused by 1 and 2,
      * and rolled back on node 0; attempt 2 comes after Y's TTL. */
@@ -236,34 +300,18 @@ static void test_core_late_rollback_cannot_undo_a_later_grant(void **state)
     assert_int_equal(xl.attempts, 2);
     hp_sleep_ms(50); /* granted at a majority: node 0 may still be running it */
 
-    /* The rollback: the first one-key script call on the lock's key. */
-    char *argv[16] = {0};
-    size_t lens[16];
-    int argc = 0, found = 0;
-    struct timeval tv = {1, 0};
-    redisSetTimeout(mon, tv);
-    while (!found && redisGetReply(mon, (void **)&r) == REDIS_OK) {
-        if (r->type == REDIS_REPLY_STATUS) {
-            for (int k = 0; k < argc; k++)
-                free(argv[k]);
-            argc = monitor_args(r->str, argv, lens, 16);
-            found = argc == 5 && (strcasecmp(argv[0], "EVALSHA") == 0 || strcasecmp(argv[0], "EVAL") == 0) &&
-                    strcmp(argv[2], "1") == 0 && strcmp(argv[3], "late:k") == 0;
-        }
-        freeReplyObject(r);
-    }
+    /* The rollback: the first one-key script call on the lock's key, and
+     * it comes again, late (to node 0, where it ran). */
+    struct seen rb;
+    assert_int_equal(monitor_next(mon, "late:k", NULL, 5, &rb), 0);
     redisFree(mon);
-    assert_true(found);
-
-    /* It comes again, late. */
     redisContext *late = redisConnect("127.0.0.1", rh_port(f->rc, 0));
     assert_true(late != NULL && late->err == 0);
-    r = redisCommandArgv(late, argc, (const char **)argv, lens);
+    redisReply *r = redisCommandArgv(late, rb.argc, (const char **)rb.argv, rb.lens);
     assert_non_null(r);
     freeReplyObject(r);
     redisFree(late);
-    for (int k = 0; k < argc; k++)
-        free(argv[k]);
+    seen_free(&rb);
 
     char v[64];
     rh_get(f->rc, 0, "late:k", v, sizeof(v));
@@ -272,6 +320,67 @@ static void test_core_late_rollback_cannot_undo_a_later_grant(void **state)
     assert_int_equal(lockcore_release(x, &xl), 0);
     lockcore_client_free(x);
     lockcore_client_free(y);
+}
+
+/* An extension that reaches the nodes late (sent before a newer one,
+ * with a shorter TTL) must not shorten what the newer one gave: a plain
+ * lock, a reentrant hold under another, a reader. Each extension is taken
+ * from node 0's MONITOR and delivered again to every node after the newer
+ * one; then another client must still be refused. With TTLs set, not
+ * pushed out, it was granted 1.5 s later. */
+static void test_core_late_extension_cannot_shorten_a_lock(void **state)
+{
+    struct fixture *f = *state;
+    lockcore_client *c = client(f, &(struct tuning){.ttl_ms = 5000});
+    lockcore_client *other = client(f, &(struct tuning){.ttl_ms = 5000});
+    struct lockcore_lock l, in, x;
+    struct seen ext;
+
+    /* A plain lock. */
+    assert_int_equal(lockcore_acquire(c, "ext:p", &l), 0);
+    redisContext *mon = monitor(f, 0);
+    assert_int_equal(lockcore_extend(c, &l, 1000), 0);
+    assert_int_equal(monitor_next(mon, "ext:p", "1000", 0, &ext), 0);
+    redisFree(mon);
+    assert_int_equal(lockcore_extend(c, &l, 20000), 0);
+    deliver_late(f, &ext);
+    seen_free(&ext);
+    hp_sleep_ms(1500);
+    assert_true(lockcore_remaining_ms(&l) > 10000);
+    assert_int_equal(lockcore_acquire(other, "ext:p", &x), LOCKCORE_ELOCKED);
+    assert_int_equal(lockcore_release(c, &l), 0);
+
+    /* A reentrant hold, under an outer hold that then goes. */
+    assert_int_equal(lockcore_reentrant_acquire(c, "ext:r", NULL, &l), 0);
+    assert_int_equal(lockcore_reentrant_acquire(c, "ext:r", l.id, &in), 0);
+    mon = monitor(f, 0);
+    assert_int_equal(lockcore_extend(c, &in, 1000), 0);
+    assert_int_equal(monitor_next(mon, "ext:r", "1000", 0, &ext), 0);
+    redisFree(mon);
+    assert_int_equal(lockcore_extend(c, &in, 20000), 0);
+    deliver_late(f, &ext);
+    seen_free(&ext);
+    assert_int_equal(lockcore_release(c, &l), 0);
+    hp_sleep_ms(1500);
+    assert_true(lockcore_remaining_ms(&in) > 10000);
+    assert_int_equal(lockcore_acquire(other, "ext:r", &x), LOCKCORE_ELOCKED);
+    assert_int_equal(lockcore_release(c, &in), 0);
+
+    /* A reader, and a writer that must wait for it. */
+    assert_int_equal(lockcore_rw_acquire(c, "ext:rw", 0, &l), 0);
+    mon = monitor(f, 0);
+    assert_int_equal(lockcore_extend(c, &l, 1000), 0);
+    assert_int_equal(monitor_next(mon, "{ext:rw}:readers", "1000", 0, &ext), 0);
+    redisFree(mon);
+    assert_int_equal(lockcore_extend(c, &l, 20000), 0);
+    deliver_late(f, &ext);
+    seen_free(&ext);
+    hp_sleep_ms(1500);
+    assert_true(lockcore_remaining_ms(&l) > 10000);
+    assert_int_equal(lockcore_rw_acquire(other, "ext:rw", 1, &x), LOCKCORE_ELOCKED);
+    assert_int_equal(lockcore_release(c, &l), 0);
+    lockcore_client_free(other);
+    lockcore_client_free(c);
 }
 
 /* ---- 1. keep-alive with an extension in flight when validity runs out ---- */
@@ -884,6 +993,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_core_late_rollback_cannot_undo_a_later_grant, setup3, teardown),
+        cmocka_unit_test_setup_teardown(test_core_late_extension_cannot_shorten_a_lock, setup3, teardown),
         cmocka_unit_test_setup_teardown(test_core_keepalive_lost_at_validity_with_extension_in_flight, setup3,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_core_on_lost_may_stop_another_keepalive, setup3, teardown),

@@ -31,10 +31,11 @@ local function holds_count(holds, now)
   return n
 end
 
--- Hold h lasts until now + ttl (h's own expiry: set, even if shorter); the
--- key and the hash are pushed out to at least that.
+-- Hold h lasts until at least now + ttl: its own expiry, like the key's
+-- and the hash's TTLs, is only pushed out, so that an older extension that
+-- reaches a node late (with a shorter TTL) cannot undo a newer one.
 local function holds_put(lock, holds, h, ttl, now)
-  redis.call('HSET', holds, h, now + ttl)
+  if (tonumber(redis.call('HGET', holds, h)) or 0) < now + ttl then redis.call('HSET', holds, h, now + ttl) end
   push_out(lock, ttl)
   push_out(holds, ttl)
 end

@@ -208,6 +208,12 @@ struct op *lockcore__kinds_start(lockcore_client *c, const char *resource, unsig
     /* A deadline already past (1 ms after boot) leaves no room for a retry
      * and keeps the attempt from queueing behind the client's own. */
     op->wait_deadline_ms = single ? 1 : (c->o.wait_ms ? now + c->o.wait_ms : 0);
+    /* A kind that waits in line makes even its first attempt the queued
+     * one where it may wait (one round: refused, it has its place; fair,
+     * it takes nothing ahead of the line). */
+    op->queued = !single && op->type != NULL && op->type->queues != NULL && op->type->queues(op) &&
+                 (c->o.wait_mode == LOCKCORE_WAIT_FAIR ||
+                  (c->o.wait_mode == LOCKCORE_WAIT_NOTIFY && c->o.retry_count != 0));
     lockcore__op_start(op, now);
     return op;
 }
