@@ -34,7 +34,7 @@ static const char usage_options[] =
     "  --key-prefix P       prefix of every lock key (default none)\n"
     "  --no-fencing         plain Redlock: no fence keys, token 0\n"
     "  --notify             while waiting, be told of releases instead of polling (the\n"
-    "                       default for a plain or reentrant lock; the others poll)\n"
+    "                       default, for every kind of lock)\n"
     "  --no-notify          poll: retry after --retry-delay, as plain Redlock does\n"
     "  --fair               wait in line: waiters of every client served in arrival order\n"
     "                       (implies --notify)\n"
@@ -592,21 +592,10 @@ static int check_target(struct cmdline *cl, const struct command *k)
                 kinds[1]);
         return EXIT_USAGE;
     }
-    /* lockcore's semaphore, read-write lock and sets wait by polling
-     * whatever the wait mode (the default notify means "where it can"); a
-     * notified or fair wait asked for would silently be neither, and so
-     * would a fair reentrant one (its first attempt is not queued). */
-    int polls = (nk > 0 && !a->reentrant) || nres > 1;
-    if (a->wait_mode_set && (k->flags & (CMD_ACQUIRE | CMD_RUN)) &&
-        ((a->wait_mode != LOCKCORE_WAIT_POLL && polls) ||
-         (a->wait_mode == LOCKCORE_WAIT_FAIR && a->reentrant))) {
-        fprintf(stderr, "%s: %s: %s applies to a plain lock of one resource%s: %s %s\n", prog, name,
-                a->wait_mode == LOCKCORE_WAIT_FAIR ? "--fair" : "--notify",
-                a->wait_mode == LOCKCORE_WAIT_FAIR ? "" : " and to --reentrant",
-                polls ? (nk > 0 ? kinds[0] : "a set of several resources") : "--reentrant",
-                polls ? "waits by polling" : "is not fair");
-        return EXIT_USAGE;
-    }
+    /* Every kind waits in line where asked (lockcore: notified and fair
+     * waiting for the plain lock, sets, the read-write lock, permits and a
+     * first reentrant hold); a re-entry of a given hold polls, and only
+     * with --reentrant and a LOCK_ID is that what the line asks for. */
     return -1;
 }
 

@@ -607,13 +607,8 @@ int cmd_run(lockcore_client *c, const struct cmdline *cl)
 {
     struct args a = cl->a;
     /* One resource, no other kind: a reentrant lock that a nested run of
-     * the resource joins; it waits notified, in the nodes' queue. But its
-     * first attempt is not queued (it may re-enter): with --fair, a run
-     * that has nothing to join takes a plain lock, which waits its turn
-     * from the first attempt on (and a run nested in it waits like anyone
-     * else). */
+     * the resource joins; a first hold waits in the nodes' queue (in line
+     * from its first attempt on with --fair), a re-entry joins at once. */
     a.reentrant = a.permits == 0 && a.rw == RW_NONE && cl->t.n == 1;
-    if (a.reentrant && a.wait_mode == LOCKCORE_WAIT_FAIR && fencelock_joinable_id(cl->t.names[0]) == NULL)
-        a.reentrant = 0;
     return run(c, &a, &cl->t, cl->cmd);
 }

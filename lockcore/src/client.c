@@ -193,6 +193,38 @@ fail:
     return rc;
 }
 
+/* What the client wrote last (the rollbacks of canceled attempts, a
+ * waiter's leaving the queue, a writer's intent cleared, a hold's token
+ * copied) is sent before the connections close, for a short while at
+ * most: a program that frees its client right after its last call (the
+ * fencelock command) would otherwise drop it with the buffers, and leave
+ * a key or a place behind until it expires. */
+static void flush_before_close(lockcore_client *c)
+{
+    uint64_t budget = c->o.request_timeout_ms < 50    ? 50
+                      : c->o.request_timeout_ms > 500 ? 500
+                                                      : c->o.request_timeout_ms;
+    uint64_t deadline = lockcore_now_ms() + budget;
+    for (;;) {
+        struct pollfd fds[LOCKCORE_NODES_MAX];
+        nfds_t k = 0;
+        for (unsigned i = 0; i < c->n; i++) {
+            struct node *n = &c->nodes[i];
+            lockcore__node_flush(c, n);
+            if (n->state == NODE_UP && sdslen(n->ctx->obuf) > 0) {
+                fds[k].fd = n->ctx->fd;
+                fds[k].events = (short)(n->tls_want ? n->tls_want : POLLOUT);
+                fds[k++].revents = 0;
+            }
+        }
+        uint64_t now = lockcore_now_ms();
+        if (k == 0 || now >= deadline)
+            return;
+        if (poll(fds, k, (int)(deadline - now)) < 0 && errno != EINTR)
+            return;
+    }
+}
+
 static void client_destroy(lockcore_client *c)
 {
     c->freeing = 1;
@@ -207,6 +239,7 @@ static void client_destroy(lockcore_client *c)
             lockcore__op_cancel(c->active);
         lockcore__deliver(c);
     }
+    flush_before_close(c);
     for (unsigned i = 0; i < c->n; i++) {
         lockcore__tls_free(&c->nodes[i]);
         if (c->nodes[i].ctx != NULL)
@@ -296,11 +329,12 @@ const char *lockcore_errmsg(const lockcore_client *c)
 void lockcore__op_finish(struct op *op, int rc)
 {
     lockcore_client *c = op->c;
-    /* A waiter that gives up leaves every queue it joined; one that was
-     * granted leaves them with its release (SCRIPT_RELEASE), or when its
-     * place, cut to the lock's TTL by the grant, lapses. And it lets go of
-     * its release channel. */
-    if (op->kind == OP_ACQUIRE && op->queued && rc != 0)
+    /* A waiter that gives up leaves every queue it joined (unless its
+     * driver waits on: a permit); one that was granted leaves them with
+     * its release (lua/lib/release.lua), or when its place, cut to the
+     * lock's TTL by the grant, lapses. And it lets go of its release
+     * channel. */
+    if (op->kind == OP_ACQUIRE && op->queued && rc != 0 && !op->keep_place)
         for (unsigned i = 0; i < c->n; i++)
             if (c->nodes[i].state != NODE_DOWN)
                 lockcore__op_resend(op, i, STEP_DEQUEUE, 0, lockcore_now_ms());
@@ -498,8 +532,12 @@ static int run_once(lockcore_client *c, int timeout_ms)
             lockcore__fmt(c->errmsg, sizeof(c->errmsg), "poll: %s", strerror(e));
             return -e;
         }
-        for (int k = 0; k < nfds; k++)
-            fds[k].revents = 0;
+        /* Interrupted (a signal; or the process was stopped, a GC pause,
+         * and continued): what arrived meanwhile is read before any timer
+         * may say that a node did not answer. */
+        if (poll(fds, (nfds_t)nfds, 0) < 0)
+            for (int k = 0; k < nfds; k++)
+                fds[k].revents = 0;
     }
     return process(c, fds, (size_t)nfds);
 }
@@ -564,21 +602,27 @@ void lockcore__op_set_keys(struct op *op, const char *resource)
     memcpy(op->ikey + 1, op->key, op->key_len);
     memcpy(op->ikey + 1 + op->key_len, "}:holder", 9);
     op->ikey_len = op->key_len + 9;
+    lockcore__op_set_queue(op, op->key, op->key_len);
+}
+
+void lockcore__op_set_queue(struct op *op, const char *key, size_t key_len)
+{
+    lockcore_client *c = op->c;
     op->qkey[0] = op->qexp[0] = op->chan[0] = '{';
-    memcpy(op->qkey + 1, op->key, op->key_len);
-    memcpy(op->qkey + 1 + op->key_len, "}:waiters", 10);
-    op->qkey_len = op->key_len + 10;
-    memcpy(op->qexp + 1, op->key, op->key_len);
-    memcpy(op->qexp + 1 + op->key_len, "}:waiting", 10);
-    op->qexp_len = op->key_len + 10;
+    memcpy(op->qkey + 1, key, key_len);
+    memcpy(op->qkey + 1 + key_len, "}:waiters", 10);
+    op->qkey_len = key_len + 10;
+    memcpy(op->qexp + 1, key, key_len);
+    memcpy(op->qexp + 1 + key_len, "}:waiting", 10);
+    op->qexp_len = key_len + 10;
     op->wkey[0] = '{';
-    memcpy(op->wkey + 1, op->key, op->key_len);
-    memcpy(op->wkey + 1 + op->key_len, "}:wanted", 9);
-    op->wkey_len = op->key_len + 9;
-    memcpy(op->chan + 1, op->key, op->key_len);
-    memcpy(op->chan + 1 + op->key_len, "}:released:", 11);
-    memcpy(op->chan + 12 + op->key_len, c->id_prefix, 17);
-    op->chan_len = op->key_len + 28;
+    memcpy(op->wkey + 1, key, key_len);
+    memcpy(op->wkey + 1 + key_len, "}:wanted", 9);
+    op->wkey_len = key_len + 9;
+    memcpy(op->chan + 1, key, key_len);
+    memcpy(op->chan + 1 + key_len, "}:released:", 11);
+    memcpy(op->chan + 12 + key_len, c->id_prefix, 17);
+    op->chan_len = key_len + 28;
 }
 
 static int is_id(const char *id, size_t cap)
@@ -739,6 +783,8 @@ static struct op *start_with_lock(lockcore_client *c, enum op_kind kind, const s
     op->type = lockcore__kind_of(lock->flags);
     lockcore__qid(lock->id, op->qid);
     lockcore__op_set_keys(op, lock->resource);
+    if (op->type != NULL && op->type->queue_key != NULL)
+        op->type->queue_key(op);
     op->ttl_ms = ttl_ms ? ttl_ms : c->o.ttl_ms;
     lockcore__op_start(op, lockcore_now_ms());
     return op;

@@ -184,6 +184,7 @@ struct op {
     unsigned reserved_ahead; /* ... and that waiter holds the key: its reservation */
     int noticed;             /* a release named it while an attempt was in flight */
     int again;               /* the next attempt goes at once (a re-entry whose hold is gone) */
+    int keep_place;          /* refused, it keeps its place: its driver waits on (a permit) */
     int subscribed;          /* holds a reference on the key's release channel */
     uint8_t slot[LOCKCORE_NODES_MAX];
     uint8_t accepted[LOCKCORE_NODES_MAX];
@@ -337,6 +338,10 @@ struct channel {
 };
 int lockcore__notify_want(lockcore_client *c, struct op *op);
 void lockcore__notify_drop(lockcore_client *c, struct op *op);
+/* The same for a waiter that is not an operation (a semaphore's driver):
+ * n channels, one reference on each, and one waiter in the count. */
+int lockcore__notify_want_names(lockcore_client *c, char (*names)[CHAN_MAX], const size_t *lens, unsigned n);
+void lockcore__notify_drop_names(lockcore_client *c, char (*names)[CHAN_MAX], const size_t *lens, unsigned n);
 void lockcore__notify_setup(lockcore_client *c, struct node *sub, uint64_t now);
 void lockcore__notify_reply(lockcore_client *c, struct node *sub, redisReply *r, uint64_t now);
 void lockcore__notify_free(lockcore_client *c);
@@ -354,6 +359,8 @@ void lockcore__keepalives_detach(lockcore_client *c);
 /* client.c */
 /* Fill the resource, the lock key and the keys and channel beside it. */
 void lockcore__op_set_keys(struct op *op, const char *resource);
+/* Point op's waiters' queue keys and release channel at those of key. */
+void lockcore__op_set_queue(struct op *op, const char *key, size_t key_len);
 /* A new acquisition of resource (already checked), not started: its keys,
  * its lock id (id, or the client's prefix and fresh random bits), TTL and
  * ticket. NULL with *rcp and c->errmsg set (cb NULL, no randomness, no

@@ -133,24 +133,37 @@ static void drop_channel(lockcore_client *c, const char *name, size_t len)
     *ch = c->channels[--c->n_channels];
 }
 
-int lockcore__notify_want(lockcore_client *c, struct op *op)
+int lockcore__notify_want_names(lockcore_client *c, char (*names)[CHAN_MAX], const size_t *lens, unsigned n)
 {
-    if (c->notify_refused)
+    if (c->notify_refused || subs_init(c) < 0)
         return -1;
-    if (op->subscribed)
-        return 0;
-    if (subs_init(c) < 0)
-        return -1;
-    struct chans ch;
-    op_chans(op, &ch);
-    for (unsigned k = 0; k < ch.n; k++) {
-        if (want_channel(c, ch.name[k], ch.len[k]) < 0) {
+    for (unsigned k = 0; k < n; k++) {
+        if (want_channel(c, names[k], lens[k]) < 0) {
             while (k-- > 0)
-                drop_channel(c, ch.name[k], ch.len[k]);
+                drop_channel(c, names[k], lens[k]);
             return -1;
         }
     }
     c->sub_refs++;
+    return 0;
+}
+
+void lockcore__notify_drop_names(lockcore_client *c, char (*names)[CHAN_MAX], const size_t *lens, unsigned n)
+{
+    if (--c->sub_refs == 0)
+        c->subs_idle_ms = lockcore_now_ms();
+    for (unsigned k = 0; k < n; k++)
+        drop_channel(c, names[k], lens[k]);
+}
+
+int lockcore__notify_want(lockcore_client *c, struct op *op)
+{
+    if (op->subscribed)
+        return 0;
+    struct chans ch;
+    op_chans(op, &ch);
+    if (lockcore__notify_want_names(c, ch.name, ch.len, ch.n) < 0)
+        return -1;
     op->subscribed = 1;
     return 0;
 }
@@ -158,12 +171,9 @@ int lockcore__notify_want(lockcore_client *c, struct op *op)
 void lockcore__notify_drop(lockcore_client *c, struct op *op)
 {
     op->subscribed = 0;
-    if (--c->sub_refs == 0)
-        c->subs_idle_ms = lockcore_now_ms();
     struct chans ch;
     op_chans(op, &ch);
-    for (unsigned k = 0; k < ch.n; k++)
-        drop_channel(c, ch.name[k], ch.len[k]);
+    lockcore__notify_drop_names(c, ch.name, ch.len, ch.n);
 }
 
 void lockcore__notify_setup(lockcore_client *c, struct node *s, uint64_t now)
@@ -190,6 +200,9 @@ void lockcore__notify_setup(lockcore_client *c, struct node *s, uint64_t now)
  * attempt is not one of the retries the caller allowed. */
 static void subscribed(lockcore_client *c, const redisReply *chan, uint64_t now)
 {
+    for (const struct lockcore__kind *const *k = lockcore__kinds; *k != NULL; k++)
+        if ((*k)->subscribed != NULL)
+            (*k)->subscribed(c, chan->str, chan->len, now);
     for (struct op *op = c->active; op != NULL; op = op->next) {
         if (op->kind != OP_ACQUIRE || op->phase != PH_RETRY_WAIT || !op->subscribed || op->retry_at_ms <= now)
             continue;
@@ -205,14 +218,17 @@ static void subscribed(lockcore_client *c, const redisReply *chan, uint64_t now)
     }
 }
 
-/* A release named a waiter ("id"), or told the waiter behind it to try
- * when the named one's reservation ends ("id+ms"): if it is one of ours,
- * waiting on that resource, it tries now, or by then. */
+/* A release named a waiter ("id", or "id@key" when the key it reserved is
+ * not the queue's own: a semaphore's permit), or told the waiter behind it
+ * to try when the named one's reservation ends ("id+ms"): if it is one of
+ * ours, waiting on that resource, it tries now, or by then. */
 static void notice(lockcore_client *c, const redisReply *chan, const redisReply *who, uint64_t now)
 {
     if (who->len < LOCKCORE_ID_LEN)
         return;
     uint64_t hint = 0;
+    const char *key = "";
+    size_t key_len = 0;
     if (who->len > LOCKCORE_ID_LEN + 1 && who->str[LOCKCORE_ID_LEN] == '+') {
         char ms[24];
         size_t n = who->len - LOCKCORE_ID_LEN - 1;
@@ -221,11 +237,17 @@ static void notice(lockcore_client *c, const redisReply *chan, const redisReply 
         memcpy(ms, who->str + LOCKCORE_ID_LEN + 1, n);
         ms[n] = '\0';
         hint = strtoull(ms, NULL, 10) + 1;
+    } else if (who->len > LOCKCORE_ID_LEN + 1 && who->str[LOCKCORE_ID_LEN] == '@') {
+        key = who->str + LOCKCORE_ID_LEN + 1;
+        key_len = who->len - LOCKCORE_ID_LEN - 1;
     } else if (who->len != LOCKCORE_ID_LEN) {
         return;
     }
     /* The acquisition's id names it (and the channel, our client). */
     (void)chan;
+    for (const struct lockcore__kind *const *k = lockcore__kinds; *k != NULL; k++)
+        if ((*k)->notice != NULL)
+            (*k)->notice(c, who->str, key, key_len, hint, now);
     for (struct op *op = c->active; op != NULL; op = op->next) {
         if (op->kind != OP_ACQUIRE || memcmp(op->qid, who->str, LOCKCORE_ID_LEN) != 0)
             continue;

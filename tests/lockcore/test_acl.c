@@ -184,10 +184,14 @@ static lockcore_client *client(struct fixture *f, int wait_mode, int fencing, co
     o.key_prefix = PREFIX;
     o.fencing = fencing;
     o.holder_info = info;
-    o.retry_count = waits ? -1 : 0;
-    o.wait_ms = waits ? 8000 : 0;
+    o.retry_count = waits > 0 ? -1 : 0;
+    o.wait_ms = waits > 0 ? 8000 : 0;
     o.queue_ttl_ms = 30000; /* fallback timers 10 s away: a notice is seen */
     o.request_timeout_ms = 200;
+    /* -1: every operation's client, whose keep-alive below has something
+     * to do within seconds. */
+    if (waits < 0)
+        o.ttl_ms = 2000;
     lockcore_client *c = NULL;
     char err[256];
     if (lockcore_client_new(&o, &c, err, sizeof(err)) != 0)
@@ -204,7 +208,7 @@ static void every_operation(struct fixture *f, int wait_mode, int fencing, const
     snprintf(key, sizeof(key), PREFIX "%s", res);
     snprintf(fkey, sizeof(fkey), "{%s}:fence", key);
     snprintf(ikey, sizeof(ikey), "{%s}:holder", key);
-    lockcore_client *c = client(f, wait_mode, fencing, info, 0);
+    lockcore_client *c = client(f, wait_mode, fencing, info, -1);
     struct lockcore_lock l;
     int rc = lockcore_acquire(c, res, &l);
     if (rc != 0)
@@ -224,18 +228,19 @@ static void every_operation(struct fixture *f, int wait_mode, int fencing, const
     else
         assert_int_equal(rh_pttl(f->rc, 0, ikey), -2);
 
-    /* Down from the default 10 s TTL: the node's PTTL shows the extension. */
-    rc = lockcore_extend(c, &l, 800);
+    /* Up from its 2 s TTL (an extension never shortens a key): the node's
+     * PTTL shows the extension. */
+    rc = lockcore_extend(c, &l, 3000);
     if (rc != 0)
         fail_msg("extend: %s: %s", lockcore_strerror(rc), lockcore_errmsg(c));
     for (int i = 0; i < N; i++) {
         /* The last node may still be at it (see holders()). */
         long long pttl = rh_pttl(f->rc, i, key);
         uint64_t deadline = lockcore_now_ms() + 1000;
-        while (pttl > 800 && lockcore_now_ms() < deadline)
+        while (pttl <= 2000 && lockcore_now_ms() < deadline)
             pttl = rh_pttl(f->rc, i, key);
-        if (pttl <= 0 || pttl > 800)
-            fail_msg("node %d: PTTL %lld after extending to 800 ms", i, pttl);
+        if (pttl <= 2000 || pttl > 3000)
+            fail_msg("node %d: PTTL %lld after extending to 3 s", i, pttl);
     }
 
     struct lockcore_node_status st[N];

@@ -121,6 +121,28 @@ static void log_env(struct fixture *f, char *log, size_t cap, char *var, size_t 
     snprintf(var, vcap, "T_LOG=%s", log);
 }
 
+/* Wait until none of keys (NULL-terminated) is on any node, at most
+ * within_ms (a key's TTL): 0, or -1 with what is left said. */
+static int keys_gone(struct fixture *f, const char *const *keys, long long within_ms)
+{
+    long long end = hp_now_ms() + within_ms;
+    for (;;) {
+        int left = 0;
+        for (int n = 0; n < 3; n++)
+            for (const char *const *k = keys; *k != NULL; k++)
+                if (rh_pttl(f->rc, n, *k) != -2) {
+                    left++;
+                    if (hp_now_ms() >= end)
+                        fprintf(stderr, "node %d: %s left, %lld ms to live\n", n, *k, rh_pttl(f->rc, n, *k));
+                }
+        if (left == 0)
+            return 0;
+        if (hp_now_ms() >= end)
+            return -1;
+        hp_sleep_ms(50);
+    }
+}
+
 /* ---- several resources ---- */
 
 /*
@@ -175,12 +197,9 @@ static void test_cli_kinds_overlapping_sets_never_share_a_resource(void **state)
         }
     }
     assert_true(shared_pairs > 0);
-    /* Every set was released: no lock key is left on any node. */
-    for (int n = 0; n < 3; n++) {
-        assert_int_equal(rh_pttl(f->rc, n, "k:a"), -2);
-        assert_int_equal(rh_pttl(f->rc, n, "k:b"), -2);
-        assert_int_equal(rh_pttl(f->rc, n, "k:c"), -2);
-    }
+    /* Every set was released: no lock key is left on any node, but one
+     * whose rollback a node never got (a busy machine) until its TTL. */
+    assert_int_equal(keys_gone(f, (const char *[]){"k:a", "k:b", "k:c", NULL}, 6000), 0);
 }
 
 /* `acquire a b` holds both under one id and one token; a member is
@@ -252,6 +271,9 @@ static void test_cli_kinds_acquire_extend_release_a_set(void **state)
              NULL);
     assert_true(jbool(j, "extended"));
     json_decref(j);
+    /* Extended at a majority: node 0 may still be running it. */
+    for (int t = 0; t < 100 && (rh_pttl(f->rc, 0, "s:a") <= 25000 || rh_pttl(f->rc, 0, "s:b") <= 25000); t++)
+        hp_sleep_ms(20);
     assert_true(rh_pttl(f->rc, 0, "s:a") > 25000);
     assert_true(rh_pttl(f->rc, 0, "s:b") > 25000);
 
@@ -406,8 +428,9 @@ static void test_cli_kinds_readers_overlap_writer_excludes(void **state)
         }
     }
     assert_int_equal(reader_pairs, 3); /* every two readers were inside together */
-    for (int n = 0; n < 3; n++)
-        assert_int_equal(rh_pttl(f->rc, n, "rw:doc"), -2);
+    /* Every lock was released: no lock key is left on any node, but one
+     * whose rollback a node never got (a busy machine) until its TTL. */
+    assert_int_equal(keys_gone(f, (const char *[]){"rw:doc", NULL}, 6000), 0);
     redisReply *x = rh_command(f->rc, 0, "ZCARD {rw:doc}:readers");
     assert_int_equal(x->integer, 0);
     freeReplyObject(x);
@@ -690,11 +713,10 @@ static void test_cli_kinds_nested_run_joins_only_a_reentrant_hold(void **state)
         fail_msg("nested runs said: %s", got);
 }
 
-/* A run waits in the nodes' queue, by default (the reentrant lock, which
- * a nested run joins) and with --fair (a plain lock: the reentrant lock's
- * first attempt is not queued, so a fair run with nothing to join takes a
- * plain one). FENCELOCK_LOCK_KIND says which. A plain acquire waits in
- * it by default too (want_kind NULL). */
+/* A run waits in the nodes' queue with the reentrant lock that a nested
+ * run joins, by default and with --fair (in line from its first attempt
+ * on). FENCELOCK_LOCK_KIND says which. A plain acquire waits in it by
+ * default too (want_kind NULL); so do the other kinds (the last). */
 static void waits_in_line(struct fixture *f, const char *mode, const char *want_kind)
 {
     struct res r;
@@ -750,7 +772,7 @@ static void waits_in_line(struct fixture *f, const char *mode, const char *want_
 
 static void test_cli_kinds_fair_run_waits_in_line(void **state)
 {
-    waits_in_line(*state, "--fair", "plain\n");
+    waits_in_line(*state, "--fair", "reentrant\n");
 }
 
 static void test_cli_kinds_run_waits_in_line_by_default(void **state)
@@ -805,11 +827,6 @@ static void test_cli_kinds_bad_combinations_are_usage_errors(void **state)
         {{"--write", "--reentrant", "acquire", "a", NULL}, "--write and --reentrant"},
         {{"--permits", "2", "release", "a", id, NULL}, "--permits applies to"},
         {{"--reentrant", "acquire", "a", "not-an-id", NULL}, "is not a lock id"},
-        {{"--fair", "acquire", "a", "b", NULL}, "--fair applies to a plain lock of one resource"},
-        {{"--notify", "run", "a", "b", "--", "true", NULL}, "--notify applies to a plain lock"},
-        {{"--fair", "--read", "run", "a", "--", "true", NULL}, "--read waits by polling"},
-        {{"--notify", "--permits", "2", "acquire", "a", NULL}, "--permits waits by polling"},
-        {{"--fair", "--reentrant", "acquire", "a", NULL}, "--reentrant is not fair"},
         {{"acquire", "a", id, NULL}, "looks like a lock id"},
         {{"acquire", "a", "b", "a", NULL}, "given twice"},
         {{"release", "a", "b", "a", id, NULL}, "given twice"},

@@ -436,7 +436,9 @@ static void sem_cb(lockcore_client *c, int rc, const struct lockcore_lock *lock,
 static void test_kinds_sem_async_in_flight(void **state)
 {
     struct fixture *f = *state;
-    struct tune t = {.ttl_ms = 5000, .retry_count = 1};
+    /* A TTL that outlives the waits: the two left over wait in line for
+     * their retry and give up, and no permit expires meanwhile. */
+    struct tune t = {.ttl_ms = 30000, .retry_count = 1};
     lockcore_client *c = client_on(f->urls, f->n, &t);
     assert_non_null(c);
     struct sem_count k = {0};
@@ -910,15 +912,18 @@ static void test_kinds_reentrant_extend_never_shortens_the_hold(void **state)
     assert_int_equal(lockcore_acquire(other, "nest:t", &x), LOCKCORE_ELOCKED);
     for (int i = 0; i < NODES; i++)
         assert_true(rh_pttl(f->rc, i, "nest:t") > 1000);
-    /* The outer hold extends with a shorter TTL: its own expiry, never the
-     * key's below another live hold's. */
+    /* An extension with a shorter TTL shortens nothing on the nodes (a
+     * late one must not undo a newer one): the outer hold stays live there
+     * until its own expiry, and only its release frees the lock. */
     assert_int_equal(lockcore_reentrant_acquire(c, "nest:t", outer.id, &in1), 0);
     assert_int_equal(lockcore_extend(brief, &outer, 600), 0);
     hp_sleep_ms(900);
     assert_true(lockcore_remaining_ms(&in1) > 1000);
     assert_int_equal(lockcore_acquire(other, "nest:t", &x), LOCKCORE_ELOCKED);
     assert_int_equal(lockcore_release(c, &in1), 0);
-    assert_int_equal(lockcore_acquire(other, "nest:t", &x), 0); /* the outer hold ran out */
+    assert_int_equal(lockcore_acquire(other, "nest:t", &x), LOCKCORE_ELOCKED);
+    assert_int_equal(lockcore_release(c, &outer), 0);
+    assert_int_equal(lockcore_acquire(other, "nest:t", &x), 0);
     assert_int_equal(lockcore_release(other, &x), 0);
     lockcore_client_free(other);
     lockcore_client_free(brief);
@@ -1123,6 +1128,14 @@ static void test_kinds_every_kind_waits_in_line(void **state)
         assert_int_equal(lockcore_rw_acquire(c, res, 0, &l), 0);
         ms = wake_after_release_of(c, &l, w, res, W_WRITE);
         fprintf(stderr, "%s: a writer granted %lld ms after the last reader's release\n",
+                m ? "fair" : "notify", ms);
+        assert_true(ms < 1000);
+        /* A semaphore's waiter, when a permit is released: that permit is
+         * kept for it and named. */
+        snprintf(res, sizeof(res), "line:sem:%d", m);
+        assert_int_equal(lockcore_sem_acquire(c, res, 1, &l), 0);
+        ms = wake_after_release_of(c, &l, w, res, W_PERMIT);
+        fprintf(stderr, "%s: a semaphore's waiter granted %lld ms after a permit's release\n",
                 m ? "fair" : "notify", ms);
         assert_true(ms < 1000);
         lockcore_client_free(w);

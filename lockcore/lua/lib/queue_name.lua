@@ -1,6 +1,8 @@
 -- Name the first live waiter of a lock key's queue (docs/fairness.md,
--- step 4) on its client's channel ("{" key "}:released:" and the first 16
--- digits of its id; pcall: a user without PUBLISH rights still releases),
+-- step 4) on its client's channel (the queue's "{" name "}:released:" and
+-- the first 16 digits of its id; pcall: a user without PUBLISH rights
+-- still releases; "id@key" when the lock key is not the queue's own: a
+-- semaphore's permit, which waits in its semaphore's queue),
 -- and reserve the lock for it: the lock key itself is set to its id, so
 -- every SET NX is refused and only that waiter's attempt turns it into its
 -- lock. what: the reservation's ms ('0': none), with 'f' first from a fair
@@ -22,11 +24,13 @@ local function queue_name(lock, q, dl, mark, what)
     if redis.call('ZCARD', q) == 0 then redis.call('DEL', mark) end
     return
   end
-  local chan = '{' .. lock .. '}:released:'
+  local chan = string.sub(q, 1, #q - 7) .. 'released:'
   local fair = string.sub(what, 1, 1) == 'f'
   local ms = fair and string.sub(what, 2) or what
   if ms ~= '0' then redis.call('SET', lock, h, 'PX', ms) end
-  redis.pcall('PUBLISH', chan .. string.sub(h, 1, 16), h)
+  local msg = h
+  if q ~= '{' .. lock .. '}:waiters' then msg = h .. '@' .. lock end
+  redis.pcall('PUBLISH', chan .. string.sub(h, 1, 16), msg)
   if fair or ms == '0' then return end
   local until_ms = now + tonumber(ms)
   if (tonumber(redis.call('HGET', dl, h)) or 0) > until_ms then redis.call('HSET', dl, h, until_ms) end

@@ -36,6 +36,17 @@ struct lockcore__kind {
      * most cap; names NUL-terminated, lengths in len); NULL: the one of
      * the op's key. */
     unsigned (*channels)(struct op *op, char (*name)[CHAN_MAX], size_t *len, unsigned cap);
+    /* Optional. Point op's queue keys and release channel at those its
+     * waiters use, when not its own key's (a permit: its semaphore's). */
+    void (*queue_key)(struct op *op);
+    /* Optional, per client: a release named the waiter qid (hint 0), or
+     * told it to try in hint ms; key: the lock key reserved for it, if the
+     * notice says ("" if not). A waiter that is no operation of the core
+     * (a driver) hears it here. */
+    void (*notice)(lockcore_client *c, const char *qid, const char *key, size_t key_len, uint64_t hint,
+                   uint64_t now);
+    /* Optional, per client: a node confirmed the subscription to chan. */
+    void (*subscribed)(lockcore_client *c, const char *chan, size_t len, uint64_t now);
     /* Optional, per client: the kind's own timers (drivers), run from the
      * client's loop; cancel ends them when the client is freed; release
      * frees what the kind keeps in the client. */

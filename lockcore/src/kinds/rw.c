@@ -178,10 +178,11 @@ const struct lockcore__kind lockcore__kind_write = {
     .release = lockcore__kinds_keyset_free,
 };
 
-/* A writer that gives up must not leave its intent behind to keep readers
- * out until its TTL: its acquisition's callback is wrapped, and a failure
- * deletes the intent where it is still the writer's (fire-and-forget, on
- * every connection behind the attempt's own rollback). */
+/* A writer that gives up, or is granted, must not leave its intent behind
+ * to keep readers out until its TTL: its acquisition's callback is
+ * wrapped, and its end deletes the intent where it is still the writer's
+ * (fire-and-forget, on every connection behind the attempt's own
+ * commands). */
 struct rw_call {
     lockcore_cb cb;
     void *arg;
@@ -192,7 +193,10 @@ struct rw_call {
 static void rw_done(lockcore_client *c, int rc, const struct lockcore_lock *lock, void *arg)
 {
     struct rw_call *w = arg;
-    if (rc < 0 && !c->freeing) {
+    /* Given up, or granted (a node that refused its last attempt may still
+     * keep its intent, and would keep readers out for nothing): the intent
+     * goes wherever it is still this writer's. */
+    if (!c->freeing) {
         const char *argv[] = {"EVAL", lockcore__lua_rw_intent_clear, "1", w->intent, w->id};
         size_t lens[5];
         for (int k = 0; k < 5; k++)

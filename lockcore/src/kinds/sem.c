@@ -7,9 +7,14 @@
  *
  * An acquisition is a driver: it tries the permits one at a time in a
  * random order, each with one plain attempt, keeps the first granted, and
- * when every permit refused waits the retry delay and tries them all
- * again. Its timer runs in the client's loop (lockcore__kinds_next_timer,
- * lockcore__kinds_check).
+ * when every permit refused waits and tries them all again. Polling, it
+ * waits the retry delay. Notified or fair, it waits in line: one place in
+ * the semaphore's own queue ("{" resource "}:waiters"), taken by its
+ * permit attempts (the waiter's queued acquire, on the permit's key and
+ * the semaphore's queue); a permit's release names the first waiter there
+ * and keeps that permit for it ("id@permit key" on the semaphore's
+ * channel), and the driver tries that permit first. Its timers run in the
+ * client's loop (the kind table's next_timer and check).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -36,6 +41,19 @@ struct lockcore__sem {
     unsigned nodes_ok;
     lockcore_cb cb;
     void *arg;
+    /* Waiting in line (notified or fair): the acquisition's id and ticket,
+     * shared by its permit attempts; the semaphore's release channel. */
+    int line;
+    int listening;        /* holds a reference on the channel */
+    unsigned behind;      /* the last attempt's nodes with another waiter first */
+    unsigned free_rounds; /* rounds that only refreshed its place in line */
+    int free_next;        /* the next round is one of those */
+    int noticed;          /* named while a round was in flight: go again at once */
+    unsigned first;       /* a permit a release kept for it; permits: none */
+    char qid[LOCKCORE_ID_LEN + 1];
+    uint64_t ticket;
+    char chan[1][CHAN_MAX];
+    size_t chan_len[1];
 };
 
 static void sem_unlink(struct lockcore__sem *d)
@@ -50,11 +68,44 @@ static void sem_unlink(struct lockcore__sem *d)
     d->next = d->prev = NULL;
 }
 
+/* The semaphore's base key (prefix and resource), for its queue. */
+static size_t sem_key(const struct lockcore__sem *d, char *out)
+{
+    const lockcore_client *c = d->c;
+    size_t l = strlen(d->resource);
+    memcpy(out, c->prefix, c->prefix_len);
+    memcpy(out + c->prefix_len, d->resource, l + 1);
+    return c->prefix_len + l;
+}
+
+/* A driver that gives up leaves the semaphore's queue on every node (fire
+ * and forget; one granted leaves it with its permit's release). */
+static void sem_leave_line(struct lockcore__sem *d)
+{
+    lockcore_client *c = d->c;
+    char key[KEY_MAX + 1], q[QUEUE_KEY_MAX + 1], dl[QUEUE_KEY_MAX + 1];
+    sem_key(d, key);
+    lockcore__kinds_tagged(q, key, ":waiters");
+    lockcore__kinds_tagged(dl, key, ":waiting");
+    const char *argv[] = {"EVAL", lockcore__scripts[SCRIPT_DEQUEUE], "2", q, dl, d->qid};
+    size_t lens[6];
+    for (int k = 0; k < 6; k++)
+        lens[k] = strlen(argv[k]);
+    uint64_t now = lockcore_now_ms();
+    for (unsigned i = 0; i < c->n; i++)
+        if (c->nodes[i].state != NODE_DOWN)
+            lockcore__node_send(c, &c->nodes[i], 6, argv, lens, NULL, STEP_IGNORE, 0, now);
+}
+
 /* End the acquisition: the callback gets the permit (rc 0) or the counts. */
 static void sem_finish(struct lockcore__sem *d, int rc, const struct lockcore_lock *granted)
 {
     lockcore_client *c = d->c;
     struct lockcore_lock lock;
+    if (d->line && rc != 0 && !c->freeing)
+        sem_leave_line(d);
+    if (d->listening)
+        lockcore__notify_drop_names(c, d->chan, d->chan_len, 1);
     if (granted != NULL) {
         lock = *granted;
         lock.flags |= LOCKCORE_LOCK_PERMIT;
@@ -94,13 +145,34 @@ static void sem_shuffle(struct lockcore__sem *d)
  * that failed (nothing is in flight then). */
 static int sem_try_next(struct lockcore__sem *d)
 {
+    lockcore_client *c = d->c;
     char name[LOCKCORE_RESOURCE_MAX + 32]; /* the resource is at most LOCKCORE_RESOURCE_MAX - 16 */
     snprintf(name, sizeof(name), "%s:permit:%u", d->resource, d->order[d->tried]);
     d->tried++;
     d->attempts++;
-    int rc;
-    d->op = lockcore__kinds_start(d->c, name, 0, NULL, 1, sem_on_permit, d, &rc);
-    return rc;
+    d->behind = 0;
+    int rc = lockcore__kinds_check_client(c);
+    struct op *op = rc == 0 ? lockcore__acquire_op(c, name, NULL, sem_on_permit, d, &rc) : NULL;
+    if (op == NULL)
+        return rc;
+    op->lock.flags = LOCKCORE_LOCK_PERMIT;
+    op->type = &lockcore__kind_sem;
+    op->wait_deadline_ms = 1; /* one attempt: the driver retries */
+    if (d->line) {
+        /* In line: the semaphore's queue, the driver's id and ticket, and
+         * attempt numbers that go on across its permits (each attempt's
+         * lock id stays its own). */
+        memcpy(op->qid, d->qid, sizeof(op->qid));
+        op->ticket = op->lock.ticket = d->ticket;
+        op->lock.attempts = d->attempts - 1;
+        op->queued = 1;
+        op->keep_place = 1;
+        char key[KEY_MAX + 1];
+        lockcore__op_set_queue(op, key, sem_key(d, key));
+    }
+    d->op = op;
+    lockcore__op_start(op, lockcore_now_ms());
+    return 0;
 }
 
 static int sem_round(struct lockcore__sem *d)
@@ -110,6 +182,17 @@ static int sem_round(struct lockcore__sem *d)
     d->locked = 0;
     d->nodes_ok = 0;
     sem_shuffle(d);
+    if (d->first < d->permits) {
+        /* The permit a release kept for it goes first. */
+        for (unsigned k = 0; k < d->permits; k++) {
+            if (d->order[k] == d->first) {
+                d->order[k] = d->order[0];
+                d->order[0] = d->first;
+                break;
+            }
+        }
+        d->first = d->permits;
+    }
     return sem_try_next(d);
 }
 
@@ -142,15 +225,33 @@ static void sem_on_permit(lockcore_client *c, int rc, const struct lockcore_lock
         return;
     }
     /* Every permit refused this round: all held (or a majority out of
-     * reach). Wait like a plain lock's retry, then a new round. */
+     * reach). Wait, then a new round: polling, the retry delay; in line,
+     * until a release names it or its place needs a refresh. */
     int round_rc = d->locked ? LOCKCORE_ELOCKED : d->last_rc;
     uint64_t now = lockcore_now_ms();
     uint64_t delay = c->o.retry_delay_ms;
     if (c->o.retry_jitter_ms > 0)
         delay += lockcore__rand64(&c->rng) % (c->o.retry_jitter_ms + 1);
-    int more = c->o.retry_count < 0 || d->rounds <= (unsigned)c->o.retry_count;
-    if (d->deadline_ms != 0 && now + delay >= d->deadline_ms)
-        more = 0;
+    if (d->free_next) {
+        d->free_next = 0;
+        d->free_rounds++;
+    }
+    int noticed = d->noticed;
+    d->noticed = 0;
+    if (d->line && d->locked && !c->notify_refused) {
+        if (!d->listening)
+            d->listening = lockcore__notify_want_names(c, d->chan, d->chan_len, 1) == 0;
+        if (d->listening) {
+            /* A refresh while other waiters are ahead is not a retry. */
+            delay = noticed ? 0 : c->o.queue_ttl_ms / 3;
+            d->free_next = !noticed && d->behind >= c->quorum;
+        }
+    }
+    int more = c->o.retry_count < 0 || d->rounds - d->free_rounds <= (unsigned)c->o.retry_count;
+    if (d->deadline_ms != 0 && now + delay >= d->deadline_ms) {
+        delay = d->deadline_ms > now ? d->deadline_ms - now : 0;
+        more = more && d->deadline_ms > now;
+    }
     if (!more) {
         char last[ERRMSG_MAX];
         lockcore__fmt(last, sizeof(last), "%s", lockcore_errmsg(c));
@@ -194,8 +295,30 @@ static struct lockcore__sem *sem_start(lockcore_client *c, const char *resource,
     d->c = c;
     snprintf(d->resource, sizeof(d->resource), "%s", resource);
     d->permits = permits;
+    d->first = permits;
     d->cb = cb;
     d->arg = arg;
+    d->line = c->o.retry_count != 0 &&
+              (c->o.wait_mode == LOCKCORE_WAIT_NOTIFY || c->o.wait_mode == LOCKCORE_WAIT_FAIR);
+    if (d->line) {
+        unsigned char raw[9];
+        if ((rc = lockcore__id_bytes(c->idpool, raw, sizeof(raw))) < 0) {
+            lockcore__fmt(c->errmsg, sizeof(c->errmsg), "no randomness for the lock id: %s", strerror(-rc));
+            free(d->order);
+            free(d);
+            *rcp = rc;
+            return NULL;
+        }
+        memcpy(d->qid, c->id_prefix, 16);
+        lockcore__hex(d->qid + 16, raw, sizeof(raw));
+        memset(d->qid + LOCKCORE_ID_LEN - LOCKCORE__ATTEMPT_DIGITS, '0', LOCKCORE__ATTEMPT_DIGITS);
+        d->ticket = c->o.clock_us(c->o.clock_arg);
+        char key[KEY_MAX + 1];
+        size_t kl = sem_key(d, key);
+        lockcore__kinds_tagged(d->chan[0], key, ":released:");
+        memcpy(d->chan[0] + kl + 12, c->id_prefix, 17);
+        d->chan_len[0] = kl + 28;
+    }
     d->deadline_ms = c->o.wait_ms ? lockcore_now_ms() + c->o.wait_ms : 0;
     d->next = c->kx.sems;
     if (d->next != NULL)
@@ -295,10 +418,102 @@ static void sem_cancel(lockcore_client *c)
     }
 }
 
-/* A driver over plain acquisitions: its rounds are timers of the client's
- * loop, ended when the client is freed. */
+/* A permit is a plain lock: its commands are the plain ones. */
+static int permit_resend(struct op *op, unsigned i, enum step step, int use_eval, uint64_t now)
+{
+    (void)op, (void)i, (void)step, (void)use_eval, (void)now;
+    return 1;
+}
+
+/* A permit's waiters wait in its semaphore's queue: its key is the
+ * permit's with ":permit:<i>" cut off. */
+static void permit_queue_key(struct op *op)
+{
+    const char *p = strrchr(op->key, ':');
+    size_t len = p != NULL ? (size_t)(p - op->key) : 0;
+    if (len >= 7 && memcmp(op->key + len - 7, ":permit", 7) == 0)
+        lockcore__op_set_queue(op, op->key, len - 7);
+}
+
+/* Which of a permit attempt's refusals name another waiter first. */
+static void permit_reply(struct op *op, unsigned i, const redisReply *r)
+{
+    (void)i;
+    struct lockcore__sem *d = op->arg;
+    if (op->cb != sem_on_permit || d == NULL || !d->line)
+        return;
+    if (r->type == REDIS_REPLY_ARRAY && r->elements >= 6 && r->element[0]->type == REDIS_REPLY_INTEGER &&
+        r->element[0]->integer == 0 && r->element[5]->type == REDIS_REPLY_STRING &&
+        (r->element[5]->len != LOCKCORE_ID_LEN || memcmp(r->element[5]->str, d->qid, LOCKCORE_ID_LEN) != 0))
+        d->behind++;
+}
+
+static struct lockcore__sem *sem_of(lockcore_client *c, const char *qid)
+{
+    for (struct lockcore__sem *d = c->kx.sems; d != NULL; d = d->next)
+        if (d->line && memcmp(d->qid, qid, LOCKCORE_ID_LEN) == 0)
+            return d;
+    return NULL;
+}
+
+/* A release named a waiting driver (and the permit it kept for it: that
+ * one goes first), or told it to try when the waiter ahead's reservation
+ * ends. */
+static void sem_notice(lockcore_client *c, const char *qid, const char *key, size_t key_len, uint64_t hint,
+                       uint64_t now)
+{
+    struct lockcore__sem *d = sem_of(c, qid);
+    if (d == NULL)
+        return;
+    if (d->retry_at_ms == 0) { /* a round in flight: it may be refused yet */
+        d->noticed |= hint == 0;
+        return;
+    }
+    if (hint != 0) {
+        if (d->retry_at_ms > now + hint) {
+            d->retry_at_ms = now + hint;
+            d->free_next = 1;
+        }
+        return;
+    }
+    const char *p = key_len > 0 ? memrchr(key, ':', key_len) : NULL;
+    if (p != NULL) {
+        char num[16];
+        size_t n = key_len - (size_t)(p + 1 - key);
+        if (n > 0 && n < sizeof(num)) {
+            memcpy(num, p + 1, n);
+            num[n] = '\0';
+            unsigned long v = strtoul(num, NULL, 10);
+            d->first = v < d->permits ? (unsigned)v : d->permits;
+        }
+    }
+    if (d->retry_at_ms > now)
+        d->retry_at_ms = now;
+}
+
+/* A node confirmed the semaphore's channel: a release between the
+ * driver's refusal and now told nobody; try again (not a retry). */
+static void sem_subscribed(lockcore_client *c, const char *chan, size_t len, uint64_t now)
+{
+    for (struct lockcore__sem *d = c->kx.sems; d != NULL; d = d->next) {
+        if (d->listening && d->retry_at_ms > now && d->chan_len[0] == len &&
+            memcmp(d->chan[0], chan, len) == 0) {
+            d->retry_at_ms = now;
+            d->free_next = 1;
+        }
+    }
+}
+
+/* A driver over plain acquisitions (a permit is a plain lock): its rounds
+ * are timers of the client's loop, ended when the client is freed. */
 const struct lockcore__kind lockcore__kind_sem = {
     .name = "semaphore",
+    .flag = LOCKCORE_LOCK_PERMIT,
+    .resend = permit_resend,
+    .lock_reply = permit_reply,
+    .queue_key = permit_queue_key,
+    .notice = sem_notice,
+    .subscribed = sem_subscribed,
     .next_timer = sem_next_timer,
     .check = sem_check,
     .cancel = sem_cancel,
