@@ -198,6 +198,37 @@ static void test_security_auth_file_is_checked_at_start(void **state)
     int st = 0;
     assert_int_equal(hp_wait(pid, 10000, &st), 0);
     assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 1);
+
+    /* Lines of any length: a comment of 5000 bytes (one over 1023 used to
+     * stop the start) is skipped; a token line that long is refused for its
+     * token, not for its length. */
+    size_t big = 5000;
+    char *text = malloc(2 * big + 256);
+    assert_non_null(text);
+    memset(text, 'c', 2 * big + 255);
+    text[0] = '#';
+    text[big] = '\n';
+    snprintf(text + big + 1, 256, "%s alice\n", ALICE);
+    char path[600];
+    snprintf(path, sizeof(path), "%s/clients", d->dir);
+    write_file(path, text);
+    const char *args[] = {"--auth-file", path, NULL};
+    sgd_start(d, args); /* fails the test if it does not start */
+    expect(d->port, "GET", "/v1/fences/k", "Authorization: Bearer " ALICE "\r\n", NULL, 200, NULL);
+    assert_true(WIFEXITED(sgd_stop(d)));
+    memset(text, 'T', big);
+    snprintf(text + big, 256, " alice\n");
+    st = start_with_auth(d, text);
+    assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 1);
+    FILE *lf = fopen(d->log, "r");
+    assert_non_null(lf);
+    char msg[4096];
+    size_t n = fread(msg, 1, sizeof(msg) - 1, lf);
+    fclose(lf);
+    msg[n] = '\0';
+    if (strstr(msg, "16..256 bytes") == NULL)
+        fail_msg("a token line of 5000 bytes: want the token's limits in the message, got: %s", msg);
+    free(text);
 }
 
 static void test_security_auth_file_guards_every_route(void **state)
