@@ -262,9 +262,12 @@ static void test_fencefile_append_raises_and_refuses(void **state)
     path_in(f, "never", q, sizeof(q));
     assert_int_equal(fencefile_write(f->ff, q, 50, "n", 1, NULL), 0);
     unlink(q);
-    /* The fence went with the file (it was in its xattr), so a new file
-     * starts over; the lock file stays. */
-    assert_int_equal(fence_of(f->ff, q), 0);
+    /* The file and its xattr are gone, the fence is not: the lock file
+     * keeps it too, so a file deleted (or replaced by a tool that drops
+     * xattrs) does not start over at 0. */
+    assert_int_equal(fence_of(f->ff, q), 50);
+    assert_int_equal(fencefile_write(f->ff, q, 49, "n", 1, NULL), FENCING_ESTALE);
+    assert_int_equal(access(q, F_OK), -1);
 
     /* From a file descriptor, for write and append. */
     int pfd[2];
@@ -691,7 +694,7 @@ static void kill9(struct fx *f, const struct fencefile_options *o, const char *n
             fail_msg("%s: fence %llu below the acknowledged token %llu", name, (unsigned long long)fence,
                      (unsigned long long)acked);
         if (!append && o->store != FENCEFILE_STORE_SIDECAR && o->dir_fence == NULL && n > 0)
-            assert_int_equal(fence, top); /* data and fence in one inode */
+            assert_int_equal(xattr_token(p), top); /* data and its xattr in one inode */
         next = fence + 1;
     }
     print_message("%s: 16 kills, %d %s\n", name, mid,
