@@ -109,6 +109,8 @@ static int exit_for(int rc)
     case -EINVAL:
     case -EISDIR:
     case -ELOOP:
+    case -EMLINK:
+    case -EEXIST:
     case -ENAMETOOLONG:
     case FENCING_ENOTOKEN:
         return FX_USAGE;
