@@ -615,6 +615,32 @@ static int refuse_own_xattr(fencefile *f, struct target *t, int fd)
     return rc;
 }
 
+/*
+ * Open the data file (flags: O_RDONLY, or O_WRONLY | O_APPEND) into *fd and
+ * *st; *fd is -1 (and 0 returned) when there is none. Anything but a regular
+ * file is refused before it is opened: opening a FIFO or a device can block
+ * or act. A write (one_name) also refuses a file with several links.
+ */
+static int open_data(fencefile *f, struct target *t, int flags, int one_name, int *fd, struct stat *st)
+{
+    *fd = -1;
+    if (fstatat(t->dirfd, t->base, st, AT_SYMLINK_NOFOLLOW) < 0)
+        return errno == ENOENT ? 0 : sys_fail(f, "stat", t->path);
+    if (S_ISLNK(st->st_mode))
+        return fail(f, -ELOOP, "%s is a symbolic link: give the file it points to", t->path);
+    if (!S_ISREG(st->st_mode))
+        return fail(f, -EINVAL, "%s is not a regular file", t->path);
+    *fd = openat(t->dirfd, t->base, flags | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    if (*fd < 0)
+        return errno == ENOENT ? 0 : sys_fail(f, "open", t->path);
+    /* What was opened is looked at again: it may not be what was stat'ed. */
+    if (fstat(*fd, st) < 0)
+        return sys_fail(f, "stat", t->path);
+    if (!S_ISREG(st->st_mode))
+        return fail(f, -EINVAL, "%s is not a regular file", t->path);
+    return one_name ? check_data_file(f, st, t->path) : 0;
+}
+
 static int check_call(fencefile *f, const char *path, uint64_t token, const void *data, size_t len)
 {
     if (f == NULL)
@@ -858,22 +884,11 @@ static int do_write(fencefile *f, const char *path, uint64_t token, const void *
         rc = check_one_fence(f, &t);
     if (rc != 0)
         goto out;
-    cur = openat(t.dirfd, t.base, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-    if (cur < 0 && errno != ENOENT) {
-        rc = errno == ELOOP ? fail(f, -ELOOP, "%s is a symbolic link: give the file it points to", path)
-                            : sys_fail(f, "open", path);
+    rc = open_data(f, &t, O_RDONLY, 1, &cur, &st);
+    if (rc == 0 && cur >= 0 && t.ddirfd >= 0)
+        rc = refuse_own_xattr(f, &t, cur);
+    if (rc != 0)
         goto out;
-    }
-    if (cur >= 0) {
-        if (fstat(cur, &st) < 0) {
-            rc = sys_fail(f, "stat", path);
-            goto out;
-        }
-        if ((rc = check_data_file(f, &st, path)) != 0)
-            goto out;
-        if (t.ddirfd >= 0 && (rc = refuse_own_xattr(f, &t, cur)) != 0)
-            goto out;
-    }
     uint64_t last = 0, xtok = 0, stok = 0;
     int xsupported = 1;
     if (t.ddirfd >= 0)
@@ -1003,20 +1018,15 @@ static int do_append(fencefile *f, const char *path, uint64_t token, const void 
         rc = check_one_fence(f, &t);
     if (rc != 0)
         goto out;
-    fd = openat(t.dirfd, t.base, O_WRONLY | O_APPEND | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-    if (fd < 0 && errno != ENOENT) {
-        rc = errno == ELOOP ? fail(f, -ELOOP, "%s is a symbolic link: give the file it points to", path)
-                            : sys_fail(f, "open", path);
-        goto out;
-    }
     /* The file itself is locked too: whatever name another fenced writer
      * reached it by (it was renamed meanwhile, say), appends to one file
      * are one at a time. Its link count is looked at again once locked. */
     struct stat st;
+    rc = open_data(f, &t, O_WRONLY | O_APPEND, 1, &fd, &st);
+    if (rc != 0)
+        goto out;
     if (fd >= 0) {
-        rc = fstat(fd, &st) < 0 ? sys_fail(f, "stat", path) : check_data_file(f, &st, path);
-        if (rc == 0)
-            rc = ofd_lock(f, fd, F_WRLCK, INODE_LOCK_AT, 1, path, now_ms() + f->o.lock_timeout_ms);
+        rc = ofd_lock(f, fd, F_WRLCK, INODE_LOCK_AT, 1, path, now_ms() + f->o.lock_timeout_ms);
         if (rc == 0)
             rc = fstat(fd, &st) < 0 ? sys_fail(f, "stat", path) : check_data_file(f, &st, path);
         if (rc == 0 && t.ddirfd >= 0)
@@ -1189,17 +1199,10 @@ int fencefile_last(fencefile *f, const char *path, struct fencefile_fence *out)
         rc = lock_fence(f, t.dirfd, t.lockname, t.lockshown, 0, &lfd, &made);
     if (rc != 0)
         goto out;
-    fd = openat(t.dirfd, t.base, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-    if (fd < 0 && errno != ENOENT) {
-        rc = sys_fail(f, "open", path);
-        goto out;
-    }
     struct stat st;
-    if (fd >= 0 && fstat(fd, &st) == 0 && !S_ISREG(st.st_mode)) {
-        rc = fail(f, -EINVAL, "%s is not a regular file", path);
-        goto out;
-    }
-    rc = read_xattr(f, fd, path, &xtok, &supported);
+    rc = open_data(f, &t, O_RDONLY, 0, &fd, &st);
+    if (rc == 0)
+        rc = read_xattr(f, fd, path, &xtok, &supported);
     if (rc == 0)
         rc = read_sidecar(f, lfd, t.lockshown, &stok);
     if (rc == 0)
