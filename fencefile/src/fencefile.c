@@ -10,9 +10,9 @@
  *     take the larger of the two, so a writer that sees no xattrs (an NFS
  *     client without them) still sees a fence another one raised.
  *   - Replace: the temporary file gets the data, is fsynced, and is renamed
- *     over the file. The sidecar (and a directory's xattr) is raised and
- *     made durable before the rename; a file fence's xattr is set on the
- *     temporary file and so arrives with the data, by one rename.
+ *     over the file. The sidecar is raised and made durable before the
+ *     rename; a file fence's xattr is set on the temporary file and so
+ *     arrives with the data, by one rename.
  *   - Append: the fence is raised and made durable first, then the data is
  *     appended and fsynced. A crash leaves a prefix of the data, under the
  *     raised fence.
@@ -671,7 +671,9 @@ static int read_fence(fencefile *f, struct target *t, int lfd, int xfd, const ch
 
 /* Raise the sidecar to token, durably, before any data shows. A new lock
  * file's directory entry is made durable too: it may be as new as the
- * call. */
+ * call. The sidecar is the durable fence: once it holds the token, an
+ * xattr raised alongside needs no fsync of its own (reads take the larger
+ * of the two, so an xattr a crash took back changes nothing). */
 static int raise_sidecar(fencefile *f, struct target *t, int lfd, uint64_t token, uint64_t stok)
 {
     if (token <= stok)
@@ -923,15 +925,14 @@ static int do_write(fencefile *f, const char *path, uint64_t token, const void *
         goto out;
     }
 
-    /* Raise the fence before the data becomes visible: the sidecar and a
-     * directory's xattr durably now; a file fence's xattr goes with the
-     * temporary file and arrives with the data, by the rename. */
+    /* Raise the fence before the data becomes visible: the sidecar durably
+     * now; a file fence's xattr goes with the temporary file and arrives
+     * with the data, by the rename; a directory's is set alongside. */
     rc = raise_sidecar(f, &t, lfd, token, stok);
     if (rc == 0 && use_xattr && t.ddirfd < 0)
         rc = write_xattr(f, tmp.fd, path, token);
-    else if (rc == 0 && use_xattr && token > xtok &&
-             (rc = write_xattr(f, t.ddirfd, f->dir_fence, token)) == 0 && fsync(t.ddirfd) < 0)
-        rc = sys_fail(f, "fsync", f->dir_fence);
+    else if (rc == 0 && use_xattr && token > xtok)
+        rc = write_xattr(f, t.ddirfd, f->dir_fence, token);
     if (rc != 0)
         goto out;
     if (fsync(tmp.fd) < 0) {
@@ -969,12 +970,39 @@ int fencefile_write_fd(fencefile *f, const char *path, uint64_t token, int fd, u
 
 /* ---- append ---- */
 
-/* An unnamed private file for the data of an append from a descriptor,
- * read to its end before the lock (a slow producer holds up no writer) in
- * bounded memory: in the file's directory, whose file system takes the
- * data next, else in $TMPDIR or /tmp. */
-static int spool(fencefile *f, struct target *t, int src, int *out)
+#define APPEND_INLINE 65536
+
+/* Read fd into buf until cap bytes or its end; *got says how many. */
+static int read_full(int fd, char *buf, size_t cap, size_t *got)
 {
+    *got = 0;
+    while (*got < cap) {
+        ssize_t n = read(fd, buf + *got, cap - *got);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            return -1;
+        if (n == 0)
+            break;
+        *got += (size_t)n;
+    }
+    return 0;
+}
+
+/*
+ * The data of an append from a descriptor, read to its end before the lock
+ * (a slow producer holds up no writer) in bounded memory: up to
+ * APPEND_INLINE bytes stay in buf (*len); beyond that, all of it goes to an
+ * unnamed private file (*out, else -1): in the file's directory, whose file
+ * system takes the data next, else in $TMPDIR or /tmp.
+ */
+static int take_input(fencefile *f, struct target *t, int src, char *buf, size_t *len, int *out)
+{
+    *out = -1;
+    if (read_full(src, buf, APPEND_INLINE, len) < 0)
+        return sys_fail(f, "read the data for", t->path);
+    if (*len < APPEND_INLINE)
+        return 0;
     const char *tmpdir = getenv("TMPDIR");
     if (tmpdir == NULL || tmpdir[0] == '\0')
         tmpdir = "/tmp";
@@ -991,13 +1019,14 @@ static int spool(fencefile *f, struct target *t, int src, int *out)
     if (fd < 0)
         return sys_fail(f, "create a temporary file for the data of", t->path);
     int read_side = 0;
-    if (copy_fd(src, fd, &read_side) < 0 || lseek(fd, 0, SEEK_SET) < 0) {
+    if (write_all(fd, buf, *len) < 0 || copy_fd(src, fd, &read_side) < 0 || lseek(fd, 0, SEEK_SET) < 0) {
         int rc = read_side ? sys_fail(f, "read the data for", t->path)
                            : sys_fail(f, "write a temporary file for", t->path);
         close(fd);
         return rc;
     }
     *out = fd;
+    *len = 0;
     return 0;
 }
 
@@ -1009,9 +1038,14 @@ static int do_append(fencefile *f, const char *path, uint64_t token, const void 
         return rc;
     struct target t;
     int lfd = -1, made_lock = 0, fd = -1, made = 0, spfd = -1;
+    char *inline_buf = NULL;
     rc = target_open(f, path, &t);
-    if (rc == 0 && src >= 0)
-        rc = spool(f, &t, src, &spfd);
+    if (rc == 0 && src >= 0) {
+        inline_buf = malloc(APPEND_INLINE);
+        rc = inline_buf == NULL ? fail(f, -ENOMEM, "out of memory")
+                                : take_input(f, &t, src, inline_buf, &len, &spfd);
+        data = inline_buf;
+    }
     if (rc == 0)
         rc = lock_fence(f, t.lockdir, t.lockname, t.lockshown, 1, &lfd, &made_lock);
     if (rc == 0)
@@ -1070,11 +1104,11 @@ static int do_append(fencefile *f, const char *path, uint64_t token, const void 
     if (rc != 0)
         goto out;
 
-    /* Raise the fence and make it durable before any byte of the data. */
+    /* Raise the fence, durably in the sidecar, before any byte of the data;
+     * the file's xattr reaches the disk with the data's fsync. */
     rc = raise_sidecar(f, &t, lfd, token, stok);
-    if (rc == 0 && use_xattr && token > xtok && (rc = write_xattr(f, xfd, xshown, token)) == 0 &&
-        fsync(xfd) < 0)
-        rc = sys_fail(f, "fsync", xshown);
+    if (rc == 0 && use_xattr && token > xtok)
+        rc = write_xattr(f, xfd, xshown, token);
     if (rc != 0)
         goto out;
     if (made && fsync(t.dirfd) < 0) {
@@ -1091,6 +1125,7 @@ static int do_append(fencefile *f, const char *path, uint64_t token, const void 
 out:
     close_fd(&fd);
     close_fd(&spfd);
+    free(inline_buf);
     if (rc != 0)
         drop_new_lock(t.lockdir, t.lockname, lfd, made_lock);
     close_fd(&lfd);
