@@ -3,6 +3,7 @@
  * state lives in con_cls from the first callback to the completion callback.
  * Validation and answers are api.c's; this file only moves bytes.
  */
+#include <ctype.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -155,6 +156,36 @@ static int has_ctl(const char *s, int blanks_ok)
  * same way. A value may hold blanks and obs-text but no control byte: a
  * bare CR in a value is what RFC 9110 5.5 says to refuse or replace.
  */
+/* A name that is one storage-guard reads with '_' for '-' somewhere
+ * ("Content_Length"): a token, and another header to libmicrohttpd, but a
+ * gateway that maps '-' and '_' alike reads it as the real one. */
+static int look_alike(const char *key)
+{
+    static const char *const known[] = {
+        MHD_HTTP_HEADER_CONTENT_LENGTH,
+        MHD_HTTP_HEADER_TRANSFER_ENCODING,
+        MHD_HTTP_HEADER_HOST,
+        MHD_HTTP_HEADER_AUTHORIZATION,
+        MHD_HTTP_HEADER_IF_MATCH,
+        MHD_HTTP_HEADER_IF_NONE_MATCH,
+        "Fencing-Token",
+    };
+    if (strchr(key, '_') == NULL)
+        return 0;
+    for (size_t i = 0; i < sizeof(known) / sizeof(known[0]); i++) {
+        size_t n = strlen(known[i]);
+        if (strlen(key) != n)
+            continue;
+        size_t j = 0;
+        while (j < n && (tolower((unsigned char)key[j]) == tolower((unsigned char)known[i][j]) ||
+                         (key[j] == '_' && known[i][j] == '-')))
+            j++;
+        if (j == n)
+            return 1;
+    }
+    return 0;
+}
+
 static void check_field(struct header_scan *h, const char *key, const char *value)
 {
     if (h->odd != NULL)
@@ -162,6 +193,8 @@ static void check_field(struct header_scan *h, const char *key, const char *valu
     if (!is_token(key))
         h->odd = "a header name that is not a token (whitespace before the colon, a control byte or a "
                  "separator)";
+    else if (look_alike(key))
+        h->odd = "a header name with '_' for '-' in a header storage-guard reads (Content_Length, say)";
     else if (has_ctl(value, 1))
         h->odd = "a control byte in a header value";
 }

@@ -651,6 +651,10 @@ static void test_security_odd_header_names_are_refused(void **state)
         R("GET /healthz HTTP/1.1\r\nHost: x\r\nCont\xc3\xa9nt-Length: 88\r\n\r\n" INNER),
         R("GET /healthz HTTP/1.1\r\nHost: x\r\nContent-Length(x): 88\r\n\r\n" INNER),
         R("GET /healthz HTTP/1.1\r\nHost: x\r\n: 88\r\n\r\n" INNER),
+        /* A name a gateway mapping '_' and '-' alike reads as Content-Length. */
+        R("GET /healthz HTTP/1.1\r\nHost: x\r\nContent_Length: 88\r\n\r\n" INNER),
+        R("PUT /v1/records/s HTTP/1.1\r\nHost: x\r\nfencing_token: 5\r\nContent-Length: 21\r\n\r\n"
+          "{\"value\":1,\"token\":7}"),
         /* A control byte in a value: a bare CR, a vertical tab, DEL. */
         R("PUT /v1/records/s HTTP/1.1\r\nHost: x\r\nFencing-Token: 7\r\r\nContent-Length: 11\r\n\r\n"
           "{\"value\":1}"),
