@@ -515,6 +515,24 @@ static void test_security_ambiguous_framing_is_refused_as_json(void **state)
     expect(p, "GET", "/v1/records/s", NULL, NULL, 404, "not_found");
 }
 
+/* Send a request head that must get 400 bad_request_head as JSON (case i
+ * of a list). Without shut_write the connection is left open by the client:
+ * the server must close it after its answer. */
+static void expect_bad_head(uint16_t port, const char *req, size_t len, size_t i, int shut_write)
+{
+    struct hc_response r;
+    if (hc_raw(port, req, len, shut_write, &r) != 0)
+        fail_msg("case %zu: no answer%s", i, shut_write ? "" : ", or the connection was left open");
+    const char *code = r.json ? json_string_value(json_object_get(r.json, "error")) : NULL;
+    if (r.status != 400 || code == NULL || strcmp(code, "bad_request_head") != 0)
+        fail_msg("case %zu: want 400 bad_request_head, got %d %s", i, r.status, code ? code : "(no JSON)");
+    char conn[32];
+    if (!shut_write &&
+        (hc_header(&r, "Connection", conn, sizeof(conn)) == NULL || strcmp(conn, "close") != 0))
+        fail_msg("case %zu: the connection is not closed", i);
+    hc_response_clear(&r);
+}
+
 /* A NUL byte in the head used to cut a value short and the prefix was
  * used: "Fencing-Token: 7\0999" wrote with token 7. */
 static void test_security_nul_in_head_is_refused(void **state)
@@ -552,16 +570,8 @@ static void test_security_nul_in_head_is_refused(void **state)
         /* obs-fold: refused as RFC 9112 allows, no longer dropped */
         R("GET /healthz HTTP/1.1\r\nHost: x\r\nX-Fold: a\r\n b\r\n\r\n"),
     };
-    for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
-        struct hc_response r;
-        if (hc_raw(p, refused[i].req, refused[i].len, 1, &r) != 0)
-            fail_msg("case %zu: no answer", i);
-        const char *code = r.json ? json_string_value(json_object_get(r.json, "error")) : NULL;
-        if (r.status != 400 || code == NULL || strcmp(code, "bad_request_head") != 0)
-            fail_msg("case %zu: want 400 bad_request_head, got %d %s", i, r.status,
-                     code ? code : "(no JSON)");
-        hc_response_clear(&r);
-    }
+    for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++)
+        expect_bad_head(p, refused[i].req, refused[i].len, i, 1);
     expect(p, "GET", "/v1/records/k", NULL, NULL, 404, "not_found");
 
     /* Heads without a NUL pass, however they are spaced. */
@@ -671,18 +681,8 @@ static void test_security_odd_header_names_are_refused(void **state)
         R("G(T /healthz HTTP/1.1\r\nHost: x\r\n\r\n" INNER),
     };
     for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
-        struct hc_response r;
         /* Not half-closed: the server must close by itself. */
-        if (hc_raw(p, refused[i].req, refused[i].len, 0, &r) != 0)
-            fail_msg("case %zu: no answer, or the connection was left open", i);
-        const char *code = r.json ? json_string_value(json_object_get(r.json, "error")) : NULL;
-        if (r.status != 400 || code == NULL || strcmp(code, "bad_request_head") != 0)
-            fail_msg("case %zu: want 400 bad_request_head, got %d %s", i, r.status,
-                     code ? code : "(no JSON)");
-        char conn[32];
-        if (hc_header(&r, "Connection", conn, sizeof(conn)) == NULL || strcmp(conn, "close") != 0)
-            fail_msg("case %zu: the connection is not closed", i);
-        hc_response_clear(&r);
+        expect_bad_head(p, refused[i].req, refused[i].len, i, 0);
         /* Nothing ran: neither the smuggled request nor the refused one. */
         expect(p, "GET", "/v1/records/s", NULL, NULL, 404, "not_found");
     }
