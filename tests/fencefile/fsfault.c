@@ -24,53 +24,34 @@
 
 #define API __attribute__((visibility("default")))
 
-static int no_tmpfile(int flags)
+/* Every open goes through the real openat (open(p) is openat(AT_FDCWD, p)). */
+static int shim_open(int dirfd, const char *path, int flags, va_list ap)
 {
+    mode_t mode = (flags & O_CREAT) != 0 || (flags & O_TMPFILE) == O_TMPFILE ? (mode_t)va_arg(ap, int) : 0;
     const char *v = getenv("FSFAULT_NOTMPFILE");
     if ((flags & O_TMPFILE) == O_TMPFILE && v != NULL && strcmp(v, "1") == 0) {
         errno = EOPNOTSUPP;
-        return 1;
+        return -1;
     }
-    return 0;
+    int (*real)(int, const char *, int, ...);
+    *(void **)&real = dlsym(RTLD_NEXT, "openat");
+    return real(dirfd, path, flags, mode);
 }
 
-static mode_t mode_arg(int flags, va_list ap)
-{
-    return (flags & O_CREAT) != 0 || (flags & O_TMPFILE) == O_TMPFILE ? (mode_t)va_arg(ap, int) : 0;
-}
-
-#define OPEN_AT(name)                                                                                        \
-    API int name(int dirfd, const char *path, int flags, ...)                                                \
+#define SHIM(decl, dirfd)                                                                                    \
+    API int decl                                                                                             \
     {                                                                                                        \
         va_list ap;                                                                                          \
         va_start(ap, flags);                                                                                 \
-        mode_t mode = mode_arg(flags, ap);                                                                   \
+        int fd = shim_open(dirfd, path, flags, ap);                                                          \
         va_end(ap);                                                                                          \
-        if (no_tmpfile(flags))                                                                               \
-            return -1;                                                                                       \
-        int (*real)(int, const char *, int, ...);                                                            \
-        *(void **)&real = dlsym(RTLD_NEXT, #name);                                                           \
-        return real(dirfd, path, flags, mode);                                                               \
+        return fd;                                                                                           \
     }
 
-#define OPEN(name)                                                                                           \
-    API int name(const char *path, int flags, ...)                                                           \
-    {                                                                                                        \
-        va_list ap;                                                                                          \
-        va_start(ap, flags);                                                                                 \
-        mode_t mode = mode_arg(flags, ap);                                                                   \
-        va_end(ap);                                                                                          \
-        if (no_tmpfile(flags))                                                                               \
-            return -1;                                                                                       \
-        int (*real)(const char *, int, ...);                                                                 \
-        *(void **)&real = dlsym(RTLD_NEXT, #name);                                                           \
-        return real(path, flags, mode);                                                                      \
-    }
-
-OPEN_AT(openat)
-OPEN_AT(openat64)
-OPEN(open)
-OPEN(open64)
+SHIM(openat(int dirfd, const char *path, int flags, ...), dirfd)
+SHIM(openat64(int dirfd, const char *path, int flags, ...), dirfd)
+SHIM(open(const char *path, int flags, ...), AT_FDCWD)
+SHIM(open64(const char *path, int flags, ...), AT_FDCWD)
 
 API ssize_t fgetxattr(int fd, const char *name, void *value, size_t size)
 {
