@@ -89,18 +89,24 @@ int sg_auth_load(const char *path, sg_auth **out, char *errbuf, size_t errcap)
         return -e;
     }
     sg_auth *a = calloc(1, sizeof(*a));
-    char line[1024];
+    /* A line of any length (a long comment is fine); a token in it is
+     * checked for its own limits below. */
+    char *line = NULL;
+    size_t line_cap = 0;
+    ssize_t got;
     int rc = 0, lineno = 0;
     size_t cap = 0;
     if (a == NULL) {
         rc = -ENOMEM;
         goto out;
     }
-    while (fgets(line, sizeof(line), f) != NULL) {
+    for (;;) {
+        errno = 0;
+        if ((got = getline(&line, &line_cap, f)) < 0)
+            break;
         lineno++;
-        size_t n = strlen(line);
-        if (n == sizeof(line) - 1 && line[n - 1] != '\n') {
-            rc = bad_line(errbuf, errcap, path, lineno, "line too long");
+        if (memchr(line, '\0', (size_t)got) != NULL) {
+            rc = bad_line(errbuf, errcap, path, lineno, "a NUL byte in the line");
             goto out;
         }
         char *save = NULL;
@@ -154,8 +160,8 @@ int sg_auth_load(const char *path, sg_auth **out, char *errbuf, size_t errcap)
             snprintf(e->client.name, sizeof(e->client.name), "line-%d", lineno);
         e->client.admin = flag != NULL;
     }
-    if (ferror(f)) {
-        rc = -EIO;
+    if (errno == ENOMEM || ferror(f)) {
+        rc = errno == ENOMEM ? -ENOMEM : -EIO;
         snprintf(errbuf, errcap, "%s: read error", path);
         goto out;
     }
@@ -165,7 +171,10 @@ int sg_auth_load(const char *path, sg_auth **out, char *errbuf, size_t errcap)
         goto out;
     }
 out:
-    memset(line, 0, sizeof(line));
+    /* The line may have held a token: do not leave it in freed memory. */
+    if (line != NULL)
+        memset(line, 0, line_cap);
+    free(line);
     fclose(f);
     if (rc != 0) {
         if (rc == -ENOMEM)

@@ -3,6 +3,7 @@
  * state lives in con_cls from the first callback to the completion callback.
  * Validation and answers are api.c's; this file only moves bytes.
  */
+#include <ctype.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -111,14 +112,99 @@ struct header_scan {
     int n_if_match, n_if_none_match;
     const char *te; /* Transfer-Encoding */
     int n_te, n_content_length, n_host;
-    size_t bytes; /* names and values of every header */
+    size_t bytes;    /* names and values of every header */
+    const char *odd; /* why a name or value is not HTTP's, or NULL */
 };
+
+/* A tchar of RFC 9110 5.6.2: what a field name and a method are made of. */
+static int is_tchar(unsigned char ch)
+{
+    return (ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+           (ch != '\0' && strchr("!#$%&'*+-.^_`|~", ch) != NULL);
+}
+
+static int is_token(const char *s)
+{
+    if (s == NULL || *s == '\0')
+        return 0;
+    for (; *s; s++)
+        if (!is_tchar((unsigned char)*s))
+            return 0;
+    return 1;
+}
+
+/* A control byte (or DEL); blanks count too unless blanks_ok. */
+static int has_ctl(const char *s, int blanks_ok)
+{
+    for (; s != NULL && *s; s++) {
+        unsigned char ch = (unsigned char)*s;
+        if (ch == 0x7f || (ch < 0x20 && !(blanks_ok && ch == '\t')) || (ch == ' ' && !blanks_ok))
+            return 1;
+    }
+    return 0;
+}
+
+/*
+ * A header name that is not a token is refused, whatever it is meant to
+ * be. libmicrohttpd 0.9.75 keeps everything before the colon as the name:
+ * "Content-Length : 5" is a header named "Content-Length " to it, so that
+ * request had no body and its body ran as a second, pipelined request,
+ * while a lenient proxy in front reads the same bytes as a Content-Length.
+ * RFC 9112 5.1 requires a 400 for whitespace before the colon; any other
+ * byte outside a token (a tab, a CR, a control byte, obs-text, a
+ * separator, an empty name, a name after a leading blank) is refused the
+ * same way. A value may hold blanks and obs-text but no control byte: a
+ * bare CR in a value is what RFC 9110 5.5 says to refuse or replace.
+ */
+/* A name that is one storage-guard reads with '_' for '-' somewhere
+ * ("Content_Length"): a token, and another header to libmicrohttpd, but a
+ * gateway that maps '-' and '_' alike reads it as the real one. */
+static int look_alike(const char *key)
+{
+    static const char *const known[] = {
+        MHD_HTTP_HEADER_CONTENT_LENGTH,
+        MHD_HTTP_HEADER_TRANSFER_ENCODING,
+        MHD_HTTP_HEADER_HOST,
+        MHD_HTTP_HEADER_AUTHORIZATION,
+        MHD_HTTP_HEADER_IF_MATCH,
+        MHD_HTTP_HEADER_IF_NONE_MATCH,
+        "Fencing-Token",
+    };
+    if (strchr(key, '_') == NULL)
+        return 0;
+    for (size_t i = 0; i < sizeof(known) / sizeof(known[0]); i++) {
+        size_t n = strlen(known[i]);
+        if (strlen(key) != n)
+            continue;
+        size_t j = 0;
+        while (j < n && (tolower((unsigned char)key[j]) == tolower((unsigned char)known[i][j]) ||
+                         (key[j] == '_' && known[i][j] == '-')))
+            j++;
+        if (j == n)
+            return 1;
+    }
+    return 0;
+}
+
+static void check_field(struct header_scan *h, const char *key, const char *value)
+{
+    if (h->odd != NULL)
+        return;
+    if (!is_token(key))
+        h->odd = "a header name that is not a token (whitespace before the colon, a control byte or a "
+                 "separator)";
+    else if (look_alike(key))
+        h->odd = "a header name with '_' for '-' in a header storage-guard reads (Content_Length, say)";
+    else if (has_ctl(value, 1))
+        h->odd = "a control byte in a header value";
+}
 
 static enum MHD_Result scan_header(void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
 {
     (void)kind;
     struct header_scan *h = cls;
     h->bytes += (key ? strlen(key) : 0) + (value ? strlen(value) : 0) + 4;
+    check_field(h, key, value);
     if (key != NULL && strcasecmp(key, "Fencing-Token") == 0) {
         h->token = value ? value : "";
         h->count++;
@@ -311,6 +397,32 @@ static int head_has_nul(struct MHD_Connection *c, const char *method, const char
     return bad;
 }
 
+static enum MHD_Result check_arg(void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
+{
+    (void)kind;
+    int *bad = cls;
+    *bad |= has_ctl(key, 0) || has_ctl(value, 0);
+    return MHD_YES;
+}
+
+/*
+ * The request line: a method that is a token, and a target without
+ * blanks or control bytes. libmicrohttpd 0.9.75 takes the last word as the
+ * version and everything between as the target, so "GET /a extra
+ * HTTP/1.1" reached us with the target "/a extra", which a proxy may read
+ * another way. The query's names and values are checked too, as
+ * libmicrohttpd cut them out of the target.
+ */
+static const char *odd_request_line(struct MHD_Connection *c, const char *method, const char *url)
+{
+    if (!is_token(method))
+        return "a method that is not a token";
+    int bad = has_ctl(url, 0);
+    if (!bad)
+        MHD_get_connection_values(c, MHD_GET_ARGUMENT_KIND, check_arg, &bad);
+    return bad ? "a blank or a control byte in the request target" : NULL;
+}
+
 static enum MHD_Result start_request(struct sg_http *h, struct MHD_Connection *c, const char *url,
                                      const char *method, const char *version, void **con_cls)
 {
@@ -339,6 +451,13 @@ static enum MHD_Result start_request(struct sg_http *h, struct MHD_Connection *c
         sg_api_error(&resp, 400, "bad_request_head",
                      "a NUL byte in the request line or a header, or a folded header line");
         return answer(c, st, method, "(NUL in head)", &resp);
+    }
+    const char *odd = head.odd != NULL ? head.odd : odd_request_line(c, method, url);
+    if (odd != NULL) {
+        /* Answered before the body is read: libmicrohttpd closes the
+         * connection, so no byte after this head is read as a request. */
+        sg_api_error(&resp, 400, "bad_request_head", "%s", odd);
+        return answer(c, st, "(odd)", "(odd head)", &resp);
     }
     if (check_framing(&head, version, &resp) != 0)
         return answer(c, st, method, url, &resp);

@@ -518,6 +518,8 @@ static int file_exit_code(int rc)
     case -EINVAL:
     case -EISDIR:
     case -ELOOP:
+    case -EMLINK:
+    case -EEXIST:
     case -ENAMETOOLONG:
     case FENCING_ENOTOKEN:
         return EXIT_USAGE;

@@ -31,7 +31,7 @@ static void usage(FILE *to, const char *name)
             "%s"
             "  --dir DIR   use the fence of directory DIR, shared by every file under it\n"
             "  --wait D    wait up to D for another fenced writer of the same fence (default 10s)\n"
-            "  --sidecar   keep the fence in the lock file, not in an extended attribute\n"
+            "  --sidecar   keep the fence only in the lock file, not also in an extended attribute\n"
             "Prints {\"path\",\"fence\",\"token\",\"previous\"} (previous: the fence before).\n"
             "Exit: 0 written; 65 refused: the token is stale (FILE unchanged); 64 usage or no\n"
             "  token; 75 another writer held the fence past --wait; 70 error.\n",

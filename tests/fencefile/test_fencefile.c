@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <dirent.h>
+#include <limits.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <sys/xattr.h>
@@ -262,9 +263,12 @@ static void test_fencefile_append_raises_and_refuses(void **state)
     path_in(f, "never", q, sizeof(q));
     assert_int_equal(fencefile_write(f->ff, q, 50, "n", 1, NULL), 0);
     unlink(q);
-    /* The fence went with the file (it was in its xattr), so a new file
-     * starts over; the lock file stays. */
-    assert_int_equal(fence_of(f->ff, q), 0);
+    /* The file and its xattr are gone, the fence is not: the lock file
+     * keeps it too, so a file deleted (or replaced by a tool that drops
+     * xattrs) does not start over at 0. */
+    assert_int_equal(fence_of(f->ff, q), 50);
+    assert_int_equal(fencefile_write(f->ff, q, 49, "n", 1, NULL), FENCING_ESTALE);
+    assert_int_equal(access(q, F_OK), -1);
 
     /* From a file descriptor, for write and append. */
     int pfd[2];
@@ -431,6 +435,422 @@ static void test_fencefile_lock_timeout(void **state)
     close(lfd);
     assert_int_equal(fencefile_write(h, p, 5, "x", 1, NULL), 0);
     fencefile_free(h);
+}
+
+/* ---- one file, one fence ---- */
+
+/* A file with two names had two lock files and, with the sidecar, two
+ * fences: an append through the second name was admitted below the fence
+ * raised through the first (with xattrs, by a race). Now every write
+ * through either name is refused until the file has one name again. */
+static void test_fencefile_hard_links_are_refused(void **state)
+{
+    struct fx *f = *state;
+    char p[300], q[300], got[128], err[256];
+    path_in(f, "one", p, sizeof(p));
+    path_in(f, "two", q, sizeof(q));
+    assert_int_equal(fencefile_append(f->ff, p, 100, "T100\n", 5, NULL), 0);
+    assert_int_equal(link(p, q), 0);
+    assert_int_equal(fencefile_append(f->ff, q, 7, "T7\n", 3, NULL), -EMLINK);
+    assert_non_null(strstr(fencefile_errmsg(f->ff), "hard links"));
+    assert_int_equal(fencefile_append(f->ff, p, 200, "T200\n", 5, NULL), -EMLINK);
+    assert_int_equal(fencefile_write(f->ff, q, 200, "w", 1, NULL), -EMLINK);
+    assert_int_equal(fencefile_write(f->ff, p, 200, "w", 1, NULL), -EMLINK);
+    slurp(p, got, sizeof(got));
+    assert_string_equal(got, "T100\n");
+    assert_int_equal(xattr_token(p), 100);
+    /* One name again: writes go on, under the fence. */
+    assert_int_equal(unlink(q), 0);
+    assert_int_equal(fencefile_append(f->ff, p, 7, "T7\n", 3, NULL), FENCING_ESTALE);
+    assert_int_equal(fencefile_append(f->ff, p, 101, "T101\n", 5, NULL), 0);
+
+    /* The sidecar needs no race to show it: two names, two sidecars. */
+    struct fencefile_options o;
+    fencefile_options_init(&o);
+    o.store = FENCEFILE_STORE_SIDECAR;
+    fencefile *h = NULL;
+    assert_int_equal(fencefile_new(&o, &h, err, sizeof(err)), 0);
+    path_in(f, "s1", p, sizeof(p));
+    path_in(f, "s2", q, sizeof(q));
+    assert_int_equal(fencefile_append(h, p, 100, "T100\n", 5, NULL), 0);
+    assert_int_equal(link(p, q), 0);
+    assert_int_equal(fencefile_append(h, q, 7, "T7\n", 3, NULL), -EMLINK);
+    assert_int_equal(fencefile_write(h, q, 7, "T7\n", 3, NULL), -EMLINK);
+    slurp(p, got, sizeof(got));
+    assert_string_equal(got, "T100\n");
+
+    /* A lock file that is a hard link to another file (empty, so that it
+     * reads as no fence): the fence is not written into that file, with
+     * either store. */
+    char victim[300], lock[300], v[300];
+    path_in(f, "victim", victim, sizeof(victim));
+    path_in(f, "v", v, sizeof(v));
+    path_in(f, ".v.fencelock", lock, sizeof(lock));
+    put(victim, "");
+    assert_int_equal(link(victim, lock), 0);
+    assert_int_equal(fencefile_write(h, v, 5, "v", 1, NULL), -EMLINK);
+    assert_non_null(strstr(fencefile_errmsg(h), "links"));
+    assert_int_equal(fencefile_append(f->ff, v, 5, "v", 1, NULL), -EMLINK);
+    struct fencefile_fence fe;
+    assert_int_equal(fencefile_last(f->ff, v, &fe), -EMLINK);
+    slurp(victim, got, sizeof(got));
+    assert_string_equal(got, "");
+    assert_int_equal(access(v, F_OK), -1);
+    fencefile_free(h);
+}
+
+/* Run fn(arg) in a child and wait up to ms for it: a call that blocks
+ * (on a FIFO, say) fails the test instead of hanging it. Returns the
+ * child's exit code. */
+static int bounded(int (*fn)(void *), void *arg, long ms)
+{
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0)
+        _exit(fn(arg));
+    int st = 0;
+    long long end = hp_now_ms() + ms;
+    while (waitpid(pid, &st, WNOHANG) == 0) {
+        if (hp_now_ms() > end) {
+            kill(pid, SIGKILL);
+            waitpid(pid, &st, 0);
+            fail_msg("still blocked after %ld ms", ms);
+        }
+        hp_sleep_ms(5);
+    }
+    assert_true(WIFEXITED(st));
+    return WEXITSTATUS(st);
+}
+
+struct fifo_case {
+    fencefile *ff;
+    const char *path;
+};
+
+/* 0 when reading the fence, a write and an append are all refused as
+ * not a regular file, without blocking. */
+static int fifo_calls(void *arg)
+{
+    struct fifo_case *c = arg;
+    struct fencefile_fence fe;
+    int r1 = fencefile_last(c->ff, c->path, &fe);
+    int r2 = fencefile_write(c->ff, c->path, 5, "x", 1, NULL);
+    int r3 = fencefile_append(c->ff, c->path, 5, "x", 1, NULL);
+    return r1 == -EINVAL && r2 == -EINVAL && r3 == -EINVAL && strstr(fencefile_errmsg(c->ff), "regular") ? 0
+                                                                                                         : 1;
+}
+
+/* A FIFO planted as the lock file (or as the file) hung `fencelock fence`:
+ * the open waited for a writer. Refused at once now. */
+static void test_fencefile_planted_fifos_are_refused(void **state)
+{
+    struct fx *f = *state;
+    char p[300], lock[300];
+    path_in(f, "q", p, sizeof(p));
+    path_in(f, ".q.fencelock", lock, sizeof(lock));
+    assert_int_equal(mkfifo(lock, 0666), 0);
+    struct fifo_case c = {f->ff, p};
+    assert_int_equal(bounded(fifo_calls, &c, 5000), 0);
+    path_in(f, "fifo", p, sizeof(p));
+    assert_int_equal(mkfifo(p, 0666), 0);
+    assert_int_equal(bounded(fifo_calls, &c, 5000), 0);
+    /* A directory's lock file too. */
+    char d[300], dl[320];
+    path_in(f, "fd", d, sizeof(d));
+    assert_int_equal(mkdir(d, 0755), 0);
+    snprintf(dl, sizeof(dl), "%s/.fencelock", d);
+    assert_int_equal(mkfifo(dl, 0666), 0);
+    struct fencefile_fence fe;
+    assert_int_equal(fencefile_last(f->ff, d, &fe), -EINVAL);
+}
+
+/* A file written under a file fence and then by a directory fence (or the
+ * reverse) was checked against two fences that knew nothing of each
+ * other: token 5 replaced a file fenced at 100. One file has one fence. */
+static void test_fencefile_one_file_has_one_fence(void **state)
+{
+    struct fx *f = *state;
+    char d[300], a[320], b[320], sub[320], c[340], x[320], got[64], err[256], names[512];
+    path_in(f, "site", d, sizeof(d));
+    assert_int_equal(mkdir(d, 0755), 0);
+    snprintf(a, sizeof(a), "%s/a", d);
+    snprintf(b, sizeof(b), "%s/b", d);
+    snprintf(sub, sizeof(sub), "%s/sub", d);
+    snprintf(c, sizeof(c), "%s/c", sub);
+    snprintf(x, sizeof(x), "%s/x", d);
+    assert_int_equal(mkdir(sub, 0755), 0);
+    struct fencefile_options o;
+    fencefile_options_init(&o);
+    o.dir_fence = d;
+    fencefile *h = NULL;
+    assert_int_equal(fencefile_new(&o, &h, err, sizeof(err)), 0);
+
+    /* A file with its own fence refuses the directory's. */
+    assert_int_equal(fencefile_write(f->ff, a, 100, "a100", 4, NULL), 0);
+    assert_int_equal(fencefile_write(h, a, 5, "a5", 2, NULL), -EEXIST);
+    assert_non_null(strstr(fencefile_errmsg(h), "fence of its own"));
+    assert_int_equal(fencefile_append(h, a, 5, "a5", 2, NULL), -EEXIST);
+    slurp(a, got, sizeof(got));
+    assert_string_equal(got, "a100");
+    /* The refused calls made the directory's lock file and removed it. */
+    list_dir(d, names, sizeof(names));
+    assert_string_equal(names, ".a.fencelock,a,sub");
+
+    /* A directory with a fence refuses files' own fences, at any depth,
+     * and a refused call leaves no lock file behind. */
+    assert_int_equal(fencefile_write(h, b, 5, "b5", 2, NULL), 0);
+    assert_int_equal(fencefile_write(f->ff, b, 100, "b100", 4, NULL), -EEXIST);
+    assert_non_null(strstr(fencefile_errmsg(f->ff), "under the directory fence"));
+    assert_int_equal(fencefile_append(f->ff, c, 100, "c100", 4, NULL), -EEXIST);
+    assert_int_equal(fencefile_write(f->ff, a, 101, "a101", 4, NULL), -EEXIST);
+    slurp(b, got, sizeof(got));
+    assert_string_equal(got, "b5");
+    list_dir(d, names, sizeof(names));
+    assert_string_equal(names, ".a.fencelock,.fencelock,a,b,sub");
+    list_dir(sub, names, sizeof(names));
+    assert_string_equal(names, "");
+    uint64_t last = 0;
+    assert_int_equal(fencefile_write(h, c, 6, "c6", 2, &last), 0);
+    assert_int_equal(last, 5);
+
+    /* A fence that came with the file (its xattr, copied) counts too. */
+    put(x, "x");
+    assert_int_equal(setxattr(x, FENCEFILE_XATTR, "100", 3, 0), 0);
+    assert_int_equal(fencefile_write(h, x, 7, "x7", 2, NULL), -EEXIST);
+    assert_int_equal(fencefile_append(h, x, 7, "x7", 2, NULL), -EEXIST);
+    slurp(x, got, sizeof(got));
+    assert_string_equal(got, "x");
+
+    /* Two directory fences over one file: the inner one is refused, and
+     * leaves nothing behind. */
+    fencefile *h2 = NULL;
+    o.dir_fence = sub;
+    assert_int_equal(fencefile_new(&o, &h2, err, sizeof(err)), 0);
+    assert_int_equal(fencefile_write(h2, c, 200, "c200", 4, NULL), -EEXIST);
+    assert_non_null(strstr(fencefile_errmsg(h2), "also under the directory fence"));
+    list_dir(sub, names, sizeof(names));
+    assert_string_equal(names, "c");
+    slurp(c, got, sizeof(got));
+    assert_string_equal(got, "c6");
+    fencefile_free(h2);
+
+    /* Removing one of the two fences is the way out. */
+    char alock[340];
+    snprintf(alock, sizeof(alock), "%s/.a.fencelock", d);
+    assert_int_equal(unlink(alock), 0);
+    assert_int_equal(removexattr(a, FENCEFILE_XATTR), 0);
+    assert_int_equal(fencefile_write(h, a, 7, "a7", 2, NULL), 0);
+    fencefile_free(h);
+}
+
+/* Swing d/link between d/in and a directory outside the fence, forever
+ * (the parent kills it). */
+static void swinger(const char *d)
+{
+    char tmp[400], link_path[400];
+    snprintf(tmp, sizeof(tmp), "%s/.swing", d);
+    snprintf(link_path, sizeof(link_path), "%s/link", d);
+    long long end = hp_now_ms() + 60000; /* bounded even if the parent dies */
+    for (int i = 0; hp_now_ms() < end; i++) {
+        unlink(tmp);
+        if (symlink(i % 2 ? "in" : "../out", tmp) < 0 || rename(tmp, link_path) < 0)
+            _exit(1);
+    }
+    _exit(0);
+}
+
+/* The directory was opened, then its path resolved again for the check:
+ * a symbolic link swung between a directory inside the fence and one
+ * outside landed writes outside (after 59 to 122 tries in the review; 3
+ * to 2000 tries here). The check is on the opened directory now. */
+static void test_fencefile_directory_fence_holds_against_a_swung_symlink(void **state)
+{
+    struct fx *f = *state;
+    char d[300], in[320], out[300], target[320], err[256], names[512];
+    path_in(f, "fenced", d, sizeof(d));
+    path_in(f, "out", out, sizeof(out));
+    snprintf(in, sizeof(in), "%s/in", d);
+    assert_int_equal(mkdir(d, 0755), 0);
+    assert_int_equal(mkdir(in, 0755), 0);
+    assert_int_equal(mkdir(out, 0755), 0);
+    char link_path[320];
+    snprintf(link_path, sizeof(link_path), "%s/link", d);
+    assert_int_equal(symlink("in", link_path), 0);
+    struct fencefile_options o;
+    fencefile_options_init(&o);
+    o.dir_fence = d;
+    o.lock_timeout_ms = 1000;
+    fencefile *h = NULL;
+    assert_int_equal(fencefile_new(&o, &h, err, sizeof(err)), 0);
+
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0)
+        swinger(d);
+    int ok = 0, refused = 0, tries = 0;
+    long long end = hp_now_ms() + 20000;
+    for (uint64_t t = 1; t <= 10000 && hp_now_ms() < end; t++, tries++) {
+        snprintf(target, sizeof(target), "%s/link/%s", d, t % 2 ? "w" : "a");
+        int rc = t % 2 ? fencefile_write(h, target, t, "x", 1, NULL)
+                       : fencefile_append(h, target, t, "x", 1, NULL);
+        if (rc == 0)
+            ok++;
+        else if (rc == -EINVAL && strstr(fencefile_errmsg(h), "not under") != NULL)
+            refused++;
+        else if (rc != -ENOENT) /* the link named nothing for an instant */
+            fail_msg("try %d: %d %s", tries, rc, fencefile_errmsg(h));
+        list_dir(out, names, sizeof(names));
+        if (names[0] != '\0')
+            break;
+    }
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    list_dir(out, names, sizeof(names));
+    if (names[0] != '\0')
+        fail_msg("after %d tries a write landed outside the fence: %s", tries, names);
+    print_message("%d tries: %d written inside, %d refused\n", tries, ok, refused);
+    assert_true(ok > 0 && refused > 0); /* both sides of the swing were seen */
+    fencefile_free(h);
+}
+
+/* An ACL as the kernel stores it (system.posix_acl_access): u::rw,
+ * u:4321:r, g::r, m::r, o::- */
+struct acl_entry {
+    uint16_t tag, perm;
+    uint32_t id;
+};
+struct acl_xattr {
+    uint32_t version;
+    struct acl_entry e[5];
+};
+
+/* The fds of pid that name a file in dir (its temporary file while it
+ * writes); the size and mode of the first one into *st. */
+static int child_temp(pid_t pid, const char *dir, const char *except, struct stat *st)
+{
+    char fds[64], link_path[400], target[PATH_MAX];
+    snprintf(fds, sizeof(fds), "/proc/%d/fd", (int)pid);
+    DIR *dp = opendir(fds);
+    if (dp == NULL)
+        return 0;
+    struct dirent *e;
+    int found = 0;
+    while (!found && (e = readdir(dp)) != NULL) {
+        snprintf(link_path, sizeof(link_path), "%s/%s", fds, e->d_name);
+        ssize_t n = readlink(link_path, target, sizeof(target) - 1);
+        if (n <= 0)
+            continue;
+        target[n] = '\0';
+        size_t dl = strlen(dir);
+        found = strncmp(target, dir, dl) == 0 && target[dl] == '/' && strcmp(target, except) != 0 &&
+                stat(link_path, st) == 0 && S_ISREG(st->st_mode);
+    }
+    closedir(dp);
+    return found;
+}
+
+/* A replace wrote its temporary file with the default mode (0644 under
+ * umask 022) and gave it the old file's mode only after the data: a 0600
+ * file's new content was readable meanwhile, and a writer killed before
+ * the chmod left it so. The temporary file is private from the start and
+ * has the file's owner before any data goes in; the new file keeps owner,
+ * group, mode, ACL and other xattrs. */
+static void test_fencefile_replace_is_private_and_keeps_attributes(void **state)
+{
+    struct fx *f = *state;
+    char p[300], got[8192], err[256];
+    path_in(f, "secret", p, sizeof(p));
+    put(p, "old");
+    assert_int_equal(chmod(p, 0640), 0);
+    int root = geteuid() == 0;
+    uid_t uid = root ? 4321 : geteuid();
+    gid_t gid = root ? 4322 : getegid();
+    if (root)
+        assert_int_equal(chown(p, uid, gid), 0);
+    else
+        print_message("not root: the owner stays this user's, and only that is checked\n");
+    assert_int_equal(setxattr(p, "user.keep", "kept", 4, 0), 0);
+    struct acl_xattr acl = {2,
+                            {{0x01, 6, 0xffffffffu},
+                             {0x02, 4, 4321},
+                             {0x04, 4, 0xffffffffu},
+                             {0x10, 4, 0xffffffffu},
+                             {0x20, 0, 0xffffffffu}}};
+    if (setxattr(p, "system.posix_acl_access", &acl, sizeof(acl), 0) < 0)
+        fail_msg("%s: no POSIX ACLs (%s): run the tests on ext4, XFS, btrfs or tmpfs", p, strerror(errno));
+    struct stat st;
+    assert_int_equal(stat(p, &st), 0);
+    assert_int_equal(st.st_mode & 07777, 0640);
+
+    int pfd[2];
+    assert_int_equal(pipe(pfd), 0);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        close(pfd[1]);
+        fencefile *h = NULL;
+        if (fencefile_new(NULL, &h, err, sizeof(err)) != 0)
+            _exit(2);
+        int rc = fencefile_write_fd(h, p, 10, pfd[0], NULL);
+        fencefile_free(h);
+        _exit(rc == 0 ? 0 : 1);
+    }
+    close(pfd[0]);
+    /* Half the data in; while the writer waits for the rest, its temporary
+     * file holds it: private, and already the file's owner's. */
+    static char data[8192];
+    memset(data, 's', sizeof(data));
+    assert_int_equal(write(pfd[1], data, 4096), 4096);
+    struct stat tmp;
+    long long end = hp_now_ms() + 5000;
+    int seen = 0;
+    while (!(seen = child_temp(pid, f->dir, p, &tmp) && tmp.st_size == 4096) && hp_now_ms() < end)
+        hp_sleep_ms(2);
+    if (!seen)
+        fail_msg("the writer's temporary file with the first 4096 bytes never showed");
+    if ((tmp.st_mode & 077) != 0)
+        fail_msg("the temporary file is %04o while the data goes in", (unsigned)(tmp.st_mode & 07777));
+    assert_int_equal(tmp.st_uid, uid);
+    assert_int_equal(tmp.st_gid, gid);
+    /* Nothing else in the directory is readable by others meanwhile. */
+    DIR *dp = opendir(f->dir);
+    assert_non_null(dp);
+    struct dirent *e;
+    while ((e = readdir(dp)) != NULL) {
+        char q[600];
+        snprintf(q, sizeof(q), "%s/%s", f->dir, e->d_name);
+        if (strcmp(q, p) != 0 && lstat(q, &st) == 0 && S_ISREG(st.st_mode) && (st.st_mode & 077) != 0)
+            fail_msg("%s is %04o while the data is written", e->d_name, (unsigned)(st.st_mode & 07777));
+    }
+    closedir(dp);
+    assert_int_equal(write(pfd[1], data + 4096, 4096), 4096);
+    close(pfd[1]);
+    int status = 0;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+
+    assert_int_equal(stat(p, &st), 0);
+    assert_int_equal(st.st_mode & 07777, 0640);
+    assert_int_equal(st.st_uid, uid);
+    assert_int_equal(st.st_gid, gid);
+    assert_int_equal(st.st_size, 8192);
+    ssize_t n = getxattr(p, "user.keep", got, sizeof(got));
+    assert_int_equal(n, 4);
+    assert_memory_equal(got, "kept", 4);
+    n = getxattr(p, "system.posix_acl_access", got, sizeof(got));
+    assert_int_equal(n, sizeof(acl));
+    assert_memory_equal(got, &acl, sizeof(acl));
+    assert_int_equal(xattr_token(p), 10);
+
+    /* A new file: the handle's mode minus the umask, the writer's. */
+    char q[300];
+    path_in(f, "fresh", q, sizeof(q));
+    mode_t old = umask(027);
+    assert_int_equal(fencefile_write(f->ff, q, 1, "n", 1, NULL), 0);
+    umask(old);
+    assert_int_equal(stat(q, &st), 0);
+    assert_int_equal(st.st_mode & 07777, 0640);
+    assert_int_equal(st.st_uid, geteuid());
 }
 
 /* ---- several processes ---- */
@@ -691,7 +1111,7 @@ static void kill9(struct fx *f, const struct fencefile_options *o, const char *n
             fail_msg("%s: fence %llu below the acknowledged token %llu", name, (unsigned long long)fence,
                      (unsigned long long)acked);
         if (!append && o->store != FENCEFILE_STORE_SIDECAR && o->dir_fence == NULL && n > 0)
-            assert_int_equal(fence, top); /* data and fence in one inode */
+            assert_int_equal(xattr_token(p), top); /* data and its xattr in one inode */
         next = fence + 1;
     }
     print_message("%s: 16 kills, %d %s\n", name, mid,
@@ -730,6 +1150,13 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_fencefile_sidecar_keeps_the_fence_in_the_lock_file, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_fencefile_lock_timeout, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_fencefile_hard_links_are_refused, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_fencefile_planted_fifos_are_refused, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_fencefile_one_file_has_one_fence, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_fencefile_directory_fence_holds_against_a_swung_symlink, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_fencefile_replace_is_private_and_keeps_attributes, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_fencefile_concurrent_writers_never_go_back, setup, teardown),
         cmocka_unit_test_setup_teardown(test_fencefile_kill9_mid_write_leaves_old_or_new, setup, teardown),
     };

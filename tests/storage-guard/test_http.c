@@ -440,6 +440,8 @@ static void test_http_hostile_requests_keep_serving(void **state)
         "PUT /v1/records/k HTTP/1.1\r\nHost: x\r\nContent-Length: 50\r\n\r\n{\"va",
         "\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03",
         "GET /healthz HTTP/9.9\r\n\r\n",
+        "GET /healthz FOO/1.1\r\nHost: x\r\n\r\n",
+        "GET /healthz HTTP/1.1 extra\r\nHost: x\r\n\r\n",
     };
     for (size_t i = 0; i < sizeof(junk) / sizeof(junk[0]); i++) {
         int rc = hc_raw(p, junk[i], strlen(junk[i]), 1, &r);

@@ -4,22 +4,24 @@
  * that a lock holder that paused past its lease cannot overwrite the work
  * of the next holder.
  *
- * The fence (the last admitted token) is kept with what it guards:
- *   - a file fence is the extended attribute `user.fencelock.token` of the
- *     file itself (a decimal string);
- *   - a directory fence covers every file under a directory and is the same
- *     attribute on the directory;
- *   - where the file system has no user extended attributes (ENOTSUP), or
- *     when the options ask for it, the token is kept in the fence's lock
- *     file instead (the "sidecar", see below). Reads take the larger of the
- *     two, so a fence never goes down when it moves.
+ * The fence (the last admitted token) is kept in two places, and reads
+ * take the larger:
+ *   - the fence's lock file (the "sidecar", see below), written by every
+ *     writer, so that a writer that sees no xattrs (an NFS client without
+ *     them) still sees the fence;
+ *   - the extended attribute `user.fencelock.token` (a decimal string) of
+ *     the file itself for a file fence, or of the directory for a directory
+ *     fence (which covers every file under it), where the file system keeps
+ *     user xattrs and the options do not ask for the sidecar only.
  * Fenced writers exclude each other with an OFD lock (fcntl F_OFD_SETLK) on
  * a lock file: `.NAME.fencelock` next to the file for a file fence,
  * `DIR/.fencelock` for a directory fence. The check, the write and the
  * raising of the fence are one step under that lock: a replace writes a
- * temporary file in the same directory, fsyncs it, and renames it over the
- * file; an append raises the fence first and then appends. The crash
- * argument is in docs/fenced-files.md.
+ * private temporary file in the same directory, fsyncs it, and renames it
+ * over the file; an append raises the fence first and then appends. One
+ * file has one fence: a file with several hard links, a file fence under a
+ * directory fence and the reverse are refused. The crash argument and the
+ * rules are in docs/fenced-files.md.
  *
  * Tokens, fencing_check() and the error codes FENCING_ESTALE,
  * FENCING_ENOTOKEN and FENCING_ESTORE come from <fencing/fencing.h>.
@@ -103,10 +105,17 @@ FENCEFILE_API void fencefile_free(fencefile *f);
  * be under the fenced directory. data may be NULL when len is 0.
  * *last_out (if not NULL) receives the fence before the call, on success
  * and on FENCING_ESTALE.
+ * The new file gets the old one's owner and group (where this process may
+ * set them), extended attributes and ACL, and mode; a new file gets
+ * o.mode minus the umask. The temporary file is private (0600, and
+ * unnamed where the file system allows) until then.
  * Returns 0, -EINVAL, FENCING_ENOTOKEN (token 0), FENCING_ESTALE (refused:
  * the file is unchanged), FENCING_ESTORE (a stored fence cannot be read),
  * -ETIMEDOUT (another fenced writer held the fence past lock_timeout_ms),
- * or another -errno of the file system; see fencefile_errmsg.
+ * -EMLINK (the file, or the fence's lock file, has several hard links),
+ * -EEXIST (the file is under another fence too: a file fence and a
+ * directory fence, or two directory fences), or another -errno of the
+ * file system; see fencefile_errmsg.
  */
 FENCEFILE_API int fencefile_write(fencefile *f, const char *path, uint64_t token, const void *data,
                                   size_t len, uint64_t *last_out);
@@ -126,7 +135,9 @@ FENCEFILE_API int fencefile_append(fencefile *f, const char *path, uint64_t toke
                                    size_t len, uint64_t *last_out);
 
 /* Like fencefile_append, with the data read from fd to its end (not
- * closed). The data is read into memory before the fence is checked. */
+ * closed). The data is read before the fence's lock is taken, into an
+ * unnamed temporary file (in the file's directory, else $TMPDIR or /tmp),
+ * not into memory: any size in bounded memory. */
 FENCEFILE_API int fencefile_append_fd(fencefile *f, const char *path, uint64_t token, int fd,
                                       uint64_t *last_out);
 
