@@ -78,8 +78,8 @@ static size_t sem_key(const struct lockcore__sem *d, char *out)
     return c->prefix_len + l;
 }
 
-/* A driver that gives up leaves the semaphore's queue on every node (fire
- * and forget; one granted leaves it with its permit's release). */
+/* A driver that is done leaves the semaphore's queue on every node (fire
+ * and forget). */
 static void sem_leave_line(struct lockcore__sem *d)
 {
     lockcore_client *c = d->c;
@@ -102,7 +102,10 @@ static void sem_finish(struct lockcore__sem *d, int rc, const struct lockcore_lo
 {
     lockcore_client *c = d->c;
     struct lockcore_lock lock;
-    if (d->line && rc != 0 && !c->freeing)
+    /* Granted or given up, a driver waits no more: it leaves the line
+     * (a holder left at its head would be named by the next permit's
+     * release, and the permit kept for it, instead of for a waiter). */
+    if (d->line && !c->freeing)
         sem_leave_line(d);
     if (d->listening)
         lockcore__notify_drop_names(c, d->chan, d->chan_len, 1);
