@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <grp.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -70,6 +71,12 @@ void hp_sleep_ms(long ms)
 
 pid_t hp_spawn_io(char *const argv[], char *const env_extra[], const char *log_path, int *in_fd, int *out_fd)
 {
+    return hp__spawn_as(argv, env_extra, log_path, in_fd, out_fd, NULL);
+}
+
+pid_t hp__spawn_as(char *const argv[], char *const env_extra[], const char *log_path, int *in_fd, int *out_fd,
+                   const struct hp__as *as)
+{
     if (argv == NULL || argv[0] == NULL)
         return -EINVAL;
     /* Build the environment before fork: the child only calls
@@ -120,6 +127,16 @@ pid_t hp_spawn_io(char *const argv[], char *const env_extra[], const char *log_p
         return -e;
     }
     if (pid == 0) {
+        /* Another user first: a change of credentials clears the death
+         * signal, so it is asked for after it. */
+        if (as != NULL &&
+            ((as->dir != NULL && chdir(as->dir) < 0) ||
+             (as->switch_user && (setgroups(0, NULL) < 0 || setgid(as->gid) < 0 || setuid(as->uid) < 0)))) {
+            int e = errno;
+            ssize_t w = write(errpipe[1], &e, sizeof(e));
+            (void)w;
+            _exit(127);
+        }
         /* Die with the thread that started us, even on a crash. */
         prctl(PR_SET_PDEATHSIG, SIGKILL);
         if (getppid() != parent)

@@ -154,6 +154,13 @@ int tk_sg_start(const struct tk_sg_options *o, struct tk_sg **out)
     snprintf(s->db, sizeof(s->db), "%s/records.db", s->dir);
     snprintf(s->port_file, sizeof(s->port_file), "%s/port", s->dir);
     snprintf(s->log, sizeof(s->log), "%s/storage-guard.log", s->dir);
+    if (o->db != NULL) {
+        if (strlen(o->db) >= sizeof(s->db)) {
+            rc = -ENAMETOOLONG;
+            goto out;
+        }
+        snprintf(s->db, sizeof(s->db), "%s", o->db);
+    }
     if ((rc = launch(s)) != 0)
         goto out;
     *out = s;
