@@ -217,7 +217,7 @@ static int parse_args(int argc, char **argv, struct config *c)
         return 2;
     }
     if (c->db == NULL) {
-        fprintf(stderr, "storage-guard: --db PATH or --db postgresql://... is required\n");
+        fprintf(stderr, "storage-guard: --db PATH is required (or --db postgresql://...)\n");
         usage(stderr);
         return 2;
     }

@@ -903,8 +903,8 @@ int sg_store_get(sg_store *s, const char *key, size_t key_len, const char *resou
     if (res)
         memset(res, 0, sizeof(*res));
     if (s->pg != NULL)
-        return pg_done(s, sg_pg_get(s->pg, s->client, s->unfenced, key, key_len, resource, resource_len, token,
-                                    now_ms, res, found, rec));
+        return pg_done(s, sg_pg_get(s->pg, s->client, s->unfenced, key, key_len, resource, resource_len,
+                                    token, now_ms, res, found, rec));
     int rc = usable(s);
     if (rc != 0)
         return rc;
@@ -926,8 +926,8 @@ int sg_store_get_checked(sg_store *s, const char *key, size_t key_len, const cha
     *found = 0;
     if (s->pg != NULL) {
         memset(res, 0, sizeof(*res));
-        return pg_done(s, sg_pg_get_checked(s->pg, s->unfenced, key, key_len, resource, resource_len, token, res,
-                                            found, rec));
+        return pg_done(s, sg_pg_get_checked(s->pg, s->unfenced, key, key_len, resource, resource_len, token,
+                                            res, found, rec));
     }
     return get_with_token(s, key, key_len, resource, resource_len, token, 0, 0, res, found, rec);
 }

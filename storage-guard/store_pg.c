@@ -229,7 +229,8 @@ int sg_pg_open(const char *url, int lock_timeout_ms, struct sg_pg **out, char *e
     /* With fsync off a committed write does not survive a crash of the
      * server: refuse, as on SQLite without synchronous=FULL. */
     if (strcmp(fsync, "on") != 0) {
-        fmt(errbuf, errcap, "PostgreSQL runs with fsync=%s: an answered write would not survive a crash", fsync);
+        fmt(errbuf, errcap, "PostgreSQL runs with fsync=%s: an answered write would not survive a crash",
+            fsync);
         goto fail;
     }
     if ((rc = install(p->conn, errbuf, errcap)) != 0)
@@ -477,8 +478,9 @@ int sg_pg_apply(struct sg_pg *p, const char *client, int unfenced, uint64_t toke
         char tok[24], now[24];
         snprintf(tok, sizeof(tok), "%llu", (unsigned long long)token);
         snprintf(now, sizeof(now), "%lld", (long long)now_ms);
-        const char *vals[10] = {tok, unfenced ? "t" : "f", as_batch ? "t" : "f", now, client,
-                                a[0].p, a[1].p, a[2].p, a[3].p, a[4].p};
+        const char *vals[10] = {
+            tok,   unfenced ? "t" : "f", as_batch ? "t" : "f", now, client, a[0].p, a[1].p, a[2].p, a[3].p,
+            a[4].p};
         rc = call(p,
                   "SELECT o_outcome, o_last, o_found, o_version, o_result, o_failed, o_failed_last, o_batch"
                   " FROM sg_apply($1::bigint, $2::boolean, $3::boolean, $4::bigint, $5::text, $6::int[],"
@@ -521,8 +523,9 @@ int sg_pg_get(struct sg_pg *p, const char *client, int unfenced, const char *key
         /* A plain read: one statement is one snapshot. */
         const char *vals[1] = {key};
         int lens[1] = {(int)key_len}, fmts[1] = {1};
-        rc = call(p, "SELECT resource, value, token, version, updated_at_ms FROM sg_records WHERE key = $1::bytea",
-                  1, vals, lens, fmts, "read record", 0, &r);
+        rc = call(
+            p, "SELECT resource, value, token, version, updated_at_ms FROM sg_records WHERE key = $1::bytea",
+            1, vals, lens, fmts, "read record", 0, &r);
         if (rc != 0)
             return rc;
         if (PQntuples(r) == 1)
@@ -563,11 +566,12 @@ int sg_pg_get_checked(struct sg_pg *p, int unfenced, const char *key, size_t key
     const char *vals[2] = {key, resource};
     int lens[2] = {(int)key_len, (int)resource_len}, fmts[2] = {1, 1};
     PGresult *r = NULL;
-    int rc = call(p,
-                  "SELECT COALESCE((SELECT f.token FROM fencing_last_token f WHERE f.resource = $2::bytea), 0),"
-                  " r.key IS NOT NULL, r.resource, r.value, r.token, r.version, r.updated_at_ms"
-                  " FROM (SELECT 1) AS one LEFT JOIN sg_records r ON r.key = $1::bytea",
-                  2, vals, lens, fmts, "checked read", 0, &r);
+    int rc =
+        call(p,
+             "SELECT COALESCE((SELECT f.token FROM fencing_last_token f WHERE f.resource = $2::bytea), 0),"
+             " r.key IS NOT NULL, r.resource, r.value, r.token, r.version, r.updated_at_ms"
+             " FROM (SELECT 1) AS one LEFT JOIN sg_records r ON r.key = $1::bytea",
+             2, vals, lens, fmts, "checked read", 0, &r);
     if (rc != 0)
         return rc;
     if (PQntuples(r) != 1 || PQnfields(r) != 7)
@@ -616,8 +620,8 @@ int sg_pg_fence(struct sg_pg *p, const char *resource, size_t resource_len, uint
     return 0;
 }
 
-int sg_pg_log(struct sg_pg *p, const struct sg_log_filter *f, int (*fn)(void *arg, const struct sg_log_entry *e),
-              void *arg)
+int sg_pg_log(struct sg_pg *p, const struct sg_log_filter *f,
+              int (*fn)(void *arg, const struct sg_log_entry *e), void *arg)
 {
     char after[24], limit[16];
     snprintf(after, sizeof(after), "%lld", (long long)f->after);
@@ -662,8 +666,9 @@ int sg_pg_log(struct sg_pg *p, const struct sg_log_filter *f, int (*fn)(void *ar
 int sg_pg_health(struct sg_pg *p, char *journal, size_t cap, int *synchronous)
 {
     PGresult *r = NULL;
-    int rc = call(p, "SELECT current_setting('fsync') = 'on' AND current_setting('synchronous_commit') <> 'off'",
-                  0, NULL, NULL, NULL, "health check", 0, &r);
+    int rc =
+        call(p, "SELECT current_setting('fsync') = 'on' AND current_setting('synchronous_commit') <> 'off'",
+             0, NULL, NULL, NULL, "health check", 0, &r);
     if (rc != 0)
         return rc;
     if (PQntuples(r) != 1)

@@ -44,7 +44,7 @@ int sg_pg_get_checked(struct sg_pg *p, int unfenced, const char *key, size_t key
 int sg_pg_reset_fence(struct sg_pg *p, const char *client, const char *resource, size_t resource_len,
                       uint64_t token, int64_t now_ms, uint64_t *old);
 int sg_pg_fence(struct sg_pg *p, const char *resource, size_t resource_len, uint64_t *out);
-int sg_pg_log(struct sg_pg *p, const struct sg_log_filter *f, int (*fn)(void *arg, const struct sg_log_entry *e),
-              void *arg);
+int sg_pg_log(struct sg_pg *p, const struct sg_log_filter *f,
+              int (*fn)(void *arg, const struct sg_log_entry *e), void *arg);
 
 #endif

@@ -1,6 +1,7 @@
 /* The request-to-response mapping of storage-guard without sockets: routing,
  * validation of keys, tokens and bodies, the JSON answers, and the fencing
- * decisions against an in-memory store. */
+ * decisions against an in-memory store, or with SG_TEST_DB=postgresql
+ * (storage-guard/api-pg) against PostgreSQL from the test kit. */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -15,6 +16,7 @@
 
 #include "api.h"
 #include "metrics.h"
+#include "sg_daemon.h"
 #include "store.h"
 
 #define NOW_MS 1700000000123LL
@@ -41,7 +43,9 @@ static int setup(void **state)
 {
     sg_store *s = NULL;
     char err[256];
-    int rc = sg_store_open(":memory:", &s, err, sizeof(err));
+    sgd_backend_reset();
+    const char *db = sgd_backend_url() ? sgd_backend_url() : ":memory:";
+    int rc = sg_store_open(db, &s, err, sizeof(err));
     if (rc != 0)
         fail_msg("open: %s", err);
     *state = s;
@@ -641,5 +645,5 @@ int main(void)
         T(test_api_unknown_paths_and_methods),
         T(test_api_metrics_count_outcomes),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return cmocka_run_group_tests(tests, sgd_backend_start, sgd_backend_stop);
 }
