@@ -148,6 +148,10 @@ void fencestore__pg_close(fencestore *s)
 
 int fencestore__pg_exec(fencestore *s, const char *sql)
 {
+    /* No transaction to leave (a failed COMMIT ended it): nothing to send,
+     * and no warning for libpq to print. */
+    if (strcmp(sql, "ROLLBACK") == 0 && PQtransactionStatus(s->db) == PQTRANS_IDLE)
+        return 0;
     PGresult *r = PQexec(s->db, sql);
     int rc = 0;
     if (PQresultStatus(r) != PGRES_COMMAND_OK)
