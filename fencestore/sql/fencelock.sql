@@ -56,7 +56,7 @@ CREATE TABLE IF NOT EXISTS fencing_last_token (
 
 -- Lock the resource's row (FOR UPDATE, or FOR SHARE with p_share), making
 -- it first if it is missing, and return its token. Internal: call the
--- functions below.
+-- functions below (storage-guard calls this one to lock before it admits).
 CREATE OR REPLACE FUNCTION fencelock__lock(p_resource bytea, p_share boolean) RETURNS bigint
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -83,8 +83,17 @@ BEGIN
 END
 $$;
 
-CREATE OR REPLACE FUNCTION fencelock__check_token(p_token bigint) RETURNS void
+-- The whole check, in one function (calls cost): lock the resource's row
+-- FOR UPDATE (a writer) or FOR SHARE (p_share: a reader), making it first
+-- if it is missing; a writer raises the last token to p_token when it is
+-- newer; p_refuse refuses a stale token with SQLSTATE FL409. Returns the
+-- last token before the call (0 if none). Internal: call the functions
+-- below.
+CREATE OR REPLACE FUNCTION fencelock__admit(p_resource bytea, p_token bigint, p_share boolean,
+                                            p_refuse boolean) RETURNS bigint
 LANGUAGE plpgsql AS $$
+DECLARE
+    v_last bigint;
 BEGIN
     IF p_token IS NULL OR p_token = 0 THEN
         RAISE EXCEPTION 'fencelock: no token (0 or NULL)' USING ERRCODE = 'FL428';
@@ -92,71 +101,52 @@ BEGIN
     IF p_token < 0 OR p_token >= 9007199254740992 THEN
         RAISE EXCEPTION 'fencelock: token % is not in 1 .. 2^53-1', p_token USING ERRCODE = '22023';
     END IF;
+    -- The row is there but for a resource's first use: lock it here, and
+    -- leave making it to fencelock__lock.
+    IF p_share THEN
+        SELECT token INTO v_last FROM fencing_last_token WHERE resource = p_resource FOR SHARE;
+    ELSE
+        SELECT token INTO v_last FROM fencing_last_token WHERE resource = p_resource FOR UPDATE;
+    END IF;
+    IF NOT FOUND THEN
+        v_last := fencelock__lock(p_resource, p_share);
+    END IF;
+    IF p_token > v_last AND NOT p_share THEN
+        UPDATE fencing_last_token SET token = p_token WHERE resource = p_resource;
+    ELSIF p_token < v_last AND p_refuse THEN
+        RAISE EXCEPTION 'fencelock: token % is older than %, the last one admitted for this resource',
+            p_token, v_last USING ERRCODE = 'FL409';
+    END IF;
+    RETURN v_last;
 END
 $$;
 
 -- Admit p_token for the resource if it is not older than the last one
--- admitted (raising the last one when it is newer), and return the last
--- token before the call (0 if none). Never refuses: a result greater than
--- p_token means the token was stale, nothing was raised, and the caller
--- decides (storage-guard commits an audit row then). The row stays locked
--- until the transaction ends.
-CREATE OR REPLACE FUNCTION fencelock_try_admit(p_resource bytea, p_token bigint) RETURNS bigint
-LANGUAGE plpgsql AS $$
-DECLARE
-    v_last bigint;
-BEGIN
-    PERFORM fencelock__check_token(p_token);
-    v_last := fencelock__lock(p_resource, false);
-    IF p_token > v_last THEN
-        UPDATE fencing_last_token SET token = p_token WHERE resource = p_resource;
-    END IF;
-    RETURN v_last;
-END
-$$;
-
--- Admit p_token as fencelock_try_admit does, and refuse a stale one with
--- SQLSTATE FL409, which aborts the caller's transaction.
+-- admitted (raising the last one when it is newer), and refuse a stale one
+-- with SQLSTATE FL409, which aborts the caller's transaction. Returns the
+-- last token before the call (0 if none). The row stays locked until the
+-- transaction ends.
 CREATE OR REPLACE FUNCTION fencelock_admit(p_resource bytea, p_token bigint) RETURNS bigint
-LANGUAGE plpgsql AS $$
-DECLARE
-    v_last bigint := fencelock_try_admit(p_resource, p_token);
-BEGIN
-    IF v_last > p_token THEN
-        RAISE EXCEPTION 'fencelock: token % is older than %, the last one admitted for this resource',
-            p_token, v_last USING ERRCODE = 'FL409';
-    END IF;
-    RETURN v_last;
-END
-$$;
+LANGUAGE sql AS $$ SELECT fencelock__admit(p_resource, p_token, false, true) $$;
 
--- A reader's check, for the holder of a read lock: return the last token
--- of the resource (0 if none); the read is fenced out when that is greater
--- than p_token. Never raises the fence: a reader's token is not a new
--- token (docs/fencing.md). The row is locked FOR SHARE until the
--- transaction ends, so no writer admits a newer token while the reader
--- reads on; readers do not block each other.
-CREATE OR REPLACE FUNCTION fencelock_try_check(p_resource bytea, p_token bigint) RETURNS bigint
-LANGUAGE plpgsql AS $$
-BEGIN
-    PERFORM fencelock__check_token(p_token);
-    RETURN fencelock__lock(p_resource, true);
-END
-$$;
+-- The same without refusing: a result greater than p_token means the token
+-- was stale and nothing was raised; the caller decides (storage-guard, or
+-- fencestore_admit, commits an audit row then).
+CREATE OR REPLACE FUNCTION fencelock_try_admit(p_resource bytea, p_token bigint) RETURNS bigint
+LANGUAGE sql AS $$ SELECT fencelock__admit(p_resource, p_token, false, false) $$;
 
--- The reader's check as fencelock_try_check, refusing with SQLSTATE FL409.
+-- A reader's check, for the holder of a read lock: refuse (FL409) if a
+-- token newer than p_token was admitted for the resource; never raises
+-- the fence: a reader's token is not a new token (docs/fencing.md). The
+-- row is locked FOR SHARE until the transaction ends, so no writer admits
+-- a newer token while the reader reads on; readers do not block each other.
 CREATE OR REPLACE FUNCTION fencelock_check(p_resource bytea, p_token bigint) RETURNS bigint
-LANGUAGE plpgsql AS $$
-DECLARE
-    v_last bigint := fencelock_try_check(p_resource, p_token);
-BEGIN
-    IF v_last > p_token THEN
-        RAISE EXCEPTION 'fencelock: token % is older than %, the last one admitted for this resource',
-            p_token, v_last USING ERRCODE = 'FL409';
-    END IF;
-    RETURN v_last;
-END
-$$;
+LANGUAGE sql AS $$ SELECT fencelock__admit(p_resource, p_token, true, true) $$;
+
+-- The reader's check without refusing: the last token (0 if none); the
+-- read is fenced out when it is greater than p_token.
+CREATE OR REPLACE FUNCTION fencelock_try_check(p_resource bytea, p_token bigint) RETURNS bigint
+LANGUAGE sql AS $$ SELECT fencelock__admit(p_resource, p_token, true, false) $$;
 
 -- The last admitted token of a resource (0 if none), without a lock.
 CREATE OR REPLACE FUNCTION fencelock_last(p_resource bytea) RETURNS bigint
@@ -165,13 +155,13 @@ LANGUAGE sql STABLE AS $$
 $$;
 
 -- The same with the resource as text: its UTF-8 bytes.
-CREATE OR REPLACE FUNCTION fencelock_try_admit(p_resource text, p_token bigint) RETURNS bigint
-LANGUAGE sql AS $$ SELECT fencelock_try_admit(convert_to(p_resource, 'UTF8'), p_token) $$;
 CREATE OR REPLACE FUNCTION fencelock_admit(p_resource text, p_token bigint) RETURNS bigint
-LANGUAGE sql AS $$ SELECT fencelock_admit(convert_to(p_resource, 'UTF8'), p_token) $$;
-CREATE OR REPLACE FUNCTION fencelock_try_check(p_resource text, p_token bigint) RETURNS bigint
-LANGUAGE sql AS $$ SELECT fencelock_try_check(convert_to(p_resource, 'UTF8'), p_token) $$;
+LANGUAGE sql AS $$ SELECT fencelock__admit(convert_to(p_resource, 'UTF8'), p_token, false, true) $$;
+CREATE OR REPLACE FUNCTION fencelock_try_admit(p_resource text, p_token bigint) RETURNS bigint
+LANGUAGE sql AS $$ SELECT fencelock__admit(convert_to(p_resource, 'UTF8'), p_token, false, false) $$;
 CREATE OR REPLACE FUNCTION fencelock_check(p_resource text, p_token bigint) RETURNS bigint
-LANGUAGE sql AS $$ SELECT fencelock_check(convert_to(p_resource, 'UTF8'), p_token) $$;
+LANGUAGE sql AS $$ SELECT fencelock__admit(convert_to(p_resource, 'UTF8'), p_token, true, true) $$;
+CREATE OR REPLACE FUNCTION fencelock_try_check(p_resource text, p_token bigint) RETURNS bigint
+LANGUAGE sql AS $$ SELECT fencelock__admit(convert_to(p_resource, 'UTF8'), p_token, true, false) $$;
 CREATE OR REPLACE FUNCTION fencelock_last(p_resource text) RETURNS bigint
 LANGUAGE sql STABLE AS $$ SELECT fencelock_last(convert_to(p_resource, 'UTF8')) $$;
