@@ -19,6 +19,7 @@
  */
 #include <endian.h>
 #include <errno.h>
+#include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,6 +28,7 @@
 #include <libpq-fe.h>
 
 #include "fencelock_sql.h"
+#include "log.h"
 #include "schema_sql.h"
 #include "store_pg.h"
 
@@ -190,13 +192,23 @@ static int install(PGconn *c, char *errbuf, size_t errcap)
     return rc;
 }
 
+/* The server's warnings go to storage-guard's log, not to stderr bare. */
+static void notice(void *arg, const char *message)
+{
+    (void)arg;
+    sg_log(SG_LOG_WARN, "PostgreSQL: %.*s", (int)strcspn(message, "\n"), message);
+}
+
 static PGconn *connect_url(const char *url)
 {
     /* Defaults the URL may override: a bounded connect, and a name in
      * pg_stat_activity. */
     const char *const keys[] = {"connect_timeout", "fallback_application_name", "dbname", NULL};
     const char *const vals[] = {"5", "storage-guard", url, NULL};
-    return PQconnectdbParams(keys, vals, 1);
+    PGconn *c = PQconnectdbParams(keys, vals, 1);
+    if (c != NULL)
+        PQsetNoticeProcessor(c, notice, NULL);
+    return c;
 }
 
 int sg_pg_open(const char *url, int lock_timeout_ms, struct sg_pg **out, char *errbuf, size_t errcap)
@@ -271,11 +283,22 @@ void sg_pg_set_lock_timeout(struct sg_pg *p, int ms)
     }
 }
 
-/* A connection lost (the server restarted, a network cut) is opened again
- * before the next call; while that fails, calls fail with SG_STORE_EBUSY:
- * nothing was sent, so nothing was written. */
+/* A connection lost (the server restarted, an idle timeout, a network
+ * cut) is opened again before the next call; while that fails, calls fail
+ * with SG_STORE_EBUSY: nothing was sent, so nothing was written. Reading
+ * what is waiting on the socket first (libpq does not block there) finds
+ * a connection the server has closed since the last call, so that a call
+ * is not sent into it and failed with an outcome it cannot know. */
 static int usable(struct sg_pg *p)
 {
+    /* Between calls the server sends nothing but a notice, or the error it
+     * closes the connection with and then the end of the stream: read
+     * while something waits, and libpq marks a closed connection bad. */
+    for (int i = 0; i < 4 && PQstatus(p->conn) == CONNECTION_OK; i++) {
+        struct pollfd pfd = {.fd = PQsocket(p->conn), .events = POLLIN};
+        if (poll(&pfd, 1, 0) <= 0 || !PQconsumeInput(p->conn))
+            break;
+    }
     if (PQstatus(p->conn) == CONNECTION_OK)
         return 0;
     PQreset(p->conn);

@@ -289,14 +289,59 @@ static void test_multi_paused_holder_and_instance_are_refused(void **state)
     pthread_create(&late.th, NULL, late_write_main, &late);
     hp_sleep_ms(TTL_MS + 100);
     assert_int_equal(lockcore_acquire(w, "paused-inst", &lw), 0);
+    assert_true(lw.token > lh.token);
     assert_int_equal(put(1, "paused-inst", "paused-inst", lw.token, "\"next\"", &v), 200);
     ack("paused-inst", v, lw.token);
     assert_int_equal(tk_sg_resume(sg[0]), 0);
     pthread_join(late.th, NULL);
-    assert_int_equal(late.status, 409);
+    if (late.status != 409) {
+        struct tk_log log = {0};
+        tk_log_fetch(tk_sg_port(sg[1]), "paused-inst", &log);
+        for (size_t i = 0; i < log.n; i++)
+            print_error("seq %llu token %llu last %llu %s\n", (unsigned long long)log.entries[i].seq,
+                        (unsigned long long)log.entries[i].token, (unsigned long long)log.entries[i].last_token,
+                        log.entries[i].outcome);
+        fail_msg("late write (token %llu, next holder's %llu): %d", (unsigned long long)lh.token,
+                 (unsigned long long)lw.token, late.status);
+    }
     lockcore_release(w, &lw);
     lockcore_client_free(h);
     lockcore_client_free(w);
+}
+
+/* ---- a restart of PostgreSQL between requests ---- */
+
+struct first_write {
+    pthread_t th;
+    int instance, n;
+    int status;
+};
+
+static void *first_write_main(void *arg)
+{
+    struct first_write *w = arg;
+    char key[32];
+    snprintf(key, sizeof(key), "after-restart-%d-%d", w->instance, w->n);
+    w->status = put(w->instance, key, key, 5, "1", NULL);
+    return NULL;
+}
+
+/* Every pooled connection of every instance was cut by the restart: the
+ * first requests after it find that out before they send anything, and
+ * are answered as usual (4 at once per instance, one per connection). */
+static void test_multi_restart_of_postgresql_between_requests(void **state)
+{
+    (void)state;
+    assert_int_equal(tk_pg_restart(pg, 0), 0);
+    struct first_write w[INSTANCES * 4];
+    for (int i = 0; i < INSTANCES * 4; i++) {
+        w[i] = (struct first_write){.instance = i % INSTANCES, .n = i};
+        pthread_create(&w[i].th, NULL, first_write_main, &w[i]);
+    }
+    for (int i = 0; i < INSTANCES * 4; i++) {
+        pthread_join(w[i].th, NULL);
+        assert_int_equal(w[i].status, 200);
+    }
 }
 
 /* ---- contending writers under faults ---- */
@@ -386,12 +431,13 @@ static void test_multi_faults_lose_no_ack_and_admit_no_stale(void **state)
     int lost = tk_check_no_ack_lost(&log, acks, n_acks, msg, sizeof(msg));
     if (lost != 0)
         fail_msg("acknowledged write lost: %s", msg);
-    /* The story happened: writes before and after the faults, refusals,
-     * and failures while an instance or the database was down. */
+    /* The story happened: writes before and after the faults, and
+     * refusals. (Failures are counted, not required: a request in flight
+     * when an instance or the database went down fails, and there may be
+     * none.) */
     assert_true(n_acks > 50);
     assert_true(atomic_load(&acked_after_restart) > 0);
     assert_true(atomic_load(&refused) > 0);
-    assert_true(atomic_load(&failed) > 0);
     /* Every instance reads the same records, each at least at its last
      * acknowledged version. */
     for (size_t a = 0; a < n_acks; a++) {
@@ -454,6 +500,7 @@ int main(void)
         cmocka_unit_test(test_multi_racing_tokens_never_go_back),
         cmocka_unit_test(test_multi_waiting_writers_decide_on_the_commit),
         cmocka_unit_test(test_multi_paused_holder_and_instance_are_refused),
+        cmocka_unit_test(test_multi_restart_of_postgresql_between_requests),
         cmocka_unit_test(test_multi_faults_lose_no_ack_and_admit_no_stale),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
