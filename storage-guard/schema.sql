@@ -41,7 +41,8 @@ CREATE TABLE IF NOT EXISTS sg_log (
     outcome text NOT NULL,
     version bigint NOT NULL,
     batch bigint NOT NULL DEFAULT 0,
-    client text NOT NULL DEFAULT ''
+    -- The client's name from --auth-file: bytes, which need not be UTF-8.
+    client bytea NOT NULL DEFAULT ''::bytea
 );
 CREATE INDEX IF NOT EXISTS sg_log_by_resource ON sg_log (resource, seq);
 CREATE INDEX IF NOT EXISTS sg_log_by_key ON sg_log (key, seq);
@@ -62,7 +63,7 @@ $$;
 
 CREATE OR REPLACE FUNCTION sg__log(p_now bigint, p_op text, p_key bytea, p_resource bytea, p_token bigint,
                                    p_last bigint, p_outcome int, p_version bigint, p_batch bigint,
-                                   p_client text, p_seq bigint DEFAULT NULL) RETURNS void
+                                   p_client bytea, p_seq bigint DEFAULT NULL) RETURNS void
 LANGUAGE sql AS $$
     INSERT INTO sg_log (seq, time_ms, op, key, resource, token, last_token, outcome, version, batch, client)
     VALUES (COALESCE(p_seq, nextval('sg_log_seq_seq')), p_now, p_op, p_key,
@@ -131,7 +132,7 @@ $$;
 -- 1 stale, 2 mismatch; o_failed the index (from 0) of the op that failed,
 -- o_failed_last that op's resource's last token, o_batch the batch id.
 CREATE OR REPLACE FUNCTION sg_apply(p_token bigint, p_unfenced boolean, p_as_batch boolean, p_now bigint,
-                                    p_client text, p_kinds int[], p_keys bytea[], p_resources bytea[],
+                                    p_client bytea, p_kinds int[], p_keys bytea[], p_resources bytea[],
                                     p_values text[], p_expects bigint[])
 RETURNS TABLE (o_outcome int, o_last bigint, o_found bigint, o_version bigint, o_result int, o_failed int,
                o_failed_last bigint, o_batch bigint)
@@ -216,7 +217,7 @@ $$;
 
 -- A fenced read (sg_store_get with a token): admit the token as a write
 -- would, log it (op "read"), and return the record if admitted (o_found).
-CREATE OR REPLACE FUNCTION sg_read(p_token bigint, p_unfenced boolean, p_now bigint, p_client text,
+CREATE OR REPLACE FUNCTION sg_read(p_token bigint, p_unfenced boolean, p_now bigint, p_client bytea,
                                    p_key bytea, p_resource bytea)
 RETURNS TABLE (o_outcome int, o_last bigint, o_found boolean, o_resource bytea, o_value text,
                o_token bigint, o_version bigint, o_updated_at_ms bigint)
@@ -239,7 +240,7 @@ $$;
 -- An operator's reset of a fence (sg_store_reset_fence): set it, lower or
 -- higher (0 clears it), log it (op "reset", key = resource), return the
 -- old value.
-CREATE OR REPLACE FUNCTION sg_reset(p_resource bytea, p_token bigint, p_now bigint, p_client text)
+CREATE OR REPLACE FUNCTION sg_reset(p_resource bytea, p_token bigint, p_now bigint, p_client bytea)
 RETURNS bigint
 LANGUAGE plpgsql AS $$
 DECLARE

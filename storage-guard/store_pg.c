@@ -504,11 +504,12 @@ int sg_pg_apply(struct sg_pg *p, const char *client, int unfenced, uint64_t toke
         const char *vals[10] = {
             tok,   unfenced ? "t" : "f", as_batch ? "t" : "f", now, client, a[0].p, a[1].p, a[2].p, a[3].p,
             a[4].p};
+        int lens[10] = {0, 0, 0, 0, (int)strlen(client)}, fmts[10] = {0, 0, 0, 0, 1};
         rc = call(p,
                   "SELECT o_outcome, o_last, o_found, o_version, o_result, o_failed, o_failed_last, o_batch"
-                  " FROM sg_apply($1::bigint, $2::boolean, $3::boolean, $4::bigint, $5::text, $6::int[],"
+                  " FROM sg_apply($1::bigint, $2::boolean, $3::boolean, $4::bigint, $5::bytea, $6::int[],"
                   " $7::bytea[], $8::bytea[], $9::text[], $10::bigint[])",
-                  10, vals, NULL, NULL, "apply", 1, &r);
+                  10, vals, lens, fmts, "apply", 1, &r);
     }
     for (int k = 0; k < 5; k++)
         free(a[k].p);
@@ -561,10 +562,11 @@ int sg_pg_get(struct sg_pg *p, const char *client, int unfenced, const char *key
     snprintf(tok, sizeof(tok), "%llu", (unsigned long long)token);
     snprintf(now, sizeof(now), "%lld", (long long)now_ms);
     const char *vals[6] = {tok, unfenced ? "t" : "f", now, client, key, resource};
-    int lens[6] = {0, 0, 0, 0, (int)key_len, (int)resource_len}, fmts[6] = {0, 0, 0, 0, 1, 1};
+    int lens[6] = {0, 0, 0, (int)strlen(client), (int)key_len, (int)resource_len},
+        fmts[6] = {0, 0, 0, 1, 1, 1};
     rc = call(p,
               "SELECT o_outcome, o_last, o_found, o_resource, o_value, o_token, o_version, o_updated_at_ms"
-              " FROM sg_read($1::bigint, $2::boolean, $3::bigint, $4::text, $5::bytea, $6::bytea)",
+              " FROM sg_read($1::bigint, $2::boolean, $3::bigint, $4::bytea, $5::bytea, $6::bytea)",
               6, vals, lens, fmts, "fenced read", 1, &r);
     if (rc != 0)
         return rc;
@@ -615,9 +617,9 @@ int sg_pg_reset_fence(struct sg_pg *p, const char *client, const char *resource,
     snprintf(tok, sizeof(tok), "%llu", (unsigned long long)token);
     snprintf(now, sizeof(now), "%lld", (long long)now_ms);
     const char *vals[4] = {resource, tok, now, client};
-    int lens[4] = {(int)resource_len, 0, 0, 0}, fmts[4] = {1, 0, 0, 0};
+    int lens[4] = {(int)resource_len, 0, 0, (int)strlen(client)}, fmts[4] = {1, 0, 0, 1};
     PGresult *r = NULL;
-    int rc = call(p, "SELECT sg_reset($1::bytea, $2::bigint, $3::bigint, $4::text)", 4, vals, lens, fmts,
+    int rc = call(p, "SELECT sg_reset($1::bytea, $2::bigint, $3::bigint, $4::bytea)", 4, vals, lens, fmts,
                   "reset fence", 1, &r);
     if (rc != 0)
         return rc;
@@ -664,7 +666,8 @@ int sg_pg_log(struct sg_pg *p, const struct sg_log_filter *f,
     if (PQnfields(r) != 11)
         return unexpected(p, r, "read log");
     for (int i = 0; i < PQntuples(r) && rc == 0; i++) {
-        /* Text columns are NUL-terminated by libpq in binary format too. */
+        /* Text and bytea columns are NUL-terminated by libpq in binary
+         * format too; the client's name has no NUL (it is a C string). */
         struct sg_log_entry e = {
             .seq = col_i64(r, i, 0),
             .time_ms = col_i64(r, i, 1),

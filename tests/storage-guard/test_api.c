@@ -571,6 +571,32 @@ static void test_api_log_records_refused_writes(void **state)
 
 /* ---- routing ---- */
 
+/* A client's name (from --auth-file) is bytes, as keys are: one that is
+ * not UTF-8 is written with the client's rows and shown with a hex copy,
+ * on either database. */
+static void test_api_client_names_are_bytes(void **state)
+{
+    sg_store *s = *state;
+    sg_store_set_client(s, "\xff\xfeops");
+    expect_status(put(s, "/v1/records/cn", "{\"value\":1,\"token\":5}"), 200);
+    expect_status(
+        run(s, (struct call){.method = "POST",
+                             .path = "/v1/batch",
+                             .body = "{\"token\":6,\"ops\":[{\"op\":\"put\",\"key\":\"cn\",\"value\":2}]}"}),
+        200);
+    expect_status(run(s, (struct call){.method = "GET", .path = "/v1/records/cn", .query = "token=7"}), 200);
+    sg_store_set_client(s, NULL);
+    struct answer a = run(s, (struct call){.method = "GET", .path = "/v1/log", .query = "key=cn"});
+    json_t *e = json_object_get(a.json, "entries");
+    assert_int_equal(json_array_size(e), 3);
+    for (size_t i = 0; i < 3; i++) {
+        json_t *row = json_array_get(e, i);
+        assert_string_equal(json_string_value(json_object_get(row, "client")), "??ops");
+        assert_string_equal(json_string_value(json_object_get(row, "client_hex")), "fffe6f7073");
+    }
+    answer_clear(&a);
+}
+
 static void test_api_unknown_paths_and_methods(void **state)
 {
     sg_store *s = *state;
@@ -642,6 +668,7 @@ int main(void)
         T(test_api_fenced_read_raises_the_fence),
         T(test_api_reader_read_checks_without_raising),
         T(test_api_log_records_refused_writes),
+        T(test_api_client_names_are_bytes),
         T(test_api_unknown_paths_and_methods),
         T(test_api_metrics_count_outcomes),
     };
