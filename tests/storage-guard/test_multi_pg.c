@@ -299,8 +299,8 @@ static void test_multi_paused_holder_and_instance_are_refused(void **state)
         tk_log_fetch(tk_sg_port(sg[1]), "paused-inst", &log);
         for (size_t i = 0; i < log.n; i++)
             print_error("seq %llu token %llu last %llu %s\n", (unsigned long long)log.entries[i].seq,
-                        (unsigned long long)log.entries[i].token, (unsigned long long)log.entries[i].last_token,
-                        log.entries[i].outcome);
+                        (unsigned long long)log.entries[i].token,
+                        (unsigned long long)log.entries[i].last_token, log.entries[i].outcome);
         fail_msg("late write (token %llu, next holder's %llu): %d", (unsigned long long)lh.token,
                  (unsigned long long)lw.token, late.status);
     }
@@ -467,17 +467,52 @@ static void test_multi_faults_lose_no_ack_and_admit_no_stale(void **state)
         assert_int_equal(tk_sg_stop(sg[i]), 0);
 }
 
+/* A child of the kit dies with the thread that started it: each starter
+ * thread stays until the group ends. */
+static pthread_mutex_t start_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t start_cv = PTHREAD_COND_INITIALIZER;
+static int started, starters_end;
+
+struct starter {
+    pthread_t th;
+    int i, rc;
+};
+static struct starter starters[INSTANCES];
+
+static void *start_main(void *arg)
+{
+    struct starter *st = arg;
+    struct tk_sg_options o;
+    tk_sg_options_init(&o);
+    o.db = tk_pg_url(pg);
+    o.log_level = "warn";
+    st->rc = tk_sg_start(&o, &sg[st->i]);
+    pthread_mutex_lock(&start_mu);
+    started++;
+    pthread_cond_broadcast(&start_cv);
+    while (!starters_end)
+        pthread_cond_wait(&start_cv, &start_mu);
+    pthread_mutex_unlock(&start_mu);
+    return NULL;
+}
+
+/* The instances start together on an empty database: each finds the
+ * tables missing, and they create them one at a time. */
 static int group_setup(void **state)
 {
     (void)state;
     if (tk_pg_start(NULL, &pg) != 0 || rh_cluster_start(3, NULL, &nodes) != 0)
         fail_msg("PostgreSQL or redis-server did not start (see above)");
     for (int i = 0; i < INSTANCES; i++) {
-        struct tk_sg_options o;
-        tk_sg_options_init(&o);
-        o.db = tk_pg_url(pg);
-        o.log_level = "warn";
-        if (tk_sg_start(&o, &sg[i]) != 0)
+        starters[i] = (struct starter){.i = i};
+        pthread_create(&starters[i].th, NULL, start_main, &starters[i]);
+    }
+    pthread_mutex_lock(&start_mu);
+    while (started < INSTANCES)
+        pthread_cond_wait(&start_cv, &start_mu);
+    pthread_mutex_unlock(&start_mu);
+    for (int i = 0; i < INSTANCES; i++) {
+        if (starters[i].rc != 0)
             fail_msg("storage-guard %d did not start", i);
         atomic_store(&up[i], 1);
     }
@@ -489,6 +524,12 @@ static int group_teardown(void **state)
     (void)state;
     for (int i = 0; i < INSTANCES; i++)
         tk_sg_free(sg[i]);
+    pthread_mutex_lock(&start_mu);
+    starters_end = 1;
+    pthread_cond_broadcast(&start_cv);
+    pthread_mutex_unlock(&start_mu);
+    for (int i = 0; i < INSTANCES; i++)
+        pthread_join(starters[i].th, NULL);
     rh_cluster_free(nodes);
     tk_pg_free(pg);
     return 0;
