@@ -131,8 +131,7 @@ struct sg_store {
     struct sg_pg *pg; /* PostgreSQL: the SQLite fields above are unused */
 };
 
-static void fmt(char *buf, size_t cap, const char *f, ...) __attribute__((format(printf, 3, 4)));
-static void fmt(char *buf, size_t cap, const char *f, ...)
+void sg_store_fmt(char *buf, size_t cap, const char *f, ...)
 {
     if (buf == NULL || cap == 0)
         return;
@@ -141,6 +140,8 @@ static void fmt(char *buf, size_t cap, const char *f, ...)
     vsnprintf(buf, cap, f, ap);
     va_end(ap);
 }
+
+#define fmt sg_store_fmt
 
 /* Translate an SQLite failure once, here, keeping its message. */
 static int fail(sg_store *s, const char *what)

@@ -20,7 +20,6 @@
 #include <endian.h>
 #include <errno.h>
 #include <poll.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,16 +46,7 @@ struct sg_pg {
     char errmsg[ERRMSG_MAX];
 };
 
-static void fmt(char *buf, size_t cap, const char *f, ...) __attribute__((format(printf, 3, 4)));
-static void fmt(char *buf, size_t cap, const char *f, ...)
-{
-    if (buf == NULL || cap == 0)
-        return;
-    va_list ap;
-    va_start(ap, f);
-    vsnprintf(buf, cap, f, ap);
-    va_end(ap);
-}
+#define fmt sg_store_fmt
 
 int sg_pg_is_url(const char *db)
 {

@@ -15,6 +15,10 @@
 
 struct sg_pg;
 
+/* snprintf into buf, which may be NULL (nothing written); shared by the
+ * two stores. */
+void sg_store_fmt(char *buf, size_t cap, const char *f, ...) __attribute__((format(printf, 3, 4)));
+
 /* Whether a --db names PostgreSQL: a postgresql:// or postgres:// URI. */
 int sg_pg_is_url(const char *db);
 
