@@ -35,6 +35,7 @@
  *
  * Times come from CLOCK_MONOTONIC; percentiles are nearest-rank.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
@@ -803,6 +804,52 @@ static const char *w4_pg_url(void)
     return tk_pg_url(w4_pg);
 }
 
+/* CPU seconds the PostgreSQL server has used: the postmaster with the
+ * backends it has reaped (cutime, cstime) and those still running. A
+ * machine shared with other work changes this far less than throughput. */
+static double pg_cpu_s(void)
+{
+    pid_t pm = tk_pg_pid(w4_pg);
+    double ticks = 0, hz = (double)sysconf(_SC_CLK_TCK);
+    DIR *d = opendir("/proc");
+    struct dirent *e;
+    while (d != NULL && (e = readdir(d)) != NULL) {
+        char path[300], buf[1024];
+        if (e->d_name[0] < '0' || e->d_name[0] > '9')
+            continue;
+        snprintf(path, sizeof(path), "/proc/%s/stat", e->d_name);
+        FILE *f = fopen(path, "r");
+        size_t n = f ? fread(buf, 1, sizeof(buf) - 1, f) : 0;
+        if (f)
+            fclose(f);
+        buf[n] = '\0';
+        char *rp = strrchr(buf, ')'); /* the name may hold spaces */
+        int ppid = 0;
+        unsigned long long ut = 0, st = 0, cut = 0, cst = 0;
+        if (rp == NULL || sscanf(rp + 2, "%*c %d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu %llu %llu",
+                                 &ppid, &ut, &st, &cut, &cst) != 5)
+            continue;
+        if (atoi(e->d_name) == pm)
+            ticks += (double)(ut + st + cut + cst);
+        else if (ppid == pm)
+            ticks += (double)(ut + st);
+    }
+    if (d != NULL)
+        closedir(d);
+    return ticks / hz;
+}
+
+static double w4_pg_mark;
+
+/* ",\"db_cpu_us_per_op\":..." since w4_pg_reset, once the backends that
+ * served the run have ended. */
+static void w4_pg_cpu(void)
+{
+    hp_sleep_ms(200);
+    double ops = (double)atomic_load(&ops_total);
+    jadd(",\"db_cpu_us_per_op\":%.1f", ops > 0 ? (pg_cpu_s() - w4_pg_mark) / ops * 1e6 : 0);
+}
+
 /* Every run on PostgreSQL starts from empty tables. */
 static void w4_pg_reset(void)
 {
@@ -810,6 +857,7 @@ static void w4_pg_reset(void)
                           " TRUNCATE sg_records, sg_log, sg_deleted, fencing_last_token RESTART IDENTITY;"
                           " END IF; END $$; CHECKPOINT") != 0)
         exit(2);
+    w4_pg_mark = pg_cpu_s();
 }
 
 /* W4 against `instances` storage-guard processes on db (NULL: SQLite in
@@ -870,14 +918,20 @@ static void w4(int shared, int instances, const char *db, int unfenced)
         tk_sg_free(sg[i]);
     }
     char mode[64];
-    snprintf(mode, sizeof(mode), "%s%s%s", db ? (instances == 1 ? "pg-1-" : instances == 2 ? "pg-2-" : "pg-4-") : "",
+    snprintf(mode, sizeof(mode), "%s%s%s",
+             db ? (instances == 1   ? "pg-1-"
+                   : instances == 2 ? "pg-2-"
+                                    : "pg-4-")
+                : "",
              unfenced ? "unfenced-" : "", shared ? "shared-resource" : "distinct-keys");
     jbegin("w4", mode, !unfenced);
     jadd(",\"db\":\"%s\",\"instances\":%d,\"writers\":%d,\"writes\":%" PRIu64 ",\"writes_per_s\":%.1f,"
          "\"refused\":%" PRIu64 ",\"errors\":%" PRIu64,
-         db ? "postgresql" : "sqlite", instances, W4_WRITERS, r.writes, (double)r.writes / S.measure_s, r.refused,
-         r.errors);
+         db ? "postgresql" : "sqlite", instances, W4_WRITERS, r.writes, (double)r.writes / S.measure_s,
+         r.refused, r.errors);
     jpct("write", &r.lat);
+    if (db != NULL)
+        w4_pg_cpu();
     jend();
     samples_free(&r.lat);
     pthread_mutex_destroy(&r.mu);
@@ -886,52 +940,90 @@ static void w4(int shared, int instances, const char *db, int unfenced)
 /* ---- W4 as plain SQL: the same writes without storage-guard ---- */
 
 /* storage-guard's own upsert of a record, as a client would write it. */
-static const char w4_upsert_sql[] =
-    "INSERT INTO sg_records (key, resource, value, token, version, updated_at_ms)"
-    " VALUES ($1::bytea, $2::bytea, $3, $4::bigint, 1, $5::bigint) ON CONFLICT (key) DO UPDATE SET"
-    " resource = excluded.resource, value = excluded.value, token = excluded.token,"
-    " version = sg_records.version + 1, updated_at_ms = excluded.updated_at_ms";
+#define W4_UPSERT                                                                                            \
+    "INSERT INTO sg_records (key, resource, value, token, version, updated_at_ms)"                           \
+    " %s ON CONFLICT (key) DO UPDATE SET"                                                                    \
+    " resource = excluded.resource, value = excluded.value, token = excluded.token,"                         \
+    " version = sg_records.version + 1, updated_at_ms = excluded.updated_at_ms"
+
+/* How the SQL writers write: plain, a guarded transaction (BEGIN; SELECT
+ * fencelock_admit(); the upsert; COMMIT, sent in one go in libpq's
+ * pipeline mode), or one guarded statement (the admission in a CTE the
+ * upsert reads from). Each one round trip, as prepared statements. */
+enum { W4_SQL_PLAIN, W4_SQL_TXN, W4_SQL_ONE };
+static const char *const w4_sql_mode[] = {"sql-plain", "sql-fenced", "sql-fenced-one-statement"};
 
 struct w4_sql_writer {
     pthread_t th;
     struct w4_run *run;
     int id;
-    int fenced;
+    int how;
 };
 
-/* One guarded write as a client writes it, BEGIN; SELECT
- * fencelock_admit(); the upsert; COMMIT, sent in one go (libpq's pipeline
- * mode): one round trip, like the plain upsert. 0 when it committed. */
-static int w4_sql_fenced(PGconn *c, const char *const vals[5])
+/* Read one result of a pipeline, and the NULL that ends it; 1 if it is
+ * a success (and, for COMMIT, committed). */
+static int pipeline_ok(PGconn *c, int commit)
+{
+    PGresult *res = PQgetResult(c);
+    ExecStatusType st = PQresultStatus(res);
+    int ok = st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK;
+    if (ok && commit)
+        ok = strcmp(PQcmdStatus(res), "COMMIT") == 0;
+    PQclear(res);
+    PQclear(PQgetResult(c));
+    return ok;
+}
+
+static int w4_sql_txn(PGconn *c, const char *const vals[5])
 {
     const char *admit_vals[2] = {vals[1], vals[3]};
-    if (!PQsendQueryParams(c, "BEGIN", 0, NULL, NULL, NULL, NULL, 0) ||
-        !PQsendQueryParams(c, "SELECT fencelock_admit($1::bytea, $2::bigint)", 2, NULL, admit_vals, NULL, NULL,
-                           0) ||
-        !PQsendQueryParams(c, w4_upsert_sql, 5, NULL, vals, NULL, NULL, 0) ||
-        !PQsendQueryParams(c, "COMMIT", 0, NULL, NULL, NULL, NULL, 0) || !PQpipelineSync(c))
+    if (!PQsendQueryPrepared(c, "begin", 0, NULL, NULL, NULL, 0) ||
+        !PQsendQueryPrepared(c, "admit", 2, admit_vals, NULL, NULL, 0) ||
+        !PQsendQueryPrepared(c, "upsert", 5, vals, NULL, NULL, 0) ||
+        !PQsendQueryPrepared(c, "commit", 0, NULL, NULL, NULL, 0) || !PQpipelineSync(c))
         return -1;
-    int ok = 1;
-    for (int q = 0; q < 4; q++) {
-        PGresult *res = PQgetResult(c);
-        ExecStatusType st = PQresultStatus(res);
-        ok &= st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK;
-        if (q == 3 && ok)
-            ok = strcmp(PQcmdStatus(res), "COMMIT") == 0;
-        PQclear(res);
-        PQclear(PQgetResult(c)); /* the NULL that ends each query's results */
-    }
+    int ok = pipeline_ok(c, 0) & pipeline_ok(c, 0) & pipeline_ok(c, 0) & pipeline_ok(c, 1);
     PGresult *sync = PQgetResult(c);
     ok &= PQresultStatus(sync) == PGRES_PIPELINE_SYNC;
     PQclear(sync);
     if (PQtransactionStatus(c) == PQTRANS_INERROR) {
         PQsendQueryParams(c, "ROLLBACK", 0, NULL, NULL, NULL, NULL, 0);
         PQpipelineSync(c);
-        PQclear(PQgetResult(c));
-        PQclear(PQgetResult(c));
+        pipeline_ok(c, 0);
         PQclear(PQgetResult(c));
     }
     return ok ? 0 : -1;
+}
+
+/* Prepare the statements a writer of mode how sends; 0 or -1. */
+static int w4_sql_prepare(PGconn *c, int how)
+{
+    static const char *const values = "VALUES ($1::bytea, $2::bytea, $3, $4::bigint, 1, $5::bigint)";
+    static const char *const admitted = "SELECT $1::bytea, $2::bytea, $3, $4::bigint, 1, $5::bigint FROM"
+                                        " (SELECT fencelock_admit($2::bytea, $4::bigint)) AS admitted";
+    char upsert[1024], one[1024];
+    snprintf(upsert, sizeof(upsert), W4_UPSERT, values);
+    snprintf(one, sizeof(one), W4_UPSERT, admitted);
+    const struct {
+        const char *name, *sql;
+        int used_by; /* a bit per mode */
+    } st[] = {
+        {"upsert", upsert, 1 << W4_SQL_PLAIN | 1 << W4_SQL_TXN},
+        {"admit", "SELECT fencelock_admit($1::bytea, $2::bigint)", 1 << W4_SQL_TXN},
+        {"begin", "BEGIN", 1 << W4_SQL_TXN},
+        {"commit", "COMMIT", 1 << W4_SQL_TXN},
+        {"one", one, 1 << W4_SQL_ONE},
+    };
+    for (size_t i = 0; i < sizeof(st) / sizeof(st[0]); i++) {
+        if (!(st[i].used_by & 1 << how))
+            continue;
+        PGresult *res = PQprepare(c, st[i].name, st[i].sql, 0, NULL);
+        int ok = PQresultStatus(res) == PGRES_COMMAND_OK;
+        PQclear(res);
+        if (!ok)
+            return -1;
+    }
+    return 0;
 }
 
 static void *w4_sql_writer_main(void *arg)
@@ -939,11 +1031,11 @@ static void *w4_sql_writer_main(void *arg)
     struct w4_sql_writer *w = arg;
     struct w4_run *r = w->run;
     PGconn *c = PQconnectdb(tk_pg_url(w4_pg));
-    if (PQstatus(c) != CONNECTION_OK || (w->fenced && !PQenterPipelineMode(c))) {
+    if (PQstatus(c) != CONNECTION_OK || w4_sql_prepare(c, w->how) != 0 ||
+        (w->how == W4_SQL_TXN && !PQenterPipelineMode(c))) {
         fprintf(stderr, "fencelock-bench: %s", PQerrorMessage(c));
         exit(2);
     }
-    PQclear(PQexec(c, "SET synchronous_commit = on"));
     char key[32], token[24], value[64], now[24];
     /* Each writer holds its own record's resource, with a token of its own,
      * as in W4's distinct-keys run. */
@@ -959,10 +1051,11 @@ static void *w4_sql_writer_main(void *arg)
         snprintf(now, sizeof(now), "%" PRIu64, a / 1000000);
         const char *vals[5] = {key, key, value, token, now};
         int ok;
-        if (w->fenced) {
-            ok = w4_sql_fenced(c, vals) == 0;
+        if (w->how == W4_SQL_TXN) {
+            ok = w4_sql_txn(c, vals) == 0;
         } else {
-            PGresult *res = PQexecParams(c, w4_upsert_sql, 5, NULL, vals, NULL, NULL, 0);
+            PGresult *res =
+                PQexecPrepared(c, w->how == W4_SQL_ONE ? "one" : "upsert", 5, vals, NULL, NULL, 0);
             ok = PQresultStatus(res) == PGRES_COMMAND_OK;
             PQclear(res);
         }
@@ -987,8 +1080,8 @@ static void *w4_sql_writer_main(void *arg)
 }
 
 /* The writes of W4's distinct-keys run, straight into sg_records from 64
- * connections: plain (fenced 0) and under fencelock_admit (fenced 1). */
-static void w4_sql(int fenced)
+ * connections, plain or guarded (see w4_sql_mode). */
+static void w4_sql(int how)
 {
     flushall();
     w4_pg_reset();
@@ -999,16 +1092,17 @@ static void w4_sql(int fenced)
     r.end = r.warm_end + (uint64_t)(S.measure_s * 1e9);
     struct w4_sql_writer ws[W4_WRITERS];
     for (int i = 0; i < W4_WRITERS; i++) {
-        ws[i] = (struct w4_sql_writer){.run = &r, .id = i, .fenced = fenced};
+        ws[i] = (struct w4_sql_writer){.run = &r, .id = i, .how = how};
         pthread_create(&ws[i].th, NULL, w4_sql_writer_main, &ws[i]);
     }
     for (int i = 0; i < W4_WRITERS; i++)
         pthread_join(ws[i].th, NULL);
-    jbegin("w4", fenced ? "sql-fenced" : "sql-plain", fenced);
+    jbegin("w4", w4_sql_mode[how], how != W4_SQL_PLAIN);
     jadd(",\"db\":\"postgresql\",\"instances\":0,\"writers\":%d,\"writes\":%" PRIu64
          ",\"writes_per_s\":%.1f,\"refused\":0,\"errors\":%" PRIu64,
          W4_WRITERS, r.writes, (double)r.writes / S.measure_s, r.errors);
     jpct("write", &r.lat);
+    w4_pg_cpu();
     jend();
     samples_free(&r.lat);
     pthread_mutex_destroy(&r.mu);
@@ -1280,10 +1374,11 @@ static void w5(int mode)
 
 static void usage(void)
 {
-    fprintf(stderr, "usage: fencelock-bench [--nodes host:port,...] [--workloads w1,...,w6]\n"
-                    "                       [--fencing off|on|both] [--modes shared,threads]\n"
-                    "                       [--quick] [--round N]\n"
-                    "                       [--storage-guard PATH] [--postgresql] [--wait poll|notify|fair]\n");
+    fprintf(stderr,
+            "usage: fencelock-bench [--nodes host:port,...] [--workloads w1,...,w6]\n"
+            "                       [--fencing off|on|both] [--modes shared,threads]\n"
+            "                       [--quick] [--round N]\n"
+            "                       [--storage-guard PATH] [--postgresql] [--wait poll|notify|fair]\n");
     exit(2);
 }
 
@@ -1389,8 +1484,11 @@ int main(int argc, char **argv)
             /* Alternate the order with the round, so that the machine's
              * load falls on the plain and the fenced writes alike. */
             w4(0, 1, url, 1); /* also makes the tables */
-            for (int k = 0; k < 2; k++)
-                w4_sql(order[k]);
+            /* The plain writes between the two guarded ones, the order
+             * turned with the round. */
+            int how[3] = {W4_SQL_TXN, W4_SQL_PLAIN, W4_SQL_ONE};
+            for (int k = 0; k < 3; k++)
+                w4_sql(how[S.round % 2 ? k : 2 - k]);
             for (int n = 1; n <= W4_INSTANCES_MAX; n *= 2) {
                 w4(0, n, url, 0);
                 w4(1, n, url, 0);

@@ -150,12 +150,19 @@ DECLARE
     v_first int;
     v_name bytea;
 BEGIN
-    FOR v_name IN SELECT DISTINCT x FROM unnest(p_resources) AS x ORDER BY x LOOP
-        PERFORM fencelock__lock(v_name, false);
-    END LOOP;
-    FOR v_name IN SELECT DISTINCT x FROM unnest(p_keys) AS x ORDER BY x LOOP
-        PERFORM pg_advisory_xact_lock(1936159339, ('x' || left(md5(v_name), 8))::bit(32)::int);
-    END LOOP;
+    -- The locks: the fence rows, then the keys, each in byte order. One op
+    -- (most calls) needs no sorting.
+    IF n = 1 THEN
+        PERFORM fencelock__lock(p_resources[1], false);
+        PERFORM pg_advisory_xact_lock(1936159339, ('x' || left(md5(p_keys[1]), 8))::bit(32)::int);
+    ELSE
+        FOR v_name IN SELECT DISTINCT x FROM unnest(p_resources) AS x ORDER BY x LOOP
+            PERFORM fencelock__lock(v_name, false);
+        END LOOP;
+        FOR v_name IN SELECT DISTINCT x FROM unnest(p_keys) AS x ORDER BY x LOOP
+            PERFORM pg_advisory_xact_lock(1936159339, ('x' || left(md5(v_name), 8))::bit(32)::int);
+        END LOOP;
+    END IF;
     -- Admit the token for every resource first: a call is either all under
     -- a current token or not at all.
     FOR i IN 1..n LOOP

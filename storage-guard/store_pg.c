@@ -39,10 +39,46 @@
  * table) roll the call back entirely: it is retried this many times. */
 #define RETRIES 3
 
+/* The statements of the calls. The frequent ones are prepared once per
+ * connection (and again after a reconnect): planning a call of a function
+ * with ten parameters costs the server about as much as running it. The
+ * log query is planned with its values, so that a filter left out folds
+ * away and the index of the one given is used. */
+enum { Q_APPLY, Q_READ, Q_GET, Q_CHECKED, Q_RESET, Q_FENCE, Q_LOG, Q_HEALTH, Q_COUNT };
+
+static const struct {
+    const char *name; /* prepared as; NULL: not prepared */
+    const char *sql;
+} queries[Q_COUNT] = {
+    [Q_APPLY] = {"sg_apply",
+                 "SELECT o_outcome, o_last, o_found, o_version, o_result, o_failed, o_failed_last, o_batch"
+                 " FROM sg_apply($1::bigint, $2::boolean, $3::boolean, $4::bigint, $5::bytea, $6::int[],"
+                 " $7::bytea[], $8::bytea[], $9::text[], $10::bigint[])"},
+    [Q_READ] = {"sg_read",
+                "SELECT o_outcome, o_last, o_found, o_resource, o_value, o_token, o_version, o_updated_at_ms"
+                " FROM sg_read($1::bigint, $2::boolean, $3::bigint, $4::bytea, $5::bytea, $6::bytea)"},
+    [Q_GET] = {"sg_get",
+               "SELECT resource, value, token, version, updated_at_ms FROM sg_records WHERE key = $1::bytea"},
+    [Q_CHECKED] =
+        {"sg_checked",
+         "SELECT COALESCE((SELECT f.token FROM fencing_last_token f WHERE f.resource = $2::bytea), 0),"
+         " r.key IS NOT NULL, r.resource, r.value, r.token, r.version, r.updated_at_ms"
+         " FROM (SELECT 1) AS one LEFT JOIN sg_records r ON r.key = $1::bytea"},
+    [Q_RESET] = {"sg_reset", "SELECT sg_reset($1::bytea, $2::bigint, $3::bigint, $4::bytea)"},
+    [Q_FENCE] = {"sg_fence", "SELECT fencelock_last($1::bytea)"},
+    [Q_LOG] = {NULL,
+               "SELECT seq, time_ms, op, key, resource, token, last_token, outcome, version, batch, client"
+               " FROM sg_log WHERE seq > $1::bigint AND ($2::bytea IS NULL OR resource = $2::bytea)"
+               " AND ($3::bytea IS NULL OR key = $3::bytea) ORDER BY seq LIMIT $4::int"},
+    [Q_HEALTH] =
+        {NULL, "SELECT current_setting('fsync') = 'on' AND current_setting('synchronous_commit') <> 'off'"},
+};
+
 struct sg_pg {
     PGconn *conn;
     char *url;
     int lock_timeout_ms;
+    unsigned prepared; /* a bit per query prepared on this connection */
     char errmsg[ERRMSG_MAX];
 };
 
@@ -292,6 +328,7 @@ static int usable(struct sg_pg *p)
     if (PQstatus(p->conn) == CONNECTION_OK)
         return 0;
     PQreset(p->conn);
+    p->prepared = 0; /* a new session has none */
     char err[300] = "";
     if (PQstatus(p->conn) == CONNECTION_OK && setup_session(p, err, sizeof(err)) == 0)
         return 0;
@@ -301,22 +338,41 @@ static int usable(struct sg_pg *p)
     return SG_STORE_EBUSY;
 }
 
-/* Run one statement with binary results; *r gets its rows. */
-static int call(struct sg_pg *p, const char *sql, int n, const char *const *vals, const int *lens,
-                const int *fmts, const char *what, int writes, PGresult **out)
+/* Run query q (prepared first if it is one of those, and not yet) with
+ * binary results; *out gets its rows. */
+static int call(struct sg_pg *p, int q, int n, const char *const *vals, const int *lens, const int *fmts,
+                const char *what, int writes, PGresult **out)
 {
     int rc = SG_STORE_EFAIL;
     *out = NULL;
     for (int attempt = 0; attempt <= RETRIES; attempt++) {
         if ((rc = usable(p)) != 0)
             return rc;
-        PGresult *r = PQexecParams(p->conn, sql, n, NULL, vals, lens, fmts, 1);
+        const char *name = queries[q].name;
+        if (name != NULL && !(p->prepared & 1u << q)) {
+            PGresult *r = PQprepare(p->conn, name, queries[q].sql, 0, NULL);
+            if (PQresultStatus(r) != PGRES_COMMAND_OK) {
+                rc = fail(p, r, what, 0);
+                PQclear(r);
+                return rc;
+            }
+            PQclear(r);
+            p->prepared |= 1u << q;
+        }
+        PGresult *r = name ? PQexecPrepared(p->conn, name, n, vals, lens, fmts, 1)
+                           : PQexecParams(p->conn, queries[q].sql, n, NULL, vals, lens, fmts, 1);
         if (PQresultStatus(r) == PGRES_TUPLES_OK) {
             *out = r;
             return 0;
         }
         rc = fail(p, r, what, writes);
-        int again = retryable(r) && PQstatus(p->conn) == CONNECTION_OK;
+        /* A pooler in between, or DISCARD ALL, may have dropped it: the
+         * statement never ran; prepare it again. */
+        const char *state = PQresultErrorField(r, PG_DIAG_SQLSTATE);
+        int lost = name != NULL && is_state(state, "26000");
+        if (lost)
+            p->prepared &= ~(1u << q);
+        int again = (retryable(r) || lost) && PQstatus(p->conn) == CONNECTION_OK;
         PQclear(r);
         if (!again)
             break;
@@ -495,11 +551,7 @@ int sg_pg_apply(struct sg_pg *p, const char *client, int unfenced, uint64_t toke
             tok,   unfenced ? "t" : "f", as_batch ? "t" : "f", now, client, a[0].p, a[1].p, a[2].p, a[3].p,
             a[4].p};
         int lens[10] = {0, 0, 0, 0, (int)strlen(client)}, fmts[10] = {0, 0, 0, 0, 1};
-        rc = call(p,
-                  "SELECT o_outcome, o_last, o_found, o_version, o_result, o_failed, o_failed_last, o_batch"
-                  " FROM sg_apply($1::bigint, $2::boolean, $3::boolean, $4::bigint, $5::bytea, $6::int[],"
-                  " $7::bytea[], $8::bytea[], $9::text[], $10::bigint[])",
-                  10, vals, lens, fmts, "apply", 1, &r);
+        rc = call(p, Q_APPLY, 10, vals, lens, fmts, "apply", 1, &r);
     }
     for (int k = 0; k < 5; k++)
         free(a[k].p);
@@ -537,9 +589,7 @@ int sg_pg_get(struct sg_pg *p, const char *client, int unfenced, const char *key
         /* A plain read: one statement is one snapshot. */
         const char *vals[1] = {key};
         int lens[1] = {(int)key_len}, fmts[1] = {1};
-        rc = call(
-            p, "SELECT resource, value, token, version, updated_at_ms FROM sg_records WHERE key = $1::bytea",
-            1, vals, lens, fmts, "read record", 0, &r);
+        rc = call(p, Q_GET, 1, vals, lens, fmts, "read record", 0, &r);
         if (rc != 0)
             return rc;
         if (PQntuples(r) == 1)
@@ -554,10 +604,7 @@ int sg_pg_get(struct sg_pg *p, const char *client, int unfenced, const char *key
     const char *vals[6] = {tok, unfenced ? "t" : "f", now, client, key, resource};
     int lens[6] = {0, 0, 0, (int)strlen(client), (int)key_len, (int)resource_len},
         fmts[6] = {0, 0, 0, 1, 1, 1};
-    rc = call(p,
-              "SELECT o_outcome, o_last, o_found, o_resource, o_value, o_token, o_version, o_updated_at_ms"
-              " FROM sg_read($1::bigint, $2::boolean, $3::bigint, $4::bytea, $5::bytea, $6::bytea)",
-              6, vals, lens, fmts, "fenced read", 1, &r);
+    rc = call(p, Q_READ, 6, vals, lens, fmts, "fenced read", 1, &r);
     if (rc != 0)
         return rc;
     if (PQntuples(r) != 1 || PQnfields(r) != 8)
@@ -581,12 +628,7 @@ int sg_pg_get_checked(struct sg_pg *p, int unfenced, const char *key, size_t key
     const char *vals[2] = {key, resource};
     int lens[2] = {(int)key_len, (int)resource_len}, fmts[2] = {1, 1};
     PGresult *r = NULL;
-    int rc =
-        call(p,
-             "SELECT COALESCE((SELECT f.token FROM fencing_last_token f WHERE f.resource = $2::bytea), 0),"
-             " r.key IS NOT NULL, r.resource, r.value, r.token, r.version, r.updated_at_ms"
-             " FROM (SELECT 1) AS one LEFT JOIN sg_records r ON r.key = $1::bytea",
-             2, vals, lens, fmts, "checked read", 0, &r);
+    int rc = call(p, Q_CHECKED, 2, vals, lens, fmts, "checked read", 0, &r);
     if (rc != 0)
         return rc;
     if (PQntuples(r) != 1 || PQnfields(r) != 7)
@@ -609,8 +651,7 @@ int sg_pg_reset_fence(struct sg_pg *p, const char *client, const char *resource,
     const char *vals[4] = {resource, tok, now, client};
     int lens[4] = {(int)resource_len, 0, 0, (int)strlen(client)}, fmts[4] = {1, 0, 0, 1};
     PGresult *r = NULL;
-    int rc = call(p, "SELECT sg_reset($1::bytea, $2::bigint, $3::bigint, $4::bytea)", 4, vals, lens, fmts,
-                  "reset fence", 1, &r);
+    int rc = call(p, Q_RESET, 4, vals, lens, fmts, "reset fence", 1, &r);
     if (rc != 0)
         return rc;
     if (PQntuples(r) != 1)
@@ -625,7 +666,7 @@ int sg_pg_fence(struct sg_pg *p, const char *resource, size_t resource_len, uint
     const char *vals[1] = {resource};
     int lens[1] = {(int)resource_len}, fmts[1] = {1};
     PGresult *r = NULL;
-    int rc = call(p, "SELECT fencelock_last($1::bytea)", 1, vals, lens, fmts, "read fence", 0, &r);
+    int rc = call(p, Q_FENCE, 1, vals, lens, fmts, "read fence", 0, &r);
     if (rc != 0)
         return rc;
     if (PQntuples(r) != 1)
@@ -646,11 +687,7 @@ int sg_pg_log(struct sg_pg *p, const struct sg_log_filter *f,
     PGresult *r = NULL;
     /* NULL parameters are folded away: the statement is planned with its
      * values, and uses the index of the filter given. */
-    int rc = call(p,
-                  "SELECT seq, time_ms, op, key, resource, token, last_token, outcome, version, batch, client"
-                  " FROM sg_log WHERE seq > $1::bigint AND ($2::bytea IS NULL OR resource = $2::bytea)"
-                  " AND ($3::bytea IS NULL OR key = $3::bytea) ORDER BY seq LIMIT $4::int",
-                  4, vals, lens, fmts, "read log", 0, &r);
+    int rc = call(p, Q_LOG, 4, vals, lens, fmts, "read log", 0, &r);
     if (rc != 0)
         return rc;
     if (PQnfields(r) != 11)
@@ -682,9 +719,7 @@ int sg_pg_log(struct sg_pg *p, const struct sg_log_filter *f,
 int sg_pg_health(struct sg_pg *p, char *journal, size_t cap, int *synchronous)
 {
     PGresult *r = NULL;
-    int rc =
-        call(p, "SELECT current_setting('fsync') = 'on' AND current_setting('synchronous_commit') <> 'off'",
-             0, NULL, NULL, NULL, "health check", 0, &r);
+    int rc = call(p, Q_HEALTH, 0, NULL, NULL, NULL, "health check", 0, &r);
     if (rc != 0)
         return rc;
     if (PQntuples(r) != 1)

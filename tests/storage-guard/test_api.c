@@ -13,6 +13,7 @@
 
 #include <cmocka.h>
 #include <jansson.h>
+#include <libpq-fe.h>
 
 #include "api.h"
 #include "metrics.h"
@@ -597,6 +598,17 @@ static void test_api_client_names_are_bytes(void **state)
     answer_clear(&a);
 }
 
+/* PostgreSQL only: a session that lost the store's prepared statements (a
+ * pooler, DISCARD ALL) gets them again, and the request is answered. */
+static void test_api_pg_prepares_again(void **state)
+{
+    sg_store *s = *state;
+    expect_status(put(s, "/v1/records/pp", "{\"value\":1,\"token\":5}"), 200);
+    PQclear(PQexec(sg_store_handle(s), "DEALLOCATE ALL"));
+    expect_status(put(s, "/v1/records/pp", "{\"value\":2,\"token\":5}"), 200);
+    expect_status(run(s, (struct call){.method = "GET", .path = "/v1/records/pp"}), 200);
+}
+
 static void test_api_unknown_paths_and_methods(void **state)
 {
     sg_store *s = *state;
@@ -672,5 +684,9 @@ int main(void)
         T(test_api_unknown_paths_and_methods),
         T(test_api_metrics_count_outcomes),
     };
-    return cmocka_run_group_tests(tests, sgd_backend_start, sgd_backend_stop);
+    const struct CMUnitTest pg_tests[] = {T(test_api_pg_prepares_again)};
+    int failed = cmocka_run_group_tests(tests, sgd_backend_start, sgd_backend_stop);
+    if (getenv("SG_TEST_DB") != NULL && strcmp(getenv("SG_TEST_DB"), "postgresql") == 0)
+        failed += cmocka_run_group_tests(pg_tests, sgd_backend_start, sgd_backend_stop);
+    return failed;
 }
