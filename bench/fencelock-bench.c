@@ -946,12 +946,14 @@ static void w4(int shared, int instances, const char *db, int unfenced)
     " resource = excluded.resource, value = excluded.value, token = excluded.token,"                         \
     " version = sg_records.version + 1, updated_at_ms = excluded.updated_at_ms"
 
-/* How the SQL writers write: plain, a guarded transaction (BEGIN; SELECT
- * fencelock_admit(); the upsert; COMMIT, sent in one go in libpq's
- * pipeline mode), or one guarded statement (the admission in a CTE the
- * upsert reads from). Each one round trip, as prepared statements. */
-enum { W4_SQL_PLAIN, W4_SQL_TXN, W4_SQL_ONE };
-static const char *const w4_sql_mode[] = {"sql-plain", "sql-fenced", "sql-fenced-one-statement"};
+/* How the SQL writers write: the upsert alone; in a transaction (BEGIN;
+ * the upsert; COMMIT, sent in one go in libpq's pipeline mode); guarded in
+ * a transaction (BEGIN; SELECT fencelock_admit(); the upsert; COMMIT, in
+ * one go); or guarded in one statement (the upsert reads from the
+ * admission). Each one round trip, as prepared statements. */
+enum { W4_SQL_PLAIN, W4_SQL_PLAIN_TXN, W4_SQL_TXN, W4_SQL_ONE, W4_SQL_COUNT };
+static const char *const w4_sql_mode[] = {"sql-plain", "sql-plain-transaction", "sql-fenced",
+                                          "sql-fenced-one-statement"};
 
 struct w4_sql_writer {
     pthread_t th;
@@ -974,15 +976,16 @@ static int pipeline_ok(PGconn *c, int commit)
     return ok;
 }
 
-static int w4_sql_txn(PGconn *c, const char *const vals[5])
+/* One transaction, with the admission if admit, in one go. */
+static int w4_sql_txn(PGconn *c, const char *const vals[5], int admit)
 {
     const char *admit_vals[2] = {vals[1], vals[3]};
     if (!PQsendQueryPrepared(c, "begin", 0, NULL, NULL, NULL, 0) ||
-        !PQsendQueryPrepared(c, "admit", 2, admit_vals, NULL, NULL, 0) ||
+        (admit && !PQsendQueryPrepared(c, "admit", 2, admit_vals, NULL, NULL, 0)) ||
         !PQsendQueryPrepared(c, "upsert", 5, vals, NULL, NULL, 0) ||
         !PQsendQueryPrepared(c, "commit", 0, NULL, NULL, NULL, 0) || !PQpipelineSync(c))
         return -1;
-    int ok = pipeline_ok(c, 0) & pipeline_ok(c, 0) & pipeline_ok(c, 0) & pipeline_ok(c, 1);
+    int ok = pipeline_ok(c, 0) & (!admit || pipeline_ok(c, 0)) & pipeline_ok(c, 0) & pipeline_ok(c, 1);
     PGresult *sync = PQgetResult(c);
     ok &= PQresultStatus(sync) == PGRES_PIPELINE_SYNC;
     PQclear(sync);
@@ -1008,10 +1011,10 @@ static int w4_sql_prepare(PGconn *c, int how)
         const char *name, *sql;
         int used_by; /* a bit per mode */
     } st[] = {
-        {"upsert", upsert, 1 << W4_SQL_PLAIN | 1 << W4_SQL_TXN},
+        {"upsert", upsert, 1 << W4_SQL_PLAIN | 1 << W4_SQL_PLAIN_TXN | 1 << W4_SQL_TXN},
         {"admit", "SELECT fencelock_admit($1::bytea, $2::bigint)", 1 << W4_SQL_TXN},
-        {"begin", "BEGIN", 1 << W4_SQL_TXN},
-        {"commit", "COMMIT", 1 << W4_SQL_TXN},
+        {"begin", "BEGIN", 1 << W4_SQL_PLAIN_TXN | 1 << W4_SQL_TXN},
+        {"commit", "COMMIT", 1 << W4_SQL_PLAIN_TXN | 1 << W4_SQL_TXN},
         {"one", one, 1 << W4_SQL_ONE},
     };
     for (size_t i = 0; i < sizeof(st) / sizeof(st[0]); i++) {
@@ -1031,8 +1034,8 @@ static void *w4_sql_writer_main(void *arg)
     struct w4_sql_writer *w = arg;
     struct w4_run *r = w->run;
     PGconn *c = PQconnectdb(tk_pg_url(w4_pg));
-    if (PQstatus(c) != CONNECTION_OK || w4_sql_prepare(c, w->how) != 0 ||
-        (w->how == W4_SQL_TXN && !PQenterPipelineMode(c))) {
+    int txn = w->how == W4_SQL_TXN || w->how == W4_SQL_PLAIN_TXN;
+    if (PQstatus(c) != CONNECTION_OK || w4_sql_prepare(c, w->how) != 0 || (txn && !PQenterPipelineMode(c))) {
         fprintf(stderr, "fencelock-bench: %s", PQerrorMessage(c));
         exit(2);
     }
@@ -1051,8 +1054,8 @@ static void *w4_sql_writer_main(void *arg)
         snprintf(now, sizeof(now), "%" PRIu64, a / 1000000);
         const char *vals[5] = {key, key, value, token, now};
         int ok;
-        if (w->how == W4_SQL_TXN) {
-            ok = w4_sql_txn(c, vals) == 0;
+        if (txn) {
+            ok = w4_sql_txn(c, vals, w->how == W4_SQL_TXN) == 0;
         } else {
             PGresult *res =
                 PQexecPrepared(c, w->how == W4_SQL_ONE ? "one" : "upsert", 5, vals, NULL, NULL, 0);
@@ -1097,7 +1100,7 @@ static void w4_sql(int how)
     }
     for (int i = 0; i < W4_WRITERS; i++)
         pthread_join(ws[i].th, NULL);
-    jbegin("w4", w4_sql_mode[how], how != W4_SQL_PLAIN);
+    jbegin("w4", w4_sql_mode[how], how == W4_SQL_TXN || how == W4_SQL_ONE);
     jadd(",\"db\":\"postgresql\",\"instances\":0,\"writers\":%d,\"writes\":%" PRIu64
          ",\"writes_per_s\":%.1f,\"refused\":0,\"errors\":%" PRIu64,
          W4_WRITERS, r.writes, (double)r.writes / S.measure_s, r.errors);
@@ -1484,11 +1487,11 @@ int main(int argc, char **argv)
             /* Alternate the order with the round, so that the machine's
              * load falls on the plain and the fenced writes alike. */
             w4(0, 1, url, 1); /* also makes the tables */
-            /* The plain writes between the two guarded ones, the order
-             * turned with the round. */
-            int how[3] = {W4_SQL_TXN, W4_SQL_PLAIN, W4_SQL_ONE};
-            for (int k = 0; k < 3; k++)
-                w4_sql(how[S.round % 2 ? k : 2 - k]);
+            /* Each guarded form next to its plain one, the order turned
+             * with the round. */
+            int how[W4_SQL_COUNT] = {W4_SQL_TXN, W4_SQL_PLAIN_TXN, W4_SQL_PLAIN, W4_SQL_ONE};
+            for (int k = 0; k < W4_SQL_COUNT; k++)
+                w4_sql(how[S.round % 2 ? k : W4_SQL_COUNT - 1 - k]);
             for (int n = 1; n <= W4_INSTANCES_MAX; n *= 2) {
                 w4(0, n, url, 0);
                 w4(1, n, url, 0);
