@@ -61,14 +61,17 @@ LANGUAGE sql IMMUTABLE AS $$
     SELECT (ARRAY['accepted', 'stale', 'mismatch', 'aborted', 'not_found'])[p_outcome + 1]
 $$;
 
+-- PL/pgSQL, not SQL: its INSERT is planned once per session, where an SQL
+-- function called from PERFORM plans its body on every call.
 CREATE OR REPLACE FUNCTION sg__log(p_now bigint, p_op text, p_key bytea, p_resource bytea, p_token bigint,
                                    p_last bigint, p_outcome int, p_version bigint, p_batch bigint,
                                    p_client bytea, p_seq bigint DEFAULT NULL) RETURNS void
-LANGUAGE sql AS $$
+LANGUAGE plpgsql AS $$
+BEGIN
     INSERT INTO sg_log (seq, time_ms, op, key, resource, token, last_token, outcome, version, batch, client)
-    VALUES (COALESCE(p_seq, nextval('sg_log_seq_seq')), p_now, p_op, p_key,
-            p_resource, p_token, p_last, sg__outcome(p_outcome),
-            CASE WHEN p_outcome = 0 THEN p_version ELSE 0 END, p_batch, p_client)
+    VALUES (COALESCE(p_seq, nextval('sg_log_seq_seq')), p_now, p_op, p_key, p_resource, p_token, p_last,
+            sg__outcome(p_outcome), CASE WHEN p_outcome = 0 THEN p_version ELSE 0 END, p_batch, p_client);
+END
 $$;
 
 -- The ops of a call, in order, each checking its precondition (p_expects:
@@ -153,7 +156,7 @@ BEGIN
     -- The locks: the fence rows, then the keys, each in byte order. One op
     -- (most calls) needs no sorting.
     IF n = 1 THEN
-        PERFORM fencelock__lock(p_resources[1], false);
+        v_last[1] := fencelock__lock(p_resources[1], false);
         PERFORM pg_advisory_xact_lock(1936159339, ('x' || left(md5(p_keys[1]), 8))::bit(32)::int);
     ELSE
         FOR v_name IN SELECT DISTINCT x FROM unnest(p_resources) AS x ORDER BY x LOOP
@@ -171,7 +174,9 @@ BEGIN
             v_last[i] := v_last[v_first];
             CONTINUE;
         END IF;
-        v_last[i] := (SELECT f.token FROM fencing_last_token f WHERE f.resource = p_resources[i]);
+        IF n > 1 THEN
+            v_last[i] := (SELECT f.token FROM fencing_last_token f WHERE f.resource = p_resources[i]);
+        END IF;
         IF NOT p_unfenced AND p_token < v_last[i] THEN
             v_result := 1;
             v_failed := i - 1;
