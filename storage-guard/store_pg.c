@@ -271,6 +271,18 @@ int sg_pg_open(const char *url, int lock_timeout_ms, struct sg_pg **out, char *e
             fsync);
         goto fail;
     }
+    /* A standby, or a database or role set read-only: every write would
+     * fail. Say so at start-up rather than answer 500 to each. */
+    char ro[16] = "";
+    if (query_text(p->conn, "SELECT current_setting('transaction_read_only')", ro, sizeof(ro), errbuf,
+                   errcap) != 0)
+        goto fail;
+    if (strcmp(ro, "off") != 0) {
+        fmt(errbuf, errcap,
+            "the database is read-only for this session (a standby, or default_transaction_read_only): "
+            "storage-guard writes");
+        goto fail;
+    }
     if ((rc = install(p->conn, errbuf, errcap)) != 0)
         goto fail;
     *out = p;

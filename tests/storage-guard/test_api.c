@@ -15,6 +15,8 @@
 #include <jansson.h>
 #include <libpq-fe.h>
 
+#include <fencelock-testkit/testkit.h>
+
 #include "api.h"
 #include "metrics.h"
 #include "sg_daemon.h"
@@ -609,6 +611,49 @@ static void test_api_pg_prepares_again(void **state)
     expect_status(run(s, (struct call){.method = "GET", .path = "/v1/records/pp"}), 200);
 }
 
+/* PostgreSQL only: a server that would lose or refuse answered writes is
+ * refused at open, with the reason: one running with fsync off, and a
+ * database that is read-only (as a standby is). */
+static void test_api_pg_refuses_unsafe_servers(void **state)
+{
+    (void)state;
+    sg_store *s = NULL;
+    char err[512] = "";
+    struct tk_pg *nosync = NULL;
+    struct tk_pg_options o;
+    tk_pg_options_init(&o);
+    const char *settings[] = {"fsync=off", NULL};
+    o.settings = settings;
+    assert_int_equal(tk_pg_start(&o, &nosync), 0);
+    assert_int_equal(sg_store_open(tk_pg_url(nosync), &s, err, sizeof(err)), SG_STORE_EFAIL);
+    assert_null(s);
+    assert_non_null(strstr(err, "fsync=off"));
+    /* A database with storage-guard's tables in it, then made read-only,
+     * on the backend's server. */
+    PGconn *c = PQconnectdb(sgd_backend_url());
+    PQclear(PQexec(c, "DROP DATABASE IF EXISTS ro"));
+    PQclear(PQexec(c, "CREATE DATABASE ro"));
+    char url[200];
+    const char *base = sgd_backend_url();
+    snprintf(url, sizeof(url), "%.*s/ro", (int)(strrchr(base, '/') - base), base);
+    assert_int_equal(sg_store_open(url, &s, err, sizeof(err)), 0);
+    sg_store_close(s);
+    s = NULL;
+    PQclear(PQexec(c, "ALTER DATABASE ro SET default_transaction_read_only = on"));
+    PQfinish(c);
+    err[0] = '\0';
+    assert_int_equal(sg_store_open(url, &s, err, sizeof(err)), SG_STORE_EFAIL);
+    assert_null(s);
+    assert_non_null(strstr(err, "read-only for this session"));
+    /* Nothing listening: not reachable, which a retry may cure. */
+    int port = tk_pg_port(nosync);
+    tk_pg_free(nosync);
+    snprintf(url, sizeof(url), "postgresql://fencelock@127.0.0.1:%d/postgres", port);
+    err[0] = '\0';
+    assert_int_equal(sg_store_open(url, &s, err, sizeof(err)), SG_STORE_EBUSY);
+    assert_non_null(strstr(err, "127.0.0.1"));
+}
+
 static void test_api_unknown_paths_and_methods(void **state)
 {
     sg_store *s = *state;
@@ -684,7 +729,8 @@ int main(void)
         T(test_api_unknown_paths_and_methods),
         T(test_api_metrics_count_outcomes),
     };
-    const struct CMUnitTest pg_tests[] = {T(test_api_pg_prepares_again)};
+    const struct CMUnitTest pg_tests[] = {T(test_api_pg_prepares_again),
+                                          cmocka_unit_test(test_api_pg_refuses_unsafe_servers)};
     int failed = cmocka_run_group_tests(tests, sgd_backend_start, sgd_backend_stop);
     if (getenv("SG_TEST_DB") != NULL && strcmp(getenv("SG_TEST_DB"), "postgresql") == 0)
         failed += cmocka_run_group_tests(pg_tests, sgd_backend_start, sgd_backend_stop);
