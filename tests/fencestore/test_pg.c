@@ -11,7 +11,9 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <signal.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -457,6 +459,51 @@ static void test_pg_reader_check_blocks_writers_only(void **state)
     fencestore_free(w);
 }
 
+/* A holder killed (kill -9) inside its transaction, with the fence row
+ * locked and raised to its token: the server rolls the transaction back
+ * when the connection goes, the waiting writer goes on, and the dead
+ * holder's token was never admitted. */
+static void test_pg_killed_holder_rolls_back(void **state)
+{
+    (void)state;
+    int ready[2];
+    assert_int_equal(pipe(ready), 0);
+    pid_t child = fork();
+    assert_true(child >= 0);
+    if (child == 0) {
+        fencestore *s = NULL;
+        char err[256];
+        if (fencestore_open(tk_pg_url(pg), &s, err, sizeof(err)) != 0 || fencestore_begin(s) != 0 ||
+            fencestore_admit(s, "k9", 2, 100, NULL) != 0)
+            _exit(1);
+        ssize_t w = write(ready[1], "L", 1);
+        (void)w;
+        for (;;)
+            pause();
+    }
+    close(ready[1]);
+    char c = 0;
+    assert_int_equal(read(ready[0], &c, 1), 1);
+    close(ready[0]);
+    fencestore *w = open_store(tk_pg_url(pg));
+    PGconn *watch = connect_db(tk_pg_url(pg));
+    assert_int_equal(fencestore_begin(w), 0);
+    struct attempt at = {.s = w, .resource = "k9", .token = 50};
+    pthread_create(&at.th, NULL, run_attempt, &at);
+    wait_for_lock_wait(watch, PQbackendPID(fencestore_db(w)));
+    assert_int_equal(kill(child, SIGKILL), 0);
+    assert_int_equal(waitpid(child, NULL, 0), child);
+    pthread_join(at.th, NULL);
+    assert_int_equal(at.rc, 0);
+    assert_true(at.last == 0);
+    assert_int_equal(fencestore_commit(w), 0);
+    uint64_t last = 0;
+    assert_int_equal(fencestore_last(w, "k9", 2, &last), 0);
+    assert_true(last == 50);
+    PQfinish(watch);
+    fencestore_free(w);
+}
+
 /* Many writers with random tokens on a few resources, at READ COMMITTED
  * and SERIALIZABLE, each admitted write recorded in the same transaction:
  * per resource, the recorded tokens never decrease in commit order, and
@@ -561,6 +608,7 @@ int main(void)
         cmocka_unit_test(test_pg_read_committed_waits_and_sees_the_commit),
         cmocka_unit_test(test_pg_serializable_old_snapshot_must_retry),
         cmocka_unit_test(test_pg_reader_check_blocks_writers_only),
+        cmocka_unit_test(test_pg_killed_holder_rolls_back),
         cmocka_unit_test(test_pg_concurrent_writers_never_admit_out_of_order),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
