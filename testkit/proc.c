@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
 #include <grp.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
@@ -233,4 +234,45 @@ int hp_signal(pid_t pid, int sig, int timeout_ms)
         return hp_wait(pid, 10000, NULL);
     }
     return 0;
+}
+
+/* The state letter of /proc/<pid>/task/<tid>/stat, or 0. */
+static char thread_state(pid_t pid, const char *tid)
+{
+    char path[384], buf[512];
+    snprintf(path, sizeof(path), "/proc/%d/task/%s/stat", (int)pid, tid);
+    FILE *f = fopen(path, "r");
+    if (f == NULL)
+        return 0;
+    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    char *rp = strrchr(buf, ')'); /* the name may hold spaces and parentheses */
+    return rp != NULL && rp[1] == ' ' ? rp[2] : 0;
+}
+
+int hp__wait_stopped(pid_t pid, int timeout_ms)
+{
+    char dir[64];
+    snprintf(dir, sizeof(dir), "/proc/%d/task", (int)pid);
+    long long deadline = hp_now_ms() + timeout_ms;
+    for (;;) {
+        DIR *d = opendir(dir);
+        if (d == NULL)
+            return -errno;
+        int running = 0;
+        struct dirent *e;
+        while ((e = readdir(d)) != NULL) {
+            if (e->d_name[0] == '.')
+                continue;
+            char st = thread_state(pid, e->d_name);
+            running |= st != 'T' && st != 't' && st != 0;
+        }
+        closedir(d);
+        if (!running)
+            return 0;
+        if (hp_now_ms() >= deadline)
+            return -ETIMEDOUT;
+        hp_sleep_ms(1);
+    }
 }

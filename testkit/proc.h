@@ -17,4 +17,9 @@ struct hp__as {
 pid_t hp__spawn_as(char *const argv[], char *const env_extra[], const char *log_path, int *in_fd, int *out_fd,
                    const struct hp__as *as);
 
+/* After SIGSTOP, which stops a process's threads one by one as each is
+ * next scheduled: wait up to timeout_ms until every thread of pid is
+ * stopped. Returns 0, -ETIMEDOUT or a negative errno. */
+int hp__wait_stopped(pid_t pid, int timeout_ms);
+
 #endif

@@ -9,6 +9,8 @@
 
 #include <fencelock-testkit/testkit.h>
 
+#include "proc.h"
+
 #define ARGS_MAX 64
 #define STOP_TIMEOUT_MS 20000
 
@@ -217,7 +219,10 @@ int tk_sg_pause(struct tk_sg *s)
 {
     if (s == NULL || s->pid <= 0)
         return -ESRCH;
-    return hp_signal(s->pid, SIGSTOP, 0);
+    int rc = hp_signal(s->pid, SIGSTOP, 0);
+    /* kill() returns before the threads have stopped: on a busy machine
+     * one may still answer a request sent right after. */
+    return rc == 0 ? hp__wait_stopped(s->pid, 5000) : rc;
 }
 
 int tk_sg_resume(struct tk_sg *s)

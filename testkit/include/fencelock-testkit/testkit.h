@@ -298,7 +298,9 @@ int tk_sg_wait(struct tk_sg *s, int timeout_ms, int *status);
 /* SIGKILL and reap (a crash: kill -9). Returns 0 or -ESRCH. */
 int tk_sg_kill(struct tk_sg *s);
 
-/* SIGSTOP / SIGCONT. Return 0 or -ESRCH. */
+/* SIGSTOP / SIGCONT. tk_sg_pause returns once every thread of the process
+ * has stopped (kill() returns before they have). Return 0, -ESRCH, or
+ * -ETIMEDOUT (not stopped within 5 s). */
 int tk_sg_pause(struct tk_sg *s);
 int tk_sg_resume(struct tk_sg *s);
 
