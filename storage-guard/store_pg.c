@@ -76,7 +76,6 @@ static const struct {
 
 struct sg_pg {
     PGconn *conn;
-    char *url;
     int lock_timeout_ms;
     unsigned prepared; /* a bit per query prepared on this connection */
     char errmsg[ERRMSG_MAX];
@@ -240,7 +239,7 @@ static PGconn *connect_url(const char *url)
 int sg_pg_open(const char *url, int lock_timeout_ms, struct sg_pg **out, char *errbuf, size_t errcap)
 {
     struct sg_pg *p = calloc(1, sizeof(*p));
-    if (p == NULL || (p->url = strdup(url)) == NULL || (p->conn = connect_url(url)) == NULL) {
+    if (p == NULL || (p->conn = connect_url(url)) == NULL) {
         sg_pg_close(p);
         fmt(errbuf, errcap, "out of memory");
         return -ENOMEM;
@@ -279,8 +278,8 @@ int sg_pg_open(const char *url, int lock_timeout_ms, struct sg_pg **out, char *e
         goto fail;
     if (strcmp(ro, "off") != 0) {
         fmt(errbuf, errcap,
-            "the database is read-only for this session (a standby, or default_transaction_read_only): "
-            "storage-guard writes");
+            "the database is read-only for this session (a standby, or default_transaction_read_only on): "
+            "storage-guard needs to write");
         goto fail;
     }
     if ((rc = install(p->conn, errbuf, errcap)) != 0)
@@ -297,7 +296,6 @@ void sg_pg_close(struct sg_pg *p)
     if (p == NULL)
         return;
     PQfinish(p->conn);
-    free(p->url);
     free(p);
 }
 
