@@ -798,7 +798,7 @@ int sg_store_put(sg_store *s, const char *key, size_t key_len, const char *resou
     return 0;
 }
 
-static char *dup_bytes(const void *p, size_t n)
+char *sg_store_dup(const void *p, size_t n)
 {
     char *d = malloc(n + 1);
     if (d == NULL)
@@ -828,12 +828,12 @@ static int read_record(sg_store *s, const char *key, size_t key_len, int *found,
     }
     memset(rec, 0, sizeof(*rec));
     rec->key_len = (size_t)sqlite3_column_bytes(st, 0);
-    rec->key = dup_bytes(sqlite3_column_blob(st, 0), rec->key_len);
+    rec->key = sg_store_dup(sqlite3_column_blob(st, 0), rec->key_len);
     rec->resource_len = (size_t)sqlite3_column_bytes(st, 1);
-    rec->resource = dup_bytes(sqlite3_column_blob(st, 1), rec->resource_len);
+    rec->resource = sg_store_dup(sqlite3_column_blob(st, 1), rec->resource_len);
     const unsigned char *v = sqlite3_column_text(st, 2);
     rec->value_len = (size_t)sqlite3_column_bytes(st, 2);
-    rec->value = dup_bytes(v, v ? rec->value_len : 0);
+    rec->value = sg_store_dup(v, v ? rec->value_len : 0);
     rec->token = (uint64_t)sqlite3_column_int64(st, 3);
     rec->version = sqlite3_column_int64(st, 4);
     rec->updated_at_ms = sqlite3_column_int64(st, 5);

@@ -413,21 +413,10 @@ static int col_bool(const PGresult *r, int row, int col)
     return !PQgetisnull(r, row, col) && PQgetlength(r, row, col) == 1 && PQgetvalue(r, row, col)[0] != 0;
 }
 
-static char *dup_bytes(const void *src, size_t n)
-{
-    char *d = malloc(n + 1);
-    if (d == NULL)
-        return NULL;
-    if (n > 0)
-        memcpy(d, src, n);
-    d[n] = '\0';
-    return d;
-}
-
 static char *col_dup(const PGresult *r, int row, int col, size_t *len)
 {
     *len = (size_t)PQgetlength(r, row, col);
-    return dup_bytes(PQgetvalue(r, row, col), *len);
+    return sg_store_dup(PQgetvalue(r, row, col), *len);
 }
 
 /* The record in columns [first, first+5): resource, value, token, version,
@@ -435,7 +424,7 @@ static char *col_dup(const PGresult *r, int row, int col, size_t *len)
 static int fill_record(const PGresult *r, int first, const char *key, size_t key_len, struct sg_record *rec)
 {
     memset(rec, 0, sizeof(*rec));
-    rec->key = dup_bytes(key, key_len);
+    rec->key = sg_store_dup(key, key_len);
     rec->key_len = key_len;
     rec->resource = col_dup(r, 0, first, &rec->resource_len);
     rec->value = col_dup(r, 0, first + 1, &rec->value_len);

@@ -15,9 +15,12 @@
 
 struct sg_pg;
 
-/* snprintf into buf, which may be NULL (nothing written); shared by the
- * two stores. */
+/* Shared by the two stores (defined in store.c): snprintf into buf, which
+ * may be NULL (nothing written). */
 void sg_store_fmt(char *buf, size_t cap, const char *f, ...) __attribute__((format(printf, 3, 4)));
+
+/* A NUL-terminated copy of n bytes (malloc'ed), or NULL. */
+char *sg_store_dup(const void *p, size_t n);
 
 /* Whether a --db names PostgreSQL: a postgresql:// or postgres:// URI. */
 int sg_pg_is_url(const char *db);
