@@ -5,7 +5,7 @@
  *   fencelock-bench [--nodes host:port,...] [--workloads w1,...,w6]
  *                   [--fencing off|on|both] [--modes shared,threads]
  *                   [--quick] [--round N]
- *                   [--storage-guard PATH]
+ *                   [--storage-guard PATH] [--postgresql]
  *
  * Without --nodes it starts 5 redis-server processes of its own (the test
  * harness: free loopback ports, no persistence, stopped by PID at exit).
@@ -21,7 +21,10 @@
  *       per worker thread
  *   w3  16 workers on one resource with retries: one shared client, and
  *       one client per worker thread
- *   w4  64 concurrent fenced writes to storage-guard over HTTP
+ *   w4  64 concurrent fenced writes to storage-guard over HTTP; with
+ *       --postgresql also to 1, 2 and 4 storage-guard processes on one
+ *       PostgreSQL database, and the same writes as plain SQL (INSERT ...
+ *       ON CONFLICT into sg_records, without and with fencelock_admit)
  *   w5  16 processes (a client each) on one resource, each holding the lock
  *       1 ms per grant, default options: polling, notified and fair waiting
  *   w6  the lock kinds against the plain lock, one client, sequential, all
@@ -32,6 +35,7 @@
  *
  * Times come from CLOCK_MONOTONIC; percentiles are nearest-rank.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
@@ -49,6 +53,7 @@
 #include <unistd.h>
 
 #include <hiredis/hiredis.h>
+#include <libpq-fe.h>
 
 #include "http.h"
 #include "proc.h"
@@ -70,6 +75,7 @@ struct settings {
     int round;
     int wait_mode; /* -1: lockcore's default */
     const char *storage_guard;
+    int postgresql; /* w4 on PostgreSQL too */
     /* durations, shortened by --quick */
     int w1_warmup, w1_cycles;
     double warmup_s, measure_s;
@@ -703,8 +709,11 @@ static void w3_threads(int fencing)
 
 #define W4_WRITERS 64
 
+#define W4_INSTANCES_MAX 4
+
 struct w4_run {
-    int port;
+    int ports[W4_INSTANCES_MAX]; /* writer i writes to ports[i % n_ports] */
+    int n_ports;
     uint64_t warm_end, end;
     int shared; /* 1: every writer writes under one resource and its token */
     uint64_t shared_token;
@@ -739,6 +748,7 @@ static void *w4_writer_main(void *arg)
         token = lock.token;
     }
     snprintf(path, sizeof(path), "/v1/records/%s", key);
+    int port = r->ports[w->id % r->n_ports];
     struct samples lat = {0};
     uint64_t writes = 0, refused = 0, errors = 0;
     for (uint64_t i = 0;; i++) {
@@ -751,7 +761,7 @@ static void *w4_writer_main(void *arg)
                          ",\"resource\":\"%s\"}",
                          w->id, i, token, resource);
         struct hc_response resp;
-        int rc = hc_request((uint16_t)r->port, "PUT", path, "Content-Type: application/json\r\n", body,
+        int rc = hc_request((uint16_t)port, "PUT", path, "Content-Type: application/json\r\n", body,
                             (size_t)n, &resp);
         uint64_t e = now_ns();
         int ok = rc == 0 && resp.status == 200;
@@ -782,25 +792,102 @@ static void *w4_writer_main(void *arg)
     return NULL;
 }
 
-static void w4(int shared)
+/* The PostgreSQL cluster of the w4 runs on it, started at the first. */
+static struct tk_pg *w4_pg;
+
+static const char *w4_pg_url(void)
+{
+    if (w4_pg == NULL && tk_pg_start(NULL, &w4_pg) != 0) {
+        fprintf(stderr, "fencelock-bench: PostgreSQL did not start\n");
+        exit(2);
+    }
+    return tk_pg_url(w4_pg);
+}
+
+/* CPU seconds the PostgreSQL server has used: the postmaster with the
+ * backends it has reaped (cutime, cstime) and those still running. A
+ * machine shared with other work changes this far less than throughput. */
+static double pg_cpu_s(void)
+{
+    pid_t pm = tk_pg_pid(w4_pg);
+    double ticks = 0, hz = (double)sysconf(_SC_CLK_TCK);
+    DIR *d = opendir("/proc");
+    struct dirent *e;
+    while (d != NULL && (e = readdir(d)) != NULL) {
+        char path[300], buf[1024];
+        if (e->d_name[0] < '0' || e->d_name[0] > '9')
+            continue;
+        snprintf(path, sizeof(path), "/proc/%s/stat", e->d_name);
+        FILE *f = fopen(path, "r");
+        size_t n = f ? fread(buf, 1, sizeof(buf) - 1, f) : 0;
+        if (f)
+            fclose(f);
+        buf[n] = '\0';
+        char *rp = strrchr(buf, ')'); /* the name may hold spaces */
+        int ppid = 0;
+        unsigned long long ut = 0, st = 0, cut = 0, cst = 0;
+        if (rp == NULL || sscanf(rp + 2, "%*c %d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu %llu %llu",
+                                 &ppid, &ut, &st, &cut, &cst) != 5)
+            continue;
+        if (atoi(e->d_name) == pm)
+            ticks += (double)(ut + st + cut + cst);
+        else if (ppid == pm)
+            ticks += (double)(ut + st);
+    }
+    if (d != NULL)
+        closedir(d);
+    return ticks / hz;
+}
+
+static double w4_pg_mark;
+
+/* ",\"db_cpu_us_per_op\":..." since w4_pg_reset, once the backends that
+ * served the run have ended. */
+static void w4_pg_cpu(void)
+{
+    hp_sleep_ms(200);
+    double ops = (double)atomic_load(&ops_total);
+    jadd(",\"db_cpu_us_per_op\":%.1f", ops > 0 ? (pg_cpu_s() - w4_pg_mark) / ops * 1e6 : 0);
+}
+
+/* Every run on PostgreSQL starts from empty tables. */
+static void w4_pg_reset(void)
+{
+    if (tk_pg_exec(w4_pg, "DO $$ BEGIN IF to_regclass('sg_log') IS NOT NULL THEN"
+                          " TRUNCATE sg_records, sg_log, sg_deleted, fencing_last_token RESTART IDENTITY;"
+                          " END IF; END $$; CHECKPOINT") != 0)
+        exit(2);
+    w4_pg_mark = pg_cpu_s();
+}
+
+/* W4 against `instances` storage-guard processes on db (NULL: SQLite in
+ * each one's directory; a URL: one PostgreSQL database for all). */
+static void w4(int shared, int instances, const char *db, int unfenced)
 {
     flushall();
     struct w4_run r;
     memset(&r, 0, sizeof(r));
     pthread_mutex_init(&r.mu, NULL);
     r.shared = shared;
+    if (db != NULL)
+        w4_pg_reset();
     /* storage-guard from the test kit: its own directory and free port. */
-    struct tk_sg_options so;
-    tk_sg_options_init(&so);
-    so.exe = S.storage_guard;
-    so.log_level = "warn";
-    struct tk_sg *sg = NULL;
-    int src = tk_sg_start(&so, &sg);
-    if (src < 0) {
-        fprintf(stderr, "fencelock-bench: storage-guard: %s\n", strerror(-src));
-        exit(2);
+    struct tk_sg *sg[W4_INSTANCES_MAX] = {NULL};
+    for (int i = 0; i < instances; i++) {
+        struct tk_sg_options so;
+        tk_sg_options_init(&so);
+        so.exe = S.storage_guard;
+        so.log_level = "warn";
+        so.db = db;
+        so.unfenced = unfenced;
+        int src = tk_sg_start(&so, &sg[i]);
+        if (src < 0) {
+            fprintf(stderr, "fencelock-bench: storage-guard: %s\n", strerror(-src));
+            exit(2);
+        }
+        r.ports[i] = tk_sg_port(sg[i]);
     }
-    r.port = tk_sg_port(sg);
+    r.n_ports = instances;
     lockcore_client *c = NULL;
     struct lockcore_lock lock;
     if (shared) {
@@ -826,13 +913,199 @@ static void w4(int shared)
         lockcore_release(c, &lock);
         lockcore_client_free(c);
     }
-    tk_sg_stop(sg);
-    tk_sg_free(sg);
-    jbegin("w4", shared ? "shared-resource" : "distinct-keys", 1);
-    jadd(",\"writers\":%d,\"writes\":%" PRIu64 ",\"writes_per_s\":%.1f,\"refused\":%" PRIu64
-         ",\"errors\":%" PRIu64,
-         W4_WRITERS, r.writes, (double)r.writes / S.measure_s, r.refused, r.errors);
+    for (int i = 0; i < instances; i++) {
+        tk_sg_stop(sg[i]);
+        tk_sg_free(sg[i]);
+    }
+    char mode[64];
+    snprintf(mode, sizeof(mode), "%s%s%s",
+             db ? (instances == 1   ? "pg-1-"
+                   : instances == 2 ? "pg-2-"
+                                    : "pg-4-")
+                : "",
+             unfenced ? "unfenced-" : "", shared ? "shared-resource" : "distinct-keys");
+    jbegin("w4", mode, !unfenced);
+    jadd(",\"db\":\"%s\",\"instances\":%d,\"writers\":%d,\"writes\":%" PRIu64 ",\"writes_per_s\":%.1f,"
+         "\"refused\":%" PRIu64 ",\"errors\":%" PRIu64,
+         db ? "postgresql" : "sqlite", instances, W4_WRITERS, r.writes, (double)r.writes / S.measure_s,
+         r.refused, r.errors);
     jpct("write", &r.lat);
+    if (db != NULL)
+        w4_pg_cpu();
+    jend();
+    samples_free(&r.lat);
+    pthread_mutex_destroy(&r.mu);
+}
+
+/* ---- W4 as plain SQL: the same writes without storage-guard ---- */
+
+/* storage-guard's own upsert of a record, as a client would write it. */
+#define W4_UPSERT                                                                                            \
+    "INSERT INTO sg_records (key, resource, value, token, version, updated_at_ms)"                           \
+    " %s ON CONFLICT (key) DO UPDATE SET"                                                                    \
+    " resource = excluded.resource, value = excluded.value, token = excluded.token,"                         \
+    " version = sg_records.version + 1, updated_at_ms = excluded.updated_at_ms"
+
+/* How the SQL writers write: the upsert alone; in a transaction (BEGIN;
+ * the upsert; COMMIT, sent in one go in libpq's pipeline mode); guarded in
+ * a transaction (BEGIN; SELECT fencelock_admit(); the upsert; COMMIT, in
+ * one go); or guarded in one statement (the upsert reads from the
+ * admission). Each one round trip, as prepared statements. */
+enum { W4_SQL_PLAIN, W4_SQL_PLAIN_TXN, W4_SQL_TXN, W4_SQL_ONE, W4_SQL_COUNT };
+static const char *const w4_sql_mode[] = {"sql-plain", "sql-plain-transaction", "sql-fenced",
+                                          "sql-fenced-one-statement"};
+
+struct w4_sql_writer {
+    pthread_t th;
+    struct w4_run *run;
+    int id;
+    int how;
+};
+
+/* Read one result of a pipeline, and the NULL that ends it; 1 if it is
+ * a success (and, for COMMIT, committed). */
+static int pipeline_ok(PGconn *c, int commit)
+{
+    PGresult *res = PQgetResult(c);
+    ExecStatusType st = PQresultStatus(res);
+    int ok = st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK;
+    if (ok && commit)
+        ok = strcmp(PQcmdStatus(res), "COMMIT") == 0;
+    PQclear(res);
+    PQclear(PQgetResult(c));
+    return ok;
+}
+
+/* One transaction, with the admission if admit, in one go. */
+static int w4_sql_txn(PGconn *c, const char *const vals[5], int admit)
+{
+    const char *admit_vals[2] = {vals[1], vals[3]};
+    if (!PQsendQueryPrepared(c, "begin", 0, NULL, NULL, NULL, 0) ||
+        (admit && !PQsendQueryPrepared(c, "admit", 2, admit_vals, NULL, NULL, 0)) ||
+        !PQsendQueryPrepared(c, "upsert", 5, vals, NULL, NULL, 0) ||
+        !PQsendQueryPrepared(c, "commit", 0, NULL, NULL, NULL, 0) || !PQpipelineSync(c))
+        return -1;
+    int ok = pipeline_ok(c, 0) & (!admit || pipeline_ok(c, 0)) & pipeline_ok(c, 0) & pipeline_ok(c, 1);
+    PGresult *sync = PQgetResult(c);
+    ok &= PQresultStatus(sync) == PGRES_PIPELINE_SYNC;
+    PQclear(sync);
+    if (PQtransactionStatus(c) == PQTRANS_INERROR) {
+        PQsendQueryParams(c, "ROLLBACK", 0, NULL, NULL, NULL, NULL, 0);
+        PQpipelineSync(c);
+        pipeline_ok(c, 0);
+        PQclear(PQgetResult(c));
+    }
+    return ok ? 0 : -1;
+}
+
+/* Prepare the statements a writer of mode how sends; 0 or -1. */
+static int w4_sql_prepare(PGconn *c, int how)
+{
+    static const char *const values = "VALUES ($1::bytea, $2::bytea, $3, $4::bigint, 1, $5::bigint)";
+    static const char *const admitted = "SELECT $1::bytea, $2::bytea, $3, $4::bigint, 1, $5::bigint FROM"
+                                        " (SELECT fencelock_admit($2::bytea, $4::bigint)) AS admitted";
+    char upsert[1024], one[1024];
+    snprintf(upsert, sizeof(upsert), W4_UPSERT, values);
+    snprintf(one, sizeof(one), W4_UPSERT, admitted);
+    const struct {
+        const char *name, *sql;
+        int used_by; /* a bit per mode */
+    } st[] = {
+        {"upsert", upsert, 1 << W4_SQL_PLAIN | 1 << W4_SQL_PLAIN_TXN | 1 << W4_SQL_TXN},
+        {"admit", "SELECT fencelock_admit($1::bytea, $2::bigint)", 1 << W4_SQL_TXN},
+        {"begin", "BEGIN", 1 << W4_SQL_PLAIN_TXN | 1 << W4_SQL_TXN},
+        {"commit", "COMMIT", 1 << W4_SQL_PLAIN_TXN | 1 << W4_SQL_TXN},
+        {"one", one, 1 << W4_SQL_ONE},
+    };
+    for (size_t i = 0; i < sizeof(st) / sizeof(st[0]); i++) {
+        if (!(st[i].used_by & 1 << how))
+            continue;
+        PGresult *res = PQprepare(c, st[i].name, st[i].sql, 0, NULL);
+        int ok = PQresultStatus(res) == PGRES_COMMAND_OK;
+        PQclear(res);
+        if (!ok)
+            return -1;
+    }
+    return 0;
+}
+
+static void *w4_sql_writer_main(void *arg)
+{
+    struct w4_sql_writer *w = arg;
+    struct w4_run *r = w->run;
+    PGconn *c = PQconnectdb(tk_pg_url(w4_pg));
+    int txn = w->how == W4_SQL_TXN || w->how == W4_SQL_PLAIN_TXN;
+    if (PQstatus(c) != CONNECTION_OK || w4_sql_prepare(c, w->how) != 0 || (txn && !PQenterPipelineMode(c))) {
+        fprintf(stderr, "fencelock-bench: %s", PQerrorMessage(c));
+        exit(2);
+    }
+    char key[32], token[24], value[64], now[24];
+    /* Each writer holds its own record's resource, with a token of its own,
+     * as in W4's distinct-keys run. */
+    snprintf(key, sizeof(key), "w4-d-%d", w->id);
+    snprintf(token, sizeof(token), "%d", 1000 + w->id);
+    struct samples lat = {0};
+    uint64_t writes = 0, errors = 0;
+    for (uint64_t i = 0;; i++) {
+        uint64_t a = now_ns();
+        if (a >= r->end)
+            break;
+        snprintf(value, sizeof(value), "{\"writer\":%d,\"n\":%" PRIu64 "}", w->id, i);
+        snprintf(now, sizeof(now), "%" PRIu64, a / 1000000);
+        const char *vals[5] = {key, key, value, token, now};
+        int ok;
+        if (txn) {
+            ok = w4_sql_txn(c, vals, w->how == W4_SQL_TXN) == 0;
+        } else {
+            PGresult *res =
+                PQexecPrepared(c, w->how == W4_SQL_ONE ? "one" : "upsert", 5, vals, NULL, NULL, 0);
+            ok = PQresultStatus(res) == PGRES_COMMAND_OK;
+            PQclear(res);
+        }
+        uint64_t e = now_ns();
+        if (ok)
+            atomic_fetch_add(&ops_total, 1);
+        else
+            errors++;
+        if (ok && e >= r->warm_end && e < r->end) {
+            writes++;
+            samples_add(&lat, e - a);
+        }
+    }
+    PQfinish(c);
+    pthread_mutex_lock(&r->mu);
+    samples_merge(&r->lat, &lat);
+    r->writes += writes;
+    r->errors += errors;
+    pthread_mutex_unlock(&r->mu);
+    samples_free(&lat);
+    return NULL;
+}
+
+/* The writes of W4's distinct-keys run, straight into sg_records from 64
+ * connections, plain or guarded (see w4_sql_mode). */
+static void w4_sql(int how)
+{
+    flushall();
+    w4_pg_reset();
+    struct w4_run r;
+    memset(&r, 0, sizeof(r));
+    pthread_mutex_init(&r.mu, NULL);
+    r.warm_end = now_ns() + (uint64_t)(S.warmup_s * 1e9);
+    r.end = r.warm_end + (uint64_t)(S.measure_s * 1e9);
+    struct w4_sql_writer ws[W4_WRITERS];
+    for (int i = 0; i < W4_WRITERS; i++) {
+        ws[i] = (struct w4_sql_writer){.run = &r, .id = i, .how = how};
+        pthread_create(&ws[i].th, NULL, w4_sql_writer_main, &ws[i]);
+    }
+    for (int i = 0; i < W4_WRITERS; i++)
+        pthread_join(ws[i].th, NULL);
+    jbegin("w4", w4_sql_mode[how], how == W4_SQL_TXN || how == W4_SQL_ONE);
+    jadd(",\"db\":\"postgresql\",\"instances\":0,\"writers\":%d,\"writes\":%" PRIu64
+         ",\"writes_per_s\":%.1f,\"refused\":0,\"errors\":%" PRIu64,
+         W4_WRITERS, r.writes, (double)r.writes / S.measure_s, r.errors);
+    jpct("write", &r.lat);
+    w4_pg_cpu();
     jend();
     samples_free(&r.lat);
     pthread_mutex_destroy(&r.mu);
@@ -1104,10 +1377,11 @@ static void w5(int mode)
 
 static void usage(void)
 {
-    fprintf(stderr, "usage: fencelock-bench [--nodes host:port,...] [--workloads w1,...,w6]\n"
-                    "                       [--fencing off|on|both] [--modes shared,threads]\n"
-                    "                       [--quick] [--round N]\n"
-                    "                       [--storage-guard PATH] [--wait poll|notify|fair]\n");
+    fprintf(stderr,
+            "usage: fencelock-bench [--nodes host:port,...] [--workloads w1,...,w6]\n"
+            "                       [--fencing off|on|both] [--modes shared,threads]\n"
+            "                       [--quick] [--round N]\n"
+            "                       [--storage-guard PATH] [--postgresql] [--wait poll|notify|fair]\n");
     exit(2);
 }
 
@@ -1134,6 +1408,8 @@ int main(int argc, char **argv)
             S.round = atoi(argv[++i]);
         else if (strcmp(argv[i], "--storage-guard") == 0 && i + 1 < argc)
             S.storage_guard = argv[++i];
+        else if (strcmp(argv[i], "--postgresql") == 0)
+            S.postgresql = 1;
         else if (strcmp(argv[i], "--wait") == 0 && i + 1 < argc) {
             const char *m = argv[++i];
             S.wait_mode = strcmp(m, "poll") == 0     ? LOCKCORE_WAIT_POLL
@@ -1204,8 +1480,25 @@ int main(int argc, char **argv)
             fprintf(stderr, "fencelock-bench: w4 needs --storage-guard PATH\n");
             return 2;
         }
-        w4(0);
-        w4(1);
+        w4(0, 1, NULL, 0);
+        w4(1, 1, NULL, 0);
+        if (S.postgresql) {
+            const char *url = w4_pg_url();
+            /* Alternate the order with the round, so that the machine's
+             * load falls on the plain and the fenced writes alike. */
+            w4(0, 1, url, 1); /* also makes the tables */
+            /* Each guarded form next to its plain one, the order turned
+             * with the round. */
+            int how[W4_SQL_COUNT] = {W4_SQL_TXN, W4_SQL_PLAIN_TXN, W4_SQL_PLAIN, W4_SQL_ONE};
+            for (int k = 0; k < W4_SQL_COUNT; k++)
+                w4_sql(how[S.round % 2 ? k : W4_SQL_COUNT - 1 - k]);
+            for (int n = 1; n <= W4_INSTANCES_MAX; n *= 2) {
+                w4(0, n, url, 0);
+                w4(1, n, url, 0);
+            }
+            tk_pg_free(w4_pg);
+            w4_pg = NULL;
+        }
     }
     if (S.w[6])
         BOTH(w6);

@@ -215,4 +215,19 @@ if (w4.length > 0) {
       `${fmt(med("fencelock", "w4", m, 1, "errors"))} |`);
   }
 }
+const w4pg = w4.filter((l) => l.db === "postgresql");
+if (w4pg.length > 0) {
+  p();
+  p("W4 on PostgreSQL (storage-guard processes, and the same writes as SQL; server CPU from /proc):");
+  p();
+  p("| W4 | writes/s | write p50 µs | write p99 µs | server CPU µs/write | errors |");
+  p("| --- | --- | --- | --- | --- | --- |");
+  const modes = [...new Set(w4pg.map((l) => l.mode))];
+  for (const m of modes) {
+    const c = (field) => cell("fencelock", "w4", m, undefined, field);
+    const md = (field) => fmt(med("fencelock", "w4", m, undefined, field));
+    p(`| ${m} | ${c("writes_per_s")} | ${c("write_p50_us")} | ${c("write_p99_us")} | ${md("db_cpu_us_per_op")} | ` +
+      `${md("errors")} |`);
+  }
+}
 console.log(out.join("\n"));

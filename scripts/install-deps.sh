@@ -7,6 +7,7 @@ pkgs=(
   build-essential meson ninja-build pkg-config clang-format
   redis-server redis-tools
   libhiredis-dev libssl-dev openssl libsqlite3-dev libjansson-dev libcmocka-dev libmicrohttpd-dev
+  postgresql-15 libpq-dev
   faketime libfaketime iproute2 curl valgrind lua5.1
   clang libclang-rt-14-dev
   # A minimal system (debootstrap --variant=minbase) has none of these:

@@ -1,7 +1,7 @@
 /*
- * storage-guard: a sample SQLite-backed HTTP/JSON record store that refuses
- * writes carrying a fencing token older than the last one it admitted for
- * the resource. See docs/storage-guard.md.
+ * storage-guard: a sample HTTP/JSON record store, on SQLite or PostgreSQL,
+ * that refuses writes carrying a fencing token older than the last one it
+ * admitted for the resource. See docs/storage-guard.md.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -18,6 +18,7 @@
 #include "http.h"
 #include "log.h"
 #include "store.h"
+#include "store_pg.h"
 
 #ifndef SG_VERSION
 #define SG_VERSION "unknown"
@@ -42,12 +43,14 @@ struct config {
 static void usage(FILE *f)
 {
     fprintf(f,
-            "Usage: storage-guard --db PATH [options]\n"
+            "Usage: storage-guard --db PATH|URL [options]\n"
             "\n"
             "A record store over HTTP/JSON that refuses writes carrying a stale fencing token.\n"
             "\n"
             "Options:\n"
-            "  --db PATH           SQLite database file (created if missing); required\n"
+            "  --db PATH|URL       SQLite database file (created if missing), or a PostgreSQL URI\n"
+            "                      postgresql://[user@]host[:port]/dbname (tables made if missing;\n"
+            "                      several storage-guard processes may share it); required\n"
             "  --listen HOST:PORT  address to listen on (default 127.0.0.1:8080; port 0 picks a free one;\n"
             "                      IPv6 as [::1]:8080)\n"
             "  --port-file PATH    write the bound port to PATH once listening\n"
@@ -214,7 +217,7 @@ static int parse_args(int argc, char **argv, struct config *c)
         return 2;
     }
     if (c->db == NULL) {
-        fprintf(stderr, "storage-guard: --db PATH is required\n");
+        fprintf(stderr, "storage-guard: --db PATH is required (or --db postgresql://...)\n");
         usage(stderr);
         return 2;
     }
@@ -259,6 +262,41 @@ static int read_file(const char *path, char **out)
     buf[len] = '\0';
     *out = buf;
     return 0;
+}
+
+/* The database's name for the log: a PostgreSQL URI with its password (in
+ * the user part, or as password=) shown as ***. */
+static void db_name_for_log(const char *db, char *out, size_t cap)
+{
+    /* Up to two spans [from, to) of db to hide, in order. */
+    size_t from[2] = {0, 0}, to[2] = {0, 0}, n = 0;
+    if (sg_pg_is_url(db)) {
+        const char *auth = strstr(db, "://") + 3;
+        size_t auth_len = strcspn(auth, "/?");
+        const char *at = NULL;
+        for (const char *c = auth; c < auth + auth_len; c++)
+            if (*c == '@')
+                at = c;
+        const char *colon = at ? memchr(auth, ':', (size_t)(at - auth)) : NULL;
+        if (colon != NULL) {
+            from[n] = (size_t)(colon + 1 - db);
+            to[n++] = (size_t)(at - db);
+        }
+        const char *pw = strstr(auth + auth_len, "password=");
+        if (pw != NULL) {
+            from[n] = (size_t)(pw + 9 - db);
+            to[n] = from[n] + strcspn(pw + 9, "&");
+            n++;
+        }
+    }
+    size_t len = 0, pos = 0;
+    out[0] = '\0';
+    for (size_t i = 0; i <= n && len < cap; i++) {
+        size_t end = i < n ? from[i] : strlen(db);
+        int w = snprintf(out + len, cap - len, "%.*s%s", (int)(end - pos), db + pos, i < n ? "***" : "");
+        len += w > 0 ? (size_t)w : 0;
+        pos = i < n ? to[i] : end;
+    }
 }
 
 /* Resolve HOST:PORT (or [HOST]:PORT) to a socket address. */
@@ -393,13 +431,15 @@ int main(int argc, char **argv)
             sg_log(SG_LOG_WARN, "TLS key %s is mode %04o: others can read it; chmod 600 it", c.tls_key,
                    (unsigned)(kb.st_mode & 0777));
     }
+    char db_name[512];
+    db_name_for_log(c.db, db_name, sizeof(db_name));
     rc = sg_store_pool_open(c.db, c.threads, &pool, err, sizeof(err));
     if (rc != 0) {
-        sg_log(SG_LOG_ERROR, "database: %s", err);
+        sg_log(SG_LOG_ERROR, "database %s: %s", db_name, err);
         goto out;
     }
     struct stat sb;
-    if (stat(c.db, &sb) == 0 && (sb.st_mode & 0777 & c.umask) != 0)
+    if (!sg_pg_is_url(c.db) && stat(c.db, &sb) == 0 && (sb.st_mode & 0777 & c.umask) != 0)
         sg_log(SG_LOG_WARN, "database %s is mode %04o, more open than --umask %03o allows; chmod it", c.db,
                (unsigned)(sb.st_mode & 0777), (unsigned)c.umask);
     struct sg_http_options ho = {
@@ -428,8 +468,9 @@ int main(int argc, char **argv)
         sg_log(SG_LOG_ERROR, "port file %s: %s", c.port_file, strerror(-rc));
         goto out;
     }
-    sg_log(SG_LOG_INFO, "listening on port %u (%s), database %s (WAL, synchronous=FULL), %d threads", port,
-           tls_cert ? "HTTPS" : "HTTP", c.db, c.threads);
+    sg_log(SG_LOG_INFO, "listening on port %u (%s), database %s (%s), %d threads", port,
+           tls_cert ? "HTTPS" : "HTTP", db_name,
+           sg_pg_is_url(c.db) ? "PostgreSQL, synchronous_commit=on" : "WAL, synchronous=FULL", c.threads);
 
     int sig = 0;
     while (sigwait(&stop_set, &sig) != 0) {

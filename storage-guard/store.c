@@ -1,5 +1,7 @@
 /*
- * Records, the audit log and the fencing check in one SQLite database.
+ * Records, the audit log and the fencing check in one SQLite database, or
+ * in PostgreSQL: a store opened on a postgresql:// URL hands every call,
+ * once its arguments are checked here, to store_pg.c.
  *
  * Every write is one BEGIN IMMEDIATE transaction: the write lock is taken
  * before the last token is read, so no other connection can admit a token
@@ -22,6 +24,7 @@
 #include <fencestore/fencestore.h>
 
 #include "store.h"
+#include "store_pg.h"
 
 #define ERRMSG_MAX 512
 
@@ -125,10 +128,10 @@ struct sg_store {
     char *path;                           /* to reopen the connection after a failed rollback */
     char client[SG_STORE_CLIENT_MAX + 1]; /* written in audit rows */
     char errmsg[ERRMSG_MAX];
+    struct sg_pg *pg; /* PostgreSQL: the SQLite fields above are unused */
 };
 
-static void fmt(char *buf, size_t cap, const char *f, ...) __attribute__((format(printf, 3, 4)));
-static void fmt(char *buf, size_t cap, const char *f, ...)
+void sg_store_fmt(char *buf, size_t cap, const char *f, ...)
 {
     if (buf == NULL || cap == 0)
         return;
@@ -137,6 +140,8 @@ static void fmt(char *buf, size_t cap, const char *f, ...)
     vsnprintf(buf, cap, f, ap);
     va_end(ap);
 }
+
+#define fmt sg_store_fmt
 
 /* Translate an SQLite failure once, here, keeping its message. */
 static int fail(sg_store *s, const char *what)
@@ -287,7 +292,8 @@ int sg_store_open(const char *path, sg_store **out, char *errbuf, size_t errcap)
         return -ENOMEM;
     }
     s->busy_ms = SG_STORE_BUSY_TIMEOUT_MS;
-    int rc = connect_db(s, errbuf, errcap);
+    int rc = sg_pg_is_url(path) ? sg_pg_open(path, s->busy_ms, &s->pg, errbuf, errcap)
+                                : connect_db(s, errbuf, errcap);
     if (rc != 0) {
         sg_store_close(s);
         return rc;
@@ -301,6 +307,7 @@ void sg_store_close(sg_store *s)
     if (s == NULL)
         return;
     disconnect(s);
+    sg_pg_close(s->pg);
     free(s->path);
     free(s);
 }
@@ -310,6 +317,8 @@ void sg_store_set_busy_timeout(sg_store *s, int ms)
     if (s == NULL)
         return;
     s->busy_ms = ms;
+    if (s->pg != NULL)
+        sg_pg_set_lock_timeout(s->pg, ms);
     if (s->db != NULL)
         sqlite3_busy_timeout(s->db, ms);
 }
@@ -322,7 +331,17 @@ void sg_store_set_client(sg_store *s, const char *name)
 
 void *sg_store_handle(sg_store *s)
 {
+    if (s != NULL && s->pg != NULL)
+        return sg_pg_handle(s->pg);
     return s == NULL ? NULL : s->db;
+}
+
+/* The result of a call handed to PostgreSQL, with its message kept here. */
+static int pg_done(sg_store *s, int rc)
+{
+    if (rc != 0)
+        fmt(s->errmsg, sizeof(s->errmsg), "%s", rc == -ENOMEM ? "out of memory" : sg_pg_errmsg(s->pg));
+    return rc;
 }
 
 /* A connection whose reopen failed tries again before each use; until it
@@ -342,6 +361,8 @@ int sg_store_health(sg_store *s, char *journal, size_t cap, int *synchronous)
 {
     if (s == NULL || journal == NULL || cap == 0 || synchronous == NULL)
         return -EINVAL;
+    if (s->pg != NULL)
+        return pg_done(s, sg_pg_health(s->pg, journal, cap, synchronous));
     int rc = usable(s);
     if (rc != 0)
         return rc;
@@ -699,6 +720,8 @@ int sg_store_apply(sg_store *s, uint64_t token, struct sg_store_op *ops, size_t 
         ops[i].found_version = 0;
         ops[i].version = 0;
     }
+    if (s->pg != NULL)
+        return pg_done(s, sg_pg_apply(s->pg, s->client, s->unfenced, token, ops, n, as_batch, now_ms, res));
     int rc = begin_write(s);
     if (rc != 0)
         return rc;
@@ -775,7 +798,7 @@ int sg_store_put(sg_store *s, const char *key, size_t key_len, const char *resou
     return 0;
 }
 
-static char *dup_bytes(const void *p, size_t n)
+char *sg_store_dup(const void *p, size_t n)
 {
     char *d = malloc(n + 1);
     if (d == NULL)
@@ -805,12 +828,12 @@ static int read_record(sg_store *s, const char *key, size_t key_len, int *found,
     }
     memset(rec, 0, sizeof(*rec));
     rec->key_len = (size_t)sqlite3_column_bytes(st, 0);
-    rec->key = dup_bytes(sqlite3_column_blob(st, 0), rec->key_len);
+    rec->key = sg_store_dup(sqlite3_column_blob(st, 0), rec->key_len);
     rec->resource_len = (size_t)sqlite3_column_bytes(st, 1);
-    rec->resource = dup_bytes(sqlite3_column_blob(st, 1), rec->resource_len);
+    rec->resource = sg_store_dup(sqlite3_column_blob(st, 1), rec->resource_len);
     const unsigned char *v = sqlite3_column_text(st, 2);
     rec->value_len = (size_t)sqlite3_column_bytes(st, 2);
-    rec->value = dup_bytes(v, v ? rec->value_len : 0);
+    rec->value = sg_store_dup(v, v ? rec->value_len : 0);
     rec->token = (uint64_t)sqlite3_column_int64(st, 3);
     rec->version = sqlite3_column_int64(st, 4);
     rec->updated_at_ms = sqlite3_column_int64(st, 5);
@@ -878,13 +901,16 @@ int sg_store_get(sg_store *s, const char *key, size_t key_len, const char *resou
         return -EINVAL;
     s->errmsg[0] = '\0';
     *found = 0;
+    if (res)
+        memset(res, 0, sizeof(*res));
+    if (s->pg != NULL)
+        return pg_done(s, sg_pg_get(s->pg, s->client, s->unfenced, key, key_len, resource, resource_len,
+                                    token, now_ms, res, found, rec));
     int rc = usable(s);
     if (rc != 0)
         return rc;
     if (token != 0)
         return get_with_token(s, key, key_len, resource, resource_len, token, 1, now_ms, res, found, rec);
-    if (res)
-        memset(res, 0, sizeof(*res));
     /* A plain read needs no transaction: one statement is a consistent
      * snapshot under WAL. */
     return read_record(s, key, key_len, found, rec);
@@ -899,6 +925,11 @@ int sg_store_get_checked(sg_store *s, const char *key, size_t key_len, const cha
         return -EINVAL;
     s->errmsg[0] = '\0';
     *found = 0;
+    if (s->pg != NULL) {
+        memset(res, 0, sizeof(*res));
+        return pg_done(s, sg_pg_get_checked(s->pg, s->unfenced, key, key_len, resource, resource_len, token,
+                                            res, found, rec));
+    }
     return get_with_token(s, key, key_len, resource, resource_len, token, 0, 0, res, found, rec);
 }
 
@@ -909,6 +940,8 @@ int sg_store_reset_fence(sg_store *s, const char *resource, size_t resource_len,
         return -EINVAL;
     s->errmsg[0] = '\0';
     *old = 0;
+    if (s->pg != NULL)
+        return pg_done(s, sg_pg_reset_fence(s->pg, s->client, resource, resource_len, token, now_ms, old));
     int rc = begin_write(s);
     if (rc != 0)
         return rc;
@@ -949,6 +982,8 @@ int sg_store_fence(sg_store *s, const char *resource, size_t resource_len, uint6
     if (s == NULL || out == NULL || !valid_name(resource, resource_len))
         return -EINVAL;
     s->errmsg[0] = '\0';
+    if (s->pg != NULL)
+        return pg_done(s, sg_pg_fence(s->pg, resource, resource_len, out));
     int rc = usable(s);
     if (rc != 0)
         return rc;
@@ -965,6 +1000,8 @@ int sg_store_log(sg_store *s, const struct sg_log_filter *f,
     if (s == NULL || f == NULL || fn == NULL || f->limit <= 0)
         return -EINVAL;
     s->errmsg[0] = '\0';
+    if (s->pg != NULL)
+        return pg_done(s, sg_pg_log(s->pg, f, fn, arg));
     int rc = usable(s);
     if (rc != 0)
         return rc;
@@ -1061,7 +1098,9 @@ int sg_store_pool_open(const char *path, int n, sg_store_pool **out, char *errbu
         rc = sg_store_open(path, &p->all[i], errbuf, errcap);
         if (rc != 0)
             goto fail;
-        p->all[i]->write_lock = &p->write_lock;
+        /* SQLite has one writer at a time; PostgreSQL locks per resource. */
+        if (p->all[i]->pg == NULL)
+            p->all[i]->write_lock = &p->write_lock;
         p->free_list[i] = p->all[i];
         p->n++;
     }

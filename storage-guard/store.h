@@ -1,11 +1,14 @@
 /*
- * The SQLite side of storage-guard: records, the audit log, and the fencing
- * check (fencestore_admit) run together in one BEGIN IMMEDIATE
- * transaction. No HTTP and no JSON parsing here; values are stored as the
- * JSON text the caller gives.
+ * The storage side of storage-guard: records, the audit log, and the
+ * fencing check run together in one transaction: on SQLite a BEGIN
+ * IMMEDIATE one around fencestore_admit, on PostgreSQL (a postgresql://
+ * URL, store_pg.c) one call of a function of schema.sql. No HTTP and no
+ * JSON parsing here; values are stored as the JSON text the caller gives.
+ * The calls answer the same on both databases.
  *
- * Thread safety: an sg_store is one SQLite connection and must be used by one
- * thread at a time; an sg_store_pool hands stores out to worker threads.
+ * Thread safety: an sg_store is one database connection and must be used
+ * by one thread at a time; an sg_store_pool hands stores out to worker
+ * threads.
  */
 #ifndef SG_STORE_H
 #define SG_STORE_H
@@ -15,8 +18,10 @@
 
 /* Errors besides -errno values: */
 enum {
-    SG_STORE_EFAIL = -12001, /* SQLite failed; see the message */
-    SG_STORE_EBUSY = -12002, /* the database stayed locked past the busy timeout */
+    SG_STORE_EFAIL = -12001, /* the database failed; see the message */
+    SG_STORE_EBUSY = -12002, /* the database stayed locked past the busy timeout
+                                (PostgreSQL: the lock timeout), or cannot be
+                                reached; nothing was written */
 };
 
 /* How long a connection waits for a lock held by another connection or
@@ -91,9 +96,11 @@ typedef struct sg_store sg_store;
 /*
  * Open (creating if missing) the database at path, switch it to WAL with
  * synchronous=FULL and check that both took, create the schema, prepare the
- * statements. path is copied; ":memory:" works (for tests). Writes *out only
- * on success; on failure a message goes to errbuf. Returns 0, -ENOMEM,
- * SG_STORE_EFAIL or SG_STORE_EBUSY.
+ * statements. path is copied; ":memory:" works (for tests). A path that is
+ * a postgresql:// or postgres:// URI opens a PostgreSQL connection instead
+ * (see sg_pg_open in store_pg.h). Writes *out only on success; on failure
+ * a message goes to errbuf. Returns 0, -ENOMEM, SG_STORE_EFAIL or
+ * SG_STORE_EBUSY.
  */
 int sg_store_open(const char *path, sg_store **out, char *errbuf, size_t errcap);
 
@@ -113,8 +120,8 @@ void sg_store_set_unfenced(sg_store *s, int on);
  * (copied, cut at SG_STORE_CLIENT_MAX bytes; NULL or "" for none). */
 void sg_store_set_client(sg_store *s, const char *name);
 
-/* Wait up to ms for a lock held elsewhere (default SG_STORE_BUSY_TIMEOUT_MS);
- * kept across a reopen. */
+/* Wait up to ms for a lock held elsewhere (default SG_STORE_BUSY_TIMEOUT_MS;
+ * on PostgreSQL the session's lock_timeout); kept across a reopen. */
 void sg_store_set_busy_timeout(sg_store *s, int ms);
 
 /*
@@ -125,10 +132,11 @@ void sg_store_set_busy_timeout(sg_store *s, int ms);
 int sg_store_health(sg_store *s, char *journal, size_t cap, int *synchronous);
 
 /*
- * The store's SQLite connection (an sqlite3 *), borrowed: for diagnostics
- * and for tests that must drive the connection into states the store's own
- * calls never reach. It changes when the store reopens its connection (after
- * a rollback that failed), and is NULL while a reopen keeps failing.
+ * The store's connection (an sqlite3 *, or a PGconn * on PostgreSQL),
+ * borrowed: for diagnostics and for tests that must drive the connection
+ * into states the store's own calls never reach. On SQLite it changes when
+ * the store reopens its connection (after a rollback that failed), and is
+ * NULL while a reopen keeps failing.
  */
 void *sg_store_handle(sg_store *s);
 
@@ -264,8 +272,9 @@ int sg_store_log(sg_store *s, const struct sg_log_filter *f,
 
 typedef struct sg_store_pool sg_store_pool;
 
-/* Open n connections (n >= 1) to path. Same errors as sg_store_open, plus
- * -EINVAL. Writes *out only on success. */
+/* Open n connections (n >= 1) to path. On SQLite their writers take turns
+ * through one in-process mutex; on PostgreSQL the server orders them. Same
+ * errors as sg_store_open, plus -EINVAL. Writes *out only on success. */
 int sg_store_pool_open(const char *path, int n, sg_store_pool **out, char *errbuf, size_t errcap);
 
 /* sg_store_set_unfenced on every connection of the pool. */

@@ -6,6 +6,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
+#include <grp.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -70,6 +72,12 @@ void hp_sleep_ms(long ms)
 
 pid_t hp_spawn_io(char *const argv[], char *const env_extra[], const char *log_path, int *in_fd, int *out_fd)
 {
+    return hp__spawn_as(argv, env_extra, log_path, in_fd, out_fd, NULL);
+}
+
+pid_t hp__spawn_as(char *const argv[], char *const env_extra[], const char *log_path, int *in_fd, int *out_fd,
+                   const struct hp__as *as)
+{
     if (argv == NULL || argv[0] == NULL)
         return -EINVAL;
     /* Build the environment before fork: the child only calls
@@ -120,6 +128,16 @@ pid_t hp_spawn_io(char *const argv[], char *const env_extra[], const char *log_p
         return -e;
     }
     if (pid == 0) {
+        /* Another user first: a change of credentials clears the death
+         * signal, so it is asked for after it. */
+        if (as != NULL &&
+            ((as->dir != NULL && chdir(as->dir) < 0) ||
+             (as->switch_user && (setgroups(0, NULL) < 0 || setgid(as->gid) < 0 || setuid(as->uid) < 0)))) {
+            int e = errno;
+            ssize_t w = write(errpipe[1], &e, sizeof(e));
+            (void)w;
+            _exit(127);
+        }
         /* Die with the thread that started us, even on a crash. */
         prctl(PR_SET_PDEATHSIG, SIGKILL);
         if (getppid() != parent)
@@ -216,4 +234,45 @@ int hp_signal(pid_t pid, int sig, int timeout_ms)
         return hp_wait(pid, 10000, NULL);
     }
     return 0;
+}
+
+/* The state letter of /proc/<pid>/task/<tid>/stat, or 0. */
+static char thread_state(pid_t pid, const char *tid)
+{
+    char path[384], buf[512];
+    snprintf(path, sizeof(path), "/proc/%d/task/%s/stat", (int)pid, tid);
+    FILE *f = fopen(path, "r");
+    if (f == NULL)
+        return 0;
+    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    char *rp = strrchr(buf, ')'); /* the name may hold spaces and parentheses */
+    return rp != NULL && rp[1] == ' ' ? rp[2] : 0;
+}
+
+int hp__wait_stopped(pid_t pid, int timeout_ms)
+{
+    char dir[64];
+    snprintf(dir, sizeof(dir), "/proc/%d/task", (int)pid);
+    long long deadline = hp_now_ms() + timeout_ms;
+    for (;;) {
+        DIR *d = opendir(dir);
+        if (d == NULL)
+            return -errno;
+        int running = 0;
+        struct dirent *e;
+        while ((e = readdir(d)) != NULL) {
+            if (e->d_name[0] == '.')
+                continue;
+            char st = thread_state(pid, e->d_name);
+            running |= st != 'T' && st != 't' && st != 0;
+        }
+        closedir(d);
+        if (!running)
+            return 0;
+        if (hp_now_ms() >= deadline)
+            return -ETIMEDOUT;
+        hp_sleep_ms(1);
+    }
 }

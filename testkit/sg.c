@@ -9,6 +9,8 @@
 
 #include <fencelock-testkit/testkit.h>
 
+#include "proc.h"
+
 #define ARGS_MAX 64
 #define STOP_TIMEOUT_MS 20000
 
@@ -154,6 +156,13 @@ int tk_sg_start(const struct tk_sg_options *o, struct tk_sg **out)
     snprintf(s->db, sizeof(s->db), "%s/records.db", s->dir);
     snprintf(s->port_file, sizeof(s->port_file), "%s/port", s->dir);
     snprintf(s->log, sizeof(s->log), "%s/storage-guard.log", s->dir);
+    if (o->db != NULL) {
+        if (strlen(o->db) >= sizeof(s->db)) {
+            rc = -ENAMETOOLONG;
+            goto out;
+        }
+        snprintf(s->db, sizeof(s->db), "%s", o->db);
+    }
     if ((rc = launch(s)) != 0)
         goto out;
     *out = s;
@@ -210,7 +219,10 @@ int tk_sg_pause(struct tk_sg *s)
 {
     if (s == NULL || s->pid <= 0)
         return -ESRCH;
-    return hp_signal(s->pid, SIGSTOP, 0);
+    int rc = hp_signal(s->pid, SIGSTOP, 0);
+    /* kill() returns before the threads have stopped: on a busy machine
+     * one may still answer a request sent right after. */
+    return rc == 0 ? hp__wait_stopped(s->pid, 5000) : rc;
 }
 
 int tk_sg_resume(struct tk_sg *s)

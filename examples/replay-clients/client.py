@@ -8,6 +8,13 @@ stamped with CLOCK_MONOTONIC (time.monotonic), the clock the replay reads.
 
     fencelock-replay --client examples/replay-clients/client.py gc-pause
 
+With --storage postgresql://... it writes to your own table instead, the
+row of --key in records (key text PRIMARY KEY, value text), guarded by
+fencelock_admit() in the same transaction (fencelock.sql, see
+docs/guarding-your-database.md), through psql ($PSQL, else from PATH): the
+standard library has no PostgreSQL driver. It reports 200 when the write
+committed and 409 when the token was stale.
+
 Not supported: --no-validity-check (fencelock always checks), and so the
 first two runs of acquire-pause; its third run stops this process while the
 fencelock child it waits for goes on, which is not the story that run tells.
@@ -22,6 +29,7 @@ import urllib.error
 import urllib.request
 
 FENCELOCK = os.environ.get("FENCELOCK", "fencelock")
+PSQL = os.environ.get("PSQL", "psql")
 
 
 def now_ms():
@@ -82,6 +90,26 @@ def put(args, token):
         return 0, str(e)
 
 
+def put_pg(args, token):
+    """The fencing check and the write in one transaction. psql stops at
+    the first error (FL409 for a stale token) and the transaction is
+    rolled back. Values travel as psql variables, quoted by psql."""
+    admit = "SELECT fencelock_admit(:'resource', :token) \\gset\n" if args.fencing else ""
+    sql = ("BEGIN;\n" + admit +
+           "INSERT INTO records (key, value) VALUES (:'key', :'value')\n"
+           "    ON CONFLICT (key) DO UPDATE SET value = excluded.value;\n"
+           "COMMIT;\n")
+    got = subprocess.run([PSQL, "-X", "-q", "-v", "ON_ERROR_STOP=1", "-v", "VERBOSITY=sqlstate",
+                          "-d", args.storage, "-v", f"resource={args.resource}", "-v", f"token={token}",
+                          "-v", f"key={args.key}", "-v", f"value={args.value}"],
+                         input=sql, capture_output=True, text=True)
+    if got.returncode == 0:
+        return 200, None
+    if "FL409" in got.stderr:
+        return 409, None
+    return 0, got.stderr.strip()
+
+
 def main():
     args = parse()
     opts = ["--nodes", args.nodes, "--ttl", f"{args.ttl}ms", "--wait", f"{args.wait}ms", "--retry-delay", "50ms"]
@@ -108,7 +136,8 @@ def main():
     if left > 0:
         stop_at(args, "before-write")
         emit(ev="writing", value=args.value, token=lock["token"])
-        status, error = put(args, lock["token"])
+        to_pg = args.storage.startswith(("postgresql://", "postgres://"))
+        status, error = (put_pg if to_pg else put)(args, lock["token"])
         if error:
             emit(ev="written", status=0, error=error)
         else:

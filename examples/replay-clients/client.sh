@@ -5,6 +5,12 @@
 #
 #   fencelock-replay --client examples/replay-clients/client.sh gc-pause
 #
+# With --storage postgresql://... it writes to your own table instead, the
+# row of --key in records (key text PRIMARY KEY, value text), guarded by
+# fencelock_admit() in the same transaction (fencelock.sql, see
+# docs/guarding-your-database.md), through psql ($PSQL, else from PATH);
+# it reports 200 when the write committed and 409 when the token was stale.
+#
 # Needs bash, curl, sed and fencelock ($FENCELOCK, else from PATH). Shell
 # cannot read CLOCK_MONOTONIC, so the events carry no "t": the replay stamps
 # each line when it reads it. The lease is measured on /proc/uptime, which
@@ -15,10 +21,11 @@
 set -u
 
 FENCELOCK=${FENCELOCK:-fencelock}
+PSQL=${PSQL:-psql}
 name=A nodes='' storage='' resource=ledger key=ledger value='' ttl=10000 wait=0 fencing=1 go=''
 
 usage() {
-  echo "usage: $0 --nodes URL,... --storage HOST:PORT --value V [--name N] [--resource R] [--key K]" >&2
+  echo "usage: $0 --nodes URL,... --storage HOST:PORT|postgresql://... --value V [--name N] [--resource R] [--key K]" >&2
   echo "       [--ttl MS] [--wait MS] [--no-fencing] [--go before-check|before-write]" >&2
   exit 64
 }
@@ -70,6 +77,39 @@ now_ms() {
   echo $((10#${up/./} * 10))
 }
 
+# Write to storage-guard; the HTTP status.
+write_http() {
+  local body
+  body="{\"value\":$(json_str "$value"),\"resource\":$(json_str "$resource")"
+  [ "$fencing" = 1 ] && body+=",\"token\":$token"
+  body+="}"
+  curl -s --noproxy '*' --max-time 60 -o "$tmp/body" -w '%{http_code}' -X PUT \
+    -H 'Content-Type: application/json' --data-binary "$body" "http://$storage/v1/records/$key"
+}
+
+# Write to your own table in PostgreSQL: the fencing check and the write in
+# one transaction. psql stops at the first error (FL409 for a stale token)
+# and the transaction is rolled back. 200, 409, or 0 when it failed.
+write_pg() {
+  local admit=
+  [ "$fencing" = 1 ] && admit="SELECT fencelock_admit(:'resource', :token) \\gset"
+  if "$PSQL" -X -q -v ON_ERROR_STOP=1 -v VERBOSITY=sqlstate -d "$storage" -v resource="$resource" \
+    -v token="$token" -v key="$key" -v value="$value" >/dev/null 2>"$tmp/psql" <<SQL; then
+BEGIN;
+$admit
+INSERT INTO records (key, value) VALUES (:'key', :'value')
+    ON CONFLICT (key) DO UPDATE SET value = excluded.value;
+COMMIT;
+SQL
+    echo 200
+  elif grep -q FL409 "$tmp/psql"; then
+    echo 409
+  else
+    cat "$tmp/psql" >&2
+    echo 0
+  fi
+}
+
 # Wait for the replay's line at a stop; stdin closed ends the client.
 stop_at() {
   [ "$go" = "$1" ] || return 0
@@ -102,11 +142,10 @@ emit "{\"ev\":\"checked\",\"remaining_ms\":$left}"
 if [ "$left" -gt 0 ]; then
   stop_at before-write
   emit "{\"ev\":\"writing\",\"value\":$(json_str "$value"),\"token\":$token}"
-  body="{\"value\":$(json_str "$value"),\"resource\":$(json_str "$resource")"
-  [ "$fencing" = 1 ] && body+=",\"token\":$token"
-  body+="}"
-  status=$(curl -s --noproxy '*' --max-time 60 -o "$tmp/body" -w '%{http_code}' -X PUT \
-    -H 'Content-Type: application/json' --data-binary "$body" "http://$storage/v1/records/$key")
+  case $storage in
+    postgresql://* | postgres://*) status=$(write_pg) ;;
+    *) status=$(write_http) ;;
+  esac
   emit "{\"ev\":\"written\",\"status\":$((10#${status:-0}))}"
 fi
 

@@ -14,12 +14,57 @@
 
 #include "sg_daemon.h"
 
+static struct tk_pg *backend_pg;
+
+int sgd_backend_start(void **state)
+{
+    (void)state;
+    const char *b = getenv("SG_TEST_DB");
+    if (b == NULL || strcmp(b, "sqlite") == 0)
+        return 0;
+    if (strcmp(b, "postgresql") != 0)
+        fail_msg("SG_TEST_DB is '%s', not sqlite or postgresql", b);
+    int rc = tk_pg_start(NULL, &backend_pg);
+    if (rc != 0)
+        fail_msg("PostgreSQL did not start: %s (its log is above)", strerror(-rc));
+    return 0;
+}
+
+int sgd_backend_stop(void **state)
+{
+    (void)state;
+    tk_pg_free(backend_pg);
+    backend_pg = NULL;
+    return 0;
+}
+
+const char *sgd_backend_url(void)
+{
+    return backend_pg ? tk_pg_url(backend_pg) : NULL;
+}
+
+void sgd_backend_reset(void)
+{
+    if (backend_pg == NULL)
+        return;
+    /* The tables exist once a storage-guard has started on the database. */
+    int rc = tk_pg_exec(backend_pg,
+                        "DO $$ BEGIN IF to_regclass('sg_log') IS NOT NULL THEN"
+                        " TRUNCATE sg_records, sg_log, sg_deleted, fencing_last_token RESTART IDENTITY;"
+                        " END IF; END $$");
+    if (rc != 0)
+        fail_msg("could not empty the tables: %s", strerror(-rc));
+}
+
 void sgd_init(struct sgd *d)
 {
     memset(d, 0, sizeof(*d));
     assert_int_equal(rh_mkdtemp("sg-test", d->dir, sizeof(d->dir)), 0);
+    sgd_backend_reset();
     /* The names the kit gives them in its directory. */
     snprintf(d->db, sizeof(d->db), "%s/records.db", d->dir);
+    if (sgd_backend_url() != NULL)
+        snprintf(d->db, sizeof(d->db), "%s", sgd_backend_url());
     snprintf(d->port_file, sizeof(d->port_file), "%s/port", d->dir);
     snprintf(d->log, sizeof(d->log), "%s/storage-guard.log", d->dir);
 }
@@ -33,6 +78,7 @@ void sgd_start(struct sgd *d, const char *const *extra_args)
     struct tk_sg_options o;
     tk_sg_options_init(&o);
     o.dir = d->dir;
+    o.db = d->db;
     o.log_level = "debug";
     o.extra_args = extra_args;
     int rc = tk_sg_start(&o, &d->sg);

@@ -3,6 +3,11 @@
  * (tk_sg): a temporary directory made first, so that a test can put files
  * there (or read the database's and port file's modes) around its starts;
  * each start may pass other arguments.
+ *
+ * The database is a file in that directory, or with SG_TEST_DB=postgresql
+ * (the "-pg" runs of the tests) a PostgreSQL cluster of the test kit,
+ * started once per test program by sgd_backend_start; every sgd_init then
+ * starts from empty tables.
  */
 #ifndef SG_TEST_DAEMON_H
 #define SG_TEST_DAEMON_H
@@ -17,12 +22,26 @@ struct sgd {
     pid_t pid; /* 0 while it is down */
     uint16_t port;
     char dir[256];
-    char db[512];
+    char db[512]; /* a file in dir, or the PostgreSQL URL */
     char port_file[512];
     char log[512];
 };
 
-/* Make a fresh temporary directory for d (database, port file, log). */
+/* The database backend of this test program: nothing for SQLite; for
+ * SG_TEST_DB=postgresql, start the cluster (fails the test if it cannot).
+ * A cmocka group setup / teardown. */
+int sgd_backend_start(void **state);
+int sgd_backend_stop(void **state);
+
+/* The PostgreSQL URL of the backend, or NULL on SQLite. */
+const char *sgd_backend_url(void);
+
+/* Empty storage-guard's tables in PostgreSQL (no-op on SQLite), with no
+ * storage-guard running. */
+void sgd_backend_reset(void);
+
+/* Make a fresh temporary directory for d (database, port file, log), and
+ * an empty database. */
 void sgd_init(struct sgd *d);
 
 /*

@@ -1,6 +1,7 @@
 /* The request-to-response mapping of storage-guard without sockets: routing,
  * validation of keys, tokens and bodies, the JSON answers, and the fencing
- * decisions against an in-memory store. */
+ * decisions against an in-memory store, or with SG_TEST_DB=postgresql
+ * (storage-guard/api-pg) against PostgreSQL from the test kit. */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -12,9 +13,13 @@
 
 #include <cmocka.h>
 #include <jansson.h>
+#include <libpq-fe.h>
+
+#include <fencelock-testkit/testkit.h>
 
 #include "api.h"
 #include "metrics.h"
+#include "sg_daemon.h"
 #include "store.h"
 
 #define NOW_MS 1700000000123LL
@@ -41,7 +46,9 @@ static int setup(void **state)
 {
     sg_store *s = NULL;
     char err[256];
-    int rc = sg_store_open(":memory:", &s, err, sizeof(err));
+    sgd_backend_reset();
+    const char *db = sgd_backend_url() ? sgd_backend_url() : ":memory:";
+    int rc = sg_store_open(db, &s, err, sizeof(err));
     if (rc != 0)
         fail_msg("open: %s", err);
     *state = s;
@@ -567,6 +574,86 @@ static void test_api_log_records_refused_writes(void **state)
 
 /* ---- routing ---- */
 
+/* A client's name (from --auth-file) is bytes, as keys are: one that is
+ * not UTF-8 is written with the client's rows and shown with a hex copy,
+ * on either database. */
+static void test_api_client_names_are_bytes(void **state)
+{
+    sg_store *s = *state;
+    sg_store_set_client(s, "\xff\xfeops");
+    expect_status(put(s, "/v1/records/cn", "{\"value\":1,\"token\":5}"), 200);
+    expect_status(
+        run(s, (struct call){.method = "POST",
+                             .path = "/v1/batch",
+                             .body = "{\"token\":6,\"ops\":[{\"op\":\"put\",\"key\":\"cn\",\"value\":2}]}"}),
+        200);
+    expect_status(run(s, (struct call){.method = "GET", .path = "/v1/records/cn", .query = "token=7"}), 200);
+    sg_store_set_client(s, NULL);
+    struct answer a = run(s, (struct call){.method = "GET", .path = "/v1/log", .query = "key=cn"});
+    json_t *e = json_object_get(a.json, "entries");
+    assert_int_equal(json_array_size(e), 3);
+    for (size_t i = 0; i < 3; i++) {
+        json_t *row = json_array_get(e, i);
+        assert_string_equal(json_string_value(json_object_get(row, "client")), "??ops");
+        assert_string_equal(json_string_value(json_object_get(row, "client_hex")), "fffe6f7073");
+    }
+    answer_clear(&a);
+}
+
+/* PostgreSQL only: a session that lost the store's prepared statements (a
+ * pooler, DISCARD ALL) gets them again, and the request is answered. */
+static void test_api_pg_prepares_again(void **state)
+{
+    sg_store *s = *state;
+    expect_status(put(s, "/v1/records/pp", "{\"value\":1,\"token\":5}"), 200);
+    PQclear(PQexec(sg_store_handle(s), "DEALLOCATE ALL"));
+    expect_status(put(s, "/v1/records/pp", "{\"value\":2,\"token\":5}"), 200);
+    expect_status(run(s, (struct call){.method = "GET", .path = "/v1/records/pp"}), 200);
+}
+
+/* PostgreSQL only: a server that would lose or refuse answered writes is
+ * refused at open, with the reason: one running with fsync off, and a
+ * database that is read-only (as a standby is). */
+static void test_api_pg_refuses_unsafe_servers(void **state)
+{
+    (void)state;
+    sg_store *s = NULL;
+    char err[512] = "";
+    struct tk_pg *nosync = NULL;
+    struct tk_pg_options o;
+    tk_pg_options_init(&o);
+    const char *settings[] = {"fsync=off", NULL};
+    o.settings = settings;
+    assert_int_equal(tk_pg_start(&o, &nosync), 0);
+    assert_int_equal(sg_store_open(tk_pg_url(nosync), &s, err, sizeof(err)), SG_STORE_EFAIL);
+    assert_null(s);
+    assert_non_null(strstr(err, "fsync=off"));
+    /* A database with storage-guard's tables in it, then made read-only,
+     * on the backend's server. */
+    PGconn *c = PQconnectdb(sgd_backend_url());
+    PQclear(PQexec(c, "DROP DATABASE IF EXISTS ro"));
+    PQclear(PQexec(c, "CREATE DATABASE ro"));
+    char url[200];
+    const char *base = sgd_backend_url();
+    snprintf(url, sizeof(url), "%.*s/ro", (int)(strrchr(base, '/') - base), base);
+    assert_int_equal(sg_store_open(url, &s, err, sizeof(err)), 0);
+    sg_store_close(s);
+    s = NULL;
+    PQclear(PQexec(c, "ALTER DATABASE ro SET default_transaction_read_only = on"));
+    PQfinish(c);
+    err[0] = '\0';
+    assert_int_equal(sg_store_open(url, &s, err, sizeof(err)), SG_STORE_EFAIL);
+    assert_null(s);
+    assert_non_null(strstr(err, "read-only for this session"));
+    /* Nothing listening: not reachable, which a retry may cure. */
+    int port = tk_pg_port(nosync);
+    tk_pg_free(nosync);
+    snprintf(url, sizeof(url), "postgresql://fencelock@127.0.0.1:%d/postgres", port);
+    err[0] = '\0';
+    assert_int_equal(sg_store_open(url, &s, err, sizeof(err)), SG_STORE_EBUSY);
+    assert_non_null(strstr(err, "127.0.0.1"));
+}
+
 static void test_api_unknown_paths_and_methods(void **state)
 {
     sg_store *s = *state;
@@ -638,8 +725,14 @@ int main(void)
         T(test_api_fenced_read_raises_the_fence),
         T(test_api_reader_read_checks_without_raising),
         T(test_api_log_records_refused_writes),
+        T(test_api_client_names_are_bytes),
         T(test_api_unknown_paths_and_methods),
         T(test_api_metrics_count_outcomes),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    const struct CMUnitTest pg_tests[] = {T(test_api_pg_prepares_again),
+                                          cmocka_unit_test(test_api_pg_refuses_unsafe_servers)};
+    int failed = cmocka_run_group_tests(tests, sgd_backend_start, sgd_backend_stop);
+    if (getenv("SG_TEST_DB") != NULL && strcmp(getenv("SG_TEST_DB"), "postgresql") == 0)
+        failed += cmocka_run_group_tests(pg_tests, sgd_backend_start, sgd_backend_stop);
+    return failed;
 }

@@ -562,5 +562,5 @@ int main(void)
         T(test_http_healthz_reports_durability),
         T(test_http_sigterm_exits_cleanly),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return cmocka_run_group_tests(tests, sgd_backend_start, sgd_backend_stop);
 }

@@ -14,14 +14,15 @@
  * is for the person reading the test log.
  *
  * Prefixes: hp_ child processes, rh_ redis-server nodes, fp_ the fault
- * proxy, hc_ the HTTP client, tk_ storage-guard and its audit log.
+ * proxy, hc_ the HTTP client, tk_sg_ storage-guard, tk_log_ and tk_check_
+ * its audit log, tk_pg_ a PostgreSQL cluster.
  *
  * Link with `pkg-config --cflags --libs fencelock-testkit`. A process that
  * uses the kit must not reap children it did not start itself with
  * waitpid(-1, ...): the kit reaps its own by PID.
  *
  * Thread safety: hp_ calls may be made from any thread; one rh_cluster,
- * fp_proxy or tk_sg is used by one thread at a time.
+ * fp_proxy, tk_sg or tk_pg is used by one thread at a time.
  */
 #ifndef FENCELOCK_TESTKIT_H
 #define FENCELOCK_TESTKIT_H
@@ -269,6 +270,9 @@ struct tk_sg_options {
     const char *dir;               /* an existing directory of the caller's to run
                                       in (kept by tk_sg_free); default a new
                                       temporary one. Copied */
+    const char *db;                /* --db: a file or a postgresql:// URL (see
+                                      tk_pg_url); default records.db in its
+                                      directory. Copied */
 };
 
 void tk_sg_options_init(struct tk_sg_options *o);
@@ -294,7 +298,9 @@ int tk_sg_wait(struct tk_sg *s, int timeout_ms, int *status);
 /* SIGKILL and reap (a crash: kill -9). Returns 0 or -ESRCH. */
 int tk_sg_kill(struct tk_sg *s);
 
-/* SIGSTOP / SIGCONT. Return 0 or -ESRCH. */
+/* SIGSTOP / SIGCONT. tk_sg_pause returns once every thread of the process
+ * has stopped (kill() returns before they have). Return 0, -ESRCH, or
+ * -ETIMEDOUT (not stopped within 5 s). */
 int tk_sg_pause(struct tk_sg *s);
 int tk_sg_resume(struct tk_sg *s);
 
@@ -308,7 +314,8 @@ void tk_sg_free(struct tk_sg *s);
 
 uint16_t tk_sg_port(const struct tk_sg *s);
 pid_t tk_sg_pid(const struct tk_sg *s); /* 0 while it is down */
-/* Paths valid until tk_sg_free: its directory, database and stderr log. */
+/* Valid until tk_sg_free: its directory, database (path or URL) and stderr
+ * log. */
 const char *tk_sg_dir(const struct tk_sg *s);
 const char *tk_sg_db(const struct tk_sg *s);
 const char *tk_sg_log(const struct tk_sg *s);
@@ -366,6 +373,65 @@ struct tk_ack {
  * accepted once only. */
 int tk_check_no_ack_lost(const struct tk_log *log, const struct tk_ack *acks, size_t n, char *msg,
                          size_t cap);
+
+/* ---- PostgreSQL ---------------------------------------------------- */
+
+/*
+ * A throwaway PostgreSQL cluster: initdb in a temporary directory, the
+ * postmaster on a free 127.0.0.1 port (no Unix socket), trust
+ * authentication, superuser "fencelock", database "postgres", fsync on.
+ * initdb and postgres refuse to run as root: when the test runs as root,
+ * they run as os_user, who gets the directory. The postmaster is stopped by
+ * the PID the kit started, and killed with the test process like every
+ * child of the kit.
+ */
+struct tk_pg_options {
+    const char *bindir;          /* where initdb and postgres are; default
+                                    $PG_BINDIR, else /usr/lib/postgresql/15/bin
+                                    (Debian's) if it has them, else PATH. Copied */
+    const char *os_user;         /* as root: run the server as this user; default
+                                    "postgres", else "nobody" */
+    const char *const *settings; /* more server settings, "name=value" (-c),
+                                    NULL-terminated; may be NULL. Copied */
+    int start_timeout_ms;        /* wait for connections; default 30000 */
+};
+
+void tk_pg_options_init(struct tk_pg_options *o);
+
+struct tk_pg;
+
+/* initdb and start the server (o may be NULL for the defaults), and wait
+ * until it accepts connections. Writes *out only on success. Returns 0,
+ * -EINVAL, -ENOMEM, -ENOENT (no user to run as), -ECHILD (initdb or the
+ * server failed; the log is printed on stderr) or -ETIMEDOUT. */
+int tk_pg_start(const struct tk_pg_options *o, struct tk_pg **out);
+
+/* Stop the server: immediate 0 is a fast shutdown (SIGINT: sessions ended,
+ * a checkpoint); 1 an immediate one (SIGQUIT: no checkpoint, so the next
+ * start replays the WAL, as after a crash). Waits up to 30 s, then
+ * SIGKILLs. Returns 0, -ETIMEDOUT or -ESRCH (not running). */
+int tk_pg_stop(struct tk_pg *p, int immediate);
+
+/* Stop it as tk_pg_stop (if it runs) and start it again with the same data
+ * on the same port. Returns as tk_pg_start. */
+int tk_pg_restart(struct tk_pg *p, int immediate);
+
+/* Run SQL (one statement or several) in database "postgres" as the
+ * superuser, on a connection of its own. Returns 0, -EINVAL, -ECONNREFUSED
+ * or -EIO (the error is printed on stderr). */
+int tk_pg_exec(struct tk_pg *p, const char *sql);
+
+/* Kill it if it runs, remove its directory (unless $FENCELOCK_KEEP_TMP is
+ * set), free. Accepts NULL. */
+void tk_pg_free(struct tk_pg *p);
+
+uint16_t tk_pg_port(const struct tk_pg *p);
+pid_t tk_pg_pid(const struct tk_pg *p); /* 0 while it is down */
+/* Valid until tk_pg_free: "postgresql://fencelock@127.0.0.1:PORT/postgres",
+ * the cluster's directory (data/ and postgres.log in it) and the log. */
+const char *tk_pg_url(const struct tk_pg *p);
+const char *tk_pg_dir(const struct tk_pg *p);
+const char *tk_pg_log(const struct tk_pg *p);
 
 #ifdef __cplusplus
 }
