@@ -96,7 +96,7 @@ enum lockcore_wait_mode {
      * at once; others sleep until the holder's TTL would run out (a
      * crashed holder sends nothing). A lock nobody waits for costs what it
      * costs polling. Not fair: a newcomer may take a lock nobody waits
-     * for. The plain and the reentrant lock wait so; the other kinds poll. */
+     * for. Every kind waits so (a re-entry of a given hold polls). */
     LOCKCORE_WAIT_NOTIFY = 1,
     /* Fair: waiters of every client are granted in the order of their
      * tickets (arrival time on the waiter's clock); nobody may take the
