@@ -11,7 +11,8 @@
 -- KEYS[5] the mark, KEYS[6] (a reentrant lock) its holds, which a grant
 -- starts with the hold ARGV[9]; ARGV[1] the key's value, ARGV[2] ttl,
 -- ARGV[3] proposal, ARGV[4] fence idle, ARGV[5] ticket, ARGV[6] queue ttl
--- ms, ARGV[7] mode, ARGV[8] the acquisition's id, ARGV[9] the hold.
+-- ms, ARGV[7] mode, ARGV[8] the acquisition's id, ARGV[9] the hold ('' for
+-- none), ARGV[10] how far ahead of the node's clock a proposal may be, µs.
 -- Returns {granted, accepted, fence, holder, holder pttl, head}.
 --- @include "fence"
 --- @include "queued"
@@ -24,7 +25,7 @@ local f = fence_get(KEYS[2])
 if not granted then
   return {0, 0, fence_str(f), redis.call('GET', KEYS[1]) or '', redis.call('PTTL', KEYS[1]), head}
 end
-local acc = fence_raise(KEYS[2], f, ARGV[3], ARGV[4])
+local acc = fence_within(ARGV[3], ARGV[10]) and fence_raise(KEYS[2], f, ARGV[3], ARGV[4])
 if KEYS[6] then holds_new(KEYS[6], ARGV[1], ARGV[9], acc and ARGV[3] or '0', tonumber(ARGV[2]), node_ms()) end
 if ARGV[3] == '0' then return {1, 1, fence_str(f)} end
 if acc then return {1, 1, ARGV[3]} end

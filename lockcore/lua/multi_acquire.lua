@@ -3,7 +3,8 @@
 -- and the proposal is stored in every fence key if it is greater than all
 -- of them (so each resource's fence only grows).
 -- KEYS: k lock keys, then k fence keys; ARGV[1] id, ARGV[2] ttl ms,
--- ARGV[3] proposal, ARGV[4] fence idle expiry ms ('0': none).
+-- ARGV[3] proposal, ARGV[4] fence idle expiry ms ('0': none), ARGV[5] how
+-- far ahead of the node's clock a proposal may be, µs.
 -- Replies as the fenced acquire, the fence being the largest of the set.
 --- @include "fence"
 local k = #KEYS / 2
@@ -15,6 +16,8 @@ for i = 1, k do
 end
 for i = 1, k do redis.call('SET', KEYS[i], ARGV[1], 'PX', ARGV[2]) end
 local acc = false
-for i = 1, k do acc = fence_raise(KEYS[k + i], f, ARGV[3], ARGV[4]) end
+if fence_within(ARGV[3], ARGV[5]) then
+  for i = 1, k do acc = fence_raise(KEYS[k + i], f, ARGV[3], ARGV[4]) end
+end
 if acc then return {1, 1, ARGV[3]} end
 return {1, 0, fence_str(f)}

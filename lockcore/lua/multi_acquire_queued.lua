@@ -5,7 +5,8 @@
 -- in every member's queue. Fence steps as multi_acquire.lua.
 -- KEYS: k lock, k fence, k waiters, k deadlines, k marks; ARGV[1] id,
 -- ARGV[2] ttl, ARGV[3] proposal, ARGV[4] fence idle, ARGV[5] ticket,
--- ARGV[6] queue ttl ms, ARGV[7] mode, ARGV[8] the acquisition's id.
+-- ARGV[6] queue ttl ms, ARGV[7] mode, ARGV[8] the acquisition's id,
+-- ARGV[9] how far ahead of the node's clock a proposal may be, µs.
 -- Returns {granted, accepted, fence, holder, holder pttl, head} (holder
 -- and head of the first member that refused).
 --- @include "fence"
@@ -23,6 +24,8 @@ if not granted then
   return {0, 0, fence_str(f), redis.call('GET', KEYS[b]) or '', redis.call('PTTL', KEYS[b]), head}
 end
 local acc = false
-for i = 1, k do acc = fence_raise(KEYS[k + i], f, ARGV[3], ARGV[4]) end
+if fence_within(ARGV[3], ARGV[9]) then
+  for i = 1, k do acc = fence_raise(KEYS[k + i], f, ARGV[3], ARGV[4]) end
+end
 if acc then return {1, 1, ARGV[3]} end
 return {1, 0, fence_str(f)}

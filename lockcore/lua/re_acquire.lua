@@ -2,7 +2,8 @@
 -- key set to the owner's id and the holds started with this hold.
 -- KEYS[1] lock, KEYS[2] fence, KEYS[3] holds; ARGV[1] owner, ARGV[2] hold
 -- (this attempt's lock id), ARGV[3] ttl ms, ARGV[4] proposal, ARGV[5]
--- fence idle expiry ms. Replies as the fenced acquire.
+-- fence idle expiry ms, ARGV[6] how far ahead of the node's clock a
+-- proposal may be, µs. Replies as the fenced acquire.
 --- @include "fence"
 --- @include "clock"
 --- @include "holds"
@@ -10,7 +11,7 @@ local f = fence_get(KEYS[2])
 if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[3]) then
   return {0, 0, fence_str(f), redis.call('GET', KEYS[1]) or '', redis.call('PTTL', KEYS[1])}
 end
-local acc = fence_raise(KEYS[2], f, ARGV[4], ARGV[5])
+local acc = fence_within(ARGV[4], ARGV[6]) and fence_raise(KEYS[2], f, ARGV[4], ARGV[5])
 holds_new(KEYS[3], ARGV[1], ARGV[2], acc and ARGV[4] or '0', tonumber(ARGV[3]), node_ms())
 if acc then return {1, 1, ARGV[4]} end
 return {1, 0, fence_str(f)}

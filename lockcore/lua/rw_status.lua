@@ -1,7 +1,8 @@
 -- The read-write lock's status: the plain one, the live readers' count,
 -- the first 8 of them as {id, ms left} pairs (the soonest to expire first;
 -- 16 elements, the most a node may send in one array), and the waiting
--- writer's id. Read-only (expired readers are counted out, not removed).
+-- writer's id, then the node's clock in µs. Read-only (expired readers are
+-- counted out, not removed).
 -- KEYS[1] lock, KEYS[2] fence, KEYS[3] info, KEYS[4] readers, KEYS[5]
 -- intent.
 --- @include "clock"
@@ -14,4 +15,4 @@ for i = 1, #r, 2 do
 end
 return {redis.call('GET', KEYS[1]) or '', redis.call('PTTL', KEYS[1]),
         redis.call('GET', KEYS[2]) or '', redis.call('GET', KEYS[3]) or '',
-        redis.call('ZCOUNT', KEYS[4], '(' .. now, '+inf'), rd, redis.call('GET', KEYS[5]) or ''}
+        redis.call('ZCOUNT', KEYS[4], '(' .. now, '+inf'), rd, redis.call('GET', KEYS[5]) or '', node_us_str()}

@@ -5,7 +5,8 @@
 -- stays the same over its attempts, each with a lock id of its own.
 -- KEYS[1] lock, KEYS[2] fence, KEYS[3] readers, KEYS[4] intent;
 -- ARGV[1] id, ARGV[2] ttl ms, ARGV[3] proposal, ARGV[4] fence idle ms,
--- ARGV[5] the acquisition's id.
+-- ARGV[5] the acquisition's id, ARGV[6] how far ahead of the node's clock
+-- a proposal may be, µs.
 --- @include "fence"
 --- @include "clock"
 local f = fence_get(KEYS[2])
@@ -22,5 +23,5 @@ if r[1] then
 end
 redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
 if redis.call('GET', KEYS[4]) == ARGV[5] then redis.call('DEL', KEYS[4]) end
-if fence_raise(KEYS[2], f, ARGV[3], ARGV[4]) then return {1, 1, ARGV[3]} end
+if fence_within(ARGV[3], ARGV[6]) and fence_raise(KEYS[2], f, ARGV[3], ARGV[4]) then return {1, 1, ARGV[3]} end
 return {1, 0, fs}

@@ -5,7 +5,8 @@
 -- is done. KEYS[1] lock, KEYS[2] fence, KEYS[3] readers, KEYS[4] intent,
 -- KEYS[5] waiters, KEYS[6] deadlines, KEYS[7] mark; ARGV[1] id, ARGV[2]
 -- ttl ms, ARGV[3] proposal, ARGV[4] fence idle ms, ARGV[5] ticket, ARGV[6]
--- queue ttl ms, ARGV[7] mode, ARGV[8] the acquisition's id. Replies as
+-- queue ttl ms, ARGV[7] mode, ARGV[8] the acquisition's id, ARGV[9] how
+-- far ahead of the node's clock a proposal may be, µs. Replies as
 -- rw_write.lua, with the head of the queue.
 --- @include "fence"
 --- @include "queued"
@@ -27,5 +28,5 @@ if not granted then
   return {0, 0, fs, redis.call('GET', KEYS[1]) or '', redis.call('PTTL', KEYS[1]), head}
 end
 if redis.call('GET', KEYS[4]) == qid then redis.call('DEL', KEYS[4]) end
-if fence_raise(KEYS[2], f, ARGV[3], ARGV[4]) then return {1, 1, ARGV[3]} end
+if fence_within(ARGV[3], ARGV[9]) and fence_raise(KEYS[2], f, ARGV[3], ARGV[4]) then return {1, 1, ARGV[3]} end
 return {1, 0, fs}

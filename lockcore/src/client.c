@@ -40,6 +40,7 @@ int lockcore_options_init(struct lockcore_options *o)
     o->backoff = LOCKCORE_BACKOFF_FIXED;
     o->retry_delay_max_ms = 2000;
     o->queue_ttl_ms = 3000;
+    o->proposal_ahead_max_ms = 5000;
     return 0;
 }
 
@@ -89,6 +90,8 @@ static int check_options(const struct lockcore_options *o, char *err, size_t cap
         BAD("retry_delay_max_ms must be at least retry_delay_ms and below one year");
     if (o->queue_ttl_ms < 30 || o->queue_ttl_ms > 3600000)
         BAD("queue_ttl_ms must be between 30 and 3600000");
+    if (o->proposal_ahead_max_ms > 24ULL * 3600 * 1000)
+        BAD("proposal_ahead_max_ms must be at most one day (0: no bound)");
     if (o->tls_verify != 0 && o->tls_verify != 1)
         BAD("tls_verify must be 0 or 1");
     if (o->password != NULL && (o->password[0] == '\0' || strlen(o->password) > 255))

@@ -296,6 +296,8 @@ struct step_nums {
     char ticket[24];
     char qttl[24];
     const char *mode;
+    char ahead[24]; /* how far ahead of a node's clock a first-round
+                       proposal may be, µs; 0: no bound */
 };
 void lockcore__step_nums(const struct op *op, struct step_nums *n);
 /* What a release step does, SCRIPT_RELEASE's ARGV[2]: "r" a rollback, ""

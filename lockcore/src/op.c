@@ -103,6 +103,7 @@ void lockcore__step_nums(const struct op *op, struct step_nums *n)
     lockcore__u64s(n->ticket, sizeof(n->ticket), op->ticket);
     lockcore__u64s(n->qttl, sizeof(n->qttl), c->o.queue_ttl_ms);
     n->mode = c->o.wait_mode == LOCKCORE_WAIT_FAIR ? "1" : op->lock.attempts <= 1 ? "2" : "0";
+    lockcore__u64s(n->ahead, sizeof(n->ahead), c->o.proposal_ahead_max_ms * 1000);
 }
 
 /* What a release step does (SCRIPT_RELEASE's ARGV[2]): "r" a rollback,
@@ -129,8 +130,8 @@ void lockcore__release_arg(const struct op *op, enum step step, char *buf, size_
 
 /* One call of a plain script: its keys and arguments. */
 struct pcmd {
-    const char *keys[6], *args[9];
-    size_t klens[6], alens[9];
+    const char *keys[6], *args[10];
+    size_t klens[6], alens[10];
     int nkeys, nargs;
 };
 #define KEY(p, l) (k.keys[k.nkeys] = (p), k.klens[k.nkeys++] = (l))
@@ -143,8 +144,8 @@ static int send_script(struct op *op, unsigned i, enum step step, int script, co
                        int use_eval, uint64_t now)
 {
     lockcore_client *c = op->c;
-    const char *argv[3 + 6 + 9];
-    size_t lens[3 + 6 + 9];
+    const char *argv[3 + 6 + 10];
+    size_t lens[3 + 6 + 10];
     int argc = 0;
     static const char *const nk[] = {"0", "1", "2", "3", "4", "5", "6"};
     _Static_assert(sizeof(k->keys) / sizeof(k->keys[0]) < sizeof(nk) / sizeof(nk[0]), "nk too short");
@@ -185,8 +186,8 @@ int lockcore__queued_lock(struct op *op, unsigned i, const char *value, const ch
     ARG(num.qttl);
     ARG(num.mode);
     ARG(op->qid);
-    if (holds != NULL)
-        ARG(op->lock.id);
+    ARG(holds != NULL ? op->lock.id : "");
+    ARG(num.ahead);
     return send_script(op, i, STEP_LOCK, SCRIPT_ACQUIRE_QUEUED, &k, use_eval, now);
 }
 
@@ -226,6 +227,7 @@ int lockcore__op_resend(struct op *op, unsigned i, enum step step, int use_eval,
         ARG(num.ttl);
         ARG(num.prop);
         ARG(num.idle);
+        ARG(num.ahead);
         break;
     case STEP_RAISE:
         lockcore__step_nums(op, &num);
@@ -908,11 +910,12 @@ static void status_reply(struct op *op, unsigned i, const redisReply *r)
     struct lockcore_node_status *st = &op->status[i];
     /* The plain status: 6 elements (with the queue of waiters); a kind's
      * with 5 has a count of holds; with 7 the readers' count, the first
-     * readers and the waiting writer (kinds/). */
-    if (r->type != REDIS_REPLY_ARRAY || r->elements < 5 || r->elements > 7 ||
-        r->element[0]->type != REDIS_REPLY_STRING || r->element[3]->type != REDIS_REPLY_STRING ||
-        (r->elements >= 6 && r->element[5]->type != REDIS_REPLY_ARRAY) ||
-        (r->elements == 7 && r->element[6]->type != REDIS_REPLY_STRING)) {
+     * readers and the waiting writer (kinds/); each then the node's clock
+     * in µs (lua/lib/clock.lua). */
+    size_t ne = r->type == REDIS_REPLY_ARRAY && r->elements > 0 ? r->elements - 1 : 0;
+    if (r->type != REDIS_REPLY_ARRAY || ne < 5 || ne > 7 || r->element[0]->type != REDIS_REPLY_STRING ||
+        r->element[3]->type != REDIS_REPLY_STRING || (ne >= 6 && r->element[5]->type != REDIS_REPLY_ARRAY) ||
+        (ne == 7 && r->element[6]->type != REDIS_REPLY_STRING) || fence_at(r, ne, &st->node_time_us) < 0) {
         slot_error(op, i, r);
         lockcore__fmt(st->error, sizeof(st->error), "%s", op->errmsg);
         return;
@@ -927,7 +930,7 @@ static void status_reply(struct op *op, unsigned i, const redisReply *r)
     size_t il = r->element[3]->len < LOCKCORE_INFO_MAX ? r->element[3]->len : LOCKCORE_INFO_MAX;
     memcpy(st->info, r->element[3]->str, il);
     st->info[il] = '\0';
-    if (r->elements == 6) {
+    if (ne == 6) {
         long long w = int_at(r, 4);
         st->waiters = w > 0 ? (unsigned)w : 0;
         const redisReply *q = r->element[5];
@@ -943,7 +946,7 @@ static void status_reply(struct op *op, unsigned i, const redisReply *r)
     } else if (int_at(r, 4) > 0) { /* a reentrant lock's hold count, or readers */
         st->holds = (unsigned)int_at(r, 4);
     }
-    if (r->elements == 7) {
+    if (ne == 7) {
         const redisReply *q = r->element[5], *w = r->element[6];
         for (size_t k = 0; k + 1 < q->elements && k / 2 < LOCKCORE_STATUS_READERS; k += 2) {
             const redisReply *id = q->element[k];

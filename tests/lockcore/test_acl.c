@@ -5,7 +5,7 @@
  * and the channel {P<resource>}:released. What it calls depends on how it
  * waits (lockcore_options.wait_mode):
  *
- *   base     ~P* ~{P* -@all +eval +get +set +del +pexpire +pttl +zrange +zcard
+ *   base     ~P* ~{P* -@all +eval +get +set +del +pexpire +pttl +zrange +zcard +time
  *            every operation of a client that does not wait (LOCKCORE_WAIT_
  *            POLL, the default, and NOTIFY); status lists waiters with
  *            ZCARD and ZRANGE, and so does the release of a notified or fair
@@ -40,7 +40,7 @@
 
 #define N 3
 #define PREFIX "app:"
-#define BASE "~app:* ~{app:* -@all +eval +get +set +del +pexpire +pttl +zrange +zcard"
+#define BASE "~app:* ~{app:* -@all +eval +get +set +del +pexpire +pttl +zrange +zcard +time"
 #define NO_RESEND "+evalsha +script|load"
 #define QUEUE "+zadd +zrem +hget +hset +hdel +time"
 #define CHANNELS "&{app:* +subscribe +unsubscribe +publish"

@@ -52,6 +52,7 @@ struct tuning {
     int64_t clock_offset_us;
     uint64_t fence_idle_ms;
     int retry_count;
+    int unbounded; /* proposal_ahead_max_ms = 0 */
 };
 
 static uint64_t offset_clock(void *arg)
@@ -82,6 +83,8 @@ static lockcore_client *client(struct fixture *f, struct tuning *t)
         o.fencing = t->fencing;
         o.fence_idle_ms = t->fence_idle_ms ? t->fence_idle_ms : o.fence_idle_ms;
         o.retry_count = t->retry_count;
+        if (t->unbounded)
+            o.proposal_ahead_max_ms = 0;
         if (t->clock_offset_us) {
             o.clock_us = offset_clock;
             o.clock_arg = t;
@@ -182,8 +185,9 @@ static void test_fencing_client_clock_behind_still_gets_larger_token(void **stat
     assert_true(t2 > t1);
     uint64_t t3 = grant_release(slow, "clock");
     assert_true(t3 > t2);
-    /* A clock far ahead wins the first round at once; the good client,
-     * after it, still gets a larger token. */
+    /* A clock far ahead gets a larger token, from the nodes' fences in a
+     * second round (its proposal runs too far ahead of the nodes' clocks
+     * to count); the good client, after it, still a larger one. */
     struct tuning ahead = {.fencing = 1, .clock_offset_us = 3600LL * 1000000};
     lockcore_client *fast = client(f, &ahead);
     uint64_t t4 = grant_release(fast, "clock");
@@ -191,6 +195,44 @@ static void test_fencing_client_clock_behind_still_gets_larger_token(void **stat
     assert_true(grant_release(good, "clock") > t4);
     lockcore_client_free(fast);
     lockcore_client_free(slow);
+    lockcore_client_free(good);
+}
+
+static uint64_t wall_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+/* One client whose clock runs two hours fast must not push the tokens of
+ * everyone after it two hours ahead (a resource that refuses tokens more
+ * than an hour ahead would then refuse every honest writer): its proposal
+ * is more than proposal_ahead_max_ms ahead of the nodes' clocks, so it
+ * counts nowhere, and its token comes from the fences. With no bound
+ * (proposal_ahead_max_ms 0), it does push them. */
+static void test_fencing_client_clock_ahead_does_not_push_tokens_ahead(void **state)
+{
+    struct fixture *f = *state;
+    lockcore_client *good = client(f, &(struct tuning){.fencing = 1});
+    uint64_t t1 = grant_release(good, "fast");
+    struct tuning ahead = {.fencing = 1, .clock_offset_us = 2 * 3600LL * 1000000};
+    lockcore_client *fast = client(f, &ahead);
+    uint64_t t2 = grant_release(fast, "fast");
+    assert_true(t2 > t1);
+    uint64_t t3 = grant_release(good, "fast");
+    assert_true(t3 > t2);
+    /* Near the nodes' (and this machine's) clock, not two hours ahead. */
+    assert_true(t2 < wall_us() + 60ULL * 1000000);
+    assert_true(t3 < wall_us() + 60ULL * 1000000);
+    lockcore_client_free(fast);
+
+    struct tuning loose = {.fencing = 1, .clock_offset_us = 2 * 3600LL * 1000000, .unbounded = 1};
+    fast = client(f, &loose);
+    uint64_t t4 = grant_release(fast, "fast");
+    assert_true(t4 > wall_us() + 3600ULL * 1000000); /* what the bound keeps out */
+    assert_true(grant_release(good, "fast") > t4);
+    lockcore_client_free(fast);
     lockcore_client_free(good);
 }
 
@@ -369,6 +411,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_fencing_sequential_grants_strictly_increase, setup5, teardown),
         cmocka_unit_test_setup_teardown(test_fencing_divergent_fences_take_second_round, setup5, teardown),
         cmocka_unit_test_setup_teardown(test_fencing_client_clock_behind_still_gets_larger_token, setup5,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_fencing_client_clock_ahead_does_not_push_tokens_ahead, setup5,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_fencing_overlapping_leases_never_share_a_token, setup5,
                                         teardown),

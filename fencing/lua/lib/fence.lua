@@ -24,6 +24,21 @@ local function fence_raise(fk, f, p, idle)
   return false
 end
 
+-- May a first-round proposal p (the proposer's clock in µs, or the last
+-- fence it saw + 1) count here? Not when it runs more than ahead µs ahead
+-- of this node's own clock ('0' or nil: no bound): one client whose clock
+-- runs fast would otherwise push the fences, and every later token, that
+-- far ahead (and a resource's bound on how far ahead a token may be would
+-- then refuse every honest writer). Refused here, the proposer gets its
+-- token in a second round from the fences (fence_raise, unbounded). Only
+-- acceptance gets rarer, so T1 and T2 hold as before (docs/fencing.md).
+local function fence_within(p, ahead)
+  if not ahead or ahead == '0' then return true end
+  local t = redis.pcall('TIME')
+  if t.err then return true end -- a user without TIME (an older ACL): no bound
+  return tonumber(p) <= tonumber(t[1]) * 1000000 + tonumber(t[2]) + tonumber(ahead)
+end
+
 -- An extension's fence step: a lock kept alive for longer than the fence's
 -- idle expiry must not outlive its fence key, so its own token goes back
 -- where the fence is lower (a node that forgot it; "set if greater" of a

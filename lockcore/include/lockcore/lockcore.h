@@ -199,6 +199,13 @@ struct lockcore_options {
      * epoch. NULL uses CLOCK_REALTIME. Tests inject a clock that is behind. */
     uint64_t (*clock_us)(void *arg);
     void *clock_arg;
+
+    /* A first-round proposal more than this far ahead of a node's own clock
+     * is not accepted there: a client whose clock runs fast gets its token
+     * from the nodes' fences in a second round instead of pushing every
+     * later token that far ahead (docs/fencing.md, "Clocks"). 0 = no bound;
+     * default 5000; at most one day. */
+    uint64_t proposal_ahead_max_ms;
 };
 
 /* A held lock. Plain data: copy it, store it, pass it back. */
@@ -357,6 +364,10 @@ struct lockcore_node_status {
      * writer that declared it waits ("{key}:wintent"), "" if none. */
     struct lockcore_reader readers[LOCKCORE_STATUS_READERS];
     char writer_waits[LOCKCORE_ID_LEN + 1];
+    /* The node's own clock when it answered, µs since the epoch: a fence
+     * value far ahead of it came from a client whose clock ran fast
+     * (docs/fencing.md, "Clocks"). 0 if not reachable. */
+    uint64_t node_time_us;
 };
 
 /*

@@ -61,6 +61,7 @@ static int multi_resend(struct op *op, unsigned i, enum step step, int use_eval,
             ARG(num.qttl);
             ARG(num.mode);
             ARG(op->qid);
+            ARG(num.ahead);
             break;
         }
         s = KS_MULTI_ACQUIRE;
@@ -72,6 +73,7 @@ static int multi_resend(struct op *op, unsigned i, enum step step, int use_eval,
         ARG(num.ttl);
         ARG(num.prop);
         ARG(num.idle);
+        ARG(num.ahead);
         break;
     case STEP_RAISE:
         s = KS_MULTI_RAISE;

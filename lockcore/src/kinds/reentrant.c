@@ -63,6 +63,7 @@ static int re_resend(struct op *op, unsigned i, enum step step, int use_eval, ui
         ARG(num.ttl);
         ARG(num.prop);
         ARG(num.idle);
+        ARG(num.ahead);
         break;
     case STEP_RAISE:
         s = KS_RE_RAISE;

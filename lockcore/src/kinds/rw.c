@@ -63,6 +63,8 @@ static int rw_resend(struct op *op, unsigned i, enum step step, int use_eval, ui
             ARG(num.qttl);
             ARG(num.mode);
             ARG(op->qid);
+            if (write)
+                ARG(num.ahead);
             break;
         }
         s = write ? KS_RW_WRITE : KS_RW_READ;
@@ -72,6 +74,7 @@ static int rw_resend(struct op *op, unsigned i, enum step step, int use_eval, ui
             ARG(num.prop);
             ARG(num.idle);
             ARG(op->qid); /* its intent names the acquisition */
+            ARG(num.ahead);
         }
         break;
     case STEP_RELEASE:
