@@ -1467,6 +1467,14 @@ int main(int argc, char **argv)
                     failed++;
                     printf("  %s gave %ld double grant(s) and %ld lost update(s): it must give none\n",
                            faults[f].name, res.double_grants, res.lost + res.bad_rmw);
+                } else if (fencing && res.ahead_tokens > 0) {
+                    /* A client's clock an hour fast must not push its
+                     * tokens, and every later one, an hour ahead: its
+                     * proposals count nowhere (proposal_ahead_max_ms), and
+                     * its tokens come from the fences. */
+                    failed++;
+                    printf("  %ld token(s) read off a clock an hour ahead: the proposal bound did not hold\n",
+                           res.ahead_tokens);
                 } else if (fencing || faults[f].no_double) {
                     /* With fencing, no fault may cost safety. */
                     if (v == 0)

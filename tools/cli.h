@@ -63,6 +63,8 @@ struct args {
                             by nested runs of the resource */
     int rw;              /* --read, --write: a side of a read-write lock (enum below) */
     const char *lock_id; /* acquire --reentrant RESOURCE LOCK_ID: the hold to re-enter */
+    uint64_t repair_to;  /* repair --to TOKEN; 0 = each node's clock */
+    int force;           /* repair --force: lower the fence indeed */
 };
 
 /* args.rw */
@@ -105,16 +107,21 @@ enum {
     CMD_ACQUIRE = 2,  /* acquire: takes a lock that the caller keeps */
     CMD_RUN = 4,      /* run: takes a lock for a command it runs */
     CMD_PERMITS = 8,  /* --permits applies */
+    CMD_REPAIR = 16,  /* repair: --to and --force apply */
 };
 
 /* The commands (each in its own tools/cmd_<name>.c). */
 extern const char cmd_acquire_usage[], cmd_extend_usage[], cmd_release_usage[], cmd_status_usage[],
-    cmd_run_usage[];
+    cmd_run_usage[], cmd_repair_usage[];
 int cmd_acquire(lockcore_client *c, const struct cmdline *cl);
 int cmd_extend(lockcore_client *c, const struct cmdline *cl);
 int cmd_release(lockcore_client *c, const struct cmdline *cl);
 int cmd_status(lockcore_client *c, const struct cmdline *cl);
 int cmd_run(lockcore_client *c, const struct cmdline *cl);
+int cmd_repair(lockcore_client *c, const struct cmdline *cl);
+/* How far a node's fence is ahead of its own clock, in ms; null if not
+ * known (cmd_repair.c, used by status too). */
+json_t *fencelock_fence_ahead(const struct lockcore_node_status *st);
 int cmd_write(int argc, char **argv);
 int cmd_append(int argc, char **argv);
 int cmd_fence(int argc, char **argv);

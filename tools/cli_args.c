@@ -54,6 +54,8 @@ static const char usage_options[] =
     "  --kill-after D       run: after SIGTERM for a lost lock, SIGKILL after D (default 5s)\n"
     "  --max-hold D         run: once the command has held the lock for D, stop it as on a\n"
     "                       lost lock (SIGTERM, SIGKILL after --kill-after; exit 79)\n"
+    "  --to TOKEN           repair: lower the fence to TOKEN (default each node's clock)\n"
+    "  --force              repair: lower it indeed (without: say what it would do)\n"
     "  --undo CMD           run: if the command fails, the lock is lost or --max-hold\n"
     "                       runs out, run sh -c CMD (FENCELOCK_UNDO_REASON=failed|lost|\n"
     "                       max-hold, FENCELOCK_JOB_STATUS)\n"
@@ -238,6 +240,8 @@ enum {
     O_WRITE,
     O_REENTRANT,
     O_MAX_HOLD,
+    O_TO,
+    O_FORCE,
 };
 
 /* name: the option as "--ttl" (never the value: argv may hold "--ttl=5x"). */
@@ -326,6 +330,8 @@ static const struct option longopts[] = {
     {"write", no_argument, NULL, O_WRITE},
     {"reentrant", no_argument, NULL, O_REENTRANT},
     {"max-hold", required_argument, NULL, O_MAX_HOLD},
+    {"to", required_argument, NULL, O_TO},
+    {"force", no_argument, NULL, O_FORCE},
     {NULL, 0, NULL, 0},
 };
 
@@ -407,6 +413,18 @@ static int parse_option(struct args *a, int opt, int longindex, const char *arg,
             fprintf(stderr, "%s: --backoff takes fixed or exponential, not '%s'\n", prog, arg);
             return EXIT_USAGE;
         }
+        return -1;
+    case O_TO: {
+        uint64_t v;
+        if (fencing_token_parse(arg, strlen(arg), &v) < 0 || v == 0) {
+            fprintf(stderr, "%s: --to takes a token, 1 to 2^53 - 1\n", prog);
+            return EXIT_USAGE;
+        }
+        a->repair_to = v;
+        return -1;
+    }
+    case O_FORCE:
+        a->force = 1;
         return -1;
     case O_PERMITS: {
         char *end;
@@ -639,6 +657,14 @@ static int check_args(struct cmdline *cl, const struct command *table, size_t n,
     }
     if (cl->a.max_hold_ms != 0 && !(k->flags & CMD_RUN)) {
         fprintf(stderr, "%s: --max-hold only applies to run\n", prog);
+        return EXIT_USAGE;
+    }
+    if ((cl->a.repair_to != 0 || cl->a.force) && !(k->flags & CMD_REPAIR)) {
+        fprintf(stderr, "%s: --to and --force only apply to repair\n", prog);
+        return EXIT_USAGE;
+    }
+    if ((k->flags & CMD_REPAIR) && cl->t.n != 1) {
+        fprintf(stderr, "%s: repair takes one resource\n", prog);
         return EXIT_USAGE;
     }
     if (cl->a.extend_at_ms != 0 && cl->a.extend_at_ms >= fencelock_ttl_ms(&cl->a)) {

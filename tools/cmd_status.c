@@ -22,7 +22,8 @@ const char cmd_status_usage[] =
     "Print each node's view of RESOURCE, who holds it, and whether a majority holds\n"
     "one id:\n"
     "  {\"resource\",\"quorum\",\"nodes\":[{\"node\",\"reachable\",\"holder\",\"remaining_ms\",\n"
-    "   \"holder_info\",\"fence\" | \"error\"}],\"reachable\",\"state\",\"held_by_majority\",\n"
+    "   \"holder_info\",\"fence\",\"node_time_us\",\"fence_ahead_ms\" | \"error\"}],\"reachable\",\n"
+    "   \"state\",\"held_by_majority\",\n"
     "   \"majority_holder\",\"majority_holder_info\",\"majority_remaining_ms\"}\n"
     "state: held (by a majority), expired (a minority still holds a key), free.\n"
     "holder_info: {\"host\",\"pid\",\"cmd\",\"acquired_at\"} left by acquire and run.\n"
@@ -188,6 +189,8 @@ static json_t *status_json(lockcore_client *c, const char *resource, enum status
             json_object_set_new(e, "remaining_ms", held ? json_integer(st[i].pttl_ms) : json_null());
             json_object_set_new(e, "holder_info", info_json(st[i].info));
             json_object_set_new(e, "fence", json_integer((json_int_t)st[i].fence));
+            json_object_set_new(e, "node_time_us", json_integer((json_int_t)st[i].node_time_us));
+            json_object_set_new(e, "fence_ahead_ms", fencelock_fence_ahead(&st[i]));
             if (kind == ST_PLAIN) {
                 json_object_set_new(e, "waiters", json_integer(st[i].waiters));
                 json_object_set_new(e, "queue", queue_json(&st[i]));

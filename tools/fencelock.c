@@ -20,6 +20,7 @@ static const struct command commands[] = {
     {"extend", CMD_TAKES_ID, cmd_extend_usage, cmd_extend, NULL},
     {"release", CMD_TAKES_ID, cmd_release_usage, cmd_release, NULL},
     {"run", CMD_RUN | CMD_PERMITS, cmd_run_usage, cmd_run, NULL},
+    {"repair", CMD_REPAIR, cmd_repair_usage, cmd_repair, NULL},
     /* The file commands need no nodes and parse their own options. */
     {"write", 0, NULL, NULL, cmd_write},
     {"append", 0, NULL, NULL, cmd_append},

@@ -866,7 +866,7 @@ static int wait_for(lockcore_client *c, struct op *op, struct waiter *w, int *fr
 
 /* The blocking calls: enter, start, wait, leave. */
 static int blocking(lockcore_client *c, enum op_kind kind, const char *resource, struct lockcore_lock *lock,
-                    uint64_t ttl_ms, struct lockcore_node_status *status)
+                    uint64_t ttl_ms, struct lockcore_node_status *status, const uint64_t *repair_to)
 {
     static const char *const names[] = {"lockcore_acquire", "lockcore_extend", "lockcore_release",
                                         "lockcore_status"};
@@ -883,6 +883,10 @@ static int blocking(lockcore_client *c, enum op_kind kind, const char *resource,
         if (op != NULL) {
             lockcore__op_set_keys(op, resource);
             op->status = status;
+            if (repair_to != NULL) {
+                op->repair = 1;
+                op->repair_to = *repair_to;
+            }
             lockcore__op_start(op, lockcore_now_ms());
         }
     } else
@@ -906,21 +910,21 @@ int lockcore_acquire(lockcore_client *c, const char *resource, struct lockcore_l
         lockcore__fmt(c->errmsg, sizeof(c->errmsg), "lock is NULL");
         return -EINVAL;
     }
-    return blocking(c, OP_ACQUIRE, resource, lock, 0, NULL);
+    return blocking(c, OP_ACQUIRE, resource, lock, 0, NULL, NULL);
 }
 
 int lockcore_extend(lockcore_client *c, struct lockcore_lock *lock, uint64_t ttl_ms)
 {
     if (c == NULL)
         return -EINVAL;
-    return blocking(c, OP_EXTEND, NULL, lock, ttl_ms, NULL);
+    return blocking(c, OP_EXTEND, NULL, lock, ttl_ms, NULL, NULL);
 }
 
 int lockcore_release(lockcore_client *c, struct lockcore_lock *lock)
 {
     if (c == NULL)
         return -EINVAL;
-    return blocking(c, OP_RELEASE, NULL, lock, 0, NULL);
+    return blocking(c, OP_RELEASE, NULL, lock, 0, NULL, NULL);
 }
 
 int lockcore_status(lockcore_client *c, const char *resource, struct lockcore_node_status *out, size_t cap)
@@ -934,5 +938,28 @@ int lockcore_status(lockcore_client *c, const char *resource, struct lockcore_no
         lockcore__fmt(c->errmsg, sizeof(c->errmsg), "status needs room for %u nodes", c->n);
         return out == NULL ? -EINVAL : -ENOSPC;
     }
-    return blocking(c, OP_STATUS, resource, NULL, 0, out);
+    return blocking(c, OP_STATUS, resource, NULL, 0, out, NULL);
+}
+
+int lockcore_fence_repair(lockcore_client *c, const char *resource, uint64_t to,
+                          struct lockcore_node_status *out, size_t cap)
+{
+    if (c == NULL)
+        return -EINVAL;
+    int rc = check_resource(c, resource);
+    if (rc < 0)
+        return rc;
+    if (!c->o.fencing) {
+        lockcore__fmt(c->errmsg, sizeof(c->errmsg), "fence repair with fencing off: there is no fence");
+        return -EINVAL;
+    }
+    if (to >= FENCING_TOKEN_MAX) {
+        lockcore__fmt(c->errmsg, sizeof(c->errmsg), "a fence value is below 2^53");
+        return -EINVAL;
+    }
+    if (out == NULL || cap < c->n) {
+        lockcore__fmt(c->errmsg, sizeof(c->errmsg), "fence repair needs room for %u nodes", c->n);
+        return out == NULL ? -EINVAL : -ENOSPC;
+    }
+    return blocking(c, OP_STATUS, resource, NULL, 0, out, &to);
 }

@@ -62,6 +62,7 @@ enum script {
     SCRIPT_ACQUIRE_QUEUED,
     SCRIPT_DEQUEUE,
     SCRIPT_RELEASE_PLAIN,
+    SCRIPT_FENCE_REPAIR,
     SCRIPT_COUNT,
 };
 extern const char *const lockcore__scripts[SCRIPT_COUNT];
@@ -185,6 +186,9 @@ struct op {
     int noticed;             /* a release named it while an attempt was in flight */
     int again;               /* the next attempt goes at once (a re-entry whose hold is gone) */
     int keep_place;          /* refused, it keeps its place: its driver waits on (a permit) */
+    int repair;              /* OP_STATUS that lowers the fence (lockcore_fence_repair) */
+    uint64_t repair_to;      /* ... to this (0: each node's clock) */
+    unsigned lowered;        /* ... on so many nodes */
     int subscribed;          /* holds a reference on the key's release channel */
     uint8_t slot[LOCKCORE_NODES_MAX];
     uint8_t accepted[LOCKCORE_NODES_MAX];

@@ -138,7 +138,8 @@ static void queue_setup(lockcore_client *c, struct node *n, uint64_t now)
     /* Load the scripts on every new connection, ahead of any EVALSHA: the
      * node may have restarted and forgotten them. */
     for (int s = 0; s < SCRIPT_COUNT; s++) {
-        if (s == SCRIPT_STATUS || (!c->o.fencing && (s == SCRIPT_ACQUIRE_FENCED || s == SCRIPT_RAISE)) ||
+        if (s == SCRIPT_STATUS || s == SCRIPT_FENCE_REPAIR ||
+            (!c->o.fencing && (s == SCRIPT_ACQUIRE_FENCED || s == SCRIPT_RAISE)) ||
             (s == SCRIPT_SET_INFO && c->info_len == 0))
             continue;
         argv[0] = "SCRIPT";

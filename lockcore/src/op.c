@@ -286,12 +286,23 @@ int lockcore__op_resend(struct op *op, unsigned i, enum step step, int use_eval,
         ARG(num.ttl);
         break;
     case STEP_STATUS:
+        use_eval = 1; /* rare: never loaded */
+        if (op->repair) {
+            char to[24];
+            lockcore__step_nums(op, &num);
+            lockcore__u64s(to, sizeof(to), op->repair_to);
+            script = SCRIPT_FENCE_REPAIR;
+            KEY(op->key, op->key_len);
+            KEY(op->fkey, op->fkey_len);
+            ARG(to);
+            ARG(num.idle);
+            return send_script(op, i, step, script, &k, use_eval, now);
+        }
         script = SCRIPT_STATUS;
         KEY(op->key, op->key_len);
         KEY(op->fkey, op->fkey_len);
         KEY(op->ikey, op->ikey_len);
         KEY(op->qkey, op->qkey_len);
-        use_eval = 1;
         break;
     default:
         return -EINVAL;
@@ -769,7 +780,7 @@ static void decide(struct op *op, uint64_t now)
         return;
     case PH_STATUS:
         if (answered == c->n)
-            lockcore__op_finish(op, (int)c->n);
+            lockcore__op_finish(op, op->repair ? (int)op->lowered : (int)c->n);
         return;
     default:
         return;
@@ -905,9 +916,32 @@ static void note_holder(struct op *op, const redisReply *h, long long pttl)
     }
 }
 
+/* A fence repair's reply: {lowered, fence before, after, holder, node µs}. */
+static void repair_reply(struct op *op, unsigned i, const redisReply *r)
+{
+    struct lockcore_node_status *st = &op->status[i];
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 5 || r->element[0]->type != REDIS_REPLY_INTEGER ||
+        r->element[3]->type != REDIS_REPLY_STRING || fence_at(r, 2, &st->fence) < 0 ||
+        fence_at(r, 4, &st->node_time_us) < 0) {
+        slot_error(op, i, r);
+        lockcore__fmt(st->error, sizeof(st->error), "%s", op->errmsg);
+        return;
+    }
+    st->reachable = 1;
+    size_t hl = r->element[3]->len < LOCKCORE_ID_LEN ? r->element[3]->len : LOCKCORE_ID_LEN;
+    memcpy(st->holder, r->element[3]->str, hl);
+    st->holder[hl] = '\0';
+    op->lowered += r->element[0]->integer == 1;
+    op->slot[i] = SLOT_YES;
+}
+
 static void status_reply(struct op *op, unsigned i, const redisReply *r)
 {
     struct lockcore_node_status *st = &op->status[i];
+    if (op->repair) {
+        repair_reply(op, i, r);
+        return;
+    }
     /* The plain status: 6 elements (with the queue of waiters); a kind's
      * with 5 has a count of holds; with 7 the readers' count, the first
      * readers and the waiting writer (kinds/); each then the node's clock

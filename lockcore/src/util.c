@@ -26,6 +26,7 @@ const char *const lockcore__scripts[SCRIPT_COUNT] = {
     [SCRIPT_ACQUIRE_QUEUED] = lockcore__lua_acquire_queued,
     [SCRIPT_RELEASE_PLAIN] = lockcore__lua_release_plain,
     [SCRIPT_DEQUEUE] = lockcore__lua_dequeue,
+    [SCRIPT_FENCE_REPAIR] = lockcore__lua_fence_repair,
 };
 
 void lockcore__qid(const char *id, char *out)

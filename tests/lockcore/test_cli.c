@@ -357,6 +357,62 @@ static void test_cli_status_reports_a_foreign_holder(void **state)
  * status shows it; the lock key's value stays the id (other Redlock
  * clients read it). A holder whose lock ran out on the majority shows as
  * expired. */
+/* A fence pushed two hours ahead (by a client with no bound, written here
+ * on the nodes): status says how far ahead of each node's clock it is;
+ * repair without --force changes nothing, refuses while the lock is held
+ * (75), and with --force lowers it to each node's clock; a lock taken
+ * then has a token near the clock again. */
+static void test_cli_repair_lowers_a_fence_pushed_ahead(void **state)
+{
+    struct fixture *f = *state;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    unsigned long long now_us =
+        (unsigned long long)ts.tv_sec * 1000000ULL + (unsigned long long)ts.tv_nsec / 1000;
+    for (int i = 0; i < 3; i++) {
+        redisReply *x = rh_command(f->rc, i, "SET {cli:fast}:fence %llu", now_us + 7200ULL * 1000000);
+        freeReplyObject(x);
+    }
+    struct res r;
+    fl(f, &r, "status", "cli:fast", NULL);
+    json_t *j = one_json_line(&r);
+    json_t *n0 = json_array_get(json_object_get(j, "nodes"), 0);
+    long long ahead = jint(n0, "fence_ahead_ms");
+    assert_true(ahead > 7100LL * 1000 && ahead < 7300LL * 1000);
+    json_decref(j);
+
+    fl(f, &r, "repair", "cli:fast", NULL); /* no --force: a look */
+    assert_int_equal(r.code, 0);
+    j = one_json_line(&r);
+    assert_int_equal(jint(j, "lowered"), 0);
+    json_decref(j);
+    fl(f, &r, "acquire", "cli:fast", NULL);
+    assert_int_equal(r.code, 0);
+    j = one_json_line(&r);
+    char id[41];
+    snprintf(id, sizeof(id), "%s", jstr(j, "lock_id"));
+    assert_true((unsigned long long)jint(j, "token") > now_us + 7100ULL * 1000000);
+    json_decref(j);
+    fl(f, &r, "repair", "cli:fast", "--force", NULL); /* held: not lowered */
+    assert_int_equal(r.code, 75);
+    fl(f, &r, "release", "cli:fast", id, NULL);
+    assert_int_equal(r.code, 0);
+    fl(f, &r, "repair", "cli:fast", "--force", NULL);
+    assert_int_equal(r.code, 0);
+    j = one_json_line(&r);
+    assert_int_equal(jint(j, "lowered"), 3);
+    json_decref(j);
+    fl(f, &r, "acquire", "cli:fast", NULL);
+    assert_int_equal(r.code, 0);
+    j = one_json_line(&r);
+    assert_true((unsigned long long)jint(j, "token") < now_us + 600ULL * 1000000);
+    json_decref(j);
+    fl(f, &r, "--to", "5", "acquire", "cli:x", NULL);
+    assert_int_equal(r.code, 64);
+    fl(f, &r, "repair", "cli:a", "cli:b", NULL);
+    assert_int_equal(r.code, 64);
+}
+
 static void test_cli_status_shows_who_holds_the_lock(void **state)
 {
     struct fixture *f = *state;
@@ -1545,6 +1601,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_cli_extend_and_release_print_the_outcome, setup3, teardown),
         cmocka_unit_test_setup_teardown(test_cli_status_reports_a_foreign_holder, setup3, teardown),
         cmocka_unit_test_setup_teardown(test_cli_status_shows_who_holds_the_lock, setup3, teardown),
+        cmocka_unit_test_setup_teardown(test_cli_repair_lowers_a_fence_pushed_ahead, setup3, teardown),
         cmocka_unit_test_setup_teardown(test_cli_run_passes_the_lock_to_the_command, setup3, teardown),
         cmocka_unit_test_setup_teardown(test_cli_runs_never_overlap, setup3, teardown),
         cmocka_unit_test_setup_teardown(test_cli_run_permits_room_of_three, setup3, teardown),

@@ -236,6 +236,47 @@ static void test_fencing_client_clock_ahead_does_not_push_tokens_ahead(void **st
     lockcore_client_free(good);
 }
 
+/* A fence pushed two hours ahead (a fast client with no bound) shows in
+ * status against each node's clock, and an operator lowers it: not while
+ * the lock is held, never upwards, and afterwards tokens are near the
+ * nodes' clocks again. */
+static void test_fencing_repair_lowers_a_fence_pushed_ahead(void **state)
+{
+    struct fixture *f = *state;
+    struct lockcore_node_status st[5];
+    struct tuning loose = {.fencing = 1, .clock_offset_us = 2 * 3600LL * 1000000, .unbounded = 1};
+    lockcore_client *fast = client(f, &loose);
+    lockcore_client *good = client(f, &(struct tuning){.fencing = 1});
+    uint64_t far = grant_release(fast, "poisoned");
+    assert_int_equal(lockcore_status(good, "poisoned", st, 5), 5);
+    unsigned ahead = 0;
+    for (int i = 0; i < 5; i++)
+        ahead +=
+            st[i].reachable && st[i].node_time_us > 0 && st[i].fence > st[i].node_time_us + 3600ULL * 1000000;
+    assert_true(ahead >= 3);
+    /* Held: no node lowers it, and says who holds. */
+    struct lockcore_lock l;
+    assert_int_equal(lockcore_acquire(good, "poisoned", &l), 0);
+    assert_true(l.token > far);
+    hp_sleep_ms(50); /* granted at a majority: the others may still be running it */
+    assert_int_equal(lockcore_fence_repair(good, "poisoned", 0, st, 5), 0);
+    for (int i = 0; i < 5; i++)
+        assert_string_equal(st[i].holder, l.id);
+    assert_int_equal(lockcore_release(good, &l), 0);
+    /* Never upwards; then down to each node's clock. */
+    assert_int_equal(lockcore_fence_repair(good, "poisoned", far + 1000, st, 5), 0);
+    assert_int_equal(lockcore_fence_repair(good, "poisoned", 0, st, 5), 5);
+    for (int i = 0; i < 5; i++)
+        assert_true(st[i].fence <= st[i].node_time_us + 1000);
+    uint64_t t = grant_release(good, "poisoned");
+    assert_true(t < wall_us() + 60ULL * 1000000);
+    assert_int_equal(lockcore_fence_repair(good, "", 0, st, 5), -EINVAL);
+    assert_int_equal(lockcore_fence_repair(good, "poisoned", 1ULL << 53, st, 5), -EINVAL);
+    assert_int_equal(lockcore_fence_repair(good, "poisoned", 0, st, 2), -ENOSPC);
+    lockcore_client_free(good);
+    lockcore_client_free(fast);
+}
+
 struct grant {
     uint64_t begin_ms, end_ms, token;
 };
@@ -414,6 +455,7 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_fencing_client_clock_ahead_does_not_push_tokens_ahead, setup5,
                                         teardown),
+        cmocka_unit_test_setup_teardown(test_fencing_repair_lowers_a_fence_pushed_ahead, setup5, teardown),
         cmocka_unit_test_setup_teardown(test_fencing_overlapping_leases_never_share_a_token, setup5,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_fencing_holds_with_minority_down, setup5, teardown),
