@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -299,6 +300,60 @@ static void test_keepalive_stop_is_safe(void **state)
     lockcore_client_free(c);
 }
 
+/* A program whose critical section blocks (it sleeps 5 s with a 2 s TTL,
+ * never turning its client's loop) keeps its lock with a keeper, which
+ * extends from a thread and client of its own; another client is refused
+ * all along. Then a loss (every node stopped past the validity) is seen
+ * before the next write, even with the keeper unable to extend. */
+static void test_keepalive_keeper_keeps_a_blocking_section(void **state)
+{
+    struct fixture *f = *state;
+    struct lockcore_options o;
+    lockcore_options_init(&o);
+    o.nodes = f->urls;
+    o.n_nodes = f->n;
+    o.ttl_ms = 2000;
+    o.retry_count = 0;
+    lockcore_client *c = NULL, *other = client(f, 2000);
+    assert_int_equal(lockcore_client_new(&o, &c, NULL, 0), 0);
+    struct lockcore_lock l, cur, x;
+    assert_int_equal(lockcore_acquire(c, "keeper", &l), 0);
+    lockcore_keeper *k = NULL;
+    char err[256];
+    assert_int_equal(lockcore_keeper_start(&o, &l, 0, 0, &k, err, sizeof(err)), 0);
+    for (int s = 0; s < 5; s++) {
+        sleep(1); /* the work: blocking, no lockcore_run */
+        assert_int_equal(lockcore_keeper_get(k, &cur), 0);
+        assert_true(lockcore_remaining_ms(&cur) > 0);
+        assert_int_equal(lockcore_acquire(other, "keeper", &x), LOCKCORE_ELOCKED);
+    }
+    assert_int_equal(lockcore_keeper_stop(k, &cur), 0);
+    assert_string_equal(cur.id, l.id);
+    assert_int_equal(lockcore_release(c, &cur), 0);
+
+    /* Lost: every node stopped for longer than the validity. */
+    assert_int_equal(lockcore_acquire(c, "keeper", &l), 0);
+    assert_int_equal(lockcore_keeper_start(&o, &l, 0, 0, &k, err, sizeof(err)), 0);
+    for (unsigned i = 0; i < f->n; i++)
+        assert_int_equal(rh_pause(f->rc, (int)i), 0);
+    uint64_t until = l.valid_until_ms;
+    while (lockcore_now_ms() < until + 100)
+        usleep(50 * 1000);
+    int rc = lockcore_keeper_get(k, &cur);
+    for (unsigned i = 0; i < f->n; i++)
+        assert_int_equal(rh_resume(f->rc, (int)i), 0);
+    assert_int_not_equal(rc, 0);
+    assert_non_null(strstr(lockcore_keeper_errmsg(k), "lost"));
+    assert_int_not_equal(lockcore_keeper_stop(k, NULL), 0);
+    /* Bad arguments. */
+    assert_int_equal(lockcore_keeper_start(NULL, &l, 0, 0, &k, err, sizeof(err)), -EINVAL);
+    assert_int_equal(lockcore_keeper_start(&o, &l, 0, 0, &k, err, sizeof(err)), LOCKCORE_ELOST);
+    assert_int_equal(lockcore_keeper_get(NULL, NULL), -EINVAL);
+    assert_int_equal(lockcore_keeper_stop(NULL, NULL), 0);
+    lockcore_client_free(other);
+    lockcore_client_free(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -310,6 +365,7 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_keepalive_lost_at_once_when_key_taken, setup3, teardown),
         cmocka_unit_test_setup_teardown(test_keepalive_stop_is_safe, setup3, teardown),
+        cmocka_unit_test_setup_teardown(test_keepalive_keeper_keeps_a_blocking_section, setup3, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -485,6 +485,35 @@ LOCKCORE_API unsigned lockcore_keepalive_extensions(const lockcore_keepalive *k)
  */
 LOCKCORE_API void lockcore_keepalive_stop(lockcore_keepalive *k);
 
+/*
+ * A keep-alive in a thread of its own, for a program whose critical section
+ * blocks (a long computation, a slow write, sleep): the keep-alive above
+ * runs only while the caller turns lockcore_run, and a client may be used
+ * by one thread at a time. The keeper opens a client of its own with the
+ * options o (copied, as lockcore_client_new copies them; the caller's
+ * client is left alone), and its thread extends `lock` to ttl_ms whenever
+ * only renew_before_ms is left (as lockcore_keepalive_start: 0 = the
+ * lock's TTL, a third of it). Check lockcore_keeper_get right before each
+ * write: it says 0 while the lock is held, or the code it was lost with,
+ * and holds the lock's validity against the monotonic clock itself, so a
+ * loss is seen at valid_until_ms at the latest even if the thread could
+ * not run. Returns 0 (*out set), -EINVAL (bad options or lock; errbuf says
+ * why), LOCKCORE_ELOST (no validity left), -ENOMEM, or a pthread error.
+ */
+typedef struct lockcore_keeper lockcore_keeper;
+LOCKCORE_API int lockcore_keeper_start(const struct lockcore_options *o, const struct lockcore_lock *lock,
+                                       uint64_t ttl_ms, uint64_t renew_before_ms, lockcore_keeper **out,
+                                       char *errbuf, size_t errcap);
+/* 0 while held, else the loss (LOCKCORE_ELOST, LOCKCORE_ENOQUORUM, ...);
+ * *out (may be NULL) gets the lock as last extended. Thread-safe. */
+LOCKCORE_API int lockcore_keeper_get(lockcore_keeper *k, struct lockcore_lock *out);
+/* Why it was lost; valid until lockcore_keeper_stop. */
+LOCKCORE_API const char *lockcore_keeper_errmsg(lockcore_keeper *k);
+/* Stop extending, end the thread, free (NULL accepted). *out (may be NULL)
+ * gets the lock as last extended, to release it with the caller's client.
+ * Returns what lockcore_keeper_get would. */
+LOCKCORE_API int lockcore_keeper_stop(lockcore_keeper *k, struct lockcore_lock *out);
+
 /* ---- Lock kinds ----------------------------------------------------------
  * Three kinds beside the plain lock, all with fencing tokens, the error
  * codes above and the callback contract. Each returns a struct lockcore_lock
