@@ -1,8 +1,9 @@
 -- A waiting reader of the read-write lock (docs/lockcore.md, "Read-write
 -- lock"; docs/fairness.md). Refused while a writer holds the key (a key
 -- holding this reader's acquisition id is a reservation a release made
--- for it, not a writer) or, unless fair, while a writer has declared that
--- it waits; fair, also unless it is the head of the queue. Refused, it
+-- for it, not a writer) or while a writer has declared that it waits
+-- (fair: one that is not in this line; one that is, is ordered by it);
+-- fair, also unless it is the head of the queue. Refused, it
 -- takes or refreshes its place. Admitted, it registers as a reader (its
 -- own member, scored by its expiry), deletes the reservation made for it
 -- (readers do not hold the key), leaves the queue (a reader keeps no
@@ -22,7 +23,10 @@ local now = node_ms()
 local h = redis.call('GET', KEYS[1])
 local mine = mode ~= '2' and h == qid
 local w = redis.call('GET', KEYS[4])
-local blocked = (h and not mine) or (w and not mine and mode ~= '1')
+-- A declared writer keeps readers out; fair, one that waits in this line
+-- is ordered by it instead (the head goes first), and only one that does
+-- not (a polling writer) keeps them out.
+local blocked = (h and not mine) or (w and not mine and (mode ~= '1' or not redis.call('ZSCORE', KEYS[5], w)))
 local head
 if blocked or mode == '1' then head = queue_take(KEYS[5], KEYS[6], KEYS[7], qid, ARGV[3], ARGV[4], now) end
 if not blocked and mode == '1' and not mine and head ~= qid then blocked = true end

@@ -410,6 +410,25 @@ static struct node *conn(lockcore_client *c, unsigned j)
     return j < c->n ? &c->nodes[j] : &c->subs[j - c->n];
 }
 
+/* Send what the replies and timers produced, one write per node, then run
+ * the callbacks; what the callbacks queue (a waiter leaving its line, a
+ * writer's intent cleared) is sent before we return, not after the next
+ * poll, which may block. A failed write ends operations, which are
+ * delivered too; the rounds are bounded since a callback may start more. */
+int lockcore__flush_deliver(lockcore_client *c)
+{
+    int count = 0;
+    for (int round = 0; round < 8; round++) {
+        for (unsigned i = 0; i < n_conns(c); i++)
+            lockcore__node_flush(c, conn(c, i));
+        int d = lockcore__deliver(c);
+        count += d;
+        if (d == 0)
+            break;
+    }
+    return count;
+}
+
 static int pollfds(lockcore_client *c, struct pollfd *fds, size_t cap, int *timeout_ms)
 {
     uint64_t next = UINT64_MAX;
@@ -497,10 +516,7 @@ static int process(lockcore_client *c, const struct pollfd *fds, size_t nfds)
     for (const struct lockcore__kind *const *k = lockcore__kinds; *k != NULL; k++)
         if ((*k)->check != NULL)
             (*k)->check(c, now);
-    /* Send what the replies and timers produced in one write per node. */
-    for (unsigned i = 0; i < n_conns(c); i++)
-        lockcore__node_flush(c, conn(c, i));
-    return lockcore__deliver(c);
+    return lockcore__flush_deliver(c);
 }
 
 int lockcore_process(lockcore_client *c, const struct pollfd *fds, size_t nfds)
@@ -858,7 +874,7 @@ static int wait_for(lockcore_client *c, struct op *op, struct waiter *w, int *fr
                                                     : c->errmsg);
             lockcore__op_abort(op, err, why);
         }
-        lockcore__deliver(c);
+        lockcore__flush_deliver(c);
     }
     *freed = leave(c);
     return w->rc;

@@ -184,6 +184,9 @@ struct op {
     unsigned behind;         /* nodes that refused because another waiter is first */
     unsigned reserved_ahead; /* ... and that waiter holds the key: its reservation */
     int noticed;             /* a release named it while an attempt was in flight */
+    uint64_t resume_at;      /* a release's wake-up moved the attempt the wait had
+                                planned: it comes back after, 0 = none */
+    int resume_free;         /* ... and whether that one was a free attempt */
     int again;               /* the next attempt goes at once (a re-entry whose hold is gone) */
     int keep_place;          /* refused, it keeps its place: its driver waits on (a permit) */
     int repair;              /* OP_STATUS that lowers the fence (lockcore_fence_repair) */
@@ -308,6 +311,8 @@ void lockcore__step_nums(const struct op *op, struct step_nums *n);
  * a polling client's release, or the ms a notified or fair release keeps
  * the lock for the waiter it names. */
 void lockcore__release_arg(const struct op *op, enum step step, char *buf, size_t cap);
+/* What a release of this client does (the release's part of the above). */
+void lockcore__release_what(const lockcore_client *c, char *buf, size_t cap);
 /* The queued acquire of a waiter for node i (SCRIPT_ACQUIRE_QUEUED): the
  * key set to value; with holds (a reentrant lock's), its first hold is the
  * attempt's lock id. */
@@ -375,6 +380,10 @@ struct op *lockcore__acquire_op(lockcore_client *c, const char *resource, const 
                                 void *arg, int *rcp);
 void lockcore__op_finish(struct op *op, int rc);
 int lockcore__deliver(lockcore_client *c);
+int lockcore__flush_deliver(lockcore_client *c);
+/* A release woke a waiting acquisition: it tries at `at`, an attempt not
+ * counted, and the attempt its wait had planned still comes after it. */
+void lockcore__op_wake(struct op *op, uint64_t at);
 /* Argument checks shared by the operations and the keep-alives; they set
  * c->errmsg and return -EINVAL. ttl_ms 0 passes (the default TTL). */
 int lockcore__check_lock(lockcore_client *c, const struct lockcore_lock *lock);

@@ -210,8 +210,7 @@ static void subscribed(lockcore_client *c, const redisReply *chan, uint64_t now)
         op_chans(op, &ch);
         for (unsigned k = 0; k < ch.n; k++) {
             if (ch.len[k] == chan->len && memcmp(ch.name[k], chan->str, chan->len) == 0) {
-                op->retry_at_ms = now;
-                op->free_next = 1;
+                lockcore__op_wake(op, now);
                 break;
             }
         }
@@ -255,18 +254,19 @@ static void notice(lockcore_client *c, const redisReply *chan, const redisReply 
             /* While an attempt is in flight, its wait takes the hint. */
             if (op->phase != PH_RETRY_WAIT)
                 op->hint_at = now + hint;
-            else if (op->retry_at_ms > now + hint) {
-                op->retry_at_ms = now + hint;
-                op->free_next = 1;
-            }
+            else
+                lockcore__op_wake(op, now + hint);
             return;
         }
         /* Named while its attempt is in flight: that attempt may still be
-         * refused (it raced the release); try again at once after it. */
+         * refused (it raced the release); try again at once after it. An
+         * attempt that answers a release is not one of the retries the
+         * caller allowed (a set named by a member it has already won
+         * would otherwise spend them while its other members are held). */
         if (op->phase != PH_RETRY_WAIT)
             op->noticed = 1;
-        else if (op->retry_at_ms > now)
-            op->retry_at_ms = now;
+        else
+            lockcore__op_wake(op, now);
         return;
     }
 }

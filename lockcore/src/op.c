@@ -115,10 +115,16 @@ void lockcore__step_nums(const struct op *op, struct step_nums *n)
  * attempt, already on the wire behind its release: two request timeouts. */
 void lockcore__release_arg(const struct op *op, enum step step, char *buf, size_t cap)
 {
-    const struct lockcore_options *o = &op->c->o;
     if (step != STEP_RELEASE)
         lockcore__fmt(buf, cap, "r");
-    else if (o->wait_mode == LOCKCORE_WAIT_POLL)
+    else
+        lockcore__release_what(op->c, buf, cap);
+}
+
+void lockcore__release_what(const lockcore_client *c, char *buf, size_t cap)
+{
+    const struct lockcore_options *o = &c->o;
+    if (o->wait_mode == LOCKCORE_WAIT_POLL)
         buf[0] = '\0';
     else if (o->wait_mode == LOCKCORE_WAIT_NOTIFY)
         lockcore__u64s(buf, cap, 2 * o->request_timeout_ms);
@@ -417,13 +423,55 @@ static uint64_t backoff_delay(struct op *op)
  * place before it lapses. A refusal by nodes that do not agree on one
  * holder (a split vote: nobody holds a majority) retries after the
  * backoff, since nobody will release. */
+static uint64_t wait_delay_planned(struct op *op, int rc, uint64_t now);
+
+/* A release's wake-up (a notice, a hint, a subscription's race) is an
+ * attempt the caller does not count, and it must not put off the attempts
+ * that count: a set named by every release of a member it cannot use yet
+ * would otherwise never make one, and never give up. So the wait planned
+ * before the wake-up resumes after it, unless the new one is sooner. */
 static uint64_t wait_delay(struct op *op, int rc, uint64_t now)
 {
-    lockcore_client *c = op->c;
     if (op->again) {
         op->again = 0;
         return 0;
     }
+    uint64_t delay = wait_delay_planned(op, rc, now);
+    if (op->resume_at != 0) {
+        uint64_t r = op->resume_at > now ? op->resume_at - now : 0;
+        if (r < delay) {
+            delay = r;
+            op->free_next = op->resume_free;
+        }
+        op->resume_at = 0;
+    }
+    if (op->noticed) {
+        /* Named while the attempt was in flight: try again at once (that
+         * answers a release: not a retry), then as planned. */
+        op->noticed = 0;
+        op->resume_at = delay == UINT64_MAX ? UINT64_MAX : now + delay;
+        op->resume_free = op->free_next;
+        op->free_next = 1;
+        return 0;
+    }
+    return delay;
+}
+
+void lockcore__op_wake(struct op *op, uint64_t at)
+{
+    if (op->phase != PH_RETRY_WAIT || op->retry_at_ms <= at)
+        return;
+    if (op->resume_at == 0 || op->retry_at_ms < op->resume_at) {
+        op->resume_at = op->retry_at_ms;
+        op->resume_free = op->free_next;
+    }
+    op->retry_at_ms = at;
+    op->free_next = 1;
+}
+
+static uint64_t wait_delay_planned(struct op *op, int rc, uint64_t now)
+{
+    lockcore_client *c = op->c;
     uint64_t delay = backoff_delay(op);
     int refused = rc == LOCKCORE_ELOCKED;
     /* A kind that keeps no place in the nodes' queues polls (kind.h). */
@@ -435,10 +483,6 @@ static uint64_t wait_delay(struct op *op, int rc, uint64_t now)
          * the retries the caller allowed. */
         op->queued = 1;
         op->free_next = 1;
-        return 0;
-    }
-    if (op->noticed) {
-        op->noticed = 0;
         return 0;
     }
     if (c->notify_refused || lockcore__notify_want(c, op) < 0)

@@ -14,12 +14,14 @@
 -- place lapse together, and the next is granted at once instead of
 -- sleeping until it refreshes its place. A fair release keeps the named
 -- waiter's place: a waiter that is only slow (paused) keeps its turn, and
--- a dead one costs until its place lapses.
+-- a dead one costs until its place lapses. skip (optional): a waiter not
+-- to name (one handing back a reservation it cannot use).
 --- @include "clock"
 --- @include "queue"
-local function queue_name(lock, q, dl, mark, what)
+local function queue_name(lock, q, dl, mark, what, skip)
   local now = node_ms()
   local h = queue_live_head(q, dl, now)
+  if h and h == skip then h = queue_next_live(q, dl, now) end
   if not h then
     if redis.call('ZCARD', q) == 0 then redis.call('DEL', mark) end
     return

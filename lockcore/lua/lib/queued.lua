@@ -8,13 +8,15 @@
 -- waiter's first attempt: SET NX on every key, and its place where
 -- refused), '0' (a notified waiter: the keys first, the places refreshed
 -- where refused) or '1' (fair: the places first, then the keys only as
--- the head of every queue, or where reserved for it).
+-- the head of every queue, or where reserved for it). Refused, a notified
+-- waiter hands back the keys reserved for it.
 -- All or nothing on this node: every key is set, or none. A grant cuts
 -- the waiter's places to the lock's TTL, so that a holder that dies is not
 -- first for long. Returns granted, and when refused the first key that
 -- refused (its index) and the head of its queue.
 --- @include "clock"
 --- @include "queue_take"
+--- @include "queue_name"
 local function queued_try(k, locks, qs, dls, marks, value, ttl, ticket, qttl, mode, qid, leftover)
   local now = node_ms()
   local free, mine, block = true, {}, nil
@@ -38,7 +40,20 @@ local function queued_try(k, locks, qs, dls, marks, value, ttl, ticket, qttl, mo
       end
     end
   end
-  if not free then return false, block, heads[block] end
+  if not free then
+    -- A notified set refused on one member hands back the members released
+    -- for it (it may wait long for the rest) to the next waiter, and stays
+    -- in line; a fair one keeps them: its turn is its turn.
+    if mode == '0' then
+      for i = 1, k do
+        if mine[i] then
+          redis.call('DEL', locks[i])
+          queue_name(locks[i], qs[i], dls[i], marks[i], '0', qid)
+        end
+      end
+    end
+    return false, block, heads[block]
+  end
   for i = 1, k do
     redis.call('SET', locks[i], value, 'PX', ttl)
     if redis.call('HGET', dls[i], qid) then redis.call('HSET', dls[i], qid, now + tonumber(ttl)) end

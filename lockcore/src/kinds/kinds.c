@@ -208,14 +208,21 @@ struct op *lockcore__kinds_start(lockcore_client *c, const char *resource, unsig
     /* A deadline already past (1 ms after boot) leaves no room for a retry
      * and keeps the attempt from queueing behind the client's own. */
     op->wait_deadline_ms = single ? 1 : (c->o.wait_ms ? now + c->o.wait_ms : 0);
-    /* A kind that waits in line makes even its first attempt the queued
-     * one where it may wait (one round: refused, it has its place; fair,
-     * it takes nothing ahead of the line). */
-    op->queued = !single && op->type != NULL && op->type->queues != NULL && op->type->queues(op) &&
-                 (c->o.wait_mode == LOCKCORE_WAIT_FAIR ||
-                  (c->o.wait_mode == LOCKCORE_WAIT_NOTIFY && c->o.retry_count != 0));
+    lockcore__kinds_queue_first(op);
     lockcore__op_start(op, now);
     return op;
+}
+
+/* A kind that waits in line makes even its first attempt the queued one
+ * where it may wait (one round: refused, it has its place; fair, it takes
+ * nothing ahead of the line). A single attempt (deadline 1) never waits. */
+void lockcore__kinds_queue_first(struct op *op)
+{
+    const lockcore_client *c = op->c;
+    op->queued = op->wait_deadline_ms != 1 && op->type != NULL && op->type->queues != NULL &&
+                 op->type->queues(op) &&
+                 (c->o.wait_mode == LOCKCORE_WAIT_FAIR ||
+                  (c->o.wait_mode == LOCKCORE_WAIT_NOTIFY && c->o.retry_count != 0));
 }
 
 /* ---- blocking forms ---- */
@@ -247,7 +254,7 @@ int lockcore__kinds_wait(lockcore_client *c, struct lockcore__waiter *w,
         lockcore__fmt(why, sizeof(why), "%s",
                       err == LOCKCORE_ECANCELED ? "canceled: the client was freed by a callback" : c->errmsg);
         abort_fn(what, err, why);
-        while (!w->done && lockcore__deliver(c) > 0)
+        while (!w->done && lockcore__flush_deliver(c) > 0)
             ;
     }
     lockcore__leave(c);

@@ -93,6 +93,8 @@ int lockcore__kinds_is_id(const char *id);
  * its kind, id NULL for a fresh one. single: one attempt, no retries. */
 struct op *lockcore__kinds_start(lockcore_client *c, const char *resource, unsigned flags, const char *id,
                                  int single, lockcore_cb cb, void *arg, int *rcp);
+/* Set op->queued: whether its next attempt is the one that waits in line. */
+void lockcore__kinds_queue_first(struct op *op);
 
 /* The blocking calls: a waiter the callback fills, and the loop. */
 struct lockcore__waiter {

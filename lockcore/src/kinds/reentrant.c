@@ -225,6 +225,7 @@ static enum kind_verdict re_decide(struct op *op, int *rc)
         op->kx.join[0] = '\0';
         op->again = 1;
         op->free_next = 1;
+        lockcore__kinds_queue_first(op); /* now a first hold: it waits in line as one */
     }
     return KIND_PLAIN; /* failed: the plain decision says why */
 }

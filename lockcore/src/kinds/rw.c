@@ -199,16 +199,16 @@ static void rw_done(lockcore_client *c, int rc, const struct lockcore_lock *lock
     /* Given up, or granted (a node that refused its last attempt may still
      * keep its intent, and would keep readers out for nothing): the intent
      * goes wherever it is still this writer's. */
-    if (!c->freeing) {
-        const char *argv[] = {"EVAL", lockcore__lua_rw_intent_clear, "1", w->intent, w->id};
-        size_t lens[5];
-        for (int k = 0; k < 5; k++)
-            lens[k] = strlen(argv[k]);
-        uint64_t now = lockcore_now_ms();
-        for (unsigned i = 0; i < c->n; i++)
-            if (c->nodes[i].state != NODE_DOWN)
-                lockcore__node_send(c, &c->nodes[i], 5, argv, lens, NULL, STEP_IGNORE, 0, now);
-    }
+    /* Even while the client is freed: what is queued here is sent before
+     * the connections close. */
+    const char *argv[] = {"EVAL", lockcore__lua_rw_intent_clear, "1", w->intent, w->id};
+    size_t lens[5];
+    for (int k = 0; k < 5; k++)
+        lens[k] = strlen(argv[k]);
+    uint64_t now = lockcore_now_ms();
+    for (unsigned i = 0; i < c->n; i++)
+        if (c->nodes[i].state != NODE_DOWN)
+            lockcore__node_send(c, &c->nodes[i], 5, argv, lens, NULL, STEP_IGNORE, 0, now);
     lockcore_cb cb = w->cb;
     void *a = w->arg;
     free(w);

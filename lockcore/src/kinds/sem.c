@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "kinds.h"
+#include "lockcore_lua.h"
 
 struct lockcore__sem {
     struct lockcore__sem *next, *prev;
@@ -50,6 +51,9 @@ struct lockcore__sem {
     int free_next;        /* the next round is one of those */
     int noticed;          /* named while a round was in flight: go again at once */
     unsigned first;       /* a permit a release kept for it; permits: none */
+    int64_t pttl_min;     /* the least holder pttl this round's refusals named; -1: none */
+    unsigned named[8];    /* permits releases kept for it (handed back when done) */
+    unsigned n_named;
     char qid[LOCKCORE_ID_LEN + 1];
     uint64_t ticket;
     char chan[1][CHAN_MAX];
@@ -79,22 +83,38 @@ static size_t sem_key(const struct lockcore__sem *d, char *out)
 }
 
 /* A driver that is done leaves the semaphore's queue on every node (fire
- * and forget). */
-static void sem_leave_line(struct lockcore__sem *d)
+ * and forget), and hands back the permits releases kept for it other than
+ * the one it took (taken: its index; permits: none), to the next waiter. */
+static void sem_leave_line(struct lockcore__sem *d, unsigned taken)
 {
     lockcore_client *c = d->c;
-    char key[KEY_MAX + 1], q[QUEUE_KEY_MAX + 1], dl[QUEUE_KEY_MAX + 1];
-    sem_key(d, key);
+    char key[KEY_MAX + 1], q[QUEUE_KEY_MAX + 1], dl[QUEUE_KEY_MAX + 1], mark[QUEUE_KEY_MAX + 1];
+    char permit[8][KEY_MAX + 32], what[24];
+    size_t kl = sem_key(d, key);
     lockcore__kinds_tagged(q, key, ":waiters");
     lockcore__kinds_tagged(dl, key, ":waiting");
-    const char *argv[] = {"EVAL", lockcore__scripts[SCRIPT_DEQUEUE], "2", q, dl, d->qid};
-    size_t lens[6];
-    for (int k = 0; k < 6; k++)
+    lockcore__kinds_tagged(mark, key, ":wanted");
+    lockcore__release_what(c, what, sizeof(what));
+    const char *argv[6 + 8] = {"EVAL", lockcore__lua_sem_leave, NULL, q, dl, mark};
+    int argc = 6;
+    char nkeys[16];
+    for (unsigned k = 0; k < d->n_named; k++) {
+        if (d->named[k] == taken)
+            continue;
+        snprintf(permit[k], sizeof(permit[k]), "%.*s:permit:%u", (int)kl, key, d->named[k]);
+        argv[argc++] = permit[k];
+    }
+    snprintf(nkeys, sizeof(nkeys), "%d", argc - 3);
+    argv[2] = nkeys;
+    argv[argc++] = d->qid;
+    argv[argc++] = what;
+    size_t lens[6 + 8 + 2];
+    for (int k = 0; k < argc; k++)
         lens[k] = strlen(argv[k]);
     uint64_t now = lockcore_now_ms();
     for (unsigned i = 0; i < c->n; i++)
         if (c->nodes[i].state != NODE_DOWN)
-            lockcore__node_send(c, &c->nodes[i], 6, argv, lens, NULL, STEP_IGNORE, 0, now);
+            lockcore__node_send(c, &c->nodes[i], argc, argv, lens, NULL, STEP_IGNORE, 0, now);
 }
 
 /* End the acquisition: the callback gets the permit (rc 0) or the counts. */
@@ -105,8 +125,8 @@ static void sem_finish(struct lockcore__sem *d, int rc, const struct lockcore_lo
     /* Granted or given up, a driver waits no more: it leaves the line
      * (a holder left at its head would be named by the next permit's
      * release, and the permit kept for it, instead of for a waiter). */
-    if (d->line && !c->freeing)
-        sem_leave_line(d);
+    if (d->line) /* even while the client is freed: flushed before close */
+        sem_leave_line(d, granted != NULL && d->tried > 0 ? d->order[d->tried - 1] : d->permits);
     if (d->listening)
         lockcore__notify_drop_names(c, d->chan, d->chan_len, 1);
     if (granted != NULL) {
@@ -184,6 +204,7 @@ static int sem_round(struct lockcore__sem *d)
     d->tried = 0;
     d->locked = 0;
     d->nodes_ok = 0;
+    d->pttl_min = -1;
     sem_shuffle(d);
     if (d->first < d->permits) {
         /* The permit a release kept for it goes first. */
@@ -245,9 +266,16 @@ static void sem_on_permit(lockcore_client *c, int rc, const struct lockcore_lock
         if (!d->listening)
             d->listening = lockcore__notify_want_names(c, d->chan, d->chan_len, 1) == 0;
         if (d->listening) {
-            /* A refresh while other waiters are ahead is not a retry. */
+            /* Until a release names it, a lease runs out (a holder that
+             * died, or a permit kept for a waiter that did) or its place
+             * needs a refresh. A refresh while other waiters are ahead is
+             * not a retry. */
             delay = noticed ? 0 : c->o.queue_ttl_ms / 3;
-            d->free_next = !noticed && d->behind >= c->quorum;
+            if (!noticed && d->behind < c->quorum && d->pttl_min >= 0 && (uint64_t)d->pttl_min + 1 < delay)
+                delay = (uint64_t)d->pttl_min + 1;
+            /* Answering a release, or refreshing while others are ahead:
+             * not a retry. */
+            d->free_next = noticed || d->behind >= c->quorum;
         }
     }
     int more = c->o.retry_count < 0 || d->rounds - d->free_rounds <= (unsigned)c->o.retry_count;
@@ -449,6 +477,10 @@ static void permit_reply(struct op *op, unsigned i, const redisReply *r)
         r->element[0]->integer == 0 && r->element[5]->type == REDIS_REPLY_STRING &&
         (r->element[5]->len != LOCKCORE_ID_LEN || memcmp(r->element[5]->str, d->qid, LOCKCORE_ID_LEN) != 0))
         d->behind++;
+    if (r->type == REDIS_REPLY_ARRAY && r->elements >= 5 && r->element[0]->type == REDIS_REPLY_INTEGER &&
+        r->element[0]->integer == 0 && r->element[4]->type == REDIS_REPLY_INTEGER && r->element[4]->integer >= 0 &&
+        (d->pttl_min < 0 || r->element[4]->integer < d->pttl_min))
+        d->pttl_min = r->element[4]->integer;
 }
 
 static struct lockcore__sem *sem_of(lockcore_client *c, const char *qid)
@@ -468,6 +500,22 @@ static void sem_notice(lockcore_client *c, const char *qid, const char *key, siz
     struct lockcore__sem *d = sem_of(c, qid);
     if (d == NULL)
         return;
+    /* The permit kept for it: tried first, and handed back when done if
+     * another was taken. */
+    const char *p = key_len > 0 ? memrchr(key, ':', key_len) : NULL;
+    size_t n = p != NULL ? key_len - (size_t)(p + 1 - key) : 0;
+    if (n > 0 && n < 16) {
+        char num[16];
+        memcpy(num, p + 1, n);
+        num[n] = '\0';
+        unsigned long v = strtoul(num, NULL, 10);
+        d->first = v < d->permits ? (unsigned)v : d->permits;
+        int seen = d->first == d->permits;
+        for (unsigned k = 0; k < d->n_named && !seen; k++)
+            seen = d->named[k] == d->first;
+        if (!seen && d->n_named < sizeof(d->named) / sizeof(d->named[0]))
+            d->named[d->n_named++] = d->first;
+    }
     if (d->retry_at_ms == 0) { /* a round in flight: it may be refused yet */
         d->noticed |= hint == 0;
         return;
@@ -479,19 +527,10 @@ static void sem_notice(lockcore_client *c, const char *qid, const char *key, siz
         }
         return;
     }
-    const char *p = key_len > 0 ? memrchr(key, ':', key_len) : NULL;
-    if (p != NULL) {
-        char num[16];
-        size_t n = key_len - (size_t)(p + 1 - key);
-        if (n > 0 && n < sizeof(num)) {
-            memcpy(num, p + 1, n);
-            num[n] = '\0';
-            unsigned long v = strtoul(num, NULL, 10);
-            d->first = v < d->permits ? (unsigned)v : d->permits;
-        }
-    }
-    if (d->retry_at_ms > now)
+    if (d->retry_at_ms > now) {
         d->retry_at_ms = now;
+        d->free_next = 1; /* answers a release: not a retry */
+    }
 }
 
 /* A node confirmed the semaphore's channel: a release between the
