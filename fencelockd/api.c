@@ -568,6 +568,10 @@ void fld_api_result(const struct fld_op *op, int rc, const struct lockcore_lock 
                   "nodes_granted", (int)lock->nodes_ok, "nodes", (int)lock->nodes);
     if (o != NULL && op->route == FLD_ROUTE_ACQUIRE)
         json_object_set_new(o, "attempts", json_integer(lock->attempts));
+    /* A lock extended by its id alone: the server does not know its token
+     * (the acquisition's answer gave it, and an extension keeps it). */
+    if (o != NULL && op->route == FLD_ROUTE_EXTEND)
+        json_object_del(o, "token");
     if (o != NULL && op->kind == FLD_KIND_MULTI)
         json_object_set_new(o, "resources", names_json(op));
     if (o != NULL && op->kind == FLD_KIND_PERMIT && op->route == FLD_ROUTE_ACQUIRE)

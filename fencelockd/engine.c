@@ -82,6 +82,7 @@ struct fld_engine {
     int n_pool;
     int running;         /* jobs started and not ended */
     struct job *waiters; /* acquisitions that wait, for SIGTERM */
+    int orphans;         /* running jobs whose request is answered already */
     lockcore_client *status_client;
     unsigned nodes, quorum;
     atomic_int n_clients;
@@ -237,6 +238,7 @@ static void on_orphan_released(lockcore_client *c, int rc, const struct lockcore
                       "release of an abandoned grant of '%.200s' failed: %s (it expires by its TTL)",
                       j->op.resource, lockcore_strerror(rc));
     e->running--;
+    e->orphans--;
     job_free(j);
 }
 
@@ -272,6 +274,7 @@ static void on_done(lockcore_client *c, int rc, const struct lockcore_lock *lock
                     return;
             }
             e->running--;
+            e->orphans--;
             job_free(j);
             return;
         }
@@ -397,6 +400,7 @@ static void reap_hangups(fld_engine *e)
         if (fencehttp_log_enabled(FENCEHTTP_LOG_DEBUG))
             fencehttp_log(FENCEHTTP_LOG_DEBUG, "a waiter for '%.200s' hung up", j->op.resource);
         answer_error(j, 499, "client_closed", "the client hung up");
+        e->orphans++;
     }
 }
 
@@ -407,6 +411,7 @@ static void tell_waiters(fld_engine *e)
         struct job *j = e->waiters;
         unwatch(e, j);
         answer_error(j, 503, "shutting_down", "the server is stopping; try another instance or again later");
+        e->orphans++;
     }
 }
 
@@ -446,7 +451,9 @@ static void *loop_main(void *arg)
             tell_waiters(e);
             stop_deadline = now_ms() + (uint64_t)e->drain_ms;
         }
-        if (stopping && (e->running == 0 || now_ms() >= stop_deadline))
+        /* Stop once only acquisitions nobody waits for are left: freeing
+         * the clients rolls them back. */
+        if (stopping && (e->running == e->orphans || now_ms() >= stop_deadline))
             break;
         fds[0] = (struct pollfd){.fd = e->efd, .events = POLLIN};
         fds[1] = (struct pollfd){.fd = e->epfd, .events = POLLIN};
