@@ -370,6 +370,7 @@ int main(int argc, char **argv)
         .auth = auth,
         .open_paths = open_paths,
         .max_connections = (unsigned)c.max_connections,
+        .use_epoll = 1, /* thousands of long polls and idle keep-alives */
         .tls_cert_pem = tls_cert,
         .tls_key_pem = tls_key,
         .handler = handle,

@@ -679,11 +679,11 @@ int fencehttp_start(const struct fencehttp_options *o, fencehttp **out, char *er
     if (h->o.name == NULL)
         h->o.name = "fencelock";
     atomic_init(&h->in_flight, 0);
-    /* poll(), not epoll: libmicrohttpd 0.9.75's edge-triggered epoll can miss
-     * the end of a half-closed connection whose bytes and FIN arrive
+    /* poll() unless asked: libmicrohttpd 0.9.75's edge-triggered epoll can
+     * miss the end of a half-closed connection whose bytes and FIN arrive
      * together, leaving it open until the idle timeout. */
-    unsigned flags =
-        MHD_USE_POLL_INTERNAL_THREAD | MHD_USE_ERROR_LOG | MHD_USE_ITC | MHD_ALLOW_SUSPEND_RESUME;
+    unsigned flags = (o->use_epoll ? MHD_USE_EPOLL_INTERNAL_THREAD : MHD_USE_POLL_INTERNAL_THREAD) |
+                     MHD_USE_ERROR_LOG | MHD_USE_ITC | MHD_ALLOW_SUSPEND_RESUME;
     if (o->addr->sa_family == AF_INET6)
         flags |= MHD_USE_IPv6;
     if ((o->tls_cert_pem == NULL) != (o->tls_key_pem == NULL)) {

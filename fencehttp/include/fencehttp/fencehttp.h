@@ -198,6 +198,13 @@ struct fencehttp_options {
                                         for '-' is refused; NULL-terminated; may be NULL */
     unsigned max_connections;        /* 0: 1000 */
     unsigned idle_timeout_s;         /* an idle connection is closed after this; 0: 30 */
+    /* 1: epoll instead of poll, for many connections (with poll, each
+     * serving thread spends time in proportion to its connections on
+     * every event, and accepts one connection per round). libmicrohttpd
+     * 0.9.75's edge-triggered epoll can miss the end of a half-closed
+     * connection whose last bytes and FIN arrive together: such a client
+     * gets its answer only at the idle timeout. */
+    int use_epoll;
     /* HTTPS: the certificate chain and its private key as PEM text, both
      * or neither; borrowed until fencehttp_stop(). NULL: plain HTTP. */
     const char *tls_cert_pem;
