@@ -205,7 +205,7 @@ static int parse_acquire_body(const struct fld_request *req, const struct fld_li
     json_t *v;
     json_object_foreach(o, key, v)
     {
-        uint64_t n;
+        uint64_t n = 0;
         if (strcmp(key, "ttl_ms") == 0) {
             if ((rc = get_uint(v, "ttl_ms", 1, lim->max_ttl_ms, &op->ttl_ms, resp)) != 0)
                 goto out;
