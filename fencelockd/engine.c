@@ -214,15 +214,21 @@ static void unwatch(fld_engine *e, struct job *j)
 
 /* ---- operations ---- */
 
+/* Append j to a queue; e->mu held. */
+static void push_locked(struct job **head, struct job **tail, struct job *j)
+{
+    j->next = NULL;
+    if (*tail)
+        (*tail)->next = j;
+    else
+        *head = j;
+    *tail = j;
+}
+
 static void status_push(fld_engine *e, struct job *j)
 {
     pthread_mutex_lock(&e->mu);
-    j->next = NULL;
-    if (e->status_tail)
-        e->status_tail->next = j;
-    else
-        e->status_head = j;
-    e->status_tail = j;
+    push_locked(&e->status_head, &e->status_tail, j);
     pthread_cond_signal(&e->status_cv);
     pthread_mutex_unlock(&e->mu);
 }
@@ -651,22 +657,12 @@ void fld_engine_submit(fld_engine *e, const struct fld_op *op, fencehttp_conn *c
         return;
     }
     if (status) {
-        j->next = NULL;
-        if (e->status_tail)
-            e->status_tail->next = j;
-        else
-            e->status_head = j;
-        e->status_tail = j;
+        push_locked(&e->status_head, &e->status_tail, j);
         pthread_cond_signal(&e->status_cv);
         pthread_mutex_unlock(&e->mu);
         return;
     }
-    j->next = NULL;
-    if (e->queue_tail)
-        e->queue_tail->next = j;
-    else
-        e->queue_head = j;
-    e->queue_tail = j;
+    push_locked(&e->queue_head, &e->queue_tail, j);
     pthread_mutex_unlock(&e->mu);
     uint64_t one = 1;
     if (write(e->efd, &one, sizeof(one)) < 0)

@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <fencehttp/fencehttp.h>
+
 #include "metrics.h"
 
 static atomic_ullong acquired[FLD_KIND_COUNT][FLD_OUT_COUNT];
@@ -122,126 +124,94 @@ long long fld_metrics_get_waiters(void)
     return atomic_load(&waiters);
 }
 
-struct buf {
-    char *p;
-    size_t len, cap;
-    int oom;
-};
-
-static void put(struct buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void put(struct buf *b, const char *fmt, ...)
-{
-    if (b->oom)
-        return;
-    for (;;) {
-        va_list ap;
-        va_start(ap, fmt);
-        int n = vsnprintf(b->p + b->len, b->cap - b->len, fmt, ap);
-        va_end(ap);
-        if (n < 0) {
-            b->oom = 1;
-            return;
-        }
-        if ((size_t)n < b->cap - b->len) {
-            b->len += (size_t)n;
-            return;
-        }
-        size_t cap = b->cap * 2 + (size_t)n;
-        char *p = realloc(b->p, cap);
-        if (p == NULL) {
-            b->oom = 1;
-            return;
-        }
-        b->p = p;
-        b->cap = cap;
-    }
-}
-
-static void put_histogram(struct buf *b, const char *name, const char *label, const struct histogram *h)
+static void put_histogram(struct fencehttp_text *b, const char *name, const char *label,
+                          const struct histogram *h)
 {
     unsigned long long cum = 0;
     const char *sep = label[0] ? "," : "";
     for (size_t i = 0; i <= N_BUCKETS; i++) {
         cum += atomic_load(&h->buckets[i]);
         if (i < N_BUCKETS)
-            put(b, "%s_bucket{%s%sle=\"%g\"} %llu\n", name, label, sep, bucket_le[i], cum);
+            fencehttp_text_printf(b, "%s_bucket{%s%sle=\"%g\"} %llu\n", name, label, sep, bucket_le[i], cum);
         else
-            put(b, "%s_bucket{%s%sle=\"+Inf\"} %llu\n", name, label, sep, cum);
+            fencehttp_text_printf(b, "%s_bucket{%s%sle=\"+Inf\"} %llu\n", name, label, sep, cum);
     }
     const char *open = label[0] ? "{" : "", *close = label[0] ? "}" : "";
-    put(b, "%s_sum%s%s%s %.6f\n", name, open, label, close, (double)atomic_load(&h->sum_us) / 1e6);
-    put(b, "%s_count%s%s%s %llu\n", name, open, label, close, atomic_load(&h->count));
+    fencehttp_text_printf(b, "%s_sum%s%s%s %.6f\n", name, open, label, close,
+                          (double)atomic_load(&h->sum_us) / 1e6);
+    fencehttp_text_printf(b, "%s_count%s%s%s %llu\n", name, open, label, close, atomic_load(&h->count));
 }
 
 char *fld_metrics_render(size_t *len, int clients)
 {
-    struct buf b = {.cap = 8192};
-    b.p = malloc(b.cap);
-    if (b.p == NULL)
-        return NULL;
-    put(&b, "# HELP fencelockd_acquisitions_total Acquisitions by lock kind and outcome.\n"
-            "# TYPE fencelockd_acquisitions_total counter\n");
+    struct fencehttp_text b = {0};
+    fencehttp_text_printf(&b, "# HELP fencelockd_acquisitions_total Acquisitions by lock kind and outcome.\n"
+                              "# TYPE fencelockd_acquisitions_total counter\n");
     for (int k = 0; k < FLD_KIND_COUNT; k++)
         for (int o = 0; o < FLD_OUT_COUNT; o++)
-            put(&b, "fencelockd_acquisitions_total{kind=\"%s\",outcome=\"%s\"} %llu\n", fld_kind_name(k),
-                outcome_names[o], atomic_load(&acquired[k][o]));
-    put(&b, "# HELP fencelockd_operations_total Lock operations by operation and result.\n"
-            "# TYPE fencelockd_operations_total counter\n");
+            fencehttp_text_printf(&b, "fencelockd_acquisitions_total{kind=\"%s\",outcome=\"%s\"} %llu\n",
+                                  fld_kind_name(k), outcome_names[o], atomic_load(&acquired[k][o]));
+    fencehttp_text_printf(&b, "# HELP fencelockd_operations_total Lock operations by operation and result.\n"
+                              "# TYPE fencelockd_operations_total counter\n");
     for (int t = 0; t < FLD_T_COUNT; t++) {
-        put(&b, "fencelockd_operations_total{op=\"%s\",result=\"ok\"} %llu\n", timed_names[t],
-            atomic_load(&timed_ok[t]));
-        put(&b, "fencelockd_operations_total{op=\"%s\",result=\"failed\"} %llu\n", timed_names[t],
-            atomic_load(&timed_failed[t]));
+        fencehttp_text_printf(&b, "fencelockd_operations_total{op=\"%s\",result=\"ok\"} %llu\n",
+                              timed_names[t], atomic_load(&timed_ok[t]));
+        fencehttp_text_printf(&b, "fencelockd_operations_total{op=\"%s\",result=\"failed\"} %llu\n",
+                              timed_names[t], atomic_load(&timed_failed[t]));
     }
-    put(&b,
+    fencehttp_text_printf(
+        &b,
         "# HELP fencelockd_extensions_total Extensions done for clients (never on their behalf).\n"
         "# TYPE fencelockd_extensions_total counter\n"
         "fencelockd_extensions_total %llu\n",
         atomic_load(&timed_ok[FLD_T_EXTEND]));
-    put(&b,
-        "# HELP fencelockd_losses_total Extensions that found the lock no longer held.\n"
-        "# TYPE fencelockd_losses_total counter\n"
-        "fencelockd_losses_total %llu\n",
-        atomic_load(&lost));
-    put(&b,
-        "# HELP fencelockd_waiters Acquisitions waiting for a lock now (long polls).\n"
-        "# TYPE fencelockd_waiters gauge\n"
-        "fencelockd_waiters %lld\n",
-        atomic_load(&waiters));
-    put(&b,
+    fencehttp_text_printf(&b,
+                          "# HELP fencelockd_losses_total Extensions that found the lock no longer held.\n"
+                          "# TYPE fencelockd_losses_total counter\n"
+                          "fencelockd_losses_total %llu\n",
+                          atomic_load(&lost));
+    fencehttp_text_printf(&b,
+                          "# HELP fencelockd_waiters Acquisitions waiting for a lock now (long polls).\n"
+                          "# TYPE fencelockd_waiters gauge\n"
+                          "fencelockd_waiters %lld\n",
+                          atomic_load(&waiters));
+    fencehttp_text_printf(
+        &b,
         "# HELP fencelockd_lockcore_clients lockcore clients open (one per TTL, wait and wait mode in use).\n"
         "# TYPE fencelockd_lockcore_clients gauge\n"
         "fencelockd_lockcore_clients %d\n",
         clients);
-    put(&b, "# HELP fencelockd_operation_seconds Time from the request to the lock operation's end.\n"
+    fencehttp_text_printf(
+        &b, "# HELP fencelockd_operation_seconds Time from the request to the lock operation's end.\n"
             "# TYPE fencelockd_operation_seconds histogram\n");
     for (int t = 0; t < FLD_T_COUNT; t++) {
         char label[32];
         snprintf(label, sizeof(label), "op=\"%s\"", timed_names[t]);
         put_histogram(&b, "fencelockd_operation_seconds", label, &op_hist[t]);
     }
-    put(&b, "# HELP fencelockd_http_responses_total HTTP answers by status class.\n"
-            "# TYPE fencelockd_http_responses_total counter\n");
+    fencehttp_text_printf(&b, "# HELP fencelockd_http_responses_total HTTP answers by status class.\n"
+                              "# TYPE fencelockd_http_responses_total counter\n");
     for (int c = 1; c <= 5; c++)
-        put(&b, "fencelockd_http_responses_total{class=\"%dxx\"} %llu\n", c, atomic_load(&http_by_class[c]));
-    put(&b, "# HELP fencelockd_http_request_seconds Time from a request's head to its answer.\n"
-            "# TYPE fencelockd_http_request_seconds histogram\n");
+        fencehttp_text_printf(&b, "fencelockd_http_responses_total{class=\"%dxx\"} %llu\n", c,
+                              atomic_load(&http_by_class[c]));
+    fencehttp_text_printf(&b,
+                          "# HELP fencelockd_http_request_seconds Time from a request's head to its answer.\n"
+                          "# TYPE fencelockd_http_request_seconds histogram\n");
     put_histogram(&b, "fencelockd_http_request_seconds", "", &http_hist);
-    put(&b, "# HELP fencelockd_node_up Whether the node answered the last health probe.\n"
-            "# TYPE fencelockd_node_up gauge\n");
+    fencehttp_text_printf(&b, "# HELP fencelockd_node_up Whether the node answered the last health probe.\n"
+                              "# TYPE fencelockd_node_up gauge\n");
     for (int i = 0; i < NODES_SEEN; i++)
         if (atomic_load(&node_known[i]))
-            put(&b, "fencelockd_node_up{node=\"%s\"} %d\n", node_names[i], atomic_load(&node_up[i]));
-    put(&b, "# HELP fencelockd_node_errors_total Health probes the node did not answer.\n"
-            "# TYPE fencelockd_node_errors_total counter\n");
+            fencehttp_text_printf(&b, "fencelockd_node_up{node=\"%s\"} %d\n", node_names[i],
+                                  atomic_load(&node_up[i]));
+    fencehttp_text_printf(&b, "# HELP fencelockd_node_errors_total Health probes the node did not answer.\n"
+                              "# TYPE fencelockd_node_errors_total counter\n");
     for (int i = 0; i < NODES_SEEN; i++)
         if (atomic_load(&node_known[i]))
-            put(&b, "fencelockd_node_errors_total{node=\"%s\"} %llu\n", node_names[i],
-                atomic_load(&node_errors[i]));
-    if (b.oom) {
-        free(b.p);
+            fencehttp_text_printf(&b, "fencelockd_node_errors_total{node=\"%s\"} %llu\n", node_names[i],
+                                  atomic_load(&node_errors[i]));
+    if (b.oom)
         return NULL;
-    }
     *len = b.len;
     return b.p;
 }

@@ -1,5 +1,5 @@
-/* The JSON answers every service gives to what it refuses, and the
- * percent-decoding of names taken from a URL. */
+/* The JSON answers every service gives to what it refuses, the
+ * percent-decoding of names taken from a URL, and text answers. */
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -112,4 +112,33 @@ int fencehttp_decode(const char *s, size_t len, char **out, size_t *out_len)
     *out = d;
     *out_len = n;
     return 0;
+}
+
+void fencehttp_text_printf(struct fencehttp_text *t, const char *fmt, ...)
+{
+    if (t->oom)
+        return;
+    for (;;) {
+        int n = -1;
+        if (t->p != NULL) {
+            va_list ap;
+            va_start(ap, fmt);
+            n = vsnprintf(t->p + t->len, t->cap - t->len, fmt, ap);
+            va_end(ap);
+            if (n >= 0 && (size_t)n < t->cap - t->len) {
+                t->len += (size_t)n;
+                return;
+            }
+        }
+        size_t cap = t->cap * 2 + (n > 0 ? (size_t)n : 0) + 4096;
+        char *p = realloc(t->p, cap);
+        if (p == NULL || (t->p != NULL && n < 0)) {
+            free(p != NULL ? p : t->p);
+            memset(t, 0, sizeof(*t));
+            t->oom = 1;
+            return;
+        }
+        t->p = p;
+        t->cap = cap;
+    }
 }

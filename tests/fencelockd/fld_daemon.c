@@ -138,3 +138,30 @@ int fld_acquire(const struct fld *d, const char *resource, const char *body, cha
     hc_response_clear(&r);
     return st;
 }
+
+int fld_fx_setup(void **state)
+{
+    struct fld_fx *f = calloc(1, sizeof(*f));
+    assert_non_null(f);
+    assert_int_equal(rh_cluster_start(3, NULL, &f->rc), 0);
+    fld_nodes(f->rc, f->nodes, sizeof(f->nodes));
+    *state = f;
+    return 0;
+}
+
+int fld_fx_setup_started(void **state)
+{
+    fld_fx_setup(state);
+    struct fld_fx *f = *state;
+    fld_start(&f->d, f->nodes, NULL);
+    return 0;
+}
+
+int fld_fx_teardown(void **state)
+{
+    struct fld_fx *f = *state;
+    fld_destroy(&f->d);
+    rh_cluster_free(f->rc);
+    free(f);
+    return 0;
+}

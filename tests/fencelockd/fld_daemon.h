@@ -19,6 +19,17 @@ struct fld {
     char log[320];
 };
 
+/* A cmocka fixture: three real nodes, and a fencelockd on them (started
+ * by fld_fx_setup_started, not by fld_fx_setup). */
+struct fld_fx {
+    struct rh_cluster *rc;
+    char nodes[512];
+    struct fld d;
+};
+int fld_fx_setup(void **state);
+int fld_fx_setup_started(void **state);
+int fld_fx_teardown(void **state);
+
 /* The nodes of rc as fencelockd's --nodes wants them, into buf. */
 void fld_nodes(struct rh_cluster *rc, char *buf, size_t cap);
 

@@ -23,31 +23,6 @@
 
 #include "fld_daemon.h"
 
-struct fx {
-    struct rh_cluster *rc;
-    char nodes[512];
-    struct fld d;
-};
-
-static int setup(void **state)
-{
-    struct fx *f = calloc(1, sizeof(*f));
-    assert_non_null(f);
-    assert_int_equal(rh_cluster_start(3, NULL, &f->rc), 0);
-    fld_nodes(f->rc, f->nodes, sizeof(f->nodes));
-    *state = f;
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    struct fx *f = *state;
-    fld_destroy(&f->d);
-    rh_cluster_free(f->rc);
-    free(f);
-    return 0;
-}
-
 static int same_code(const struct hc_response *r, const char *code)
 {
     const char *c = json_string_value(json_object_get(r->json, "error"));
@@ -93,7 +68,7 @@ static int open_conn(const struct fld *d)
 
 static void hostile_requests_get_json_4xx(void **state)
 {
-    struct fx *f = *state;
+    struct fld_fx *f = *state;
     struct fld *d = &f->d;
     fld_start(d, f->nodes, NULL);
     const char *h = "Host: x\r\nConnection: close\r\n";
@@ -194,7 +169,7 @@ static void hostile_requests_get_json_4xx(void **state)
 
 static void hostile_bearer_tokens(void **state)
 {
-    struct fx *f = *state;
+    struct fld_fx *f = *state;
     struct fld *d = &f->d;
     char dir[256], path[320];
     assert_int_equal(rh_mkdtemp("fld-auth", dir, sizeof(dir)), 0);
@@ -247,7 +222,7 @@ static int run_tool(char *const argv[], const char *log)
 
 static void hostile_https(void **state)
 {
-    struct fx *f = *state;
+    struct fld_fx *f = *state;
     struct fld *d = &f->d;
     char dir[256], cert[320], key[320], log[320], out[320], url[128];
     assert_int_equal(rh_mkdtemp("fld-tls", dir, sizeof(dir)), 0);
@@ -296,9 +271,9 @@ static void hostile_https(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(hostile_requests_get_json_4xx, setup, teardown),
-        cmocka_unit_test_setup_teardown(hostile_bearer_tokens, setup, teardown),
-        cmocka_unit_test_setup_teardown(hostile_https, setup, teardown),
+        cmocka_unit_test_setup_teardown(hostile_requests_get_json_4xx, fld_fx_setup, fld_fx_teardown),
+        cmocka_unit_test_setup_teardown(hostile_bearer_tokens, fld_fx_setup, fld_fx_teardown),
+        cmocka_unit_test_setup_teardown(hostile_https, fld_fx_setup, fld_fx_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -24,33 +24,7 @@
 
 #include "fld_daemon.h"
 
-struct fx {
-    struct rh_cluster *rc;
-    char nodes[512];
-    struct fld d;
-};
-
-static int setup(void **state)
-{
-    struct fx *f = calloc(1, sizeof(*f));
-    assert_non_null(f);
-    assert_int_equal(rh_cluster_start(3, NULL, &f->rc), 0);
-    fld_nodes(f->rc, f->nodes, sizeof(f->nodes));
-    fld_start(&f->d, f->nodes, NULL);
-    *state = f;
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    struct fx *f = *state;
-    fld_destroy(&f->d);
-    rh_cluster_free(f->rc);
-    free(f);
-    return 0;
-}
-
-static lockcore_client *lib_client(struct fx *f, uint64_t ttl_ms)
+static lockcore_client *lib_client(struct fld_fx *f, uint64_t ttl_ms)
 {
     const char *nodes[3];
     char buf[3][64];
@@ -78,7 +52,7 @@ static const char *str(const struct hc_response *r, const char *field)
 
 static void http_acquire_extend_release_status(void **state)
 {
-    struct fx *f = *state;
+    struct fld_fx *f = *state;
     struct fld *d = &f->d;
     struct hc_response r = {0};
     fld_call(d, "POST", "/v1/locks/invoice%3A42", "{\"ttl_ms\":5000}", NULL, &r);
@@ -147,7 +121,7 @@ static void release_link(struct fld *d, struct hc_response *granted)
 
 static void http_every_kind(void **state)
 {
-    struct fx *f = *state;
+    struct fld_fx *f = *state;
     struct fld *d = &f->d;
     struct hc_response a = {0}, b = {0}, c = {0};
 
@@ -265,7 +239,7 @@ static long long metric(const struct fld *d, const char *name)
 
 static void http_long_poll_granted_on_release(void **state)
 {
-    struct fx *f = *state;
+    struct fld_fx *f = *state;
     struct fld *d = &f->d;
     char id[64], path[256];
     assert_int_equal(fld_acquire(d, "queue", "{\"ttl_ms\":30000}", id, sizeof(id), NULL), 200);
@@ -323,7 +297,7 @@ static int raw_waiter(const struct fld *d, const char *resource)
 
 static void http_waiter_that_hangs_up_leaves(void **state)
 {
-    struct fx *f = *state;
+    struct fld_fx *f = *state;
     struct fld *d = &f->d;
     char id[64], path[256];
     assert_int_equal(fld_acquire(d, "gone", "{\"ttl_ms\":30000}", id, sizeof(id), NULL), 200);
@@ -354,7 +328,7 @@ static void http_waiter_that_hangs_up_leaves(void **state)
 
 static void http_excludes_the_library(void **state)
 {
-    struct fx *f = *state;
+    struct fld_fx *f = *state;
     struct fld *d = &f->d;
     lockcore_client *c = lib_client(f, 10000);
     struct lockcore_lock lk;
@@ -390,7 +364,7 @@ static void http_excludes_the_library(void **state)
 
 static void http_two_instances_share_locks(void **state)
 {
-    struct fx *f = *state;
+    struct fld_fx *f = *state;
     struct fld b;
     fld_start(&b, f->nodes, NULL);
     char id[64], path[256];
@@ -424,7 +398,7 @@ static int sg_put(uint16_t port, const char *key, const char *value, unsigned lo
 
 static void http_lock_not_extended_is_lost_and_its_late_write_refused(void **state)
 {
-    struct fx *f = *state;
+    struct fld_fx *f = *state;
     struct fld *d = &f->d;
     struct tk_sg_options so;
     tk_sg_options_init(&so);
@@ -452,7 +426,7 @@ static void http_lock_not_extended_is_lost_and_its_late_write_refused(void **sta
 
 static void http_node_down_and_back(void **state)
 {
-    struct fx *f = *state;
+    struct fld_fx *f = *state;
     struct fld *d = &f->d;
     char id[64], buf[64];
     fld_expect(d, "GET", "/healthz", NULL, 200, "status", buf, sizeof(buf));
@@ -491,7 +465,7 @@ static void http_node_down_and_back(void **state)
 
 static void http_sigterm_tells_waiters_and_exits(void **state)
 {
-    struct fx *f = *state;
+    struct fld_fx *f = *state;
     struct fld *d = &f->d;
     char id[64];
     assert_int_equal(fld_acquire(d, "term", "{\"ttl_ms\":30000}", id, sizeof(id), NULL), 200);
@@ -525,16 +499,21 @@ static void http_sigterm_tells_waiters_and_exits(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(http_acquire_extend_release_status, setup, teardown),
-        cmocka_unit_test_setup_teardown(http_every_kind, setup, teardown),
-        cmocka_unit_test_setup_teardown(http_long_poll_granted_on_release, setup, teardown),
-        cmocka_unit_test_setup_teardown(http_waiter_that_hangs_up_leaves, setup, teardown),
-        cmocka_unit_test_setup_teardown(http_excludes_the_library, setup, teardown),
-        cmocka_unit_test_setup_teardown(http_two_instances_share_locks, setup, teardown),
-        cmocka_unit_test_setup_teardown(http_lock_not_extended_is_lost_and_its_late_write_refused, setup,
-                                        teardown),
-        cmocka_unit_test_setup_teardown(http_node_down_and_back, setup, teardown),
-        cmocka_unit_test_setup_teardown(http_sigterm_tells_waiters_and_exits, setup, teardown),
+        cmocka_unit_test_setup_teardown(http_acquire_extend_release_status, fld_fx_setup_started,
+                                        fld_fx_teardown),
+        cmocka_unit_test_setup_teardown(http_every_kind, fld_fx_setup_started, fld_fx_teardown),
+        cmocka_unit_test_setup_teardown(http_long_poll_granted_on_release, fld_fx_setup_started,
+                                        fld_fx_teardown),
+        cmocka_unit_test_setup_teardown(http_waiter_that_hangs_up_leaves, fld_fx_setup_started,
+                                        fld_fx_teardown),
+        cmocka_unit_test_setup_teardown(http_excludes_the_library, fld_fx_setup_started, fld_fx_teardown),
+        cmocka_unit_test_setup_teardown(http_two_instances_share_locks, fld_fx_setup_started,
+                                        fld_fx_teardown),
+        cmocka_unit_test_setup_teardown(http_lock_not_extended_is_lost_and_its_late_write_refused,
+                                        fld_fx_setup_started, fld_fx_teardown),
+        cmocka_unit_test_setup_teardown(http_node_down_and_back, fld_fx_setup_started, fld_fx_teardown),
+        cmocka_unit_test_setup_teardown(http_sigterm_tells_waiters_and_exits, fld_fx_setup_started,
+                                        fld_fx_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

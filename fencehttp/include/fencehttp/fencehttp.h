@@ -130,6 +130,19 @@ int fencehttp_verror(struct fencehttp_response *resp, int status, const char *co
  */
 int fencehttp_decode(const char *s, size_t len, char **out, size_t *out_len);
 
+/* A text answer built piece by piece (/metrics): p is malloc'ed, NUL-
+ * terminated, len long; oom is set (and p freed) if memory ran out. Start
+ * from {0}. */
+struct fencehttp_text {
+    char *p;
+    size_t len, cap;
+    int oom;
+};
+
+/* Append printf-style text. */
+void fencehttp_text_printf(struct fencehttp_text *t, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
 /* ---- the server ----------------------------------------------------------- */
 
 /* Most query arguments of a request; more are refused with 400. */
