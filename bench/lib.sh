@@ -58,3 +58,55 @@ start_masters() {
   done
   NODE_LIST=$(IFS=,; echo "${NODES[*]}")
 }
+
+# A free loopback port above $1.
+free_port() {
+  local port=$1
+  while (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; do port=$((port + 1)); done
+  echo "$port"
+}
+
+# start_etcd N: N members of one cluster; appends to PIDS, sets ENDPOINTS
+# (their client URLs, comma-joined) and ETCD_DATA (their data: /dev/shm
+# unless ETCD_DISK=1, then $WORK/etcd).
+# Ports below 32768, out of the kernel's range for outgoing connections:
+# etcd's members connect to each other while the others still start, and
+# a port taken by such a connection cannot be listened on.
+start_etcd() {
+  local n=$1 i port=$((20000 + RANDOM % 10000)) cluster="" names=() clients=() peers=() data
+  for i in $(seq "$n"); do
+    port=$(free_port $((port + 1)))
+    clients+=("$port")
+    port=$(free_port $((port + 1)))
+    peers+=("$port")
+    names+=("m$i")
+    cluster+="${cluster:+,}m$i=http://127.0.0.1:$port"
+  done
+  if [ "${ETCD_DISK:-0}" = 1 ]; then data=$WORK/etcd; else data=$(mktemp -d /dev/shm/fencelock-etcd-XXXXXX); fi
+  ETCD_DATA=$data
+  for i in $(seq 0 $((n - 1))); do
+    mkdir -p "$data/${names[$i]}"
+    etcd --name "${names[$i]}" --data-dir "$data/${names[$i]}" \
+      --listen-client-urls "http://127.0.0.1:${clients[$i]}" \
+      --advertise-client-urls "http://127.0.0.1:${clients[$i]}" \
+      --listen-peer-urls "http://127.0.0.1:${peers[$i]}" \
+      --initial-advertise-peer-urls "http://127.0.0.1:${peers[$i]}" \
+      --initial-cluster "$cluster" --initial-cluster-state new \
+      --initial-cluster-token fencelock-bench --log-level error \
+      >"$WORK/etcd-${names[$i]}.log" 2>&1 &
+    PIDS+=("$!")
+  done
+  ENDPOINTS=$(printf 'http://127.0.0.1:%s,' "${clients[@]}")
+  ENDPOINTS=${ENDPOINTS%,}
+  local healthy
+  for _ in $(seq 100); do
+    healthy=0
+    for i in "${clients[@]}"; do
+      curl -sf "http://127.0.0.1:$i/health" | grep -q '"health":"true"' && healthy=$((healthy + 1))
+    done
+    [ "$healthy" = "$n" ] && return 0
+    sleep 0.1
+  done
+  echo "etcd did not become healthy (logs in $WORK)" >&2
+  return 1
+}

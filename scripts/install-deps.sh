@@ -14,6 +14,8 @@ pkgs=(
   # the CA bundle for HTTPS (curl and the TLS tests verify against it),
   # python3 (the test summary, the Python replay client), jq (docs/cli.md).
   ca-certificates python3 jq
+  # Node.js (18 in Debian 12: fetch built in) runs the fencelockd example client.
+  nodejs
 )
 
 missing=()

@@ -56,11 +56,11 @@ run "pkg-config finds the installed kit" sh -c \
   "pkg-config --cflags fencelock-testkit | grep -q -- '-I$dest' && test -f '$dest$libdir/libfencelock-testkit.a'"
 # Each installed program runs with an empty environment, from the staged
 # tree (which the loader's cache knows nothing of).
-for prog in fencelock storage-guard fencelock-replay; do
+for prog in fencelock fencelockd storage-guard fencelock-replay; do
   run "installed $prog runs" sh -c "env -i '$dest$prefix/bin/$prog' --version | grep -q '^$prog '"
 done
 run "installed man pages" sh -c \
-  "for m in fencelock storage-guard fencelock-replay; do test -s '$dest$mandir/man1/'\$m.1 || exit 1; done"
+  "for m in fencelock fencelockd storage-guard fencelock-replay; do test -s '$dest$mandir/man1/'\$m.1 || exit 1; done"
 # A program of the user's, linked as docs/lockcore.md says.
 cat >"$tmp/app.c" <<'C'
 #include <lockcore/lockcore.h>

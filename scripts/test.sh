@@ -29,6 +29,9 @@ for s in $SUITES; do args+=(--suite "$s"); done
 # driven by a shell script (tests/examples/check.sh), and valgrind on bash
 # reports bash's own leaks: they run plain and under the sanitizers only.
 [ -n "$WRAPPER" ] && args+=(--wrapper "$WRAPPER" --no-suite examples)
+# Tests that size themselves down under a wrapper read this
+# (tests/fencelockd/test_idle.c: 1,000 idle connections, not 10,000).
+export FENCELOCK_TEST_WRAPPER="$WRAPPER"
 status=0
 rm -f "$BUILD_DIR"/meson-logs/fencelock-tests*.json
 meson test -C "$BUILD_DIR" "${args[@]}" || status=$?

@@ -11,6 +11,7 @@
 
 #include <jansson.h>
 
+#include <fencehttp/fencehttp.h>
 #include <fencing/fencing.h>
 
 #include "api.h"
@@ -79,60 +80,26 @@ int sg_api_error(struct sg_response *resp, int status, const char *code, const c
     va_start(ap, fmt);
     vsnprintf(msg, sizeof(msg), fmt, ap);
     va_end(ap);
-    /* Messages quote client bytes (a parameter name, a method, jansson's
-     * excerpt of a bad body); JSON needs UTF-8, so keep them printable ASCII
-     * rather than fail to build the answer. */
-    for (char *p = msg; *p; p++)
-        if ((unsigned char)*p < 0x20 || (unsigned char)*p >= 0x7f)
-            *p = '?';
-    json_t *o = json_pack("{s:s, s:s}", "error", code, "message", msg);
-    set_json(resp, status, o);
+    size_t len = 0;
+    char *text = fencehttp_error_json(code, msg, &len);
+    if (text == NULL) {
+        set_oom(resp);
+        return status;
+    }
+    free(resp->body);
+    resp->status = status;
+    resp->content_type = content_json;
+    resp->body = text;
+    resp->body_len = len;
     resp->allow = NULL;
     return status;
 }
 
 /* ---- decoding ---- */
 
-static int hexval(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
 int sg_api_decode(const char *s, size_t len, char **out, size_t *out_len)
 {
-    if (s == NULL || out == NULL || out_len == NULL)
-        return -EINVAL;
-    char *d = malloc(len + 1);
-    if (d == NULL)
-        return -ENOMEM;
-    size_t n = 0;
-    for (size_t i = 0; i < len; i++) {
-        char c = s[i];
-        if (c == '%') {
-            if (len - i < 3 || hexval(s[i + 1]) < 0 || hexval(s[i + 2]) < 0) {
-                free(d);
-                return -EINVAL;
-            }
-            c = (char)(hexval(s[i + 1]) * 16 + hexval(s[i + 2]));
-            i += 2;
-        }
-        if (c == '\0') {
-            /* Keys are C strings in too many places downstream to allow. */
-            free(d);
-            return -EINVAL;
-        }
-        d[n++] = c;
-    }
-    d[n] = '\0';
-    *out = d;
-    *out_len = n;
-    return 0;
+    return fencehttp_decode(s, len, out, out_len);
 }
 
 int sg_api_parse_token(const char *s, uint64_t *out)

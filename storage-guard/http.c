@@ -1,54 +1,26 @@
 /*
- * libmicrohttpd glue. Each worker thread runs its own poll loop; a request's
- * state lives in con_cls from the first callback to the completion callback.
- * Validation and answers are api.c's; this file only moves bytes.
+ * storage-guard's handler under fencehttp: its own headers, then api.c.
+ * Each request runs to its answer in the serving thread that read it.
  */
-#include <ctype.h>
 #include <errno.h>
-#include <stdarg.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <unistd.h>
 
 #include <microhttpd.h>
 
 #include "api.h"
 #include "http.h"
-#include "log.h"
 #include "metrics.h"
 
-#define MAX_ARGS 32
-
 struct sg_http {
-    struct MHD_Daemon *daemon;
+    fencehttp *srv;
     sg_store_pool *pool;
-    size_t max_body;
     int unfenced;
-    const sg_auth *auth;
+    int auth_enabled;
     int64_t max_token_ahead_ms;
-    uint16_t port;
-    int quiesced;
-    atomic_int in_flight;
 };
-
-struct req_state {
-    struct timespec start;
-    char *body;
-    size_t len, cap;
-    int too_large;
-    int answered;
-    const struct sg_client *client; /* who it is, with --auth-file */
-};
-
-static double since(const struct timespec *t0)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)(t.tv_sec - t0->tv_sec) + (double)(t.tv_nsec - t0->tv_nsec) / 1e9;
-}
 
 static int64_t wall_ms(void)
 {
@@ -57,550 +29,85 @@ static int64_t wall_ms(void)
     return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
 }
 
-/* Keep the URL and query arguments percent-encoded: api.c decodes them
- * itself, so that "%00" in a key is seen (and refused) instead of silently
- * cutting the key short at a NUL. */
-static size_t keep_escaped(void *cls, struct MHD_Connection *c, char *s)
+static void count_answer(void *arg, int status, double seconds)
 {
-    (void)cls;
-    (void)c;
-    return strlen(s);
-}
-
-static void mhd_logger(void *cls, const char *fm, va_list ap)
-{
-    (void)cls;
-    char msg[512];
-    vsnprintf(msg, sizeof(msg), fm, ap);
-    size_t n = strlen(msg);
-    while (n > 0 && msg[n - 1] == '\n')
-        msg[--n] = '\0';
-    sg_log(SG_LOG_WARN, "http: %s", msg);
-}
-
-struct arg_vec {
-    struct sg_arg a[MAX_ARGS];
-    size_t n;
-    int overflow;
-};
-
-static enum MHD_Result collect_arg(void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
-{
-    (void)kind;
-    struct arg_vec *v = cls;
-    if (v->n == MAX_ARGS) {
-        v->overflow = 1;
-        return MHD_NO;
-    }
-    v->a[v->n].name = key ? key : "";
-    v->a[v->n].value = value;
-    v->n++;
-    return MHD_YES;
-}
-
-/* Our own limits on the request head, answered as JSON. libmicrohttpd's
- * per-connection pool (MHD_POOL) is larger, so only a head over that ever
- * gets its built-in HTML page. */
-#define SG_HEAD_MAX (32 * 1024)
-#define SG_URL_MAX (16 * 1024)
-#define MHD_POOL (256 * 1024)
-
-struct header_scan {
-    const char *token;
-    int count;
-    const char *if_match, *if_none_match;
-    int n_if_match, n_if_none_match;
-    const char *te; /* Transfer-Encoding */
-    int n_te, n_content_length, n_host;
-    size_t bytes;    /* names and values of every header */
-    const char *odd; /* why a name or value is not HTTP's, or NULL */
-};
-
-/* A tchar of RFC 9110 5.6.2: what a field name and a method are made of. */
-static int is_tchar(unsigned char ch)
-{
-    return (ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
-           (ch != '\0' && strchr("!#$%&'*+-.^_`|~", ch) != NULL);
-}
-
-static int is_token(const char *s)
-{
-    if (s == NULL || *s == '\0')
-        return 0;
-    for (; *s; s++)
-        if (!is_tchar((unsigned char)*s))
-            return 0;
-    return 1;
-}
-
-/* A control byte (or DEL); blanks count too unless blanks_ok. */
-static int has_ctl(const char *s, int blanks_ok)
-{
-    for (; s != NULL && *s; s++) {
-        unsigned char ch = (unsigned char)*s;
-        if (ch == 0x7f || (ch < 0x20 && !(blanks_ok && ch == '\t')) || (ch == ' ' && !blanks_ok))
-            return 1;
-    }
-    return 0;
-}
-
-/*
- * A header name that is not a token is refused, whatever it is meant to
- * be. libmicrohttpd 0.9.75 keeps everything before the colon as the name:
- * "Content-Length : 5" is a header named "Content-Length " to it, so that
- * request had no body and its body ran as a second, pipelined request,
- * while a lenient proxy in front reads the same bytes as a Content-Length.
- * RFC 9112 5.1 requires a 400 for whitespace before the colon; any other
- * byte outside a token (a tab, a CR, a control byte, obs-text, a
- * separator, an empty name, a name after a leading blank) is refused the
- * same way. A value may hold blanks and obs-text but no control byte: a
- * bare CR in a value is what RFC 9110 5.5 says to refuse or replace.
- */
-/* A name that is one storage-guard reads with '_' for '-' somewhere
- * ("Content_Length"): a token, and another header to libmicrohttpd, but a
- * gateway that maps '-' and '_' alike reads it as the real one. */
-static int look_alike(const char *key)
-{
-    static const char *const known[] = {
-        MHD_HTTP_HEADER_CONTENT_LENGTH,
-        MHD_HTTP_HEADER_TRANSFER_ENCODING,
-        MHD_HTTP_HEADER_HOST,
-        MHD_HTTP_HEADER_AUTHORIZATION,
-        MHD_HTTP_HEADER_IF_MATCH,
-        MHD_HTTP_HEADER_IF_NONE_MATCH,
-        "Fencing-Token",
-    };
-    if (strchr(key, '_') == NULL)
-        return 0;
-    for (size_t i = 0; i < sizeof(known) / sizeof(known[0]); i++) {
-        size_t n = strlen(known[i]);
-        if (strlen(key) != n)
-            continue;
-        size_t j = 0;
-        while (j < n && (tolower((unsigned char)key[j]) == tolower((unsigned char)known[i][j]) ||
-                         (key[j] == '_' && known[i][j] == '-')))
-            j++;
-        if (j == n)
-            return 1;
-    }
-    return 0;
-}
-
-static void check_field(struct header_scan *h, const char *key, const char *value)
-{
-    if (h->odd != NULL)
-        return;
-    if (!is_token(key))
-        h->odd = "a header name that is not a token (whitespace before the colon, a control byte or a "
-                 "separator)";
-    else if (look_alike(key))
-        h->odd = "a header name with '_' for '-' in a header storage-guard reads (Content_Length, say)";
-    else if (has_ctl(value, 1))
-        h->odd = "a control byte in a header value";
-}
-
-static enum MHD_Result scan_header(void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
-{
-    (void)kind;
-    struct header_scan *h = cls;
-    h->bytes += (key ? strlen(key) : 0) + (value ? strlen(value) : 0) + 4;
-    check_field(h, key, value);
-    if (key != NULL && strcasecmp(key, "Fencing-Token") == 0) {
-        h->token = value ? value : "";
-        h->count++;
-    } else if (key != NULL && strcasecmp(key, MHD_HTTP_HEADER_IF_MATCH) == 0) {
-        h->if_match = value ? value : "";
-        h->n_if_match++;
-    } else if (key != NULL && strcasecmp(key, MHD_HTTP_HEADER_IF_NONE_MATCH) == 0) {
-        h->if_none_match = value ? value : "";
-        h->n_if_none_match++;
-    } else if (key != NULL && strcasecmp(key, MHD_HTTP_HEADER_TRANSFER_ENCODING) == 0) {
-        h->te = value ? value : "";
-        h->n_te++;
-    } else if (key != NULL && strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH) == 0) {
-        h->n_content_length++;
-    } else if (key != NULL && strcasecmp(key, MHD_HTTP_HEADER_HOST) == 0) {
-        h->n_host++;
-    }
-    return MHD_YES;
-}
-
-/* Queue resp (its body is handed to libmicrohttpd) and count it. */
-static enum MHD_Result answer(struct MHD_Connection *c, struct req_state *st, const char *method,
-                              const char *url, struct sg_response *resp)
-{
-    struct MHD_Response *r =
-        MHD_create_response_from_buffer(resp->body_len, resp->body, MHD_RESPMEM_MUST_FREE);
-    if (r == NULL) {
-        sg_response_clear(resp);
-        return MHD_NO;
-    }
-    resp->body = NULL; /* now owned by r */
-    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, resp->content_type);
-    MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
-    if (resp->allow)
-        MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, resp->allow);
-    if (resp->etag[0] != '\0')
-        MHD_add_response_header(r, MHD_HTTP_HEADER_ETAG, resp->etag);
-    if (resp->status == 401)
-        MHD_add_response_header(r, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer realm=\"storage-guard\"");
-    enum MHD_Result ok = MHD_queue_response(c, (unsigned)resp->status, r);
-    MHD_destroy_response(r);
-    st->answered = 1;
-
-    double secs = since(&st->start);
-    sg_metrics_observe(resp->status, secs);
-    if (resp->status >= 500)
+    (void)arg;
+    sg_metrics_observe(status, seconds);
+    if (status >= 500)
         sg_metrics_inc(SG_M_STORE_ERRORS);
-    else if (resp->status >= 400 && resp->status != 409 && resp->status != 412)
+    else if (status >= 400 && status != 409 && status != 412)
         sg_metrics_inc(SG_M_BAD_REQUESTS);
-    if (sg_log_enabled(SG_LOG_DEBUG))
-        sg_log(SG_LOG_DEBUG, "%.8s %.200s -> %d (%.1f ms)", method, url, resp->status, secs * 1e3);
-    sg_response_clear(resp);
-    return ok;
 }
 
-/* The first call of a request, once its head is in: set up its state and
- * refuse, as JSON, heads and declared bodies over our limits. */
-/* Whether a Transfer-Encoding value is exactly "chunked" (any case,
- * surrounding spaces allowed): the only coding libmicrohttpd decodes. */
-static int only_chunked(const char *te)
+/* api.c's answer as fencehttp's: the body changes hands. */
+static void hand_over(struct sg_response *from, struct fencehttp_response *to)
 {
-    while (*te == ' ' || *te == '\t')
-        te++;
-    size_t n = strlen(te);
-    while (n > 0 && (te[n - 1] == ' ' || te[n - 1] == '\t'))
-        n--;
-    return n == 7 && strncasecmp(te, "chunked", 7) == 0;
+    to->status = from->status;
+    to->body = from->body;
+    to->body_len = from->body_len;
+    to->content_type = from->content_type;
+    to->allow = from->allow;
+    memcpy(to->etag, from->etag, sizeof(to->etag));
+    from->body = NULL;
+    sg_response_clear(from);
 }
 
-/*
- * How the body is framed, checked before any of it is read. libmicrohttpd
- * 0.9.75 takes the first of two Content-Length headers, frames a body sent
- * with both Content-Length and chunked by its chunks, and waits for the end
- * of a body in a coding it does not know until the idle timeout (30 s). Two
- * parties that frame one request differently are how a request is smuggled
- * past a proxy, so all of these are refused, as JSON. Returns 0 or the
- * status with resp set.
- */
-static int check_framing(const struct header_scan *head, const char *version, struct sg_response *resp)
+static int handle(void *arg, const struct fencehttp_request *r, struct fencehttp_response *out)
 {
-    if (head->n_te > 0 && (head->n_te > 1 || !only_chunked(head->te)))
-        return sg_api_error(resp, 501, "unsupported_transfer_encoding",
-                            "the only Transfer-Encoding understood is chunked");
-    if (head->n_te > 0 && head->n_content_length > 0)
-        return sg_api_error(resp, 400, "bad_framing",
-                            "a request has Content-Length or Transfer-Encoding, not both");
-    if (head->n_content_length > 1)
-        return sg_api_error(resp, 400, "bad_framing", "more than one Content-Length header");
-    if (strcmp(version, MHD_HTTP_VERSION_1_1) == 0 && head->n_host != 1)
-        return sg_api_error(resp, 400, "bad_host", "an HTTP/1.1 request needs exactly one Host header");
-    return 0;
-}
-
-/*
- * A NUL byte inside the request head. libmicrohttpd 0.9 parses the head in
- * place and measures every name, value and the URL with strlen, so a NUL
- * cuts one short and nothing in its API can tell ("Fencing-Token: 7\0999"
- * reads as 7; 1.0 refuses such heads itself). The head is still whole in
- * its buffer, from the method on for MHD_CONNECTION_INFO_REQUEST_HEADER_SIZE
- * bytes, with the separators it parsed out (CR, LF, ':', the request line's
- * spaces, '?', '&', '=') turned into NULs. So the head is intact when the
- * bytes between the strings it handed us are only such separators: a NUL,
- * then either blanks (after the method or a header's colon) or at most one
- * more NUL (CRLF), or up to four at the end of the head. What a
- * cut hides, or a NUL before blanks, breaks that pattern, and so does a
- * folded header line (libmicrohttpd moves its name out of the head); a NUL
- * just before a bare LF hides nothing and may pass.
- */
-struct head_spans {
-    const char *lo, *hi; /* the head in libmicrohttpd's buffer */
-    const char **p;      /* starts of the strings inside it */
-    size_t n, cap;
-};
-
-static void span_add(struct head_spans *h, const char *s)
-{
-    if (s != NULL && s >= h->lo && s < h->hi && h->n < h->cap)
-        h->p[h->n++] = s;
-}
-
-static enum MHD_Result span_pair(void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
-{
-    (void)kind;
-    span_add(cls, key);
-    span_add(cls, value);
-    return MHD_YES;
-}
-
-static int ptr_cmp(const void *a, const void *b)
-{
-    const char *x = *(const char *const *)a, *y = *(const char *const *)b;
-    return x < y ? -1 : x > y;
-}
-
-/* nuls_max: 1 after the method, 2 inside the head (CRLF), 4 at its end. */
-static int gap_ok(const char *g, size_t n, size_t nuls_max)
-{
-    if (n == 0)
-        return 1;
-    if (g[0] != '\0')
-        return 0;
-    size_t blanks = 0, nuls = 1;
-    for (size_t i = 1; i < n; i++) {
-        if (g[i] == ' ' || g[i] == '\t')
-            blanks++;
-        else if (g[i] == '\0')
-            nuls++;
-        else
-            return 0;
-    }
-    return blanks > 0 ? nuls == 1 : nuls <= nuls_max;
-}
-
-/* 1 when the head has a NUL inside a line, 0 when not, -1 on no memory. */
-static int head_has_nul(struct MHD_Connection *c, const char *method, const char *url, const char *version)
-{
-    static const char v09[] = "0.9.";
-    if (strncmp(MHD_get_version(), v09, sizeof(v09) - 1) != 0)
-        return 0;
-    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_REQUEST_HEADER_SIZE);
-    if (ci == NULL || ci->header_size == 0)
-        return 0;
-    struct head_spans h = {.lo = method, .hi = method + ci->header_size};
-    int n_hdr = MHD_get_connection_values(c, MHD_HEADER_KIND, NULL, NULL);
-    int n_arg = MHD_get_connection_values(c, MHD_GET_ARGUMENT_KIND, NULL, NULL);
-    h.cap = 3 + 2 * (size_t)(n_hdr > 0 ? n_hdr : 0) + 2 * (size_t)(n_arg > 0 ? n_arg : 0);
-    const char *local[64]; /* a usual head fits: no allocation per request */
-    h.p = h.cap <= sizeof(local) / sizeof(local[0]) ? local : malloc(h.cap * sizeof(*h.p));
-    if (h.p == NULL)
-        return -1;
-    span_add(&h, method);
-    span_add(&h, url);
-    span_add(&h, version);
-    MHD_get_connection_values(c, MHD_HEADER_KIND, span_pair, &h);
-    MHD_get_connection_values(c, MHD_GET_ARGUMENT_KIND, span_pair, &h);
-    qsort(h.p, h.n, sizeof(*h.p), ptr_cmp);
-    const char *cur = h.lo, *method_end = method + strlen(method);
-    int bad = 0;
-    for (size_t i = 0; i < h.n && !bad; i++) {
-        if (h.p[i] > cur)
-            bad = !gap_ok(cur, (size_t)(h.p[i] - cur), cur == method_end ? 1 : 2);
-        const char *end = h.p[i] + strnlen(h.p[i], (size_t)(h.hi - h.p[i]));
-        if (end > cur)
-            cur = end;
-    }
-    if (!bad)
-        bad = !gap_ok(cur, (size_t)(h.hi - cur), 4);
-    if (h.p != local)
-        free(h.p);
-    return bad;
-}
-
-static enum MHD_Result check_arg(void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
-{
-    (void)kind;
-    int *bad = cls;
-    *bad |= has_ctl(key, 0) || has_ctl(value, 0);
-    return MHD_YES;
-}
-
-/*
- * The request line: a method that is a token, and a target without
- * blanks or control bytes. libmicrohttpd 0.9.75 takes the last word as the
- * version and everything between as the target, so "GET /a extra
- * HTTP/1.1" reached us with the target "/a extra", which a proxy may read
- * another way. The query's names and values are checked too, as
- * libmicrohttpd cut them out of the target.
- */
-static const char *odd_request_line(struct MHD_Connection *c, const char *method, const char *url)
-{
-    if (!is_token(method))
-        return "a method that is not a token";
-    int bad = has_ctl(url, 0);
-    if (!bad)
-        MHD_get_connection_values(c, MHD_GET_ARGUMENT_KIND, check_arg, &bad);
-    return bad ? "a blank or a control byte in the request target" : NULL;
-}
-
-static enum MHD_Result start_request(struct sg_http *h, struct MHD_Connection *c, const char *url,
-                                     const char *method, const char *version, void **con_cls)
-{
+    struct sg_http *h = arg;
     struct sg_response resp = {0};
-    struct req_state *st = calloc(1, sizeof(*st));
-    if (st == NULL)
-        return MHD_NO;
-    clock_gettime(CLOCK_MONOTONIC, &st->start);
-    atomic_fetch_add(&h->in_flight, 1);
-    *con_cls = st;
-    struct header_scan head = {0};
-    MHD_get_connection_values(c, MHD_HEADER_KIND, scan_header, &head);
-    if (strlen(url) > SG_URL_MAX) {
-        sg_api_error(&resp, 414, "uri_too_long", "the URL is over the limit of %d bytes", SG_URL_MAX);
-        return answer(c, st, method, "(long URL)", &resp);
-    }
-    if (head.bytes > SG_HEAD_MAX) {
-        sg_api_error(&resp, 431, "headers_too_large", "the headers are over the limit of %d bytes",
-                     SG_HEAD_MAX);
-        return answer(c, st, method, url, &resp);
-    }
-    int nul = head_has_nul(c, method, url, version);
-    if (nul < 0)
-        return MHD_NO;
-    if (nul) {
-        sg_api_error(&resp, 400, "bad_request_head",
-                     "a NUL byte in the request line or a header, or a folded header line");
-        return answer(c, st, method, "(NUL in head)", &resp);
-    }
-    const char *odd = head.odd != NULL ? head.odd : odd_request_line(c, method, url);
-    if (odd != NULL) {
-        /* Answered before the body is read: libmicrohttpd closes the
-         * connection, so no byte after this head is read as a request. */
-        sg_api_error(&resp, 400, "bad_request_head", "%s", odd);
-        return answer(c, st, "(odd)", "(odd head)", &resp);
-    }
-    if (check_framing(&head, version, &resp) != 0)
-        return answer(c, st, method, url, &resp);
-    /* With --auth-file, everything but the health check needs a known
-     * bearer token, and a stranger's body is never read. */
-    if (h->auth != NULL && strcmp(url, "/healthz") != 0) {
-        const char *ah = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
-        st->client = sg_auth_check(h->auth, ah);
-        if (st->client == NULL) {
-            sg_api_error(&resp, 401, "unauthorized", "%s",
-                         ah == NULL ? "this server needs an Authorization: Bearer header"
-                                    : "the bearer token is not known to this server");
-            return answer(c, st, method, url, &resp);
-        }
-    }
-    /* Refuse a declared oversize body before reading it; a client that
-     * sent "Expect: 100-continue" never has to send it at all. */
-    const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
-    if (cl != NULL && strtoull(cl, NULL, 10) > h->max_body) {
-        sg_api_error(&resp, 413, "body_too_large", "the body is over the limit of %zu bytes", h->max_body);
-        return answer(c, st, method, url, &resp);
-    }
-    return MHD_YES;
-}
-
-/* Append one piece of the body. A body over the limit (chunked, without a
- * declared length) is read to its end and dropped; dispatch answers 413. */
-static enum MHD_Result collect_body(const struct sg_http *h, struct req_state *st, const char *data, size_t n)
-{
-    if (st->too_large || n > h->max_body - st->len) {
-        st->too_large = 1;
-        return MHD_YES;
-    }
-    if (st->len + n > st->cap) {
-        size_t cap = st->cap ? st->cap : 4096;
-        while (cap < st->len + n)
-            cap *= 2;
-        if (cap > h->max_body)
-            cap = h->max_body;
-        char *b = realloc(st->body, cap);
-        if (b == NULL)
-            return MHD_NO;
-        st->body = b;
-        st->cap = cap;
-    }
-    memcpy(st->body + st->len, data, n);
-    st->len += n;
-    return MHD_YES;
-}
-
-/* The whole request is in: hand it to api.c and send its answer. */
-static enum MHD_Result dispatch(struct sg_http *h, struct MHD_Connection *c, struct req_state *st,
-                                const char *url, const char *method)
-{
-    struct sg_response resp = {0};
-    struct arg_vec args = {.n = 0};
-    MHD_get_connection_values(c, MHD_GET_ARGUMENT_KIND, collect_arg, &args);
-    struct header_scan hs = {0};
-    MHD_get_connection_values(c, MHD_HEADER_KIND, scan_header, &hs);
-    if (args.overflow) {
-        sg_api_error(&resp, 400, "bad_parameter", "more than %d query parameters", MAX_ARGS);
-        return answer(c, st, method, url, &resp);
-    }
-    if (hs.count > 1) {
+    int n_token = 0, n_if_match = 0, n_if_none_match = 0;
+    const char *token = fencehttp_header(r->conn, "Fencing-Token", &n_token);
+    const char *if_match = fencehttp_header(r->conn, MHD_HTTP_HEADER_IF_MATCH, &n_if_match);
+    const char *if_none_match = fencehttp_header(r->conn, MHD_HTTP_HEADER_IF_NONE_MATCH, &n_if_none_match);
+    if (n_token > 1) {
         sg_api_error(&resp, 400, "token_mismatch", "more than one Fencing-Token header");
-        return answer(c, st, method, url, &resp);
-    }
-    if (hs.n_if_match > 1 || hs.n_if_none_match > 1) {
+    } else if (n_if_match > 1 || n_if_none_match > 1) {
         sg_api_error(&resp, 400, "bad_precondition", "more than one If-Match or If-None-Match header");
-        return answer(c, st, method, url, &resp);
-    }
-    struct sg_request req = {
-        .method = method,
-        .path = url,
-        .args = args.a,
-        .n_args = args.n,
-        .token_header = hs.token,
-        .if_match = hs.if_match,
-        .if_none_match = hs.if_none_match,
-        .body = st->body,
-        .body_len = st->len,
-        .body_too_large = st->too_large,
-        .unfenced = h->unfenced,
-        .max_token_ahead_ms = h->max_token_ahead_ms,
-        .auth_enabled = h->auth != NULL,
-        .admin = st->client != NULL && st->client->admin,
-    };
-    struct sg_op op;
-    if (sg_api_parse(&req, &op, &resp) == 0) {
-        sg_store *s = sg_api_needs_store(&op) ? sg_store_pool_get(h->pool) : NULL;
-        sg_store_set_client(s, st->client ? st->client->name : NULL);
-        sg_api_execute(s, &op, wall_ms(), &resp);
-        sg_store_set_client(s, NULL);
-        sg_store_pool_put(h->pool, s);
-        sg_op_clear(&op);
+    } else {
+        struct sg_arg args[FENCEHTTP_ARGS_MAX];
+        for (size_t i = 0; i < r->n_args; i++)
+            args[i] = (struct sg_arg){.name = r->args[i].name, .value = r->args[i].value};
+        struct sg_request req = {
+            .method = r->method,
+            .path = r->path,
+            .args = args,
+            .n_args = r->n_args,
+            .token_header = token,
+            .if_match = if_match,
+            .if_none_match = if_none_match,
+            .body = r->body,
+            .body_len = r->body_len,
+            .body_too_large = r->body_too_large,
+            .unfenced = h->unfenced,
+            .max_token_ahead_ms = h->max_token_ahead_ms,
+            .auth_enabled = h->auth_enabled,
+            .admin = r->client != NULL && r->client->admin,
+        };
+        struct sg_op op;
+        if (sg_api_parse(&req, &op, &resp) == 0) {
+            sg_store *s = sg_api_needs_store(&op) ? sg_store_pool_get(h->pool) : NULL;
+            sg_store_set_client(s, r->client ? r->client->name : NULL);
+            sg_api_execute(s, &op, wall_ms(), &resp);
+            sg_store_set_client(s, NULL);
+            sg_store_pool_put(h->pool, s);
+            sg_op_clear(&op);
+        }
     }
     if (resp.body == NULL)
         sg_api_error(&resp, 500, "internal", "no answer");
-    return answer(c, st, method, url, &resp);
+    hand_over(&resp, out);
+    return 0;
 }
 
-/* libmicrohttpd calls this once when the head is in, once per piece of the
- * body, and once more when the body is complete (size 0). */
-static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url, const char *method,
-                                  const char *version, const char *upload_data, size_t *upload_data_size,
-                                  void **con_cls)
-{
-    struct sg_http *h = cls;
-    struct req_state *st = *con_cls;
-    if (st == NULL)
-        return start_request(h, c, url, method, version, con_cls);
-    if (st->answered) {
-        *upload_data_size = 0; /* drop whatever follows an early answer */
-        return MHD_YES;
-    }
-    if (*upload_data_size != 0) {
-        size_t n = *upload_data_size;
-        *upload_data_size = 0;
-        return collect_body(h, st, upload_data, n);
-    }
-    return dispatch(h, c, st, url, method);
-}
-
-static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
-                         enum MHD_RequestTerminationCode why)
-{
-    (void)c;
-    struct sg_http *h = cls;
-    struct req_state *st = *con_cls;
-    if (st == NULL)
-        return;
-    if (why != MHD_REQUEST_TERMINATED_COMPLETED_OK && sg_log_enabled(SG_LOG_DEBUG))
-        sg_log(SG_LOG_DEBUG, "request ended early (code %d)", (int)why);
-    free(st->body);
-    free(st);
-    *con_cls = NULL;
-    atomic_fetch_sub(&h->in_flight, 1);
-}
+/* The headers storage-guard reads, refused when spelt with '_' for '-'. */
+static const char *const read_headers[] = {"Fencing-Token", MHD_HTTP_HEADER_IF_MATCH,
+                                           MHD_HTTP_HEADER_IF_NONE_MATCH, NULL};
+static const char *const open_paths[] = {"/healthz", NULL};
 
 int sg_http_start(const struct sg_http_options *o, sg_http **out, char *errbuf, size_t errcap)
 {
-    if (o == NULL || out == NULL || o->addr == NULL || o->pool == NULL || o->threads < 1 ||
-        o->max_body == 0) {
+    if (o == NULL || out == NULL || o->pool == NULL) {
         snprintf(errbuf, errcap, "sg_http_start: bad options");
         return -EINVAL;
     }
@@ -608,106 +115,53 @@ int sg_http_start(const struct sg_http_options *o, sg_http **out, char *errbuf, 
     if (h == NULL)
         return -ENOMEM;
     h->pool = o->pool;
-    h->max_body = o->max_body;
     h->unfenced = o->unfenced;
-    h->auth = o->auth;
+    h->auth_enabled = o->auth != NULL;
     h->max_token_ahead_ms = o->max_token_ahead_ms;
-    atomic_init(&h->in_flight, 0);
-    /* poll(), not epoll: libmicrohttpd 0.9.75's edge-triggered epoll can miss
-     * the end of a half-closed connection whose bytes and FIN arrive
-     * together, leaving it open until the idle timeout. */
-    unsigned flags = MHD_USE_POLL_INTERNAL_THREAD | MHD_USE_ERROR_LOG | MHD_USE_ITC;
-    if (o->addr->sa_family == AF_INET6)
-        flags |= MHD_USE_IPv6;
-    if ((o->tls_cert_pem == NULL) != (o->tls_key_pem == NULL)) {
-        snprintf(errbuf, errcap, "HTTPS needs both a certificate and a key");
-        free(h);
-        return -EINVAL;
-    }
-    /* HTTPS through libmicrohttpd's GnuTLS, TLS 1.2 and 1.3 only. */
-    struct MHD_OptionItem tls_opt[] = {
-        {MHD_OPTION_HTTPS_MEM_CERT, 0, (void *)o->tls_cert_pem},
-        {MHD_OPTION_HTTPS_MEM_KEY, 0, (void *)o->tls_key_pem},
-        {MHD_OPTION_HTTPS_PRIORITIES, 0, (void *)"NORMAL:-VERS-ALL:+VERS-TLS1.3:+VERS-TLS1.2"},
-        {MHD_OPTION_END, 0, NULL},
+    struct fencehttp_options fo = {
+        .name = "storage-guard",
+        .addr = o->addr,
+        .addr_len = o->addr_len,
+        .threads = o->threads,
+        .max_body = o->max_body,
+        .auth = o->auth,
+        .open_paths = open_paths,
+        .read_headers = read_headers,
+        .tls_cert_pem = o->tls_cert_pem,
+        .tls_key_pem = o->tls_key_pem,
+        .handler = handle,
+        .handler_arg = h,
+        .on_answer = count_answer,
     };
-    if (o->tls_cert_pem != NULL) {
-        if (MHD_is_feature_supported(MHD_FEATURE_TLS) != MHD_YES) {
-            snprintf(errbuf, errcap, "this libmicrohttpd was built without TLS");
-            free(h);
-            return -EINVAL;
-        }
-        flags |= MHD_USE_TLS;
-    } else {
-        tls_opt[0].option = MHD_OPTION_END;
-    }
-    /* The logger comes first so that every message of libmicrohttpd goes
-     * through it. The header buffer must hold a 1024-byte key
-     * percent-encoded (3 KiB) plus headers: 64 KiB leaves room without
-     * inviting abuse. Idle connections are closed after 30 s. */
-    /* A pool of one draws a warning: one thread is the internal thread. */
-    struct MHD_OptionItem pool_opt[] = {
-        {o->threads > 1 ? MHD_OPTION_THREAD_POOL_SIZE : MHD_OPTION_END, o->threads, NULL},
-        {MHD_OPTION_END, 0, NULL},
-    };
-    // clang-format off
-    h->daemon = MHD_start_daemon(flags, 0, NULL, NULL, on_request, h,
-                                 MHD_OPTION_EXTERNAL_LOGGER, mhd_logger, NULL,
-                                 MHD_OPTION_SOCK_ADDR, o->addr,
-                                 MHD_OPTION_ARRAY, pool_opt,
-                                 MHD_OPTION_ARRAY, tls_opt,
-                                 MHD_OPTION_NOTIFY_COMPLETED, on_completed, h,
-                                 MHD_OPTION_UNESCAPE_CALLBACK, keep_escaped, NULL,
-                                 MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)30,
-                                 MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)MHD_POOL,
-                                 MHD_OPTION_CONNECTION_LIMIT, (unsigned)1000,
-                                 MHD_OPTION_END);
-    // clang-format on
-    if (h->daemon == NULL) {
-        snprintf(errbuf, errcap, "%s",
-                 o->tls_cert_pem ? "cannot listen (address in use, or a bad TLS certificate or key?)"
-                                 : "cannot listen (address in use or not available?)");
+    int rc = fencehttp_start(&fo, &h->srv, errbuf, errcap);
+    if (rc != 0) {
         free(h);
-        return -EIO;
+        return rc;
     }
-    const union MHD_DaemonInfo *info = MHD_get_daemon_info(h->daemon, MHD_DAEMON_INFO_BIND_PORT);
-    h->port = info ? info->port : 0;
     *out = h;
     return 0;
 }
 
 uint16_t sg_http_port(const sg_http *h)
 {
-    return h->port;
+    return fencehttp_port(h->srv);
 }
 
 void sg_http_quiesce(sg_http *h)
 {
-    if (h == NULL || h->quiesced)
-        return;
-    MHD_socket fd = MHD_quiesce_daemon(h->daemon);
-    if (fd != MHD_INVALID_SOCKET)
-        close(fd);
-    h->quiesced = 1;
+    if (h != NULL)
+        fencehttp_quiesce(h->srv);
 }
 
 int sg_http_drain(sg_http *h, int timeout_ms)
 {
-    struct timespec t0;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    while (atomic_load(&h->in_flight) > 0) {
-        if (since(&t0) * 1000 >= timeout_ms)
-            return -ETIMEDOUT;
-        struct timespec ts = {0, 10 * 1000 * 1000};
-        nanosleep(&ts, NULL);
-    }
-    return 0;
+    return fencehttp_drain(h->srv, timeout_ms);
 }
 
 void sg_http_stop(sg_http *h)
 {
     if (h == NULL)
         return;
-    MHD_stop_daemon(h->daemon);
+    fencehttp_stop(h->srv);
     free(h);
 }

@@ -1,7 +1,8 @@
 /*
- * The HTTP side of storage-guard: a libmicrohttpd daemon whose callbacks
- * collect a request (path, query, Fencing-Token header, body up to a limit)
- * and hand it to api.c, then send back whatever api.c answered.
+ * The HTTP side of storage-guard: fencehttp (the HTTP layer fencelock's
+ * services share) checks and collects a request; the handler here reads
+ * storage-guard's own headers (Fencing-Token, If-Match, If-None-Match),
+ * hands the request to api.c and sends back whatever api.c answered.
  */
 #ifndef SG_HTTP_H
 #define SG_HTTP_H
@@ -10,7 +11,8 @@
 #include <stdint.h>
 #include <sys/socket.h>
 
-#include "auth.h"
+#include <fencehttp/fencehttp.h>
+
 #include "store.h"
 
 struct sg_http_options {
@@ -20,7 +22,7 @@ struct sg_http_options {
     size_t max_body;            /* largest accepted request body in bytes */
     sg_store_pool *pool;        /* borrowed until sg_http_stop(); >= threads connections */
     int unfenced;               /* writes need no token (see sg_store_set_unfenced) */
-    const sg_auth *auth;        /* borrowed until sg_http_stop(); NULL: no authentication */
+    const fencehttp_auth *auth; /* borrowed until sg_http_stop(); NULL: no authentication */
     int64_t max_token_ahead_ms; /* see sg_request; 0: no bound */
     /* HTTPS: the certificate chain and its private key as PEM text, both
      * or neither; borrowed until sg_http_stop(). NULL: plain HTTP. */

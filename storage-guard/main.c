@@ -14,9 +14,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "auth.h"
+#include <fencehttp/fencehttp.h>
+
 #include "http.h"
-#include "log.h"
 #include "store.h"
 #include "store_pg.h"
 
@@ -32,7 +32,7 @@ struct config {
     const char *port_file;
     int threads;
     size_t max_body;
-    enum sg_log_level level;
+    enum fencehttp_log_level level;
     int unfenced;
     mode_t umask;
     const char *auth_file;
@@ -74,47 +74,6 @@ static void usage(FILE *f)
             "SIGINT or SIGTERM stops accepting connections, answers the requests in progress and exits.\n");
 }
 
-/* Parse a decimal in [min, max]. */
-static int parse_num(const char *s, long long min, long long max, long long *out)
-{
-    char *end = NULL;
-    errno = 0;
-    long long v = strtoll(s, &end, 10);
-    if (errno != 0 || end == s || *end != '\0' || v < min || v > max)
-        return -EINVAL;
-    *out = v;
-    return 0;
-}
-
-/* A duration: digits and a unit (ms, s, m, h, d), or 0. At most 10 years. */
-static int parse_duration_ms(const char *s, long long *out)
-{
-    char *end = NULL;
-    errno = 0;
-    long long v = strtoll(s, &end, 10);
-    if (errno != 0 || end == s || v < 0 || *s == '-' || *s == '+' || *s == ' ')
-        return -EINVAL;
-    long long unit;
-    if (strcmp(end, "ms") == 0)
-        unit = 1;
-    else if (strcmp(end, "s") == 0)
-        unit = 1000;
-    else if (strcmp(end, "m") == 0)
-        unit = 60 * 1000;
-    else if (strcmp(end, "h") == 0)
-        unit = 3600 * 1000;
-    else if (strcmp(end, "d") == 0)
-        unit = 86400 * 1000;
-    else if (*end == '\0' && v == 0)
-        unit = 1;
-    else
-        return -EINVAL;
-    if (v > 3650LL * 86400 * 1000 / unit)
-        return -EINVAL;
-    *out = v * unit;
-    return 0;
-}
-
 static int parse_args(int argc, char **argv, struct config *c)
 {
     static const struct option opts[] = {
@@ -148,21 +107,21 @@ static int parse_args(int argc, char **argv, struct config *c)
             c->port_file = optarg;
             break;
         case 't':
-            if (parse_num(optarg, 1, 256, &n) != 0) {
+            if (fencehttp_parse_num(optarg, 1, 256, &n) != 0) {
                 fprintf(stderr, "storage-guard: --threads must be 1..256\n");
                 return 2;
             }
             c->threads = (int)n;
             break;
         case 'm':
-            if (parse_num(optarg, 1, (long long)1 << 30, &n) != 0) {
+            if (fencehttp_parse_num(optarg, 1, (long long)1 << 30, &n) != 0) {
                 fprintf(stderr, "storage-guard: --max-body must be 1..%lld bytes\n", (long long)1 << 30);
                 return 2;
             }
             c->max_body = (size_t)n;
             break;
         case 'L':
-            if (sg_log_parse_level(optarg, &c->level) != 0) {
+            if (fencehttp_log_parse_level(optarg, &c->level) != 0) {
                 fprintf(stderr, "storage-guard: --log-level must be error, warn, info or debug\n");
                 return 2;
             }
@@ -180,7 +139,7 @@ static int parse_args(int argc, char **argv, struct config *c)
             c->tls_key = optarg;
             break;
         case 'A':
-            if (parse_duration_ms(optarg, &c->max_ahead_ms) != 0) {
+            if (fencehttp_parse_duration_ms(optarg, &c->max_ahead_ms) != 0) {
                 fprintf(stderr,
                         "storage-guard: --max-token-ahead wants a duration such as 90s, 10m, 1h, 2d or 0\n");
                 return 2;
@@ -224,46 +183,6 @@ static int parse_args(int argc, char **argv, struct config *c)
     return -1; /* go on */
 }
 
-/* Read a whole (small) file into a new NUL-terminated buffer. */
-static int read_file(const char *path, char **out)
-{
-    FILE *f = fopen(path, "r");
-    if (f == NULL)
-        return -errno;
-    size_t cap = 4096, len = 0;
-    char *buf = malloc(cap);
-    int rc = 0;
-    while (buf != NULL) {
-        len += fread(buf + len, 1, cap - len - 1, f);
-        if (len < cap - 1)
-            break;
-        if (cap >= (1u << 20)) {
-            rc = -EFBIG;
-            break;
-        }
-        char *b = realloc(buf, cap * 2);
-        if (b == NULL) {
-            free(buf);
-            buf = NULL;
-            break;
-        }
-        buf = b;
-        cap *= 2;
-    }
-    if (buf == NULL)
-        rc = -ENOMEM;
-    else if (rc == 0 && ferror(f))
-        rc = -EIO;
-    fclose(f);
-    if (rc != 0) {
-        free(buf);
-        return rc;
-    }
-    buf[len] = '\0';
-    *out = buf;
-    return 0;
-}
-
 /* The database's name for the log: a PostgreSQL URI with its password (in
  * the user part, or as password=) shown as ***. */
 static void db_name_for_log(const char *db, char *out, size_t cap)
@@ -299,86 +218,25 @@ static void db_name_for_log(const char *db, char *out, size_t cap)
     }
 }
 
-/* Resolve HOST:PORT (or [HOST]:PORT) to a socket address. */
-static int resolve(const char *listen, struct sockaddr_storage *ss, socklen_t *len)
-{
-    char host[256];
-    const char *port;
-    if (listen[0] == '[') {
-        const char *end = strchr(listen, ']');
-        if (end == NULL || end[1] != ':' || (size_t)(end - listen - 1) >= sizeof(host))
-            return -EINVAL;
-        memcpy(host, listen + 1, (size_t)(end - listen - 1));
-        host[end - listen - 1] = '\0';
-        port = end + 2;
-    } else {
-        const char *colon = strrchr(listen, ':');
-        if (colon == NULL || colon == listen || (size_t)(colon - listen) >= sizeof(host))
-            return -EINVAL;
-        memcpy(host, listen, (size_t)(colon - listen));
-        host[colon - listen] = '\0';
-        port = colon + 1;
-    }
-    long long p;
-    if (parse_num(port, 0, 65535, &p) != 0)
-        return -EINVAL;
-    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICSERV};
-    struct addrinfo *res = NULL;
-    if (getaddrinfo(host, port, &hints, &res) != 0 || res == NULL)
-        return -EINVAL;
-    memcpy(ss, res->ai_addr, res->ai_addrlen);
-    *len = res->ai_addrlen;
-    freeaddrinfo(res);
-    return 0;
-}
-
-/*
- * Write the port to path atomically, so a reader never sees half a number.
- * The temporary file is made by mkstemp next to path: a name nobody can
- * guess and plant a symlink at beforehand (a fixed PATH.tmp could be one,
- * and fopen would write through it). Its mode follows the umask.
- */
-static int write_port_file(const char *path, unsigned port, mode_t mask)
-{
-    char tmp[PATH_MAX];
-    if (snprintf(tmp, sizeof(tmp), "%s.XXXXXX", path) >= (int)sizeof(tmp))
-        return -ENAMETOOLONG;
-    int fd = mkstemp(tmp);
-    if (fd < 0)
-        return -errno;
-    char text[16];
-    int n = snprintf(text, sizeof(text), "%u\n", port);
-    int bad = fchmod(fd, 0666 & ~mask) != 0 || write(fd, text, (size_t)n) != n;
-    int e = bad ? (errno ? errno : EIO) : 0;
-    if (close(fd) != 0 && e == 0)
-        e = errno;
-    if (e == 0 && rename(tmp, path) != 0)
-        e = errno;
-    if (e != 0) {
-        unlink(tmp);
-        return -e;
-    }
-    return 0;
-}
-
 int main(int argc, char **argv)
 {
     struct config c = {
         .listen = "127.0.0.1:8080",
         .threads = 4,
         .max_body = 1024 * 1024,
-        .level = SG_LOG_INFO,
+        .level = FENCEHTTP_LOG_INFO,
         .umask = 077,
         .max_ahead_ms = 3600 * 1000,
     };
     int rc = parse_args(argc, argv, &c);
     if (rc >= 0)
         return rc;
-    sg_log_set_level(c.level);
+    fencehttp_log_set_program("storage-guard");
+    fencehttp_log_set_level(c.level);
 
     struct sockaddr_storage ss;
     socklen_t ss_len = 0;
-    if (resolve(c.listen, &ss, &ss_len) != 0) {
+    if (fencehttp_resolve(c.listen, &ss, &ss_len) != 0) {
         fprintf(stderr, "storage-guard: bad --listen '%s' (want HOST:PORT)\n", c.listen);
         return 2;
     }
@@ -402,46 +260,24 @@ int main(int argc, char **argv)
 
     int status = 1;
     char *tls_cert = NULL, *tls_key = NULL;
-    sg_auth *auth = NULL;
+    fencehttp_auth *auth = NULL;
     sg_store_pool *pool = NULL;
     sg_http *http = NULL;
     char err[512] = "";
-    if (c.auth_file != NULL) {
-        rc = sg_auth_load(c.auth_file, &auth, err, sizeof(err));
-        if (rc != 0) {
-            sg_log(SG_LOG_ERROR, "auth file: %s", err);
-            goto out;
-        }
-        struct stat ab;
-        if (stat(c.auth_file, &ab) == 0 && (ab.st_mode & 077) != 0)
-            sg_log(SG_LOG_WARN, "auth file %s is mode %04o: others can read the tokens; chmod 600 it",
-                   c.auth_file, (unsigned)(ab.st_mode & 0777));
-    }
-    if (c.tls_cert != NULL) {
-        if ((rc = read_file(c.tls_cert, &tls_cert)) != 0) {
-            sg_log(SG_LOG_ERROR, "--tls-cert %s: %s", c.tls_cert, strerror(-rc));
-            goto out;
-        }
-        if ((rc = read_file(c.tls_key, &tls_key)) != 0) {
-            sg_log(SG_LOG_ERROR, "--tls-key %s: %s", c.tls_key, strerror(-rc));
-            goto out;
-        }
-        struct stat kb;
-        if (stat(c.tls_key, &kb) == 0 && (kb.st_mode & 077) != 0)
-            sg_log(SG_LOG_WARN, "TLS key %s is mode %04o: others can read it; chmod 600 it", c.tls_key,
-                   (unsigned)(kb.st_mode & 0777));
-    }
+    if (fencehttp_load_secrets(c.auth_file, &auth, c.tls_cert, &tls_cert, c.tls_key, &tls_key) != 0)
+        goto out;
     char db_name[512];
     db_name_for_log(c.db, db_name, sizeof(db_name));
     rc = sg_store_pool_open(c.db, c.threads, &pool, err, sizeof(err));
     if (rc != 0) {
-        sg_log(SG_LOG_ERROR, "database %s: %s", db_name, err);
+        fencehttp_log(FENCEHTTP_LOG_ERROR, "database %s: %s", db_name, err);
         goto out;
     }
     struct stat sb;
     if (!sg_pg_is_url(c.db) && stat(c.db, &sb) == 0 && (sb.st_mode & 0777 & c.umask) != 0)
-        sg_log(SG_LOG_WARN, "database %s is mode %04o, more open than --umask %03o allows; chmod it", c.db,
-               (unsigned)(sb.st_mode & 0777), (unsigned)c.umask);
+        fencehttp_log(FENCEHTTP_LOG_WARN,
+                      "database %s is mode %04o, more open than --umask %03o allows; chmod it", c.db,
+                      (unsigned)(sb.st_mode & 0777), (unsigned)c.umask);
     struct sg_http_options ho = {
         .addr = (const struct sockaddr *)&ss,
         .addr_len = ss_len,
@@ -456,43 +292,42 @@ int main(int argc, char **argv)
     };
     if (c.unfenced) {
         sg_store_pool_set_unfenced(pool, 1);
-        sg_log(SG_LOG_WARN, "unfenced: tokens are recorded but never checked; late writes are accepted");
+        fencehttp_log(FENCEHTTP_LOG_WARN,
+                      "unfenced: tokens are recorded but never checked; late writes are accepted");
     }
     rc = sg_http_start(&ho, &http, err, sizeof(err));
     if (rc != 0) {
-        sg_log(SG_LOG_ERROR, "%s: %s", c.listen, err);
+        fencehttp_log(FENCEHTTP_LOG_ERROR, "%s: %s", c.listen, err);
         goto out;
     }
     unsigned port = sg_http_port(http);
-    if (c.port_file && (rc = write_port_file(c.port_file, port, c.umask)) != 0) {
-        sg_log(SG_LOG_ERROR, "port file %s: %s", c.port_file, strerror(-rc));
+    if (c.port_file && (rc = fencehttp_write_port_file(c.port_file, port, c.umask)) != 0) {
+        fencehttp_log(FENCEHTTP_LOG_ERROR, "port file %s: %s", c.port_file, strerror(-rc));
         goto out;
     }
-    sg_log(SG_LOG_INFO, "listening on port %u (%s), database %s (%s), %d threads", port,
-           tls_cert ? "HTTPS" : "HTTP", db_name,
-           sg_pg_is_url(c.db) ? "PostgreSQL, synchronous_commit=on" : "WAL, synchronous=FULL", c.threads);
+    fencehttp_log(FENCEHTTP_LOG_INFO, "listening on port %u (%s), database %s (%s), %d threads", port,
+                  tls_cert ? "HTTPS" : "HTTP", db_name,
+                  sg_pg_is_url(c.db) ? "PostgreSQL, synchronous_commit=on" : "WAL, synchronous=FULL",
+                  c.threads);
 
     int sig = 0;
     while (sigwait(&stop_set, &sig) != 0) {
     }
-    sg_log(SG_LOG_INFO, "%s: stopping", sig == SIGINT ? "SIGINT" : "SIGTERM");
+    fencehttp_log(FENCEHTTP_LOG_INFO, "%s: stopping", sig == SIGINT ? "SIGINT" : "SIGTERM");
     /* Every answered write is already committed with a full sync; draining
      * lets the requests in progress get their answer too. */
     sg_http_quiesce(http);
     if (sg_http_drain(http, DRAIN_TIMEOUT_MS) != 0)
-        sg_log(SG_LOG_WARN, "requests still in progress after %d ms; closing them", DRAIN_TIMEOUT_MS);
+        fencehttp_log(FENCEHTTP_LOG_WARN, "requests still in progress after %d ms; closing them",
+                      DRAIN_TIMEOUT_MS);
     status = 0;
 out:
     sg_http_stop(http);
     sg_store_pool_close(pool);
-    sg_auth_free(auth);
-    if (tls_key != NULL)
-        memset(tls_key, 0, strlen(tls_key)); /* a secret: not left in freed memory */
-    free(tls_key);
-    free(tls_cert);
+    fencehttp_free_secrets(auth, tls_cert, tls_key);
     if (status == 0 && c.port_file)
         unlink(c.port_file);
     if (status == 0)
-        sg_log(SG_LOG_INFO, "stopped");
+        fencehttp_log(FENCEHTTP_LOG_INFO, "stopped");
     return status;
 }

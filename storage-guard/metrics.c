@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <fencehttp/fencehttp.h>
+
 #include "metrics.h"
 
 static atomic_ullong counters[SG_M_COUNT];
@@ -70,72 +72,37 @@ void sg_metrics_observe(int status, double seconds)
         atomic_fetch_add(&by_class[cls], 1);
 }
 
-struct buf {
-    char *p;
-    size_t len, cap;
-    int oom;
-};
-
-static void put(struct buf *b, const char *f, ...) __attribute__((format(printf, 2, 3)));
-
-static void put(struct buf *b, const char *f, ...)
-{
-    if (b->oom)
-        return;
-    for (;;) {
-        va_list ap;
-        va_start(ap, f);
-        int n = vsnprintf(b->p + b->len, b->cap - b->len, f, ap);
-        va_end(ap);
-        if (n < 0) {
-            b->oom = 1;
-            return;
-        }
-        if ((size_t)n < b->cap - b->len) {
-            b->len += (size_t)n;
-            return;
-        }
-        size_t cap = b->cap * 2 + (size_t)n;
-        char *p = realloc(b->p, cap);
-        if (p == NULL) {
-            b->oom = 1;
-            return;
-        }
-        b->p = p;
-        b->cap = cap;
-    }
-}
-
 char *sg_metrics_render(size_t *len)
 {
-    struct buf b = {malloc(4096), 0, 4096, 0};
-    if (b.p == NULL)
-        return NULL;
+    struct fencehttp_text b = {0};
     for (int m = 0; m < SG_M_COUNT; m++) {
-        put(&b, "# HELP %s %s\n# TYPE %s counter\n%s %llu\n", counter_info[m].name, counter_info[m].help,
-            counter_info[m].name, counter_info[m].name, atomic_load(&counters[m]));
+        fencehttp_text_printf(&b, "# HELP %s %s\n# TYPE %s counter\n%s %llu\n", counter_info[m].name,
+                              counter_info[m].help, counter_info[m].name, counter_info[m].name,
+                              atomic_load(&counters[m]));
     }
-    put(&b, "# HELP storage_guard_http_responses_total HTTP responses by status class.\n"
-            "# TYPE storage_guard_http_responses_total counter\n");
+    fencehttp_text_printf(&b, "# HELP storage_guard_http_responses_total HTTP responses by status class.\n"
+                              "# TYPE storage_guard_http_responses_total counter\n");
     for (int c = 1; c <= 5; c++)
-        put(&b, "storage_guard_http_responses_total{code=\"%dxx\"} %llu\n", c, atomic_load(&by_class[c]));
-    put(&b, "# HELP storage_guard_request_duration_seconds Time from a request's headers to its answer.\n"
+        fencehttp_text_printf(&b, "storage_guard_http_responses_total{code=\"%dxx\"} %llu\n", c,
+                              atomic_load(&by_class[c]));
+    fencehttp_text_printf(
+        &b, "# HELP storage_guard_request_duration_seconds Time from a request's headers to its answer.\n"
             "# TYPE storage_guard_request_duration_seconds histogram\n");
     unsigned long long cum = 0;
     for (size_t i = 0; i < N_BUCKETS; i++) {
         cum += atomic_load(&buckets[i]);
-        put(&b, "storage_guard_request_duration_seconds_bucket{le=\"%g\"} %llu\n", bucket_le[i], cum);
+        fencehttp_text_printf(&b, "storage_guard_request_duration_seconds_bucket{le=\"%g\"} %llu\n",
+                              bucket_le[i], cum);
     }
     cum += atomic_load(&buckets[N_BUCKETS]);
-    put(&b, "storage_guard_request_duration_seconds_bucket{le=\"+Inf\"} %llu\n", cum);
-    put(&b, "storage_guard_request_duration_seconds_sum %.6f\n", (double)atomic_load(&latency_sum_us) / 1e6);
+    fencehttp_text_printf(&b, "storage_guard_request_duration_seconds_bucket{le=\"+Inf\"} %llu\n", cum);
+    fencehttp_text_printf(&b, "storage_guard_request_duration_seconds_sum %.6f\n",
+                          (double)atomic_load(&latency_sum_us) / 1e6);
     /* The count equals the +Inf bucket by definition; reuse it so a render
      * racing an observation stays self-consistent. */
-    put(&b, "storage_guard_request_duration_seconds_count %llu\n", cum);
-    if (b.oom) {
-        free(b.p);
+    fencehttp_text_printf(&b, "storage_guard_request_duration_seconds_count %llu\n", cum);
+    if (b.oom)
         return NULL;
-    }
     if (len)
         *len = b.len;
     return b.p;

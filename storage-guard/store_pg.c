@@ -27,7 +27,7 @@
 #include <libpq-fe.h>
 
 #include "fencelock_sql.h"
-#include "log.h"
+#include <fencehttp/fencehttp.h>
 #include "schema_sql.h"
 #include "store_pg.h"
 
@@ -221,7 +221,7 @@ static int install(PGconn *c, char *errbuf, size_t errcap)
 static void notice(void *arg, const char *message)
 {
     (void)arg;
-    sg_log(SG_LOG_WARN, "PostgreSQL: %.*s", (int)strcspn(message, "\n"), message);
+    fencehttp_log(FENCEHTTP_LOG_WARN, "PostgreSQL: %.*s", (int)strcspn(message, "\n"), message);
 }
 
 static PGconn *connect_url(const char *url)

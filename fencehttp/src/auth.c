@@ -6,20 +6,20 @@
 #include <string.h>
 #include <strings.h>
 
-#include "auth.h"
+#include <fencehttp/fencehttp.h>
 
 struct entry {
-    char token[SG_AUTH_TOKEN_MAX + 1];
+    char token[FENCEHTTP_AUTH_TOKEN_MAX + 1];
     size_t len;
-    struct sg_client client;
+    struct fencehttp_client client;
 };
 
-struct sg_auth {
+struct fencehttp_auth {
     struct entry *e;
     size_t n;
 };
 
-void sg_auth_free(sg_auth *a)
+void fencehttp_auth_free(fencehttp_auth *a)
 {
     if (a == NULL)
         return;
@@ -44,7 +44,7 @@ static int same_token(const char *given, size_t given_len, const struct entry *e
     return diff == 0;
 }
 
-const struct sg_client *sg_auth_check(const sg_auth *a, const char *header)
+const struct fencehttp_client *fencehttp_auth_check(const fencehttp_auth *a, const char *header)
 {
     if (a == NULL || header == NULL)
         return NULL;
@@ -58,10 +58,10 @@ const struct sg_client *sg_auth_check(const sg_auth *a, const char *header)
     size_t len = strlen(t);
     while (len > 0 && (t[len - 1] == ' ' || t[len - 1] == '\t'))
         len--;
-    if (len == 0 || len > SG_AUTH_TOKEN_MAX)
+    if (len == 0 || len > FENCEHTTP_AUTH_TOKEN_MAX)
         return NULL;
     /* Every entry is compared, whichever matches. */
-    const struct sg_client *found = NULL;
+    const struct fencehttp_client *found = NULL;
     for (size_t i = 0; i < a->n; i++) {
         int same = same_token(t, len, &a->e[i]);
         if (same && found == NULL)
@@ -76,10 +76,10 @@ static int bad_line(char *errbuf, size_t errcap, const char *path, int line, con
     return -EINVAL;
 }
 
-int sg_auth_load(const char *path, sg_auth **out, char *errbuf, size_t errcap)
+int fencehttp_auth_load(const char *path, fencehttp_auth **out, char *errbuf, size_t errcap)
 {
     if (path == NULL || out == NULL) {
-        snprintf(errbuf, errcap, "sg_auth_load: NULL argument");
+        snprintf(errbuf, errcap, "fencehttp_auth_load: NULL argument");
         return -EINVAL;
     }
     FILE *f = fopen(path, "r");
@@ -88,7 +88,7 @@ int sg_auth_load(const char *path, sg_auth **out, char *errbuf, size_t errcap)
         snprintf(errbuf, errcap, "%s: %s", path, strerror(e));
         return -e;
     }
-    sg_auth *a = calloc(1, sizeof(*a));
+    fencehttp_auth *a = calloc(1, sizeof(*a));
     /* A line of any length (a long comment is fine); a token in it is
      * checked for its own limits below. */
     char *line = NULL;
@@ -120,7 +120,7 @@ int sg_auth_load(const char *path, sg_auth **out, char *errbuf, size_t errcap)
             goto out;
         }
         size_t len = strlen(tok);
-        if (len < SG_AUTH_TOKEN_MIN || len > SG_AUTH_TOKEN_MAX) {
+        if (len < FENCEHTTP_AUTH_TOKEN_MIN || len > FENCEHTTP_AUTH_TOKEN_MAX) {
             rc = bad_line(errbuf, errcap, path, lineno, "a token must be 16..256 bytes");
             goto out;
         }
@@ -130,7 +130,7 @@ int sg_auth_load(const char *path, sg_auth **out, char *errbuf, size_t errcap)
                 goto out;
             }
         }
-        if (name != NULL && strlen(name) > SG_AUTH_NAME_MAX) {
+        if (name != NULL && strlen(name) > FENCEHTTP_AUTH_NAME_MAX) {
             rc = bad_line(errbuf, errcap, path, lineno, "a name must be at most 64 bytes");
             goto out;
         }
@@ -179,7 +179,7 @@ out:
     if (rc != 0) {
         if (rc == -ENOMEM)
             snprintf(errbuf, errcap, "out of memory");
-        sg_auth_free(a);
+        fencehttp_auth_free(a);
         return rc;
     }
     *out = a;

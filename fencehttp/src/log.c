@@ -7,38 +7,45 @@
 #include <string.h>
 #include <time.h>
 
-#include "log.h"
+#include <fencehttp/fencehttp.h>
 
-static atomic_int current_level = SG_LOG_INFO;
+static atomic_int current_level = FENCEHTTP_LOG_INFO;
+static const char *program = "fencelock";
 
 static const char *const level_names[] = {"error", "warn", "info", "debug"};
 
-int sg_log_parse_level(const char *s, enum sg_log_level *out)
+int fencehttp_log_parse_level(const char *s, enum fencehttp_log_level *out)
 {
     if (s == NULL || out == NULL)
         return -EINVAL;
-    for (int i = 0; i <= SG_LOG_DEBUG; i++) {
+    for (int i = 0; i <= FENCEHTTP_LOG_DEBUG; i++) {
         if (strcmp(s, level_names[i]) == 0) {
-            *out = (enum sg_log_level)i;
+            *out = (enum fencehttp_log_level)i;
             return 0;
         }
     }
     return -EINVAL;
 }
 
-void sg_log_set_level(enum sg_log_level level)
+void fencehttp_log_set_program(const char *name)
+{
+    if (name != NULL)
+        program = name;
+}
+
+void fencehttp_log_set_level(enum fencehttp_log_level level)
 {
     atomic_store(&current_level, (int)level);
 }
 
-int sg_log_enabled(enum sg_log_level level)
+int fencehttp_log_enabled(enum fencehttp_log_level level)
 {
     return (int)level <= atomic_load(&current_level);
 }
 
-void sg_log(enum sg_log_level level, const char *fmt, ...)
+void fencehttp_log(enum fencehttp_log_level level, const char *fmt, ...)
 {
-    if (!sg_log_enabled(level))
+    if (!fencehttp_log_enabled(level))
         return;
     char msg[1024];
     va_list ap;
@@ -53,5 +60,5 @@ void sg_log(enum sg_log_level level, const char *fmt, ...)
     char when[32];
     strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%S", &tm);
     /* One call per line so lines from worker threads do not interleave. */
-    fprintf(stderr, "%s.%03ldZ storage-guard %s: %s\n", when, ts.tv_nsec / 1000000L, level_names[level], msg);
+    fprintf(stderr, "%s.%03ldZ %s %s: %s\n", when, ts.tv_nsec / 1000000L, program, level_names[level], msg);
 }

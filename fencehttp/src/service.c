@@ -1,0 +1,203 @@
+/* What a service does once at start-up: parse its numbers and durations,
+ * resolve --listen, write --port-file, read its secrets. */
+#include <errno.h>
+#include <limits.h>
+#include <netdb.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fencehttp/fencehttp.h>
+
+int fencehttp_parse_num(const char *s, long long min, long long max, long long *out)
+{
+    if (s == NULL || out == NULL)
+        return -EINVAL;
+    char *end = NULL;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (errno != 0 || end == s || *end != '\0' || v < min || v > max)
+        return -EINVAL;
+    *out = v;
+    return 0;
+}
+
+int fencehttp_parse_duration_ms(const char *s, long long *out)
+{
+    if (s == NULL || out == NULL)
+        return -EINVAL;
+    char *end = NULL;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (errno != 0 || end == s || v < 0 || *s == '-' || *s == '+' || *s == ' ')
+        return -EINVAL;
+    long long unit;
+    if (strcmp(end, "ms") == 0)
+        unit = 1;
+    else if (strcmp(end, "s") == 0)
+        unit = 1000;
+    else if (strcmp(end, "m") == 0)
+        unit = 60 * 1000;
+    else if (strcmp(end, "h") == 0)
+        unit = 3600 * 1000;
+    else if (strcmp(end, "d") == 0)
+        unit = 86400 * 1000;
+    else if (*end == '\0' && v == 0)
+        unit = 1;
+    else
+        return -EINVAL;
+    if (v > 3650LL * 86400 * 1000 / unit)
+        return -EINVAL;
+    *out = v * unit;
+    return 0;
+}
+
+int fencehttp_read_file(const char *path, char **out)
+{
+    if (path == NULL || out == NULL)
+        return -EINVAL;
+    FILE *f = fopen(path, "r");
+    if (f == NULL)
+        return -errno;
+    size_t cap = 4096, len = 0;
+    char *buf = malloc(cap);
+    int rc = 0;
+    while (buf != NULL) {
+        len += fread(buf + len, 1, cap - len - 1, f);
+        if (len < cap - 1)
+            break;
+        if (cap >= (1u << 20)) {
+            rc = -EFBIG;
+            break;
+        }
+        char *b = realloc(buf, cap * 2);
+        if (b == NULL) {
+            free(buf);
+            buf = NULL;
+            break;
+        }
+        buf = b;
+        cap *= 2;
+    }
+    if (buf == NULL)
+        rc = -ENOMEM;
+    else if (rc == 0 && ferror(f))
+        rc = -EIO;
+    fclose(f);
+    if (rc != 0) {
+        free(buf);
+        return rc;
+    }
+    buf[len] = '\0';
+    *out = buf;
+    return 0;
+}
+
+int fencehttp_resolve(const char *listen, struct sockaddr_storage *ss, socklen_t *len)
+{
+    char host[256];
+    const char *port;
+    if (listen[0] == '[') {
+        const char *end = strchr(listen, ']');
+        if (end == NULL || end[1] != ':' || (size_t)(end - listen - 1) >= sizeof(host))
+            return -EINVAL;
+        memcpy(host, listen + 1, (size_t)(end - listen - 1));
+        host[end - listen - 1] = '\0';
+        port = end + 2;
+    } else {
+        const char *colon = strrchr(listen, ':');
+        if (colon == NULL || colon == listen || (size_t)(colon - listen) >= sizeof(host))
+            return -EINVAL;
+        memcpy(host, listen, (size_t)(colon - listen));
+        host[colon - listen] = '\0';
+        port = colon + 1;
+    }
+    long long p;
+    if (fencehttp_parse_num(port, 0, 65535, &p) != 0)
+        return -EINVAL;
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICSERV};
+    struct addrinfo *res = NULL;
+    if (getaddrinfo(host, port, &hints, &res) != 0 || res == NULL)
+        return -EINVAL;
+    memcpy(ss, res->ai_addr, res->ai_addrlen);
+    *len = res->ai_addrlen;
+    freeaddrinfo(res);
+    return 0;
+}
+
+/*
+ * Write the port to path atomically, so a reader never sees half a number.
+ * The temporary file is made by mkstemp next to path: a name nobody can
+ * guess and plant a symlink at beforehand (a fixed PATH.tmp could be one,
+ * and fopen would write through it). Its mode follows the umask.
+ */
+int fencehttp_write_port_file(const char *path, unsigned port, mode_t mask)
+{
+    char tmp[PATH_MAX];
+    if (snprintf(tmp, sizeof(tmp), "%s.XXXXXX", path) >= (int)sizeof(tmp))
+        return -ENAMETOOLONG;
+    int fd = mkstemp(tmp);
+    if (fd < 0)
+        return -errno;
+    char text[16];
+    int n = snprintf(text, sizeof(text), "%u\n", port);
+    int bad = fchmod(fd, 0666 & ~mask) != 0 || write(fd, text, (size_t)n) != n;
+    int e = bad ? (errno ? errno : EIO) : 0;
+    if (close(fd) != 0 && e == 0)
+        e = errno;
+    if (e == 0 && rename(tmp, path) != 0)
+        e = errno;
+    if (e != 0) {
+        unlink(tmp);
+        return -e;
+    }
+    return 0;
+}
+
+/* Warn when a file of secrets may be read by others. */
+static void warn_if_open(const char *path, const char *what, const char *why)
+{
+    struct stat sb;
+    if (stat(path, &sb) == 0 && (sb.st_mode & 077) != 0)
+        fencehttp_log(FENCEHTTP_LOG_WARN, "%s %s is mode %04o: others can read %s; chmod 600 it", what, path,
+                      (unsigned)(sb.st_mode & 0777), why);
+}
+
+int fencehttp_load_secrets(const char *auth_file, fencehttp_auth **auth, const char *cert_file, char **cert,
+                           const char *key_file, char **key)
+{
+    char err[512] = "";
+    int rc;
+    if (auth_file != NULL) {
+        if ((rc = fencehttp_auth_load(auth_file, auth, err, sizeof(err))) != 0) {
+            fencehttp_log(FENCEHTTP_LOG_ERROR, "auth file: %s", err);
+            return -1;
+        }
+        warn_if_open(auth_file, "auth file", "the tokens");
+    }
+    if (cert_file != NULL) {
+        if ((rc = fencehttp_read_file(cert_file, cert)) != 0) {
+            fencehttp_log(FENCEHTTP_LOG_ERROR, "--tls-cert %s: %s", cert_file, strerror(-rc));
+            return -1;
+        }
+    }
+    if (key_file != NULL) {
+        if ((rc = fencehttp_read_file(key_file, key)) != 0) {
+            fencehttp_log(FENCEHTTP_LOG_ERROR, "--tls-key %s: %s", key_file, strerror(-rc));
+            return -1;
+        }
+        warn_if_open(key_file, "TLS key", "it");
+    }
+    return 0;
+}
+
+void fencehttp_free_secrets(fencehttp_auth *auth, char *cert, char *key)
+{
+    fencehttp_auth_free(auth);
+    if (key != NULL)
+        memset(key, 0, strlen(key)); /* a secret: not left in freed memory */
+    free(key);
+    free(cert);
+}

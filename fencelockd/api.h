@@ -1,0 +1,108 @@
+/*
+ * The mapping from an HTTP request of fencelockd to a lock operation, and
+ * from its outcome to a JSON answer, without sockets or nodes: routes,
+ * validation of resources, lock ids, kinds and bodies. The unit tests feed
+ * it requests; engine.c runs what it parsed.
+ */
+#ifndef FLD_API_H
+#define FLD_API_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <fencehttp/fencehttp.h>
+#include <lockcore/lockcore.h>
+
+enum fld_route {
+    FLD_ROUTE_ACQUIRE = 1,
+    FLD_ROUTE_EXTEND,
+    FLD_ROUTE_RELEASE,
+    FLD_ROUTE_STATUS,
+    FLD_ROUTE_HEALTH,
+    FLD_ROUTE_METRICS,
+};
+
+/* A lock's kind, as the API names it. */
+enum fld_kind {
+    FLD_KIND_PLAIN = 0,
+    FLD_KIND_PERMIT,    /* one permit of a semaphore (acquire: "semaphore") */
+    FLD_KIND_MULTI,     /* several resources at once */
+    FLD_KIND_REENTRANT, /* holds of one owner */
+    FLD_KIND_READ,      /* the read side of a read-write lock */
+    FLD_KIND_WRITE,     /* its write side */
+    FLD_KIND_COUNT,
+};
+
+/* The API's name of a kind ("plain", "permit", ...). */
+const char *fld_kind_name(enum fld_kind k);
+
+/* The lockcore_lock flag of a kind (0 for plain). */
+unsigned fld_kind_flag(enum fld_kind k);
+
+/* Limits the server was started with, that parsing checks. */
+struct fld_limits {
+    uint64_t default_ttl_ms; /* a request without ttl_ms */
+    uint64_t max_ttl_ms;     /* largest ttl_ms accepted */
+    uint64_t max_wait_ms;    /* largest wait_ms accepted (a long poll) */
+};
+
+/* A validated request; every string is a copy inside the struct. */
+struct fld_op {
+    enum fld_route route;
+    enum fld_kind kind;
+    /* The resource (a multi-resource lock: its names joined by '\n'). */
+    char resource[LOCKCORE_RESOURCE_MAX + 1];
+    char *names[LOCKCORE_MULTI_MAX]; /* multi: pointers into names_buf */
+    size_t n_names;
+    char names_buf[LOCKCORE_RESOURCE_MAX + 1];
+    char lock_id[LOCKCORE_ID_LEN + 1]; /* extend, release; a re-entry's hold */
+    uint64_t ttl_ms;                   /* acquire, extend */
+    uint64_t wait_ms;                  /* acquire: 0 = one attempt */
+    int wait_mode;                     /* enum lockcore_wait_mode */
+    unsigned permits;                  /* semaphore acquire and status */
+    int status_kind;                   /* status: 0 plain, 'r' rw, 'e' reentrant, 's' semaphore */
+};
+
+/* What the handler is given: every pointer borrowed. */
+struct fld_request {
+    const char *method;
+    const char *path; /* percent-encoded */
+    const struct fencehttp_arg *args;
+    size_t n_args;
+    const char *body;
+    size_t body_len;
+    int body_too_large;
+};
+
+/*
+ * Validate a request. Returns 0 with *op filled, or the HTTP status of the
+ * error (4xx) with *resp filled (caller clears it).
+ */
+int fld_api_parse(const struct fld_request *req, const struct fld_limits *lim, struct fld_op *op,
+                  struct fencehttp_response *resp);
+
+/* Whether s is a lock id: LOCKCORE_ID_LEN lowercase hex digits. */
+int fld_api_is_lock_id(const char *s);
+
+/* Fill *resp with status and the JSON of obj (stolen; NULL: a 500). */
+void fld_api_json(struct fencehttp_response *resp, int status, void *obj);
+
+/*
+ * The answer to a granted acquisition, an extension or a release
+ * (rc 0), or to its failure (rc a lockcore code), for op and the lock the
+ * callback got. A refused acquisition's answer names the holder when
+ * status (may be NULL) has a view of the nodes (n entries).
+ */
+void fld_api_result(const struct fld_op *op, int rc, const struct lockcore_lock *lock, const char *errmsg,
+                    const struct lockcore_node_status *status, int n, struct fencehttp_response *resp);
+
+/* The answer to GET /v1/locks/{resource}: n node views, or with permits
+ * the permits' views (ps, np). rc: what lockcore returned. */
+void fld_api_status(const struct fld_op *op, int rc, const struct lockcore_node_status *st, int n,
+                    const struct lockcore_permit_status *ps, int np, unsigned quorum, const char *errmsg,
+                    struct fencehttp_response *resp);
+
+/* The HTTP status and error code of a lockcore failure. */
+int fld_api_http_status(int rc, const char **code);
+
+#endif

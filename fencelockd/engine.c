@@ -1,0 +1,789 @@
+/*
+ * The event loop of fencelockd's lock operations, and the thread of its
+ * status reads.
+ *
+ * The loop thread owns every lockcore client of the operations: serving
+ * threads hand it jobs through a queue and an eventfd, it starts them with
+ * the _async calls and polls the clients' descriptors, an epoll set of the
+ * waiting requests' sockets (a client that hangs up) and the eventfd
+ * together. lockcore's options ttl_ms, wait_ms and wait_mode belong to a
+ * client, not to a call, so there is one client per combination in use,
+ * made when first needed and freed after a minute unused.
+ *
+ * A request that waits and whose client hangs up is answered (to nobody)
+ * at once; lockcore's public API has no way to end one acquisition of a
+ * client, so it runs to its end and a grant it gets is released at once:
+ * the lock passes on to the next waiter one round trip later, and the
+ * place in the queue is given up when the wait ends.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <stdatomic.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "engine.h"
+#include "metrics.h"
+
+/* Status views read at most this many nodes. */
+#define STATUS_CAP LOCKCORE_NODES_MAX
+/* A client unused for this long is freed (the default one is kept). */
+#define CLIENT_IDLE_MS 60000
+
+struct pooled {
+    lockcore_client *c;
+    uint64_t ttl_ms, wait_ms;
+    int wait_mode;
+    uint64_t last_used_ms;
+};
+
+struct job {
+    struct job *next;          /* in a queue */
+    struct job *wprev, *wnext; /* among the waiters */
+    fld_engine *e;
+    struct fld_op op;
+    fencehttp_conn *conn; /* NULL once answered (told or hung up) */
+    char client[FENCEHTTP_AUTH_NAME_MAX + 1];
+    int fd;      /* the request's socket while watched, else -1 */
+    int waiting; /* counted in the waiters gauge */
+    uint64_t t0_ms;
+    /* A refused acquisition on its way to the status thread for its
+     * holder: its outcome. */
+    int rc;
+    struct lockcore_lock lock;
+    char errmsg[512];
+};
+
+struct fld_engine {
+    struct fld_engine_options o;
+    pthread_t loop_thread, status_thread;
+    int loop_started, status_started;
+    int efd, epfd;
+
+    pthread_mutex_t mu; /* guards the queues and the flags below */
+    pthread_cond_t status_cv;
+    struct job *queue_head, *queue_tail;   /* for the loop */
+    struct job *status_head, *status_tail; /* for the status thread */
+    int stopping;                          /* SIGTERM: no new work */
+    int drain_ms;
+    int loop_done, status_quit;
+    pthread_cond_t done_cv;
+
+    /* The loop thread's own. */
+    struct pooled *pool;
+    int n_pool;
+    int running;         /* jobs started and not ended */
+    struct job *waiters; /* acquisitions that wait, for SIGTERM */
+    int orphans;         /* running jobs whose request is answered already */
+    lockcore_client *status_client;
+    unsigned nodes, quorum;
+    atomic_int n_clients;
+};
+
+static uint64_t now_ms(void)
+{
+    return lockcore_now_ms();
+}
+
+static double secs_since(uint64_t t0)
+{
+    return (double)(now_ms() - t0) / 1e3;
+}
+
+static void job_free(struct job *j)
+{
+    free(j);
+}
+
+/* Answer the job's request (once) with resp. */
+static void answer(struct job *j, struct fencehttp_response *resp)
+{
+    if (j->conn != NULL)
+        fencehttp_answer_later(j->conn, resp);
+    else
+        fencehttp_response_clear(resp);
+    j->conn = NULL;
+}
+
+static void answer_error(struct job *j, int status, const char *code, const char *msg)
+{
+    struct fencehttp_response r = {0};
+    fencehttp_error(&r, status, code, "%s", msg);
+    answer(j, &r);
+}
+
+/* ---- the client pool ---- */
+
+static int client_new(fld_engine *e, uint64_t ttl_ms, uint64_t wait_ms, int mode, lockcore_client **out,
+                      char *err, size_t cap)
+{
+    struct lockcore_options o = *e->o.base;
+    o.ttl_ms = ttl_ms;
+    o.wait_mode = mode;
+    o.wait_ms = wait_ms;
+    /* One attempt without a wait; with one, attempts until it runs out. */
+    o.retry_count = wait_ms == 0 ? 0 : -1;
+    if (o.fence_idle_ms != 0 && o.fence_idle_ms < 2 * ttl_ms)
+        o.fence_idle_ms = 2 * ttl_ms;
+    return lockcore_client_new(&o, out, err, cap);
+}
+
+/* The client for an acquisition with these options, made if needed; NULL
+ * when max_clients are in use. */
+static lockcore_client *client_for(fld_engine *e, uint64_t ttl_ms, uint64_t wait_ms, int mode)
+{
+    for (int i = 0; i < e->n_pool; i++) {
+        struct pooled *p = &e->pool[i];
+        if (p->ttl_ms == ttl_ms && p->wait_ms == wait_ms && p->wait_mode == mode) {
+            p->last_used_ms = now_ms();
+            return p->c;
+        }
+    }
+    if (e->n_pool == e->o.max_clients)
+        return NULL;
+    lockcore_client *c = NULL;
+    char err[256];
+    if (client_new(e, ttl_ms, wait_ms, mode, &c, err, sizeof(err)) != 0) {
+        fencehttp_log(FENCEHTTP_LOG_ERROR, "lockcore client: %s", err);
+        return NULL;
+    }
+    e->pool[e->n_pool++] = (struct pooled){c, ttl_ms, wait_ms, mode, now_ms()};
+    atomic_store(&e->n_clients, e->n_pool);
+    return c;
+}
+
+/* The client extensions and releases use: the default TTL's, without a
+ * wait (always pool[0]). */
+static lockcore_client *default_client(fld_engine *e)
+{
+    e->pool[0].last_used_ms = now_ms();
+    return e->pool[0].c;
+}
+
+static void reap_idle(fld_engine *e)
+{
+    uint64_t now = now_ms();
+    for (int i = 1; i < e->n_pool; i++) {
+        struct pooled *p = &e->pool[i];
+        if (lockcore_inflight(p->c) == 0 && now - p->last_used_ms > CLIENT_IDLE_MS) {
+            lockcore_client_free(p->c);
+            e->pool[i--] = e->pool[--e->n_pool];
+        }
+    }
+    atomic_store(&e->n_clients, e->n_pool);
+}
+
+/* ---- watching the sockets of waiting requests ---- */
+
+static void watch(fld_engine *e, struct job *j, int fd)
+{
+    if (fd < 0)
+        return;
+    /* Only a hang-up or an error: bytes a client sends meanwhile (a
+     * pipelined request) are libmicrohttpd's. */
+    struct epoll_event ev = {.events = EPOLLRDHUP, .data.ptr = j};
+    if (epoll_ctl(e->epfd, EPOLL_CTL_ADD, fd, &ev) == 0)
+        j->fd = fd;
+}
+
+static void unwatch(fld_engine *e, struct job *j)
+{
+    if (j->fd >= 0)
+        epoll_ctl(e->epfd, EPOLL_CTL_DEL, j->fd, NULL);
+    j->fd = -1;
+    if (j->waiting) {
+        fld_metrics_waiters(-1);
+        j->waiting = 0;
+        if (j->wprev)
+            j->wprev->wnext = j->wnext;
+        else
+            e->waiters = j->wnext;
+        if (j->wnext)
+            j->wnext->wprev = j->wprev;
+        j->wprev = j->wnext = NULL;
+    }
+}
+
+/* ---- operations ---- */
+
+/* Append j to a queue; e->mu held. */
+static void push_locked(struct job **head, struct job **tail, struct job *j)
+{
+    j->next = NULL;
+    if (*tail)
+        (*tail)->next = j;
+    else
+        *head = j;
+    *tail = j;
+}
+
+static void status_push(fld_engine *e, struct job *j)
+{
+    pthread_mutex_lock(&e->mu);
+    push_locked(&e->status_head, &e->status_tail, j);
+    pthread_cond_signal(&e->status_cv);
+    pthread_mutex_unlock(&e->mu);
+}
+
+static void on_orphan_released(lockcore_client *c, int rc, const struct lockcore_lock *lock, void *arg)
+{
+    (void)c;
+    (void)lock;
+    struct job *j = arg;
+    fld_engine *e = j->e;
+    if (rc != 0)
+        fencehttp_log(FENCEHTTP_LOG_WARN,
+                      "release of an abandoned grant of '%.200s' failed: %s (it expires by its TTL)",
+                      j->op.resource, lockcore_strerror(rc));
+    e->running--;
+    e->orphans--;
+    job_free(j);
+}
+
+static void log_op(const struct job *j, int rc, const struct lockcore_lock *lock)
+{
+    if (!fencehttp_log_enabled(FENCEHTTP_LOG_INFO))
+        return;
+    static const char *const what[] = {
+        [FLD_ROUTE_ACQUIRE] = "acquire", [FLD_ROUTE_EXTEND] = "extend", [FLD_ROUTE_RELEASE] = "release"};
+    fencehttp_log(FENCEHTTP_LOG_INFO, "%s%s%s%s %s '%.200s' lock %s token %llu: %s",
+                  j->client[0] ? "client " : "", j->client, j->client[0] ? ": " : "", what[j->op.route],
+                  fld_kind_name(j->op.kind), j->op.resource,
+                  lock && lock->id[0] ? lock->id
+                  : j->op.lock_id[0]  ? j->op.lock_id
+                                      : "-",
+                  (unsigned long long)(lock ? lock->token : 0), rc == 0 ? "ok" : lockcore_strerror(rc));
+}
+
+/* Every lock operation ends here, from lockcore_process. */
+static void on_done(lockcore_client *c, int rc, const struct lockcore_lock *lock, void *arg)
+{
+    struct job *j = arg;
+    fld_engine *e = j->e;
+    unwatch(e, j);
+    double secs = secs_since(j->t0_ms);
+    log_op(j, rc, lock);
+    if (j->op.route == FLD_ROUTE_ACQUIRE) {
+        if (j->conn == NULL) {
+            /* Its client hung up, or was told the server stops. */
+            fld_metrics_acquired(j->op.kind, FLD_OUT_ABANDONED, secs);
+            if (rc == 0) {
+                if (lockcore_release_async(c, lock, on_orphan_released, j) == 0)
+                    return;
+            }
+            e->running--;
+            e->orphans--;
+            job_free(j);
+            return;
+        }
+        fld_metrics_acquired(j->op.kind, fld_metrics_outcome(rc), secs);
+        if (rc == LOCKCORE_ELOCKED && j->op.kind != FLD_KIND_PERMIT && j->op.kind != FLD_KIND_MULTI) {
+            /* Name the holder: a status read, on the status thread. */
+            j->rc = rc;
+            j->lock = *lock;
+            snprintf(j->errmsg, sizeof(j->errmsg), "%s", lockcore_errmsg(c));
+            e->running--;
+            status_push(e, j);
+            return;
+        }
+    } else {
+        fld_metrics_timed(j->op.route == FLD_ROUTE_EXTEND ? FLD_T_EXTEND : FLD_T_RELEASE, rc == 0, secs);
+        if (rc == LOCKCORE_ELOST)
+            fld_metrics_lost();
+    }
+    struct fencehttp_response r = {0};
+    fld_api_result(&j->op, rc, lock, rc ? lockcore_errmsg(c) : NULL, NULL, 0, &r);
+    answer(j, &r);
+    e->running--;
+    job_free(j);
+}
+
+static int start_acquire(fld_engine *e, struct job *j)
+{
+    const struct fld_op *op = &j->op;
+    lockcore_client *c =
+        op->ttl_ms == e->o.limits.default_ttl_ms && op->wait_ms == 0 && op->wait_mode == LOCKCORE_WAIT_NOTIFY
+            ? default_client(e)
+            : client_for(e, op->ttl_ms, op->wait_ms, op->wait_mode);
+    if (c == NULL) {
+        answer_error(j, 503, "busy",
+                     "too many distinct (ttl_ms, wait_ms, wait) combinations in use at once; use fewer");
+        return -1;
+    }
+    int rc;
+    switch (op->kind) {
+    case FLD_KIND_PERMIT:
+        rc = lockcore_sem_acquire_async(c, op->resource, op->permits, on_done, j);
+        break;
+    case FLD_KIND_MULTI:
+        rc = lockcore_multi_acquire_async(c, (const char *const *)op->names, op->n_names, on_done, j);
+        break;
+    case FLD_KIND_REENTRANT:
+        rc = lockcore_reentrant_acquire_async(c, op->resource, op->lock_id[0] ? op->lock_id : NULL, on_done,
+                                              j);
+        break;
+    case FLD_KIND_READ:
+    case FLD_KIND_WRITE:
+        rc = lockcore_rw_acquire_async(c, op->resource, op->kind == FLD_KIND_WRITE, on_done, j);
+        break;
+    default:
+        rc = lockcore_acquire_async(c, op->resource, on_done, j);
+        break;
+    }
+    if (rc != 0) {
+        struct fencehttp_response r = {0};
+        fld_api_result(op, rc, NULL, lockcore_errmsg(c), NULL, 0, &r);
+        answer(j, &r);
+        return -1;
+    }
+    return 0;
+}
+
+static int start_extend_release(fld_engine *e, struct job *j)
+{
+    lockcore_client *c = default_client(e);
+    struct lockcore_lock lock;
+    int rc = lockcore_lock_from_id(c, j->op.resource, j->op.lock_id, &lock);
+    if (rc == 0) {
+        lock.flags |= fld_kind_flag(j->op.kind);
+        rc = j->op.route == FLD_ROUTE_EXTEND ? lockcore_extend_async(c, &lock, j->op.ttl_ms, on_done, j)
+                                             : lockcore_release_async(c, &lock, on_done, j);
+    }
+    if (rc != 0) {
+        struct fencehttp_response r = {0};
+        fld_api_result(&j->op, rc, NULL, lockcore_errmsg(c), NULL, 0, &r);
+        answer(j, &r);
+        return -1;
+    }
+    return 0;
+}
+
+/* Start a job taken from the queue (loop thread). */
+static void start(fld_engine *e, struct job *j, int stopping)
+{
+    if (stopping) {
+        answer_error(j, 503, "shutting_down", "the server is stopping");
+        job_free(j);
+        return;
+    }
+    int fd = j->fd;
+    j->fd = -1;
+    j->e = e;
+    j->t0_ms = now_ms();
+    int rc = j->op.route == FLD_ROUTE_ACQUIRE ? start_acquire(e, j) : start_extend_release(e, j);
+    if (rc != 0) {
+        job_free(j);
+        return;
+    }
+    e->running++;
+    if (j->op.route == FLD_ROUTE_ACQUIRE && j->op.wait_ms > 0) {
+        j->waiting = 1;
+        fld_metrics_waiters(1);
+        j->wnext = e->waiters;
+        if (e->waiters)
+            e->waiters->wprev = j;
+        e->waiters = j;
+        watch(e, j, fd);
+    }
+}
+
+/* Requests whose client hung up while they waited. */
+static void reap_hangups(fld_engine *e)
+{
+    struct epoll_event ev[256];
+    int n = epoll_wait(e->epfd, ev, 256, 0);
+    for (int i = 0; i < n; i++) {
+        struct job *j = ev[i].data.ptr;
+        unwatch(e, j);
+        if (fencehttp_log_enabled(FENCEHTTP_LOG_DEBUG))
+            fencehttp_log(FENCEHTTP_LOG_DEBUG, "a waiter for '%.200s' hung up", j->op.resource);
+        answer_error(j, 499, "client_closed", "the client hung up");
+        e->orphans++;
+    }
+}
+
+/* SIGTERM: tell every waiter now. */
+static void tell_waiters(fld_engine *e)
+{
+    while (e->waiters != NULL) {
+        struct job *j = e->waiters;
+        unwatch(e, j);
+        answer_error(j, 503, "shutting_down", "the server is stopping; try another instance or again later");
+        e->orphans++;
+    }
+}
+
+static struct job *take_queue(fld_engine *e, int *stopping)
+{
+    pthread_mutex_lock(&e->mu);
+    struct job *q = e->queue_head;
+    e->queue_head = e->queue_tail = NULL;
+    *stopping = e->stopping;
+    pthread_mutex_unlock(&e->mu);
+    return q;
+}
+
+static void *loop_main(void *arg)
+{
+    fld_engine *e = arg;
+    size_t cap = 2 + (size_t)e->o.max_clients * LOCKCORE_POLLFDS_MAX;
+    struct pollfd *fds = calloc(cap, sizeof(*fds));
+    int *off = calloc((size_t)e->o.max_clients + 1, sizeof(*off));
+    int *cnt = calloc((size_t)e->o.max_clients + 1, sizeof(*cnt));
+    uint64_t next_reap = now_ms() + 1000, stop_deadline = 0;
+    int told = 0;
+    if (fds == NULL || off == NULL || cnt == NULL) {
+        fencehttp_log(FENCEHTTP_LOG_ERROR, "out of memory starting the lock loop");
+        goto out;
+    }
+    for (;;) {
+        int stopping = 0;
+        struct job *q = take_queue(e, &stopping);
+        while (q != NULL) {
+            struct job *next = q->next;
+            start(e, q, stopping);
+            q = next;
+        }
+        if (stopping && !told) {
+            told = 1;
+            tell_waiters(e);
+            stop_deadline = now_ms() + (uint64_t)e->drain_ms;
+        }
+        /* Stop once only acquisitions nobody waits for are left: freeing
+         * the clients rolls them back. */
+        if (stopping && (e->running == e->orphans || now_ms() >= stop_deadline))
+            break;
+        fds[0] = (struct pollfd){.fd = e->efd, .events = POLLIN};
+        fds[1] = (struct pollfd){.fd = e->epfd, .events = POLLIN};
+        size_t k = 2;
+        int timeout = 1000;
+        for (int i = 0; i < e->n_pool; i++) {
+            int t = -1;
+            int n = lockcore_pollfds(e->pool[i].c, fds + k, cap - k, &t);
+            off[i] = (int)k;
+            cnt[i] = n > 0 ? n : 0;
+            k += (size_t)cnt[i];
+            if (t >= 0 && t < timeout)
+                timeout = t;
+        }
+        if (stopping && timeout > 50)
+            timeout = 50;
+        int n_pool = e->n_pool;
+        if (poll(fds, k, timeout) < 0 && errno != EINTR) {
+            fencehttp_log(FENCEHTTP_LOG_ERROR, "poll: %s", strerror(errno));
+            continue;
+        }
+        if (fds[0].revents & POLLIN) {
+            uint64_t v;
+            if (read(e->efd, &v, sizeof(v)) < 0 && errno != EAGAIN)
+                fencehttp_log(FENCEHTTP_LOG_WARN, "eventfd: %s", strerror(errno));
+        }
+        if (fds[1].revents & POLLIN)
+            reap_hangups(e);
+        /* Clients made while starting jobs above are processed next round. */
+        for (int i = 0; i < n_pool && i < e->n_pool; i++)
+            lockcore_process(e->pool[i].c, fds + off[i], (size_t)cnt[i]);
+        if (now_ms() >= next_reap) {
+            reap_idle(e);
+            next_reap = now_ms() + 1000;
+        }
+    }
+out:
+    /* Cancel what is left: the callbacks answer 503 or release. */
+    for (int i = 0; i < e->n_pool; i++)
+        lockcore_client_free(e->pool[i].c);
+    e->n_pool = 0;
+    free(fds);
+    free(off);
+    free(cnt);
+    pthread_mutex_lock(&e->mu);
+    e->loop_done = 1;
+    pthread_cond_broadcast(&e->done_cv);
+    pthread_mutex_unlock(&e->mu);
+    return NULL;
+}
+
+/* ---- the status thread ---- */
+
+/* A health probe: which nodes answer. Returns the number that did. */
+static int probe(fld_engine *e, struct lockcore_node_status *st, int *n)
+{
+    int rc = lockcore_status(e->status_client, "fencelockd:healthz", st, STATUS_CAP);
+    *n = rc > 0 ? rc : 0;
+    int up = 0;
+    for (int i = 0; i < *n; i++) {
+        fld_metrics_node((unsigned)i, st[i].node, st[i].reachable);
+        up += st[i].reachable != 0;
+    }
+    return up;
+}
+
+static void do_health(fld_engine *e, struct job *j, struct lockcore_node_status *st)
+{
+    int n = 0;
+    int up = probe(e, st, &n);
+    json_t *nodes = json_array();
+    for (int i = 0; nodes != NULL && i < n; i++) {
+        json_t *o = json_pack("{s:s, s:b}", "node", st[i].node, "reachable", st[i].reachable);
+        if (o != NULL && !st[i].reachable)
+            json_object_set_new(o, "error", json_string(st[i].error));
+        json_array_append_new(nodes, o);
+    }
+    int ok = (unsigned)up >= e->quorum;
+    const char *status = !ok ? "no_quorum" : (unsigned)up == e->nodes ? "ok" : "degraded";
+    json_t *o = json_pack("{s:s, s:i, s:i, s:i, s:o}", "status", status, "nodes", (int)e->nodes, "reachable",
+                          up, "quorum", (int)e->quorum, "node", nodes ? nodes : json_array());
+    if (o != NULL && !ok)
+        json_object_set_new(o, "error", json_string("no_quorum"));
+    struct fencehttp_response r = {0};
+    fld_api_json(&r, ok ? 200 : 503, o);
+    answer(j, &r);
+}
+
+static void do_metrics(fld_engine *e, struct job *j, struct lockcore_node_status *st)
+{
+    int n = 0;
+    probe(e, st, &n);
+    struct fencehttp_response r = {0};
+    size_t len = 0;
+    char *text = fld_metrics_render(&len, atomic_load(&e->n_clients));
+    if (text == NULL) {
+        fencehttp_error(&r, 500, "internal", "out of memory");
+    } else {
+        r.status = 200;
+        r.body = text;
+        r.body_len = len;
+        r.content_type = "text/plain; version=0.0.4; charset=utf-8";
+    }
+    answer(j, &r);
+}
+
+static void do_status(fld_engine *e, struct job *j, struct lockcore_node_status *st,
+                      struct lockcore_permit_status *ps)
+{
+    lockcore_client *c = e->status_client;
+    uint64_t t0 = now_ms();
+    int rc;
+    struct fencehttp_response r = {0};
+    if (j->op.route == FLD_ROUTE_ACQUIRE) {
+        /* A refused acquisition: who holds it. */
+        rc = j->op.kind == FLD_KIND_REENTRANT ? lockcore_reentrant_status(c, j->op.resource, st, STATUS_CAP)
+             : j->op.kind == FLD_KIND_READ || j->op.kind == FLD_KIND_WRITE
+                 ? lockcore_rw_status(c, j->op.resource, st, STATUS_CAP)
+                 : lockcore_status(c, j->op.resource, st, STATUS_CAP);
+        fld_api_result(&j->op, j->rc, &j->lock, j->errmsg, rc > 0 ? st : NULL, rc > 0 ? rc : 0, &r);
+        answer(j, &r);
+        return;
+    }
+    int n = 0, np = 0;
+    if (j->op.status_kind == 's') {
+        rc = lockcore_sem_status(c, j->op.resource, j->op.permits, ps, LOCKCORE_PERMITS_MAX);
+        np = rc >= 0 ? (int)j->op.permits : 0;
+    } else {
+        rc = j->op.status_kind == 'r'   ? lockcore_rw_status(c, j->op.resource, st, STATUS_CAP)
+             : j->op.status_kind == 'e' ? lockcore_reentrant_status(c, j->op.resource, st, STATUS_CAP)
+                                        : lockcore_status(c, j->op.resource, st, STATUS_CAP);
+        n = rc > 0 ? rc : 0;
+    }
+    fld_metrics_timed(FLD_T_STATUS, rc >= 0, secs_since(t0));
+    fld_api_status(&j->op, rc, st, n, ps, np, e->quorum, rc < 0 ? lockcore_errmsg(c) : NULL, &r);
+    answer(j, &r);
+}
+
+static void *status_main(void *arg)
+{
+    fld_engine *e = arg;
+    struct lockcore_node_status *st = calloc(STATUS_CAP, sizeof(*st));
+    struct lockcore_permit_status *ps = calloc(LOCKCORE_PERMITS_MAX, sizeof(*ps));
+    for (;;) {
+        pthread_mutex_lock(&e->mu);
+        while (e->status_head == NULL && !e->status_quit)
+            pthread_cond_wait(&e->status_cv, &e->mu);
+        struct job *j = e->status_head;
+        if (j != NULL) {
+            e->status_head = j->next;
+            if (e->status_head == NULL)
+                e->status_tail = NULL;
+        }
+        pthread_mutex_unlock(&e->mu);
+        if (j == NULL)
+            break; /* status_quit and nothing left */
+        if (st == NULL || ps == NULL)
+            answer_error(j, 500, "internal", "out of memory");
+        else if (j->op.route == FLD_ROUTE_HEALTH)
+            do_health(e, j, st);
+        else if (j->op.route == FLD_ROUTE_METRICS)
+            do_metrics(e, j, st);
+        else
+            do_status(e, j, st, ps);
+        job_free(j);
+    }
+    free(st);
+    free(ps);
+    return NULL;
+}
+
+/* ---- the engine ---- */
+
+void fld_engine_submit(fld_engine *e, const struct fld_op *op, fencehttp_conn *conn, const char *client)
+{
+    struct job *j = calloc(1, sizeof(*j));
+    if (j == NULL) {
+        struct fencehttp_response r = {0};
+        fencehttp_error(&r, 500, "internal", "out of memory");
+        fencehttp_answer_later(conn, &r);
+        return;
+    }
+    j->op = *op;
+    j->conn = conn;
+    j->e = e;
+    j->fd = fencehttp_conn_fd(conn);
+    snprintf(j->client, sizeof(j->client), "%s", client ? client : "");
+    int status =
+        op->route == FLD_ROUTE_STATUS || op->route == FLD_ROUTE_HEALTH || op->route == FLD_ROUTE_METRICS;
+    pthread_mutex_lock(&e->mu);
+    if (e->loop_done || (status && e->status_quit)) {
+        pthread_mutex_unlock(&e->mu);
+        answer_error(j, 503, "shutting_down", "the server is stopping");
+        job_free(j);
+        return;
+    }
+    if (status) {
+        push_locked(&e->status_head, &e->status_tail, j);
+        pthread_cond_signal(&e->status_cv);
+        pthread_mutex_unlock(&e->mu);
+        return;
+    }
+    push_locked(&e->queue_head, &e->queue_tail, j);
+    pthread_mutex_unlock(&e->mu);
+    uint64_t one = 1;
+    if (write(e->efd, &one, sizeof(one)) < 0)
+        fencehttp_log(FENCEHTTP_LOG_WARN, "eventfd: %s", strerror(errno));
+}
+
+unsigned fld_engine_nodes(const fld_engine *e)
+{
+    return e ? e->nodes : 0;
+}
+
+int fld_engine_start(const struct fld_engine_options *o, fld_engine **out, char *errbuf, size_t errcap)
+{
+    if (o == NULL || o->base == NULL || out == NULL || o->max_clients < 1) {
+        snprintf(errbuf, errcap, "fld_engine_start: bad options");
+        return -EINVAL;
+    }
+    fld_engine *e = calloc(1, sizeof(*e));
+    if (e == NULL)
+        return -ENOMEM;
+    e->o = *o;
+    e->efd = e->epfd = -1;
+    pthread_mutex_init(&e->mu, NULL);
+    pthread_cond_init(&e->status_cv, NULL);
+    pthread_cond_init(&e->done_cv, NULL);
+    int rc = -ENOMEM;
+    e->pool = calloc((size_t)o->max_clients, sizeof(*e->pool));
+    if (e->pool == NULL)
+        goto fail;
+    /* The default client first: it checks the options and the nodes'
+     * addresses for all the others. */
+    lockcore_client *c = NULL;
+    if ((rc = client_new(e, o->limits.default_ttl_ms, 0, LOCKCORE_WAIT_NOTIFY, &c, errbuf, errcap)) != 0)
+        goto fail;
+    e->pool[e->n_pool++] = (struct pooled){c, o->limits.default_ttl_ms, 0, LOCKCORE_WAIT_NOTIFY, now_ms()};
+    atomic_init(&e->n_clients, 1);
+    if ((rc = client_new(e, o->limits.default_ttl_ms, 0, LOCKCORE_WAIT_NOTIFY, &e->status_client, errbuf,
+                         errcap)) != 0)
+        goto fail;
+    e->nodes = lockcore_nodes(c);
+    e->quorum = lockcore_quorum(c);
+    e->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    e->epfd = epoll_create1(EPOLL_CLOEXEC);
+    if (e->efd < 0 || e->epfd < 0) {
+        rc = -errno;
+        snprintf(errbuf, errcap, "eventfd/epoll: %s", strerror(errno));
+        goto fail;
+    }
+    if ((rc = -pthread_create(&e->loop_thread, NULL, loop_main, e)) != 0) {
+        snprintf(errbuf, errcap, "cannot start a thread");
+        goto fail;
+    }
+    e->loop_started = 1;
+    if ((rc = -pthread_create(&e->status_thread, NULL, status_main, e)) != 0) {
+        snprintf(errbuf, errcap, "cannot start a thread");
+        fld_engine_shutdown(e, 0);
+        fld_engine_free(e);
+        return rc;
+    }
+    e->status_started = 1;
+    *out = e;
+    return 0;
+fail:
+    fld_engine_free(e);
+    return rc;
+}
+
+void fld_engine_shutdown(fld_engine *e, int drain_ms)
+{
+    if (e == NULL)
+        return;
+    pthread_mutex_lock(&e->mu);
+    if (!e->stopping) {
+        e->stopping = 1;
+        e->drain_ms = drain_ms;
+    }
+    pthread_mutex_unlock(&e->mu);
+    uint64_t one = 1;
+    if (e->loop_started && write(e->efd, &one, sizeof(one)) < 0)
+        fencehttp_log(FENCEHTTP_LOG_WARN, "eventfd: %s", strerror(errno));
+    if (e->loop_started) {
+        pthread_join(e->loop_thread, NULL);
+        e->loop_started = 0;
+    }
+    /* Refused acquisitions the loop handed over are answered before the
+     * status thread quits. */
+    pthread_mutex_lock(&e->mu);
+    e->loop_done = 1;
+    e->status_quit = 1;
+    pthread_cond_signal(&e->status_cv);
+    pthread_mutex_unlock(&e->mu);
+    if (e->status_started) {
+        pthread_join(e->status_thread, NULL);
+        e->status_started = 0;
+    }
+    /* Jobs queued between the loop's last look and loop_done. */
+    struct job *q = e->queue_head;
+    e->queue_head = e->queue_tail = NULL;
+    while (q != NULL) {
+        struct job *next = q->next;
+        answer_error(q, 503, "shutting_down", "the server is stopping");
+        job_free(q);
+        q = next;
+    }
+}
+
+void fld_engine_free(fld_engine *e)
+{
+    if (e == NULL)
+        return;
+    fld_engine_shutdown(e, 0);
+    for (int i = 0; i < e->n_pool; i++)
+        lockcore_client_free(e->pool[i].c);
+    free(e->pool);
+    lockcore_client_free(e->status_client);
+    if (e->efd >= 0)
+        close(e->efd);
+    if (e->epfd >= 0)
+        close(e->epfd);
+    pthread_mutex_destroy(&e->mu);
+    pthread_cond_destroy(&e->status_cv);
+    pthread_cond_destroy(&e->done_cv);
+    free(e);
+}

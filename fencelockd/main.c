@@ -1,0 +1,417 @@
+/*
+ * fencelockd: fencelock's locks over HTTP/JSON, for programs in any
+ * language. Stateless: a lock is named by its resource, kind and id, so any
+ * instance serving the same nodes can extend or release it. See
+ * docs/fencelockd.md.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fencehttp/fencehttp.h>
+#include <lockcore/lockcore.h>
+
+#include "api.h"
+#include "engine.h"
+#include "metrics.h"
+
+#ifndef FLD_VERSION
+#define FLD_VERSION "unknown"
+#endif
+
+#define DRAIN_TIMEOUT_MS 10000
+
+struct config {
+    const char *nodes;
+    const char *listen;
+    const char *port_file;
+    int threads;
+    enum fencehttp_log_level level;
+    const char *auth_file;
+    const char *tls_cert, *tls_key;
+    const char *password_file;
+    const char *cacert, *cert, *key, *tls_server_name;
+    const char *key_prefix;
+    long long ttl_ms, max_ttl_ms, max_wait_ms, request_timeout_ms;
+    long long max_connections, max_clients;
+};
+
+static void usage(FILE *f)
+{
+    fprintf(f, "Usage: fencelockd --nodes URL,URL,... [options]\n"
+               "\n"
+               "fencelock's fenced locks over HTTP/JSON (docs/fencelockd.md).\n"
+               "\n"
+               "Options:\n"
+               "  --nodes URL,...     the Redis nodes (default $FENCELOCK_NODES); each\n"
+               "                      redis://[user:pass@]host:port[/db], rediss://... or host:port\n"
+               "  --listen HOST:PORT  address to listen on (default 127.0.0.1:7600; port 0 picks a free\n"
+               "                      one; IPv6 as [::1]:7600)\n"
+               "  --port-file PATH    write the bound port to PATH once listening\n"
+               "  --threads N         threads serving HTTP connections (default 2, 1..64)\n"
+               "  --ttl D             a lock's TTL when a request gives none (default 10s)\n"
+               "  --max-ttl D         the longest TTL a request may ask for (default 1h)\n"
+               "  --max-wait D        the longest a request may wait for a lock (default 60s)\n"
+               "  --timeout D         per-node request timeout (default 50ms)\n"
+               "  --key-prefix P      prefix of every lock key (default none; as the library's)\n"
+               "  --password-file F   the nodes' AUTH password, from the first line of F (else\n"
+               "                      $FENCELOCK_PASSWORD)\n"
+               "  --cacert F          rediss:// nodes: the CAs to verify them with\n"
+               "  --cert F, --key F   rediss:// nodes: a client certificate and its key\n"
+               "  --tls-server-name N the name the nodes' certificates must carry\n"
+               "  --auth-file FILE    clients and their bearer tokens, one per line: TOKEN [NAME];\n"
+               "                      without a known token every route but /healthz answers 401\n"
+               "  --tls-cert FILE     serve HTTPS with this PEM certificate (chain); needs --tls-key\n"
+               "  --tls-key FILE      the PEM private key of --tls-cert\n"
+               "  --max-connections N most HTTP connections at once (default 20000)\n"
+               "  --max-clients N     most lockcore clients at once: one per distinct TTL, wait and\n"
+               "                      wait mode in use (default 64)\n"
+               "  --log-level LEVEL   error, warn, info (default: every lock operation) or debug\n"
+               "  --help              show this help\n"
+               "  --version           show the version\n"
+               "\n"
+               "SIGINT or SIGTERM stops accepting connections, answers waiting requests 503, lets\n"
+               "the other requests in progress end and exits. The server never extends a lock\n"
+               "on a client's behalf.\n");
+}
+
+static int bad(const char *what)
+{
+    fprintf(stderr, "fencelockd: %s\n", what);
+    return 2;
+}
+
+static int parse_args(int argc, char **argv, struct config *c)
+{
+    static const struct option opts[] = {
+        {"nodes", required_argument, NULL, 'n'},
+        {"listen", required_argument, NULL, 'l'},
+        {"port-file", required_argument, NULL, 'p'},
+        {"threads", required_argument, NULL, 't'},
+        {"ttl", required_argument, NULL, 'T'},
+        {"max-ttl", required_argument, NULL, 'M'},
+        {"max-wait", required_argument, NULL, 'W'},
+        {"timeout", required_argument, NULL, 'o'},
+        {"key-prefix", required_argument, NULL, 'P'},
+        {"password-file", required_argument, NULL, 'w'},
+        {"cacert", required_argument, NULL, 'A'},
+        {"cert", required_argument, NULL, 'C'},
+        {"key", required_argument, NULL, 'K'},
+        {"tls-server-name", required_argument, NULL, 'S'},
+        {"auth-file", required_argument, NULL, 'a'},
+        {"tls-cert", required_argument, NULL, 'c'},
+        {"tls-key", required_argument, NULL, 'k'},
+        {"max-connections", required_argument, NULL, 'x'},
+        {"max-clients", required_argument, NULL, 'X'},
+        {"log-level", required_argument, NULL, 'L'},
+        {"help", no_argument, NULL, 'h'},
+        {"version", no_argument, NULL, 'V'},
+        {NULL, 0, NULL, 0},
+    };
+    long long n;
+    int ch;
+    while ((ch = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        switch (ch) {
+        case 'n':
+            c->nodes = optarg;
+            break;
+        case 'l':
+            c->listen = optarg;
+            break;
+        case 'p':
+            c->port_file = optarg;
+            break;
+        case 't':
+            if (fencehttp_parse_num(optarg, 1, 64, &n) != 0)
+                return bad("--threads must be 1..64");
+            c->threads = (int)n;
+            break;
+        case 'T':
+        case 'M':
+        case 'W':
+        case 'o':
+            if (fencehttp_parse_duration_ms(optarg, &n) != 0 || (ch != 'W' && n == 0) || n > 86400000LL)
+                return bad("--ttl, --max-ttl, --max-wait and --timeout want a duration such as 500ms, 10s, "
+                           "5m (at most 24h; only --max-wait may be 0)");
+            *(ch == 'T'   ? &c->ttl_ms
+              : ch == 'M' ? &c->max_ttl_ms
+              : ch == 'W' ? &c->max_wait_ms
+                          : &c->request_timeout_ms) = n;
+            break;
+        case 'P':
+            c->key_prefix = optarg;
+            break;
+        case 'w':
+            c->password_file = optarg;
+            break;
+        case 'A':
+            c->cacert = optarg;
+            break;
+        case 'C':
+            c->cert = optarg;
+            break;
+        case 'K':
+            c->key = optarg;
+            break;
+        case 'S':
+            c->tls_server_name = optarg;
+            break;
+        case 'a':
+            c->auth_file = optarg;
+            break;
+        case 'c':
+            c->tls_cert = optarg;
+            break;
+        case 'k':
+            c->tls_key = optarg;
+            break;
+        case 'x':
+            if (fencehttp_parse_num(optarg, 16, 1000000, &n) != 0)
+                return bad("--max-connections must be 16..1000000");
+            c->max_connections = n;
+            break;
+        case 'X':
+            if (fencehttp_parse_num(optarg, 1, 1024, &n) != 0)
+                return bad("--max-clients must be 1..1024");
+            c->max_clients = n;
+            break;
+        case 'L':
+            if (fencehttp_log_parse_level(optarg, &c->level) != 0)
+                return bad("--log-level must be error, warn, info or debug");
+            break;
+        case 'h':
+            usage(stdout);
+            return 0;
+        case 'V':
+            printf("fencelockd %s (fencelock)\n", FLD_VERSION);
+            return 0;
+        default:
+            usage(stderr);
+            return 2;
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "fencelockd: unexpected argument '%s'\n", argv[optind]);
+        return 2;
+    }
+    if ((c->tls_cert == NULL) != (c->tls_key == NULL))
+        return bad("--tls-cert and --tls-key go together");
+    if (c->nodes == NULL)
+        c->nodes = getenv("FENCELOCK_NODES");
+    if (c->nodes == NULL || c->nodes[0] == '\0') {
+        usage(stderr);
+        return bad("no nodes: give --nodes or set FENCELOCK_NODES");
+    }
+    if (c->ttl_ms > c->max_ttl_ms)
+        return bad("--ttl is above --max-ttl");
+    return -1; /* go on */
+}
+
+/* The first line of a password file, without its newline. */
+static int read_password(const char *path, char *buf, size_t cap)
+{
+    FILE *fp = fopen(path, "r");
+    if (fp == NULL) {
+        fencehttp_log(FENCEHTTP_LOG_ERROR, "--password-file %s: %s", path, strerror(errno));
+        return -1;
+    }
+    int ok = fgets(buf, (int)cap, fp) != NULL;
+    fclose(fp);
+    buf[ok ? strcspn(buf, "\r\n") : 0] = '\0';
+    if (buf[0] == '\0') {
+        fencehttp_log(FENCEHTTP_LOG_ERROR, "--password-file %s: no password on its first line", path);
+        return -1;
+    }
+    return 0;
+}
+
+struct server {
+    fld_engine *engine;
+    struct fld_limits limits;
+};
+
+static void on_answer(void *arg, int status, double seconds)
+{
+    (void)arg;
+    fld_metrics_http(status, seconds);
+}
+
+static int handle(void *arg, const struct fencehttp_request *r, struct fencehttp_response *resp)
+{
+    struct server *s = arg;
+    struct fld_request req = {
+        .method = r->method,
+        .path = r->path,
+        .args = r->args,
+        .n_args = r->n_args,
+        .body = r->body,
+        .body_len = r->body_len,
+        .body_too_large = r->body_too_large,
+    };
+    struct fld_op op;
+    if (fld_api_parse(&req, &s->limits, &op, resp) != 0)
+        return 0;
+    fld_engine_submit(s->engine, &op, r->conn, r->client ? r->client->name : NULL);
+    return FENCEHTTP_LATER;
+}
+
+/* Each waiting request keeps its connection open: let the process have as
+ * many descriptors as it may. */
+static void raise_fd_limit(long long want)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
+        return;
+    rlim_t target = (rlim_t)want + 1024;
+    if (rl.rlim_cur >= target)
+        return;
+    rl.rlim_cur = rl.rlim_max < target ? rl.rlim_max : target;
+    setrlimit(RLIMIT_NOFILE, &rl);
+    if (rl.rlim_cur < (rlim_t)want)
+        fencehttp_log(FENCEHTTP_LOG_WARN,
+                      "only %llu file descriptors (ulimit -n): fewer connections than "
+                      "--max-connections %lld can be open",
+                      (unsigned long long)rl.rlim_cur, want);
+}
+
+int main(int argc, char **argv)
+{
+    struct config c = {
+        .listen = "127.0.0.1:7600",
+        .threads = 2,
+        .level = FENCEHTTP_LOG_INFO,
+        .ttl_ms = 10000,
+        .max_ttl_ms = 3600 * 1000,
+        .max_wait_ms = 60000,
+        .request_timeout_ms = 50,
+        .max_connections = 20000,
+        .max_clients = 64,
+    };
+    int rc = parse_args(argc, argv, &c);
+    if (rc >= 0)
+        return rc;
+    fencehttp_log_set_program("fencelockd");
+    fencehttp_log_set_level(c.level);
+
+    struct sockaddr_storage ss;
+    socklen_t ss_len = 0;
+    if (fencehttp_resolve(c.listen, &ss, &ss_len) != 0) {
+        fprintf(stderr, "fencelockd: bad --listen '%s' (want HOST:PORT)\n", c.listen);
+        return 2;
+    }
+    /* SIGINT/SIGTERM are handled in this thread only: blocked before any
+     * other thread exists, so every thread inherits the mask. */
+    sigset_t stop_set;
+    sigemptyset(&stop_set);
+    sigaddset(&stop_set, SIGINT);
+    sigaddset(&stop_set, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &stop_set, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    umask(077);
+    if (c.port_file)
+        unlink(c.port_file); /* never leave a previous run's port for a reader */
+    raise_fd_limit(c.max_connections);
+
+    int status = 1;
+    char *tls_cert = NULL, *tls_key = NULL, *nodes_buf = NULL;
+    const char **nodes = NULL;
+    fencehttp_auth *auth = NULL;
+    fencehttp *http = NULL;
+    struct server srv = {.limits = {(uint64_t)c.ttl_ms, (uint64_t)c.max_ttl_ms, (uint64_t)c.max_wait_ms}};
+    char err[512] = "", pw[257] = "";
+    if (fencehttp_load_secrets(c.auth_file, &auth, c.tls_cert, &tls_cert, c.tls_key, &tls_key) != 0)
+        goto out;
+    if (c.password_file != NULL && read_password(c.password_file, pw, sizeof(pw)) != 0)
+        goto out;
+    const char *password = pw[0] ? pw : getenv("FENCELOCK_PASSWORD");
+    /* The nodes, split at commas. */
+    size_t n_nodes = 0, cap = 1;
+    nodes_buf = strdup(c.nodes);
+    for (const char *p = c.nodes; *p; p++)
+        cap += *p == ',';
+    nodes = calloc(cap, sizeof(*nodes));
+    if (nodes_buf == NULL || nodes == NULL) {
+        fencehttp_log(FENCEHTTP_LOG_ERROR, "out of memory");
+        goto out;
+    }
+    for (char *save = NULL, *tok = strtok_r(nodes_buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save))
+        nodes[n_nodes++] = tok;
+    struct lockcore_options lo;
+    lockcore_options_init(&lo);
+    lo.nodes = nodes;
+    lo.n_nodes = n_nodes;
+    lo.request_timeout_ms = (uint64_t)c.request_timeout_ms;
+    lo.key_prefix = c.key_prefix;
+    lo.password = password != NULL && password[0] ? password : NULL;
+    lo.tls_ca_file = c.cacert ? c.cacert : getenv("FENCELOCK_CACERT");
+    lo.tls_cert_file = c.cert ? c.cert : getenv("FENCELOCK_CERT");
+    lo.tls_key_file = c.key ? c.key : getenv("FENCELOCK_KEY");
+    lo.tls_server_name = c.tls_server_name ? c.tls_server_name : getenv("FENCELOCK_TLS_SERVER_NAME");
+    lo.holder_info = "fencelockd";
+    struct fld_engine_options eo = {.base = &lo, .limits = srv.limits, .max_clients = (int)c.max_clients};
+    if ((rc = fld_engine_start(&eo, &srv.engine, err, sizeof(err))) != 0) {
+        fencehttp_log(FENCEHTTP_LOG_ERROR, "%s", err);
+        goto out;
+    }
+    static const char *const open_paths[] = {"/healthz", NULL};
+    struct fencehttp_options ho = {
+        .name = "fencelockd",
+        .addr = (const struct sockaddr *)&ss,
+        .addr_len = ss_len,
+        .threads = c.threads,
+        .max_body = 64 * 1024,
+        .auth = auth,
+        .open_paths = open_paths,
+        .max_connections = (unsigned)c.max_connections,
+        .use_epoll = 1, /* thousands of long polls and idle keep-alives */
+        .tls_cert_pem = tls_cert,
+        .tls_key_pem = tls_key,
+        .handler = handle,
+        .handler_arg = &srv,
+        .on_answer = on_answer,
+    };
+    if ((rc = fencehttp_start(&ho, &http, err, sizeof(err))) != 0) {
+        fencehttp_log(FENCEHTTP_LOG_ERROR, "%s: %s", c.listen, err);
+        goto out;
+    }
+    unsigned port = fencehttp_port(http);
+    if (c.port_file && (rc = fencehttp_write_port_file(c.port_file, port, 077)) != 0) {
+        fencehttp_log(FENCEHTTP_LOG_ERROR, "port file %s: %s", c.port_file, strerror(-rc));
+        goto out;
+    }
+    fencehttp_log(FENCEHTTP_LOG_INFO, "listening on port %u (%s), %u nodes (majority %u), %s", port,
+                  tls_cert ? "HTTPS" : "HTTP", fld_engine_nodes(srv.engine),
+                  fld_engine_nodes(srv.engine) / 2 + 1,
+                  auth ? "bearer tokens required" : "no authentication");
+
+    int sig = 0;
+    while (sigwait(&stop_set, &sig) != 0) {
+    }
+    fencehttp_log(FENCEHTTP_LOG_INFO, "%s: stopping", sig == SIGINT ? "SIGINT" : "SIGTERM");
+    /* No new connections; waiters are told at once, the rest may end. */
+    fencehttp_quiesce(http);
+    fld_engine_shutdown(srv.engine, DRAIN_TIMEOUT_MS);
+    if (fencehttp_drain(http, DRAIN_TIMEOUT_MS) != 0)
+        fencehttp_log(FENCEHTTP_LOG_WARN, "requests still in progress after %d ms; closing them",
+                      DRAIN_TIMEOUT_MS);
+    status = 0;
+out:
+    fencehttp_stop(http);
+    fld_engine_free(srv.engine);
+    fencehttp_free_secrets(auth, tls_cert, tls_key);
+    memset(pw, 0, sizeof(pw));
+    free(nodes);
+    free(nodes_buf);
+    if (status == 0 && c.port_file)
+        unlink(c.port_file);
+    if (status == 0)
+        fencehttp_log(FENCEHTTP_LOG_INFO, "stopped");
+    return status;
+}
