@@ -40,7 +40,6 @@ push_out(KEYS[3], ARGV[2])
 if mine then redis.call('DEL', KEYS[1]) end
 if redis.call('ZCARD', KEYS[5]) > 0 then
   queue_leave(KEYS[5], KEYS[6], qid)
-  local n = queue_live_head(KEYS[5], KEYS[6], now)
-  if n then redis.pcall('PUBLISH', '{' .. KEYS[1] .. '}:released:' .. string.sub(n, 1, 16), n) end
+  queue_wake(KEYS[5], KEYS[6], now)
 end
 return {1, 1, fs}

@@ -29,3 +29,15 @@ local function queue_leave(q, dl, id)
   redis.call('ZREM', q, id)
   return redis.call('HDEL', dl, id)
 end
+
+-- A waiter's channel: the queue's "{" key "}:released:" and the first 16
+-- digits of its id (its client's).
+local function queue_chan(q, id)
+  return string.sub(q, 1, #q - 7) .. 'released:' .. string.sub(id, 1, 16)
+end
+
+-- Wake the first live waiter: it tries at once (nothing is kept for it).
+local function queue_wake(q, dl, now)
+  local h = queue_live_head(q, dl, now)
+  if h then redis.pcall('PUBLISH', queue_chan(q, h), h) end
+end

@@ -26,16 +26,15 @@ local function queue_name(lock, q, dl, mark, what, skip)
     if redis.call('ZCARD', q) == 0 then redis.call('DEL', mark) end
     return
   end
-  local chan = string.sub(q, 1, #q - 7) .. 'released:'
   local fair = string.sub(what, 1, 1) == 'f'
   local ms = fair and string.sub(what, 2) or what
   if ms ~= '0' then redis.call('SET', lock, h, 'PX', ms) end
   local msg = h
   if q ~= '{' .. lock .. '}:waiters' then msg = h .. '@' .. lock end
-  redis.pcall('PUBLISH', chan .. string.sub(h, 1, 16), msg)
+  redis.pcall('PUBLISH', queue_chan(q, h), msg)
   if fair or ms == '0' then return end
   local until_ms = now + tonumber(ms)
   if (tonumber(redis.call('HGET', dl, h)) or 0) > until_ms then redis.call('HSET', dl, h, until_ms) end
   local n = queue_next_live(q, dl, now)
-  if n then redis.pcall('PUBLISH', chan .. string.sub(n, 1, 16), n .. '+' .. ms) end
+  if n then redis.pcall('PUBLISH', queue_chan(q, n), n .. '+' .. ms) end
 end

@@ -10,9 +10,10 @@
 -- where refused) or '1' (fair: the places first, then the keys only as
 -- the head of every queue, or where reserved for it). Refused, a notified
 -- waiter hands back the keys reserved for it.
--- All or nothing on this node: every key is set, or none. A grant cuts
--- the waiter's places to the lock's TTL, so that a holder that dies is not
--- first for long. Returns granted, and when refused the first key that
+-- All or nothing on this node: every key is set, or none. A grant sets
+-- the waiter's places to end with the lock's TTL (only ever cut, in a
+-- line several keys share), so that a holder that dies is not first for
+-- long. Returns granted, and when refused the first key that
 -- refused (its index) and the head of its queue.
 --- @include "clock"
 --- @include "queue_take"
@@ -54,9 +55,17 @@ local function queued_try(k, locks, qs, dls, marks, value, ttl, ticket, qttl, mo
     end
     return false, block, heads[block]
   end
+  -- A holder keeps its place in its key's own line until the lock's TTL
+  -- (the waiters behind it wait for that key anyway); in a line several
+  -- keys share (a semaphore's, for its permits) its place is only cut:
+  -- dead between its grant and its leaving, it would keep the line from
+  -- every other permit.
   for i = 1, k do
     redis.call('SET', locks[i], value, 'PX', ttl)
-    if redis.call('HGET', dls[i], qid) then redis.call('HSET', dls[i], qid, now + tonumber(ttl)) end
+    local d = tonumber(redis.call('HGET', dls[i], qid) or '')
+    if d and (qs[i] == '{' .. locks[i] .. '}:waiters' or d > now + tonumber(ttl)) then
+      redis.call('HSET', dls[i], qid, now + tonumber(ttl))
+    end
   end
   return true
 end

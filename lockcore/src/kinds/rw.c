@@ -209,6 +209,8 @@ static void rw_done(lockcore_client *c, int rc, const struct lockcore_lock *lock
     for (unsigned i = 0; i < c->n; i++)
         if (c->nodes[i].state != NODE_DOWN)
             lockcore__node_send(c, &c->nodes[i], 5, argv, lens, NULL, STEP_IGNORE, 0, now);
+    for (unsigned i = 0; i < c->n; i++) /* before the callback, however long it runs */
+        lockcore__node_flush(c, &c->nodes[i]);
     lockcore_cb cb = w->cb;
     void *a = w->arg;
     free(w);

@@ -52,6 +52,7 @@ struct lockcore__sem {
     int noticed;          /* named while a round was in flight: go again at once */
     unsigned first;       /* a permit a release kept for it; permits: none */
     int64_t pttl_min;     /* the least holder pttl this round's refusals named; -1: none */
+    uint64_t hint_at;     /* the waiter ahead's reservation ends then: look; 0 = none */
     unsigned named[8];    /* permits releases kept for it (handed back when done) */
     unsigned n_named;
     char qid[LOCKCORE_ID_LEN + 1];
@@ -95,7 +96,7 @@ static void sem_leave_line(struct lockcore__sem *d, unsigned taken)
     lockcore__kinds_tagged(dl, key, ":waiting");
     lockcore__kinds_tagged(mark, key, ":wanted");
     lockcore__release_what(c, what, sizeof(what));
-    const char *argv[6 + 8] = {"EVAL", lockcore__lua_sem_leave, NULL, q, dl, mark};
+    const char *argv[6 + 8 + 3] = {"EVAL", lockcore__lua_sem_leave, NULL, q, dl, mark};
     int argc = 6;
     char nkeys[16];
     for (unsigned k = 0; k < d->n_named; k++) {
@@ -108,13 +109,18 @@ static void sem_leave_line(struct lockcore__sem *d, unsigned taken)
     argv[2] = nkeys;
     argv[argc++] = d->qid;
     argv[argc++] = what;
-    size_t lens[6 + 8 + 2];
+    argv[argc++] = taken < d->permits ? "1" : "0";
+    size_t lens[6 + 8 + 3];
     for (int k = 0; k < argc; k++)
         lens[k] = strlen(argv[k]);
     uint64_t now = lockcore_now_ms();
     for (unsigned i = 0; i < c->n; i++)
         if (c->nodes[i].state != NODE_DOWN)
             lockcore__node_send(c, &c->nodes[i], argc, argv, lens, NULL, STEP_IGNORE, 0, now);
+    /* Sent now, not after the caller's callback: a slow one would keep a
+     * fair line waiting meanwhile. */
+    for (unsigned i = 0; i < c->n; i++)
+        lockcore__node_flush(c, &c->nodes[i]);
 }
 
 /* End the acquisition: the callback gets the permit (rc 0) or the counts. */
@@ -276,8 +282,16 @@ static void sem_on_permit(lockcore_client *c, int rc, const struct lockcore_lock
             /* Answering a release, or refreshing while others are ahead:
              * not a retry. */
             d->free_next = noticed || d->behind >= c->quorum;
+            if (d->hint_at != 0) {
+                uint64_t h = d->hint_at > now ? d->hint_at - now : 0;
+                if (h < delay) {
+                    delay = h;
+                    d->free_next = 1; /* a look at the reservation ahead */
+                }
+            }
         }
     }
+    d->hint_at = 0;
     int more = c->o.retry_count < 0 || d->rounds - d->free_rounds <= (unsigned)c->o.retry_count;
     if (d->deadline_ms != 0 && now + delay >= d->deadline_ms) {
         delay = d->deadline_ms > now ? d->deadline_ms - now : 0;
@@ -478,8 +492,8 @@ static void permit_reply(struct op *op, unsigned i, const redisReply *r)
         (r->element[5]->len != LOCKCORE_ID_LEN || memcmp(r->element[5]->str, d->qid, LOCKCORE_ID_LEN) != 0))
         d->behind++;
     if (r->type == REDIS_REPLY_ARRAY && r->elements >= 5 && r->element[0]->type == REDIS_REPLY_INTEGER &&
-        r->element[0]->integer == 0 && r->element[4]->type == REDIS_REPLY_INTEGER && r->element[4]->integer >= 0 &&
-        (d->pttl_min < 0 || r->element[4]->integer < d->pttl_min))
+        r->element[0]->integer == 0 && r->element[4]->type == REDIS_REPLY_INTEGER &&
+        r->element[4]->integer >= 0 && (d->pttl_min < 0 || r->element[4]->integer < d->pttl_min))
         d->pttl_min = r->element[4]->integer;
 }
 
@@ -516,15 +530,20 @@ static void sem_notice(lockcore_client *c, const char *qid, const char *key, siz
         if (!seen && d->n_named < sizeof(d->named) / sizeof(d->named[0]))
             d->named[d->n_named++] = d->first;
     }
-    if (d->retry_at_ms == 0) { /* a round in flight: it may be refused yet */
-        d->noticed |= hint == 0;
-        return;
-    }
     if (hint != 0) {
+        /* The waiter ahead was named: if it died, its reservation lapses
+         * then, and a permit with it. A look, not a retry; one planned
+         * sooner (a round in flight) keeps it for its own wait. */
         if (d->retry_at_ms > now + hint) {
             d->retry_at_ms = now + hint;
             d->free_next = 1;
+        } else if (d->hint_at == 0 || now + hint < d->hint_at) {
+            d->hint_at = now + hint;
         }
+        return;
+    }
+    if (d->retry_at_ms == 0) { /* a round in flight: it may be refused yet */
+        d->noticed = 1;
         return;
     }
     if (d->retry_at_ms > now) {
