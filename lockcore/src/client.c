@@ -531,6 +531,33 @@ int lockcore_process(lockcore_client *c, const struct pollfd *fds, size_t nfds)
     return rc;
 }
 
+int lockcore_cancel(lockcore_client *c, lockcore_cb cb, void *arg)
+{
+    if (c == NULL || cb == NULL)
+        return -EINVAL;
+    if (c->freeing)
+        return 0; /* everything ends anyway */
+    int n = 0;
+    for (struct op *op = c->active, *next; op != NULL; op = next) {
+        next = op->next;
+        if (op->kind == OP_ACQUIRE && op->cb == cb && op->arg == arg) {
+            lockcore__op_abort(op, LOCKCORE_ECANCELED, "canceled by the caller");
+            n++;
+        }
+    }
+    for (const struct lockcore__kind *const *k = lockcore__kinds; *k != NULL; k++)
+        if ((*k)->cancel_calls != NULL)
+            n += (int)(*k)->cancel_calls(c, cb, arg);
+    /* Their rollbacks and leavings go out, and their callbacks run, now;
+     * from a callback, the loop that ran it does both. */
+    if (c->in_cb == 0) {
+        c->depth++;
+        lockcore__flush_deliver(c);
+        leave(c);
+    }
+    return n;
+}
+
 /* One turn of the loop: poll, then process. A failed poll changes nothing
  * and is returned. */
 static int run_once(lockcore_client *c, int timeout_ms)

@@ -187,6 +187,7 @@ struct op {
     uint64_t resume_at;      /* a release's wake-up moved the attempt the wait had
                                 planned: it comes back after, 0 = none */
     int resume_free;         /* ... and whether that one was a free attempt */
+    uint64_t counted_at_ms;  /* in line: the last refusal that counted as a retry */
     int again;               /* the next attempt goes at once (a re-entry whose hold is gone) */
     int keep_place;          /* refused, it keeps its place: its driver waits on (a permit) */
     int repair;              /* OP_STATUS that lowers the fence (lockcore_fence_repair) */

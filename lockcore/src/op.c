@@ -535,6 +535,16 @@ static void attempt_failed(struct op *op, int rc, uint64_t now)
     if (op->free_next) {
         op->free_next = 0;
         op->free_retries++;
+    } else if (rc == LOCKCORE_ELOCKED && op->queued && c->o.wait_mode != LOCKCORE_WAIT_POLL) {
+        /* In line, at most one refusal per refresh period counts: one that
+         * raced a handoff (its nodes named different holders, a set's
+         * members held by different clients) retries after the backoff,
+         * and would otherwise spend the retries in a fraction of the wait
+         * a waiter in line is given. */
+        if (op->counted_at_ms != 0 && now - op->counted_at_ms < c->o.queue_ttl_ms / 3)
+            op->free_retries++;
+        else
+            op->counted_at_ms = now;
     }
     unsigned counted = op->lock.attempts - op->free_retries;
     int retries_left = (c->o.retry_count < 0 || counted <= (unsigned)c->o.retry_count) &&

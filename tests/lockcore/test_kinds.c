@@ -1143,6 +1143,151 @@ static void test_kinds_every_kind_waits_in_line(void **state)
     }
 }
 
+/* Whether no node has key (EXISTS; for a queue, an empty one is no key),
+ * within 2 s: what a canceled waiter sent on its way out has run. */
+static int gone_everywhere(struct fixture *f, const char *key)
+{
+    long long end = hp_now_ms() + 2000;
+    for (;;) {
+        int left = 0;
+        for (unsigned i = 0; i < f->n; i++) {
+            redisReply *r = rh_command(f->rc, i, "EXISTS %s", key);
+            left += r != NULL && r->type == REDIS_REPLY_INTEGER && r->integer != 0;
+            if (r)
+                freeReplyObject(r);
+        }
+        if (left == 0)
+            return 1;
+        if (hp_now_ms() >= end) {
+            fprintf(stderr, "%s still on %d nodes\n", key, left);
+            return 0;
+        }
+        hp_sleep_ms(20);
+    }
+}
+
+/* An extension's callback that cancels a waiter of its client. */
+struct cancel_from_cb {
+    struct waited *target;
+    int n, target_done_before;
+};
+
+static void cancel_in_cb(lockcore_client *c, int rc, const struct lockcore_lock *lock, void *arg)
+{
+    (void)rc, (void)lock;
+    struct cancel_from_cb *x = arg;
+    x->target_done_before = x->target->done;
+    x->n = lockcore_cancel(c, waited_cb, x->target);
+}
+
+/* lockcore_cancel ends a waiting acquisition of every kind: its callback
+ * runs with LOCKCORE_ECANCELED before the call returns, it leaves every
+ * queue (and a writer its intent) without the waiter's client running
+ * again, and the holder's release keeps nothing for it: a newcomer is
+ * granted at once. */
+static void test_kinds_cancel_ends_a_waiter_of_every_kind(void **state)
+{
+    struct fixture *f = *state;
+    struct lockcore_options o;
+    lockcore_options_init(&o);
+    o.nodes = f->urls;
+    o.n_nodes = f->n;
+    o.ttl_ms = 10000;
+    o.retry_count = -1;
+    o.wait_ms = 8000;
+    o.request_timeout_ms = 200;
+    static const int modes[] = {LOCKCORE_WAIT_NOTIFY, LOCKCORE_WAIT_FAIR};
+    static const enum want wants[] = {W_PLAIN, W_SET, W_READ, W_WRITE, W_PERMIT};
+    lockcore_client *holder = NULL, *w = NULL, *late = NULL;
+    char err[256];
+    assert_int_equal(lockcore_client_new(&o, &holder, err, sizeof(err)), 0);
+    o.retry_count = 0;
+    assert_int_equal(lockcore_client_new(&o, &late, err, sizeof(err)), 0);
+    o.retry_count = -1;
+    for (int m = 0; m < 2; m++) {
+        o.wait_mode = modes[m];
+        assert_int_equal(lockcore_client_new(&o, &w, err, sizeof(err)), 0);
+        for (int k = 0; k < 5; k++) {
+            enum want want = wants[k];
+            char res[32], second[48], key[64];
+            snprintf(res, sizeof(res), "cancel:%d:%d", m, k);
+            snprintf(second, sizeof(second), "%s:2", res);
+            const char *set[] = {res, second};
+            struct lockcore_lock held, got;
+            int rc = want == W_SET      ? lockcore_acquire(holder, second, &held)
+                     : want == W_READ   ? lockcore_rw_acquire(holder, res, 1, &held)
+                     : want == W_WRITE  ? lockcore_rw_acquire(holder, res, 0, &held)
+                     : want == W_PERMIT ? lockcore_sem_acquire(holder, res, 1, &held)
+                                        : lockcore_acquire(holder, res, &held);
+            assert_int_equal(rc, 0);
+            struct waited wt = {0}, other = {0};
+            rc = want == W_SET      ? lockcore_multi_acquire_async(w, set, 2, waited_cb, &wt)
+                 : want == W_READ   ? lockcore_rw_acquire_async(w, res, 0, waited_cb, &wt)
+                 : want == W_WRITE  ? lockcore_rw_acquire_async(w, res, 1, waited_cb, &wt)
+                 : want == W_PERMIT ? lockcore_sem_acquire_async(w, res, 1, waited_cb, &wt)
+                                    : lockcore_acquire_async(w, res, waited_cb, &wt);
+            assert_int_equal(rc, 0);
+            long long end = hp_now_ms() + 300;
+            while (hp_now_ms() < end)
+                lockcore_run(w, 20); /* refused, in line */
+            assert_int_equal(wt.done, 0);
+            assert_int_equal(lockcore_cancel(w, waited_cb, &other), 0); /* not its argument */
+            assert_int_equal(lockcore_cancel(w, waited_cb, &wt), 1);
+            assert_int_equal(wt.done, 1);
+            assert_int_equal(wt.rc, LOCKCORE_ECANCELED);
+            assert_int_equal(lockcore_inflight(w), 0);
+            assert_int_equal(lockcore_cancel(w, waited_cb, &wt), 0);
+            snprintf(key, sizeof(key), "{%s}:waiters", res);
+            assert_true(gone_everywhere(f, key));
+            if (want == W_SET) {
+                snprintf(key, sizeof(key), "{%s}:waiters", second);
+                assert_true(gone_everywhere(f, key));
+                assert_true(gone_everywhere(f, res)); /* the member it could take, rolled back */
+            }
+            if (want == W_WRITE) {
+                snprintf(key, sizeof(key), "{%s}:wintent", res);
+                assert_true(gone_everywhere(f, key));
+            }
+            assert_int_equal(lockcore_release(holder, &held), 0);
+            rc = want == W_SET      ? lockcore_multi_acquire(late, set, 2, &got)
+                 : want == W_READ   ? lockcore_rw_acquire(late, res, 0, &got)
+                 : want == W_WRITE  ? lockcore_rw_acquire(late, res, 1, &got)
+                 : want == W_PERMIT ? lockcore_sem_acquire(late, res, 1, &got)
+                                    : lockcore_acquire(late, res, &got);
+            assert_int_equal(rc, 0);
+            assert_int_equal(lockcore_release(late, &got), 0);
+        }
+        lockcore_client_free(w);
+    }
+    /* From a callback: the canceled waiter's callback runs before the
+     * lockcore call that ran it returns. */
+    assert_int_equal(lockcore_client_new(&o, &w, err, sizeof(err)), 0);
+    struct lockcore_lock held, mine;
+    assert_int_equal(lockcore_acquire(holder, "cancel:cb", &held), 0);
+    assert_int_equal(lockcore_acquire(w, "cancel:mine", &mine), 0);
+    struct waited wt = {0};
+    assert_int_equal(lockcore_acquire_async(w, "cancel:cb", waited_cb, &wt), 0);
+    long long end = hp_now_ms() + 300;
+    while (hp_now_ms() < end)
+        lockcore_run(w, 20);
+    struct cancel_from_cb x = {.target = &wt, .n = -1};
+    assert_int_equal(lockcore_extend_async(w, &mine, 5000, cancel_in_cb, &x), 0);
+    end = hp_now_ms() + 3000;
+    while (x.n < 0 && hp_now_ms() < end)
+        lockcore_run(w, 20);
+    assert_int_equal(x.n, 1);
+    assert_int_equal(x.target_done_before, 0);
+    assert_int_equal(wt.done, 1);
+    assert_int_equal(wt.rc, LOCKCORE_ECANCELED);
+    assert_true(gone_everywhere(f, "{cancel:cb}:waiters"));
+    assert_int_equal(lockcore_release(holder, &held), 0);
+    lockcore_client_free(w);
+    assert_int_equal(lockcore_cancel(NULL, waited_cb, NULL), -EINVAL);
+    assert_int_equal(lockcore_cancel(holder, NULL, NULL), -EINVAL);
+    lockcore_client_free(late);
+    lockcore_client_free(holder);
+}
+
 /* ---- read-write ---- */
 
 static void test_kinds_rw_readers_share_writer_waits(void **state)
@@ -1519,6 +1664,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_kinds_reentrant_processes_with_restart, setup, teardown),
         cmocka_unit_test_setup_teardown(test_kinds_release_tells_plain_waiters, setup, teardown),
         cmocka_unit_test_setup_teardown(test_kinds_every_kind_waits_in_line, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_kinds_cancel_ends_a_waiter_of_every_kind, setup, teardown),
         cmocka_unit_test_setup_teardown(test_kinds_rw_readers_share_writer_waits, setup, teardown),
         cmocka_unit_test_setup_teardown(test_kinds_rw_status_names_readers, setup, teardown),
         cmocka_unit_test_setup_teardown(test_kinds_rw_processes_with_faults, setup, teardown),

@@ -41,7 +41,7 @@
  * from lockcore_run() / lockcore_process() and from inside the blocking
  * calls, never from the call that started the operation. A callback may:
  *   - start operations on the same client (the _async calls, and
- *     lockcore_keepalive_start);
+ *     lockcore_keepalive_start), and cancel acquisitions (lockcore_cancel);
  *   - stop any keep-alive of the client, its own included;
  *   - read lockcore_errmsg() (it describes the operation that ended);
  *   - free the client: the free is deferred until the lockcore call that
@@ -417,6 +417,19 @@ LOCKCORE_API int lockcore_extend_async(lockcore_client *c, const struct lockcore
                                        lockcore_cb cb, void *arg);
 LOCKCORE_API int lockcore_release_async(lockcore_client *c, const struct lockcore_lock *lock, lockcore_cb cb,
                                         void *arg);
+
+/*
+ * End the acquisitions in flight that were started with this callback and
+ * argument (an _async acquire of any kind), as if they had given up: what
+ * they set is rolled back and their places in the nodes' queues are left,
+ * so the next waiter does not wait behind them (a request whose caller
+ * went away). Their callbacks run with LOCKCORE_ECANCELED before this call
+ * returns (called from a callback: before the lockcore call that ran it
+ * returns), with any other callback already due; after that, arg is no
+ * longer used. Extensions and releases are not canceled. Returns the
+ * number of acquisitions canceled (0 if none matched), or -EINVAL.
+ */
+LOCKCORE_API int lockcore_cancel(lockcore_client *c, lockcore_cb cb, void *arg);
 
 /* Operations started and not yet ended. */
 LOCKCORE_API size_t lockcore_inflight(const lockcore_client *c);

@@ -53,6 +53,11 @@ struct lockcore__kind {
     uint64_t (*next_timer)(const lockcore_client *c);
     void (*check)(lockcore_client *c, uint64_t now);
     void (*cancel)(lockcore_client *c);
+    /* Optional, per client: end the acquisitions of the kind that the
+     * caller started with (cb, arg) where the core cannot see them (its
+     * operations carry the kind's own callback, or it is a driver), as
+     * lockcore_cancel says; returns how many. */
+    unsigned (*cancel_calls)(lockcore_client *c, lockcore_cb cb, void *arg);
     void (*release)(lockcore_client *c);
 };
 

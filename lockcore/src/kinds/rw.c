@@ -101,6 +101,7 @@ static int rw_resend(struct op *op, unsigned i, enum step step, int use_eval, ui
             KEY(ks->waiters[0]);
             KEY(ks->waiting[0]);
             KEY(ks->wanted[0]);
+            KEY(ks->intent);
             ARG(op->lock.id);
             lockcore__release_arg(op, step, res, sizeof(res));
             ARG(res);
@@ -173,12 +174,15 @@ const struct lockcore__kind lockcore__kind_read = {
     .release = lockcore__kinds_keyset_free,
 };
 
+static unsigned write_cancel_calls(lockcore_client *c, lockcore_cb cb, void *arg);
+
 const struct lockcore__kind lockcore__kind_write = {
     .name = "write",
     .flag = LOCKCORE_LOCK_WRITE,
     .resend = rw_resend,
     .queues = rw_queues,
     .release = lockcore__kinds_keyset_free,
+    .cancel_calls = write_cancel_calls,
 };
 
 /* A writer that gives up, or is granted, must not leave its intent behind
@@ -215,6 +219,21 @@ static void rw_done(lockcore_client *c, int rc, const struct lockcore_lock *lock
     void *a = w->arg;
     free(w);
     cb(c, rc, lock, a);
+}
+
+/* A writer's acquisition carries rw_done: the caller's callback is in it. */
+static unsigned write_cancel_calls(lockcore_client *c, lockcore_cb cb, void *arg)
+{
+    unsigned n = 0;
+    for (struct op *op = c->active, *next; op != NULL; op = next) {
+        next = op->next;
+        const struct rw_call *w = op->arg;
+        if (op->kind == OP_ACQUIRE && op->cb == rw_done && w->cb == cb && w->arg == arg) {
+            lockcore__op_abort(op, LOCKCORE_ECANCELED, "canceled by the caller");
+            n++;
+        }
+    }
+    return n;
 }
 
 static struct op *rw_start(lockcore_client *c, const char *resource, int write, lockcore_cb cb, void *arg,

@@ -463,6 +463,31 @@ static void sem_cancel(lockcore_client *c)
     }
 }
 
+/* The drivers the caller started with (cb, arg) end: one between rounds
+ * at once, one with a permit's acquisition in flight when that is
+ * canceled. A callback run here may start or cancel others: the search
+ * starts over after each. */
+static unsigned sem_cancel_calls(lockcore_client *c, lockcore_cb cb, void *arg)
+{
+    unsigned n = 0;
+    for (;;) {
+        struct lockcore__sem *d = c->kx.sems;
+        while (d != NULL && (d->ending || d->cb != cb || d->arg != arg))
+            d = d->next;
+        if (d == NULL)
+            return n;
+        d->ending = 1;
+        n++;
+        if (d->op != NULL) {
+            lockcore__op_abort(d->op, LOCKCORE_ECANCELED, "canceled by the caller");
+        } else {
+            lockcore__fmt(c->errmsg, sizeof(c->errmsg), "semaphore '%s': canceled by the caller",
+                          d->resource);
+            sem_finish(d, LOCKCORE_ECANCELED, NULL);
+        }
+    }
+}
+
 /* A permit is a plain lock: its commands are the plain ones. */
 static int permit_resend(struct op *op, unsigned i, enum step step, int use_eval, uint64_t now)
 {
@@ -578,6 +603,7 @@ const struct lockcore__kind lockcore__kind_sem = {
     .next_timer = sem_next_timer,
     .check = sem_check,
     .cancel = sem_cancel,
+    .cancel_calls = sem_cancel_calls,
 };
 
 int lockcore_sem_status(lockcore_client *c, const char *resource, unsigned permits,
