@@ -1434,8 +1434,9 @@ static void test_kinds_rw_processes_with_faults(void **state)
  * One process, a client per party: a client whose loop the test stops
  * running is a program that works without calling lockcore (a blocking
  * caller without a keep-alive), so what its calls left unsent stays
- * unsent. Bounds are halves of what the defect costs (a reservation, a
- * refresh of a place, a TTL), far above a handoff's few round trips. */
+ * unsent. Bounds are at most half of what the defect costs (a
+ * reservation, a refresh of a place, a TTL), far above a handoff's few
+ * round trips. */
 
 /* A client of the fixture's nodes that waits in wait_mode, its place in a
  * line lasting queue_ttl_ms (0: the default). */
