@@ -76,27 +76,39 @@ struct tune {
     int retry_count;
     uint64_t wait_ms;
     uint64_t request_timeout_ms; /* 0: 100 ms */
+    uint64_t retry_delay_ms;     /* 0: 10 ms */
 };
 
-static lockcore_client *client_on(const char *const *urls, unsigned n, const struct tune *t)
+static void tune_options(const char *const *urls, unsigned n, const struct tune *t,
+                         struct lockcore_options *o)
 {
-    struct lockcore_options o;
-    lockcore_options_init(&o);
-    o.nodes = urls;
-    o.n_nodes = n;
-    o.ttl_ms = t && t->ttl_ms ? t->ttl_ms : 2000;
-    o.retry_count = t ? t->retry_count : 0;
-    o.retry_delay_ms = 10;
-    o.retry_jitter_ms = 30;
-    o.wait_ms = t ? t->wait_ms : 0;
-    o.request_timeout_ms = t && t->request_timeout_ms ? t->request_timeout_ms : 100;
+    lockcore_options_init(o);
+    o->nodes = urls;
+    o->n_nodes = n;
+    o->ttl_ms = t && t->ttl_ms ? t->ttl_ms : 2000;
+    o->retry_count = t ? t->retry_count : 0;
+    o->retry_delay_ms = t && t->retry_delay_ms ? t->retry_delay_ms : 10;
+    o->retry_jitter_ms = 30;
+    o->wait_ms = t ? t->wait_ms : 0;
+    o->request_timeout_ms = t && t->request_timeout_ms ? t->request_timeout_ms : 100;
+}
+
+static lockcore_client *client_new(const struct lockcore_options *o)
+{
     lockcore_client *c = NULL;
     char err[256];
-    if (lockcore_client_new(&o, &c, err, sizeof(err)) != 0) {
+    if (lockcore_client_new(o, &c, err, sizeof(err)) != 0) {
         fprintf(stderr, "client: %s\n", err);
         return NULL;
     }
     return c;
+}
+
+static lockcore_client *client_on(const char *const *urls, unsigned n, const struct tune *t)
+{
+    struct lockcore_options o;
+    tune_options(urls, n, t, &o);
+    return client_new(&o);
 }
 
 static uint64_t now_us(void)
@@ -1571,6 +1583,569 @@ static void test_kinds_rw_processes_with_faults(void **state)
     free(s);
 }
 
+/* ---- waiting in line: what a waiter leaves behind, and who goes first ----
+ * One process, a client per party: a client whose loop the test stops
+ * running is a program that works without calling lockcore (a blocking
+ * caller without a keep-alive), so what its calls left unsent stays
+ * unsent. Bounds are at most half of what the defect costs (a
+ * reservation, a refresh of a place, a TTL), far above a handoff's few
+ * round trips. */
+
+/* A client of the fixture's nodes that waits in wait_mode, its place in a
+ * line lasting queue_ttl_ms (0: the default). */
+static lockcore_client *client_mode(struct fixture *f, const struct tune *t, int wait_mode,
+                                    uint64_t queue_ttl_ms)
+{
+    struct lockcore_options o;
+    tune_options(f->urls, f->n, t, &o);
+    o.wait_mode = wait_mode;
+    if (queue_ttl_ms != 0)
+        o.queue_ttl_ms = queue_ttl_ms;
+    return client_new(&o);
+}
+
+/* Run every client's loop in turn, at least once and for about ms. */
+static void run_all(lockcore_client *const *cs, int n, long ms)
+{
+    long long end = hp_now_ms() + ms;
+    do
+        for (int k = 0; k < n; k++)
+            lockcore_run(cs[k], 1);
+    while (hp_now_ms() < end);
+}
+
+/* ... until *done, up to ms; returns *done. */
+static int run_until(lockcore_client *const *cs, int n, const int *done, long ms)
+{
+    long long end = hp_now_ms() + ms;
+    while (!*done && hp_now_ms() < end)
+        run_all(cs, n, 0);
+    return *done;
+}
+
+/* The nodes where the line of `key` holds the acquisition of lock id
+ * `id`, once it has left on every node or ms have passed. */
+static unsigned in_line_after(struct fixture *f, const char *key, const char *id, long ms)
+{
+    char acq[LOCKCORE_ID_LEN + 1];
+    acq_of(id, acq);
+    long long end = hp_now_ms() + ms;
+    for (;;) {
+        unsigned n = 0;
+        for (unsigned i = 0; i < f->n; i++) {
+            redisReply *r = rh_command(f->rc, (int)i, "ZSCORE {%s}:waiters %s", key, acq);
+            n += r != NULL && r->type == REDIS_REPLY_STRING;
+            if (r != NULL)
+                freeReplyObject(r);
+        }
+        if (n == 0 || hp_now_ms() >= end)
+            return n;
+        hp_sleep_ms(10);
+    }
+}
+
+/* The nodes where the line of `key` holds a waiter other than the
+ * acquisition of lock id `id`. */
+static unsigned others_in_line(struct fixture *f, const char *key, const char *id)
+{
+    char acq[LOCKCORE_ID_LEN + 1];
+    acq_of(id, acq);
+    unsigned n = 0;
+    for (unsigned i = 0; i < f->n; i++) {
+        redisReply *r = rh_command(f->rc, (int)i, "ZRANGE {%s}:waiters 0 -1", key);
+        int other = 0;
+        for (size_t k = 0; r != NULL && r->type == REDIS_REPLY_ARRAY && k < r->elements; k++)
+            other |= strcmp(r->element[k]->str, acq) != 0;
+        n += other;
+        if (r != NULL)
+            freeReplyObject(r);
+    }
+    return n;
+}
+
+/* Waiters in the line of `key` on node i. */
+static long long line_len(struct fixture *f, int i, const char *key)
+{
+    redisReply *r = rh_command(f->rc, i, "ZCARD {%s}:waiters", key);
+    long long n = r != NULL && r->type == REDIS_REPLY_INTEGER ? r->integer : -1;
+    if (r != NULL)
+        freeReplyObject(r);
+    return n;
+}
+
+/* Run the clients until the line of `key` holds at least n waiters on
+ * every node (up to 5 s). */
+static void run_until_in_line(struct fixture *f, lockcore_client *const *cs, int k, const char *key,
+                              long long n)
+{
+    long long end = hp_now_ms() + 5000;
+    for (;;) {
+        unsigned ok = 0;
+        for (unsigned i = 0; i < f->n; i++)
+            ok += line_len(f, (int)i, key) >= n;
+        if (ok == f->n)
+            return;
+        if (hp_now_ms() >= end)
+            fail_msg("the line of '%s' holds %lld waiters on %u of %u nodes only", key, n, ok, f->n);
+        run_all(cs, k, 10);
+    }
+}
+
+/* The nodes where a writer's intent on `res` is left, once it is gone
+ * everywhere or ms have passed. */
+static unsigned intent_after(struct fixture *f, const char *res, long ms)
+{
+    char key[160], v[64];
+    snprintf(key, sizeof(key), "{%s}:wintent", res);
+    long long end = hp_now_ms() + ms;
+    for (;;) {
+        unsigned n = 0;
+        for (unsigned i = 0; i < f->n; i++) {
+            rh_get(f->rc, (int)i, key, v, sizeof(v));
+            n += v[0] != '\0';
+        }
+        if (n == 0 || hp_now_ms() >= end)
+            return n;
+        hp_sleep_ms(10);
+    }
+}
+
+/* The nodes where `key` holds the acquisition of lock id `id` (a
+ * reservation a release made for it, or its grant). */
+static unsigned kept_for(struct fixture *f, const char *key, const char *id)
+{
+    char acq[LOCKCORE_ID_LEN + 1], v[LOCKCORE_ID_LEN + 8];
+    acq_of(id, acq);
+    unsigned n = 0;
+    for (unsigned i = 0; i < f->n; i++) {
+        rh_get(f->rc, (int)i, key, v, sizeof(v));
+        if (strlen(v) == LOCKCORE_ID_LEN) {
+            acq_of(v, v);
+            n += strcmp(v, acq) == 0;
+        }
+    }
+    return n;
+}
+
+/* A semaphore's driver leaves its line when it is done, and what its
+ * callback queues for that is sent before the call returns, not at the
+ * client's next run, which a caller that works without a keep-alive never
+ * makes. Left at the head of the line, the holder kept every fair waiter
+ * out (a fair semaphore of 2 admitted one holder at a time), and a
+ * notified release named it and kept the next permit for it. */
+static void test_kinds_sem_holder_leaves_the_line_before_the_call_returns(void **state)
+{
+    struct fixture *f = *state;
+    /* Fair: even the first attempt takes a place, which a grant cuts to
+     * the TTL (10 s); the second comer gives up after 2 s. */
+    struct tune t = {.ttl_ms = 10000, .retry_count = -1, .wait_ms = 2000, .request_timeout_ms = 1000};
+    lockcore_client *h1 = client_mode(f, &t, LOCKCORE_WAIT_FAIR, 0);
+    lockcore_client *h2 = client_mode(f, &t, LOCKCORE_WAIT_FAIR, 0);
+    assert_non_null(h1);
+    assert_non_null(h2);
+    struct lockcore_lock l1, l2;
+    assert_int_equal(lockcore_sem_acquire(h1, "hl", 2, &l1), 0);
+    int rc = lockcore_sem_acquire(h2, "hl", 2, &l2);
+    if (rc != 0)
+        fail_msg(
+            "fair: a second holder of 2 permits was refused (%s: %s); the first holder in line on %u nodes",
+            lockcore_strerror(rc), lockcore_errmsg(h2), in_line_after(f, "hl", l1.id, 0));
+    assert_int_equal(in_line_after(f, "hl", l1.id, 1000), 0);
+    assert_int_equal(lockcore_release(h2, &l2), 0);
+    assert_int_equal(lockcore_release(h1, &l1), 0);
+    lockcore_client_free(h2);
+    lockcore_client_free(h1);
+
+    /* Notified: H waits behind X1 and X2 and is granted X1's permit in
+     * its callback; its client is not run again. D waits behind it, and
+     * X2's release must name D: kept for H, the permit would wait out
+     * X2's reservation (2 x 1.5 s). */
+    struct tune tx = {.ttl_ms = 10000, .request_timeout_ms = 1500},
+                tw = {.ttl_ms = 10000, .retry_count = -1, .request_timeout_ms = 1000};
+    lockcore_client *x1 = client_mode(f, &tx, LOCKCORE_WAIT_NOTIFY, 30000);
+    lockcore_client *x2 = client_mode(f, &tx, LOCKCORE_WAIT_NOTIFY, 30000);
+    lockcore_client *h = client_mode(f, &tw, LOCKCORE_WAIT_NOTIFY, 30000);
+    lockcore_client *d = client_mode(f, &tw, LOCKCORE_WAIT_NOTIFY, 30000);
+    assert_true(x1 && x2 && h && d);
+    struct lockcore_lock p1, p2;
+    assert_int_equal(lockcore_sem_acquire(x1, "hn", 2, &p1), 0);
+    assert_int_equal(lockcore_sem_acquire(x2, "hn", 2, &p2), 0);
+    struct waited wh = {0}, wd = {0};
+    assert_int_equal(lockcore_sem_acquire_async(h, "hn", 2, waited_cb, &wh), 0);
+    lockcore_client *xh[] = {x1, x2, h};
+    run_until_in_line(f, xh, 3, "hn", 1);
+    assert_int_equal(lockcore_release(x1, &p1), 0);
+    assert_true(run_until(xh, 3, &wh.done, 3000));
+    assert_int_equal(wh.rc, 0);
+    /* From here on H's loop is not run. */
+    assert_int_equal(lockcore_sem_acquire_async(d, "hn", 2, waited_cb, &wd), 0);
+    lockcore_client *xd[] = {x1, x2, d};
+    run_all(xd, 3, 300);
+    assert_int_equal(wd.done, 0);
+    long long released = hp_now_ms();
+    assert_int_equal(lockcore_release(x2, &p2), 0);
+    unsigned for_h = kept_for(f, p2.resource, wh.lock.id);
+    run_until(xd, 3, &wd.done, 1500);
+    if (for_h > 0 || !wd.done)
+        fail_msg("notified: the permit released was kept for the holder on %u nodes; the waiter %s", for_h,
+                 wd.done ? "was granted" : "was not granted within 1.5 s");
+    assert_int_equal(wd.rc, 0);
+    fprintf(stderr, "notified: the waiter behind a holder granted %lld ms after the release\n",
+            wd.at - released);
+    assert_int_equal(lockcore_release(d, &wd.lock), 0);
+    assert_int_equal(lockcore_release(h, &wh.lock), 0);
+    lockcore_client_free(d);
+    lockcore_client_free(h);
+    lockcore_client_free(x2);
+    lockcore_client_free(x1);
+}
+
+/* A semaphore's waiter whose client is freed leaves the line (sent before
+ * the connections close), as a plain waiter does. Left in a fair line, it
+ * was named by the next release, which kept its place, and the waiter
+ * behind it waited with the permit free until that place lapsed (up to
+ * queue_ttl_ms, 6 s here; a refresh of a place every 2 s). */
+static void test_kinds_sem_freed_waiter_leaves_the_line(void **state)
+{
+    struct fixture *f = *state;
+    struct tune t = {.ttl_ms = 10000, .retry_count = -1, .request_timeout_ms = 1000};
+    lockcore_client *h = client_mode(f, &t, LOCKCORE_WAIT_FAIR, 6000);
+    lockcore_client *d1 = client_mode(f, &t, LOCKCORE_WAIT_FAIR, 6000);
+    lockcore_client *d2 = client_mode(f, &t, LOCKCORE_WAIT_FAIR, 6000);
+    assert_true(h && d1 && d2);
+    struct lockcore_lock held;
+    assert_int_equal(lockcore_sem_acquire(h, "fl", 1, &held), 0);
+    lockcore_client *hd1[] = {h, d1}, *all[] = {h, d1, d2};
+    run_all(hd1, 1, 20);
+    assert_int_equal(in_line_after(f, "fl", held.id, 1000), 0); /* the holder left */
+    struct waited w1 = {0}, w2 = {0};
+    assert_int_equal(lockcore_sem_acquire_async(d1, "fl", 1, waited_cb, &w1), 0);
+    run_until_in_line(f, hd1, 2, "fl", 1);
+    redisReply *r = rh_command(f->rc, 0, "ZRANGE {fl}:waiters 0 -1");
+    assert_true(r != NULL && r->type == REDIS_REPLY_ARRAY && r->elements == 1);
+    char first[LOCKCORE_ID_LEN + 1];
+    snprintf(first, sizeof(first), "%s", r->element[0]->str);
+    freeReplyObject(r);
+    assert_int_equal(lockcore_sem_acquire_async(d2, "fl", 1, waited_cb, &w2), 0);
+    run_until_in_line(f, all, 3, "fl", 2);
+    lockcore_client_free(d1);
+    assert_int_equal(w1.done, 1);
+    assert_int_equal(w1.rc, LOCKCORE_ECANCELED);
+    long long released = hp_now_ms();
+    assert_int_equal(lockcore_release(h, &held), 0);
+    lockcore_client *hd2[] = {h, d2};
+    run_until(hd2, 2, &w2.done, 1500);
+    if (!w2.done)
+        fail_msg(
+            "the waiter behind a freed one was not granted within 1.5 s of the release; the freed one in "
+            "line on %u nodes",
+            in_line_after(f, "fl", first, 0));
+    assert_int_equal(w2.rc, 0);
+    fprintf(stderr, "the waiter behind a freed one granted %lld ms after the release\n", w2.at - released);
+    assert_int_equal(in_line_after(f, "fl", first, 1000), 0);
+    assert_int_equal(lockcore_release(d2, &w2.lock), 0);
+    lockcore_client_free(d2);
+    lockcore_client_free(h);
+}
+
+/* Two permits released at once both reach the waiters. Both releases name
+ * the first waiter, which takes one permit and hands the other back to the
+ * next waiter when it leaves the line; before, that permit stayed kept for
+ * it until the reservation lapsed (notified: 2 x 1.5 s, the releasers'
+ * request timeouts) or the next waiter refreshed its place (fair: every
+ * 10 s), with the permit free. */
+static void test_kinds_sem_permits_released_together_reach_two_waiters(void **state)
+{
+    struct fixture *f = *state;
+    static const int modes[] = {LOCKCORE_WAIT_NOTIFY, LOCKCORE_WAIT_FAIR};
+    for (int m = 0; m < 2; m++) {
+        struct tune th = {.ttl_ms = 20000, .request_timeout_ms = 1500},
+                    tw = {.ttl_ms = 20000, .retry_count = -1, .request_timeout_ms = 1000};
+        lockcore_client *h1 = client_mode(f, &th, modes[m], 30000),
+                        *h2 = client_mode(f, &th, modes[m], 30000);
+        lockcore_client *d1 = client_mode(f, &tw, modes[m], 30000),
+                        *d2 = client_mode(f, &tw, modes[m], 30000);
+        assert_true(h1 && h2 && d1 && d2);
+        char res[32];
+        snprintf(res, sizeof(res), "burst:%d", m);
+        struct lockcore_lock l1, l2;
+        assert_int_equal(lockcore_sem_acquire(h1, res, 2, &l1), 0);
+        assert_int_equal(lockcore_sem_acquire(h2, res, 2, &l2), 0);
+        struct waited w1 = {0}, w2 = {0};
+        lockcore_client *cs[] = {h1, h2, d1, d2};
+        run_all(cs, 2, 20); /* the holders left the line */
+        assert_int_equal(in_line_after(f, res, l1.id, 1000) + in_line_after(f, res, l2.id, 1000), 0);
+        assert_int_equal(lockcore_sem_acquire_async(d1, res, 2, waited_cb, &w1), 0);
+        run_until_in_line(f, cs, 4, res, 1);
+        assert_int_equal(lockcore_sem_acquire_async(d2, res, 2, waited_cb, &w2), 0);
+        run_until_in_line(f, cs, 4, res, 2);
+        run_all(cs, 4, 200); /* subscribed */
+        assert_false(w1.done || w2.done);
+        long long released = hp_now_ms();
+        struct waited r1 = {0}, r2 = {0};
+        assert_int_equal(lockcore_release_async(h1, &l1, waited_cb, &r1), 0);
+        assert_int_equal(lockcore_release_async(h2, &l2, waited_cb, &r2), 0);
+        long long end = released + 1500;
+        while (!(w1.done && w2.done) && hp_now_ms() < end)
+            run_all(cs, 4, 0);
+        const char *mode = m ? "fair" : "notified";
+        if (!w1.done || !w2.done)
+            fail_msg("%s: two permits released together: the first waiter %s, the second %s within 1.5 s",
+                     mode, w1.done ? "granted" : "not granted", w2.done ? "granted" : "not granted");
+        assert_int_equal(w1.rc, 0);
+        assert_int_equal(w2.rc, 0);
+        assert_string_not_equal(w1.lock.resource, w2.lock.resource);
+        fprintf(stderr, "%s: two permits released together: granted after %lld and %lld ms\n", mode,
+                w1.at - released, w2.at - released);
+        assert_int_equal(lockcore_release(d1, &w1.lock), 0);
+        assert_int_equal(lockcore_release(d2, &w2.lock), 0);
+        for (int k = 0; k < 4; k++)
+            lockcore_client_free(cs[k]);
+    }
+}
+
+/* A writer that stops waiting takes its intent away, or readers are
+ * refused for the writer's TTL though nobody waits to write: one that gives
+ * up in the blocking call (the clearing is sent before the call returns)
+ * and one whose client is freed while it waits (sent before the
+ * connections close). The writer's client is not run again. */
+static void test_kinds_rw_writer_that_stops_waiting_clears_its_intent(void **state)
+{
+    struct fixture *f = *state;
+    struct tune tr = {.ttl_ms = 10000, .request_timeout_ms = 1000},
+                tg = {.ttl_ms = 10000, .retry_count = -1, .wait_ms = 300, .request_timeout_ms = 1000},
+                tf = {.ttl_ms = 10000, .retry_count = -1, .request_timeout_ms = 1000};
+    lockcore_client *r = client_on(f->urls, f->n, &tr);
+    lockcore_client *gives_up = client_on(f->urls, f->n, &tg), *freed = client_on(f->urls, f->n, &tf);
+    assert_true(r && gives_up && freed);
+    struct lockcore_lock rl, wl;
+    for (int k = 0; k < 2; k++) {
+        const char *res = k ? "intent:freed" : "intent:gave-up";
+        assert_int_equal(lockcore_rw_acquire(r, res, 0, &rl), 0);
+        if (k == 0) {
+            assert_int_equal(lockcore_rw_acquire(gives_up, res, 1, &wl), LOCKCORE_ELOCKED);
+        } else {
+            struct waited ww = {0};
+            assert_int_equal(lockcore_rw_acquire_async(freed, res, 1, waited_cb, &ww), 0);
+            long long end = hp_now_ms() + 5000;
+            while (intent_after(f, res, 0) < f->n && hp_now_ms() < end)
+                lockcore_run(freed, 10);
+            assert_int_equal(intent_after(f, res, 0), f->n);
+            assert_int_equal(ww.done, 0);
+            lockcore_client_free(freed);
+            assert_int_equal(ww.done, 1);
+            assert_int_equal(ww.rc, LOCKCORE_ECANCELED);
+        }
+        assert_int_equal(lockcore_release(r, &rl), 0);
+        unsigned left = intent_after(f, res, 1000);
+        int rc = lockcore_rw_acquire(r, res, 0, &rl);
+        if (left > 0 || rc != 0)
+            fail_msg("%s: the writer's intent left on %u nodes; a reader then: %s", res, left,
+                     rc ? lockcore_errmsg(r) : "granted");
+        assert_int_equal(lockcore_release(r, &rl), 0);
+    }
+    lockcore_client_free(gives_up);
+    lockcore_client_free(r);
+}
+
+/* Fair readers are kept out by a writer's intent when the writer does not
+ * wait in their line (a polling writer): they used to look at their line
+ * only, and overlapping fair readers starved such a writer (docs/lockcore.md,
+ * "No writer starvation"). */
+static void test_kinds_rw_fair_readers_wait_for_a_polling_writer(void **state)
+{
+    struct fixture *f = *state;
+    struct tune tr = {.ttl_ms = 10000, .request_timeout_ms = 1000},
+                tw = {.ttl_ms = 10000, .retry_count = -1, .wait_ms = 5000, .request_timeout_ms = 1000};
+    lockcore_client *r1 = client_mode(f, &tr, LOCKCORE_WAIT_FAIR, 0),
+                    *r2 = client_mode(f, &tr, LOCKCORE_WAIT_FAIR, 0);
+    lockcore_client *w = client_mode(f, &tw, LOCKCORE_WAIT_POLL, 0);
+    assert_true(r1 && r2 && w);
+    struct lockcore_lock l1, l2;
+    assert_int_equal(lockcore_rw_acquire(r1, "fw", 0, &l1), 0);
+    struct waited ww = {0};
+    assert_int_equal(lockcore_rw_acquire_async(w, "fw", 1, waited_cb, &ww), 0);
+    long long end = hp_now_ms() + 5000;
+    while (intent_after(f, "fw", 0) < f->n && hp_now_ms() < end)
+        lockcore_run(w, 10);
+    assert_int_equal(intent_after(f, "fw", 0), f->n);
+    assert_int_equal(ww.done, 0);
+    /* A reader that comes while the writer waits is refused... */
+    int rc = lockcore_rw_acquire(r2, "fw", 0, &l2);
+    if (rc == 0)
+        fail_msg("a fair reader was admitted while a polling writer waited");
+    assert_int_equal(rc, LOCKCORE_ELOCKED);
+    /* ... and once the one inside leaves, the writer gets in. */
+    assert_int_equal(lockcore_release(r1, &l1), 0);
+    lockcore_client *cw[] = {w};
+    assert_true(run_until(cw, 1, &ww.done, 3000));
+    assert_int_equal(ww.rc, 0);
+    assert_true(ww.lock.flags & LOCKCORE_LOCK_WRITE);
+    assert_int_equal(lockcore_release(w, &ww.lock), 0);
+    lockcore_client_free(w);
+    lockcore_client_free(r2);
+    lockcore_client_free(r1);
+}
+
+/* A waiting set is named by every release of a member it can already
+ * have. Those wake-ups are not retries (a set spent its retry_count on
+ * them and gave up in a third of a second), and they do not put off the
+ * attempts that count either (it would never give up). Here a waiter at
+ * the head of a line makes a counted attempt every queue_ttl_ms / 3
+ * (500 ms), so with retry_count 3 it gives up after about 1.5 s: not
+ * before two of those, and long before 6 s, while another client takes
+ * and releases the member it can have. The backoff is as long as a
+ * refresh: an attempt that races a handoff of a finds the nodes naming
+ * different holders (a on some, b on others), which paces the next
+ * counted attempt by the backoff, not by the refresh; that is not what
+ * is tested here. */
+static void test_kinds_multi_gives_up_by_its_retries_under_churn(void **state)
+{
+    struct fixture *f = *state;
+    struct tune th = {.ttl_ms = 20000, .request_timeout_ms = 1000},
+                ts = {.ttl_ms = 10000, .retry_count = 3, .request_timeout_ms = 50, .retry_delay_ms = 500},
+                tp = {.ttl_ms = 10000, .retry_count = -1, .request_timeout_ms = 50};
+    lockcore_client *h = client_mode(f, &th, LOCKCORE_WAIT_NOTIFY, 1500);
+    lockcore_client *s = client_mode(f, &ts, LOCKCORE_WAIT_NOTIFY, 1500);
+    lockcore_client *p = client_mode(f, &tp, LOCKCORE_WAIT_NOTIFY, 1500);
+    assert_true(h && s && p);
+    struct lockcore_lock hb;
+    assert_int_equal(lockcore_acquire(h, "gu:b", &hb), 0);
+    const char *set[] = {"gu:a", "gu:b"};
+    struct waited ws = {0};
+    long long start = hp_now_ms();
+    assert_int_equal(lockcore_multi_acquire_async(s, set, 2, waited_cb, &ws), 0);
+    lockcore_client *cs[] = {s, p};
+    run_until_in_line(f, cs, 1, "gu:a", 1);
+    int takes = 0;
+    while (!ws.done && hp_now_ms() - start < 6000) {
+        struct waited wp = {0};
+        assert_int_equal(lockcore_acquire_async(p, "gu:a", waited_cb, &wp), 0);
+        run_until(cs, 2, &wp.done, 6000);
+        assert_int_equal(wp.rc, 0);
+        takes++;
+        run_all(cs, 2, 10);
+        struct waited rp = {0};
+        assert_int_equal(lockcore_release_async(p, &wp.lock, waited_cb, &rp), 0);
+        run_until(cs, 2, &rp.done, 6000);
+    }
+    long long waited = ws.at - start;
+    if (!ws.done)
+        fail_msg("the set did not give up in 6 s (a member taken %d times meanwhile)", takes);
+    assert_int_equal(ws.rc, LOCKCORE_ELOCKED);
+    fprintf(stderr, "the set gave up after %lld ms, its member a taken %d times meanwhile\n", waited, takes);
+    if (waited < 1000)
+        fail_msg("the set gave up after %lld ms, its member a taken %d times meanwhile", waited, takes);
+    assert_true(takes >= 3);
+    assert_int_equal(lockcore_release(h, &hb), 0);
+    lockcore_client_free(p);
+    lockcore_client_free(s);
+    lockcore_client_free(h);
+}
+
+/* A notified set that waits for b, first in a's line, is named by each
+ * release of a, and refused on b it hands a back to the next waiter at
+ * once: it kept the reservation it could not use, and every handoff of a
+ * waited for it to lapse (2 x 1.5 s, the releaser's request timeouts).
+ * Each handoff of a here is granted within 1.5 s, while the set still
+ * waits; and once b is free the set gets both. */
+static void test_kinds_multi_waiting_set_does_not_stall_a_member(void **state)
+{
+    struct fixture *f = *state;
+    struct tune th = {.ttl_ms = 20000, .request_timeout_ms = 1000},
+                ts = {.ttl_ms = 10000, .retry_count = -1, .request_timeout_ms = 1000},
+                tp = {.ttl_ms = 10000, .retry_count = -1, .request_timeout_ms = 1500};
+    lockcore_client *h = client_mode(f, &th, LOCKCORE_WAIT_NOTIFY, 30000);
+    lockcore_client *s = client_mode(f, &ts, LOCKCORE_WAIT_NOTIFY, 30000);
+    lockcore_client *p[2] = {client_mode(f, &tp, LOCKCORE_WAIT_NOTIFY, 30000),
+                             client_mode(f, &tp, LOCKCORE_WAIT_NOTIFY, 30000)};
+    assert_true(h && s && p[0] && p[1]);
+    struct lockcore_lock hb, held;
+    assert_int_equal(lockcore_acquire(h, "st:b", &hb), 0);
+    const char *set[] = {"st:a", "st:b"};
+    struct waited ws = {0};
+    assert_int_equal(lockcore_multi_acquire_async(s, set, 2, waited_cb, &ws), 0);
+    lockcore_client *cs[] = {s, p[0], p[1]};
+    run_until_in_line(f, cs, 1, "st:a", 1);
+    assert_int_equal(lockcore_acquire(p[0], "st:a", &held), 0);
+    for (int k = 1; k <= 3; k++) {
+        lockcore_client *from = p[(k - 1) % 2], *to = p[k % 2];
+        struct waited wt = {0};
+        assert_int_equal(lockcore_acquire_async(to, "st:a", waited_cb, &wt), 0);
+        /* Behind the set (and a holder that came from the line, which
+         * keeps its place until its release). */
+        run_until_in_line(f, cs, 3, "st:a", k == 1 ? 2 : 3);
+        long long released = hp_now_ms();
+        assert_int_equal(lockcore_release(from, &held), 0);
+        run_until(cs, 3, &wt.done, 1500);
+        if (!wt.done)
+            fail_msg("handoff %d of a member of a waiting set: not granted within 1.5 s of the release", k);
+        assert_int_equal(wt.rc, 0);
+        assert_int_equal(ws.done, 0);
+        fprintf(stderr, "handoff %d of a member of a waiting set: %lld ms\n", k, wt.at - released);
+        held = wt.lock;
+    }
+    /* b is released while a is held, then a: the set gets both. */
+    assert_int_equal(lockcore_release(h, &hb), 0);
+    run_all(cs, 3, 100);
+    int rrc = lockcore_release(p[1], &held);
+    if (rrc != 0)
+        fail_msg("release: %s", lockcore_errmsg(p[1]));
+    assert_true(run_until(cs, 3, &ws.done, 3000));
+    assert_int_equal(ws.rc, 0);
+    assert_int_equal(lockcore_release(s, &ws.lock), 0);
+    lockcore_client_free(p[1]);
+    lockcore_client_free(p[0]);
+    lockcore_client_free(s);
+    lockcore_client_free(h);
+}
+
+/* A re-entry whose hold is gone goes on as a first hold, and in fair
+ * waiting a first hold waits in line: it does not take the lock ahead of
+ * a waiter already there (its next attempt was the one that ignores the
+ * line). The waiter in line is not run meanwhile: a slow one keeps its
+ * turn, as the fair lock promises. */
+static void test_kinds_reentrant_gone_hold_waits_in_line(void **state)
+{
+    struct fixture *f = *state;
+    struct tune ta = {.ttl_ms = 1000, .retry_count = -1, .wait_ms = 600, .request_timeout_ms = 500},
+                tw = {.ttl_ms = 10000, .retry_count = -1, .request_timeout_ms = 1000};
+    lockcore_client *a = client_mode(f, &ta, LOCKCORE_WAIT_FAIR, 30000);
+    lockcore_client *w = client_mode(f, &tw, LOCKCORE_WAIT_FAIR, 30000);
+    assert_true(a && w);
+    struct lockcore_lock hold, again;
+    assert_int_equal(lockcore_reentrant_acquire(a, "gone", NULL, &hold), 0);
+    struct waited ww = {0};
+    assert_int_equal(lockcore_reentrant_acquire_async(w, "gone", NULL, waited_cb, &ww), 0);
+    lockcore_client *cw[] = {w};
+    long long end = hp_now_ms() + 5000;
+    while (others_in_line(f, "gone", hold.id) < f->n && hp_now_ms() < end)
+        run_all(cw, 1, 10);
+    assert_int_equal(others_in_line(f, "gone", hold.id), f->n);
+    assert_int_equal(ww.done, 0);
+    /* The hold runs out (on the nodes a little after the client's
+     * validity, which counts from before its request); the lock is free,
+     * the waiter first in line. */
+    end = hp_now_ms() + 5000;
+    unsigned held = f->n;
+    while (held > 0 && hp_now_ms() < end) {
+        hp_sleep_ms(20);
+        held = 0;
+        for (unsigned i = 0; i < f->n; i++)
+            held += rh_pttl(f->rc, (int)i, "gone") != -2;
+    }
+    assert_int_equal(held, 0);
+    int rc = lockcore_reentrant_acquire(a, "gone", hold.id, &again);
+    if (rc == 0)
+        fail_msg("a re-entry whose hold was gone took the lock ahead of a waiter in line");
+    assert_int_equal(rc, LOCKCORE_ELOCKED);
+    assert_true(run_until(cw, 1, &ww.done, 3000));
+    assert_int_equal(ww.rc, 0);
+    assert_int_equal(lockcore_release(w, &ww.lock), 0);
+    lockcore_client_free(w);
+    lockcore_client_free(a);
+}
+
 /* Another process holds a lock of a kind and passes its id on: the lock
  * is rebuilt with lockcore_lock_from_id and the kind's flag, extended and
  * released by the nodes' say. */
@@ -1648,6 +2223,9 @@ static void test_kinds_first_use_keeps_holder_info(void **state)
 int main(void)
 {
     signal(SIGPIPE, SIG_IGN);
+    /* One test alone, to repeat it: FENCELOCK_TEST_ONLY=<name pattern>. */
+    if (getenv("FENCELOCK_TEST_ONLY") != NULL)
+        cmocka_set_test_filter(getenv("FENCELOCK_TEST_ONLY"));
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_kinds_checker_sees_overlap, setup, teardown),
         cmocka_unit_test_setup_teardown(test_kinds_sem_room_of_three_with_faults, setup, teardown),
@@ -1668,6 +2246,20 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_kinds_rw_readers_share_writer_waits, setup, teardown),
         cmocka_unit_test_setup_teardown(test_kinds_rw_status_names_readers, setup, teardown),
         cmocka_unit_test_setup_teardown(test_kinds_rw_processes_with_faults, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_kinds_sem_holder_leaves_the_line_before_the_call_returns, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_kinds_sem_freed_waiter_leaves_the_line, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_kinds_sem_permits_released_together_reach_two_waiters, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_kinds_rw_writer_that_stops_waiting_clears_its_intent, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_kinds_rw_fair_readers_wait_for_a_polling_writer, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_kinds_multi_gives_up_by_its_retries_under_churn, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_kinds_multi_waiting_set_does_not_stall_a_member, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_kinds_reentrant_gone_hold_waits_in_line, setup, teardown),
         cmocka_unit_test_setup_teardown(test_kinds_locks_from_ids, setup, teardown),
         cmocka_unit_test_setup_teardown(test_kinds_first_use_keeps_holder_info, setup, teardown),
     };
