@@ -1987,6 +1987,56 @@ static void test_kinds_rw_fair_readers_wait_for_a_polling_writer(void **state)
     lockcore_client_free(r1);
 }
 
+/* Readers that wait in line do not starve a polling writer either: the
+ * last reader's release keeps the key for the first waiter, and a reader
+ * it kept it for was admitted whatever the writer's intent said. Now the
+ * release keeps nothing while a writer that is not in the line waits, and
+ * the writer, polling, gets in before the reader in line (both modes). */
+static void test_kinds_rw_readers_in_line_wait_for_a_polling_writer(void **state)
+{
+    struct fixture *f = *state;
+    static const int modes[] = {LOCKCORE_WAIT_NOTIFY, LOCKCORE_WAIT_FAIR};
+    for (int m = 0; m < 2; m++) {
+        char res[32];
+        snprintf(res, sizeof(res), "pw:%d", m);
+        struct tune tr = {.ttl_ms = 10000, .retry_count = -1, .wait_ms = 8000, .request_timeout_ms = 1000},
+                    tw = {.ttl_ms = 10000,
+                          .retry_count = -1,
+                          .wait_ms = 5000,
+                          .request_timeout_ms = 1000,
+                          .retry_delay_ms = 200};
+        lockcore_client *r1 = client_mode(f, &tr, modes[m], 0), *r2 = client_mode(f, &tr, modes[m], 0);
+        lockcore_client *w = client_mode(f, &tw, LOCKCORE_WAIT_POLL, 0);
+        assert_true(r1 && r2 && w);
+        struct lockcore_lock l1;
+        assert_int_equal(lockcore_rw_acquire(r1, res, 0, &l1), 0);
+        struct waited ww = {0}, wr = {0};
+        assert_int_equal(lockcore_rw_acquire_async(w, res, 1, waited_cb, &ww), 0);
+        long long end = hp_now_ms() + 5000;
+        while (intent_after(f, res, 0) < f->n && hp_now_ms() < end)
+            lockcore_run(w, 10);
+        assert_int_equal(intent_after(f, res, 0), f->n);
+        /* A reader that waits in line behind the writer's intent. */
+        assert_int_equal(lockcore_rw_acquire_async(r2, res, 0, waited_cb, &wr), 0);
+        lockcore_client *both[] = {w, r2};
+        run_all(both, 2, 300);
+        assert_int_equal(wr.done, 0);
+        assert_int_equal(lockcore_release(r1, &l1), 0);
+        assert_true(run_until(both, 2, &ww.done, 3000));
+        assert_int_equal(ww.rc, 0);
+        if (wr.done)
+            fail_msg("%s: the reader in line was admitted before the polling writer",
+                     m ? "fair" : "notified");
+        assert_int_equal(lockcore_release(w, &ww.lock), 0);
+        assert_true(run_until(both, 2, &wr.done, 3000));
+        assert_int_equal(wr.rc, 0);
+        assert_int_equal(lockcore_release(r2, &wr.lock), 0);
+        lockcore_client_free(w);
+        lockcore_client_free(r2);
+        lockcore_client_free(r1);
+    }
+}
+
 /* A waiting set is named by every release of a member it can already
  * have. Those wake-ups are not retries (a set spent its retry_count on
  * them and gave up in a third of a second), and they do not put off the
@@ -1994,16 +2044,15 @@ static void test_kinds_rw_fair_readers_wait_for_a_polling_writer(void **state)
  * the head of a line makes a counted attempt every queue_ttl_ms / 3
  * (500 ms), so with retry_count 3 it gives up after about 1.5 s: not
  * before two of those, and long before 6 s, while another client takes
- * and releases the member it can have. The backoff is as long as a
- * refresh: an attempt that races a handoff of a finds the nodes naming
- * different holders (a on some, b on others), which paces the next
- * counted attempt by the backoff, not by the refresh; that is not what
- * is tested here. */
+ * and releases the member it can have. With the suite's short backoff: an
+ * attempt that races a handoff of a finds the nodes naming different
+ * holders (a on some, b on others) and retries after the backoff, and in
+ * line only one refusal per refresh period counts. */
 static void test_kinds_multi_gives_up_by_its_retries_under_churn(void **state)
 {
     struct fixture *f = *state;
     struct tune th = {.ttl_ms = 20000, .request_timeout_ms = 1000},
-                ts = {.ttl_ms = 10000, .retry_count = 3, .request_timeout_ms = 50, .retry_delay_ms = 500},
+                ts = {.ttl_ms = 10000, .retry_count = 3, .request_timeout_ms = 50},
                 tp = {.ttl_ms = 10000, .retry_count = -1, .request_timeout_ms = 50};
     lockcore_client *h = client_mode(f, &th, LOCKCORE_WAIT_NOTIFY, 1500);
     lockcore_client *s = client_mode(f, &ts, LOCKCORE_WAIT_NOTIFY, 1500);
@@ -2254,6 +2303,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_kinds_rw_writer_that_stops_waiting_clears_its_intent, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_kinds_rw_fair_readers_wait_for_a_polling_writer, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_kinds_rw_readers_in_line_wait_for_a_polling_writer, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_kinds_multi_gives_up_by_its_retries_under_churn, setup,
                                         teardown),
