@@ -11,10 +11,9 @@
  * made when first needed and freed after a minute unused.
  *
  * A request that waits and whose client hangs up is answered (to nobody)
- * at once; lockcore's public API has no way to end one acquisition of a
- * client, so it runs to its end and a grant it gets is released at once:
- * the lock passes on to the next waiter one round trip later, and the
- * place in the queue is given up when the wait ends.
+ * at once and its acquisition canceled (lockcore_cancel): rolled back and
+ * out of the nodes' queues, so the next waiter does not wait behind it. A
+ * grant that arrives before the hang-up is seen is released at once.
  */
 #include <errno.h>
 #include <poll.h>
@@ -51,6 +50,7 @@ struct job {
     fld_engine *e;
     struct fld_op op;
     fencehttp_conn *conn; /* NULL once answered (told or hung up) */
+    lockcore_client *c;   /* the client of its acquisition, once started */
     char client[FENCEHTTP_AUTH_NAME_MAX + 1];
     int fd;      /* the request's socket while watched, else -1 */
     int waiting; /* counted in the waiters gauge */
@@ -319,6 +319,7 @@ static int start_acquire(fld_engine *e, struct job *j)
         return -1;
     }
     int rc;
+    j->c = c;
     switch (op->kind) {
     case FLD_KIND_PERMIT:
         rc = lockcore_sem_acquire_async(c, op->resource, op->permits, on_done, j);
@@ -399,6 +400,7 @@ static void start(fld_engine *e, struct job *j, int stopping)
 static void reap_hangups(fld_engine *e)
 {
     struct epoll_event ev[256];
+    lockcore_client *cs[256];
     int n = epoll_wait(e->epfd, ev, 256, 0);
     for (int i = 0; i < n; i++) {
         struct job *j = ev[i].data.ptr;
@@ -407,7 +409,14 @@ static void reap_hangups(fld_engine *e)
             fencehttp_log(FENCEHTTP_LOG_DEBUG, "a waiter for '%.200s' hung up", j->op.resource);
         answer_error(j, 499, "client_closed", "the client hung up");
         e->orphans++;
+        cs[i] = j->op.route == FLD_ROUTE_ACQUIRE ? j->c : NULL;
     }
+    /* Then cancel them: each one's callback runs inside lockcore_cancel
+     * and frees its job (and may end others of the batch: only the
+     * pointers are compared from here on). */
+    for (int i = 0; i < n; i++)
+        if (cs[i] != NULL)
+            lockcore_cancel(cs[i], on_done, ev[i].data.ptr);
 }
 
 /* SIGTERM: tell every waiter now. */
