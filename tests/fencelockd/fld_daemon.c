@@ -30,8 +30,12 @@ void fld_start(struct fld *d, const char *nodes, const char *const *extra_args)
     char port_file[320];
     snprintf(port_file, sizeof(port_file), "%s/port", d->dir);
     const char *exe = getenv("FLD_EXE") ? getenv("FLD_EXE") : "fencelockd";
-    const char *argv[48] = {exe, "--nodes", nodes, "--listen", "127.0.0.1:0", "--port-file", port_file};
-    size_t n = 7;
+    /* A node's answer may take more than the default 50 ms on a loaded
+     * machine; a test that wants another timeout gives its own (the last
+     * one given counts). */
+    const char *argv[48] = {exe,           "--nodes", nodes,       "--listen", "127.0.0.1:0",
+                            "--port-file", port_file, "--timeout", "150ms"};
+    size_t n = 9;
     for (size_t i = 0; extra_args != NULL && extra_args[i] != NULL && n < 47; i++)
         argv[n++] = extra_args[i];
     argv[n] = NULL;
