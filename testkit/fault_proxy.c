@@ -192,17 +192,19 @@ static int pump_out(struct fp_proxy *p, struct conn *c, int k, long long now)
     if (held(p, c, k))
         return 0;
     while (d->head && d->head->due_ms <= now) {
-        struct chunk *c = d->head;
-        ssize_t w = write(d->to, c->data + c->off, c->len - c->off);
+        struct chunk *ch = d->head;
+        /* send, not write: a peer that closed must not raise SIGPIPE in
+         * the process that runs the proxy. */
+        ssize_t w = send(d->to, ch->data + ch->off, ch->len - ch->off, MSG_NOSIGNAL);
         if (w < 0)
             return errno == EAGAIN || errno == EINTR ? 0 : -1;
-        c->off += (size_t)w;
-        if (c->off < c->len)
+        ch->off += (size_t)w;
+        if (ch->off < ch->len)
             return 0;
-        d->head = c->next;
+        d->head = ch->next;
         if (d->head == NULL)
             d->tail = NULL;
-        free(c);
+        free(ch);
     }
     if (d->head == NULL && d->eof)
         return -1;

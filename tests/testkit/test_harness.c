@@ -248,6 +248,51 @@ static void test_harness_proxy_reset_late_delivers_after_reconnect(void **state)
     rh_cluster_free(c);
 }
 
+/* A client that closes while the proxy still has bytes for it must not
+ * take the process that runs the proxy down with SIGPIPE. */
+static void test_harness_proxy_survives_a_client_that_closed(void **state)
+{
+    (void)state;
+    void (*old)(int) = signal(SIGPIPE, SIG_DFL);
+    struct rh_cluster *c;
+    assert_int_equal(rh_cluster_start(1, NULL, &c), 0);
+    size_t big = 512 * 1024;
+    char *v = malloc(big + 1);
+    assert_non_null(v);
+    memset(v, 'x', big);
+    v[big] = '\0';
+    redisReply *r = rh_command(c, 0, "SET big %s", v);
+    assert_non_null(r);
+    freeReplyObject(r);
+    free(v);
+    struct fp_proxy *p;
+    assert_int_equal(fp_new(rh_port(c, 0), &p), 0);
+    for (int round = 0; round < 3; round++) {
+        redisContext *ctx = redisConnect("127.0.0.1", fp_port(p));
+        assert_true(ctx != NULL && ctx->err == 0);
+        fp_set_delay(p, FP_DOWN, 200);
+        send_only(ctx, "GET big");
+        hp_sleep_ms(50); /* the answer is in the proxy, not yet due */
+        /* A request held in the proxy keeps the connection open there
+         * after its client has closed it (held bytes still go on). */
+        fp_set_hold(p, FP_UP, 1);
+        send_only(ctx, "PING");
+        hp_sleep_ms(20);
+        redisFree(ctx);
+        hp_sleep_ms(300); /* the answer is written to a closed socket, chunk after chunk */
+        fp_set_hold(p, FP_UP, 0);
+        fp_set_delay(p, FP_DOWN, 0);
+    }
+    redisContext *ctx = redisConnect("127.0.0.1", fp_port(p));
+    r = redisCommand(ctx, "PING");
+    assert_non_null(r);
+    freeReplyObject(r);
+    redisFree(ctx);
+    fp_free(p);
+    rh_cluster_free(c);
+    signal(SIGPIPE, old);
+}
+
 static void test_harness_spawn_reports_missing_binary(void **state)
 {
     (void)state;
@@ -270,6 +315,7 @@ int main(void)
         cmocka_unit_test(test_harness_auth_user),
         cmocka_unit_test(test_harness_proxy_delays_holds_drops),
         cmocka_unit_test(test_harness_proxy_reset_late_delivers_after_reconnect),
+        cmocka_unit_test(test_harness_proxy_survives_a_client_that_closed),
         cmocka_unit_test(test_harness_spawn_reports_missing_binary),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
