@@ -78,6 +78,7 @@ struct fault {
 struct watchline {
     uint64_t t;
     int node;
+    char res[16];
     char holder[48];
     long long n, pttl;
 };
@@ -275,7 +276,8 @@ static int parse_line(struct ex_log *l, char *line)
     case 'W': {
         GROW(l->w, l->nw, l->capw);
         struct watchline *w = &l->w[l->nw];
-        if (sscanf(line, "W %llu %d %47s %lld %lld", &t, &w->node, w->holder, &w->n, &w->pttl) != 5)
+        if (sscanf(line, "W %llu %d %15s %47s %lld %lld", &t, &w->node, w->res, w->holder, &w->n, &w->pttl) !=
+            6)
             return -1;
         w->t = t;
         l->nw++;
@@ -403,8 +405,9 @@ static void describe_belief(const struct ctx *x, const struct belief *b)
 }
 
 /* What the history of belief a's reentrant owner shows before `at` (the
- * other owner's grant): 1 if requests of its client were kept from two
- * different nodes during its hold, 2 if one of its holds was extended to end before another of its
+ * other owner's grant): 1 if a node let go of the owner's key while a
+ * hold of the owner was valid and the key had time left there (hold
+ * counts that drifted apart), 2 if one of its holds was extended to end before another of its
  * holds that was still valid and then ended; both may be. With out, the
  * owner's holds and the evidence are printed. */
 static int owner_pattern(const struct ctx *x, const struct belief *a, uint64_t at, FILE *out)
@@ -414,15 +417,12 @@ static int owner_pattern(const struct ctx *x, const struct belief *a, uint64_t a
     if (out)
         fprintf(out, "    holds of owner %.12s... (reentrant):\n", a->owner);
     uint64_t from = a->g;
-    const struct belief *outer = a;
     for (size_t i = 0; i < l->nb; i++) {
         const struct belief *b = &l->b[i];
         if (strcmp(b->owner, a->owner) != 0)
             continue;
-        if (b->g < from) {
+        if (b->g < from)
             from = b->g;
-            outer = b;
-        }
         if (out)
             fprintf(out, "      %s: granted %.3f s, valid until %.3f s, ended %.3f s (%s)%s\n", b->hold,
                     rel_s(x, b->g), rel_s(x, b->until), rel_s(x, end_of(b)), b->why[0] ? b->why : "expired",
@@ -449,47 +449,73 @@ static int owner_pattern(const struct ctx *x, const struct belief *a, uint64_t a
             break;
         }
     }
-    /* Faults that kept requests of the owner's client from some node
-     * during its hold (from its acquisition on): a cut step, a link fault,
-     * a node restarted or stopped. Two different nodes are what it takes
-     * for per-node hold counts to drift apart on a majority. */
-    unsigned nodes = 0;
-    uint64_t since = outer->a0 > 100000 ? outer->a0 - 100000 : 0;
-    for (size_t i = 0; i < l->nf; i++) {
-        const struct fault *f = &l->f[i];
-        if (f->t < since || f->t > at || f->unsafe || strcmp(f->sort, "delay") == 0 ||
-            (f->client >= 0 && f->client != outer->client) ||
-            (f->client < 0 && strcmp(f->sort, "restart") != 0 && strcmp(f->sort, "restart-empty") != 0 &&
-             strcmp(f->sort, "node-pause") != 0) ||
-            f->nodes[0] == '-')
+    /* What the nodes showed (the W lines): the owner's key gone from a
+     * node while it still had time left there and a hold of the owner
+     * was believed valid (a release or rollback took the last hold on
+     * that node: the counts had drifted apart), or its time left cut
+     * below a hold's validity. */
+    struct last {
+        int known, mine;
+        long long pttl;
+        uint64_t t;
+    } last[32] = {{0}};
+    for (size_t i = 0; i < l->nw; i++) {
+        const struct watchline *w = &l->w[i];
+        if (w->t > at || strcmp(w->res, a->res) != 0 || w->node < 0 || w->node >= 32)
             continue;
-        for (const char *p = f->nodes; *p; p++)
-            if (*p >= '0' && *p <= '9')
-                nodes |= 1u << (*p - '0');
-        if (out)
-            fprintf(out, "      %8.3f s  %s on nodes %s: %s\n", rel_s(x, f->t), f->sort, f->nodes, f->detail);
-    }
-    if (__builtin_popcount(nodes) >= 2) {
-        flags |= 1;
-        if (out)
-            fprintf(out,
-                    "    pattern: requests of the owner's client were kept from %d different nodes during "
-                    "its hold\n",
-                    __builtin_popcount(nodes));
+        int mine = strcmp(w->holder, a->owner) == 0;
+        struct last *p = &last[w->node];
+        long long left = p->known ? p->pttl - (long long)(w->t - p->t) / 1000 : 0;
+        uint64_t valid = 0; /* the latest validity of a hold of the owner live now */
+        for (size_t j = 0; j < l->nb; j++) {
+            const struct belief *b = &l->b[j];
+            if (strcmp(b->owner, a->owner) == 0 && b->g <= w->t && w->t < end_of(b) && end_of(b) > valid)
+                valid = end_of(b);
+        }
+        if (p->known && p->mine && !mine && left > 100 && valid > w->t) {
+            flags |= 1;
+            if (out)
+                fprintf(out,
+                        "    pattern: hold counts drifted: at %.3f s node %d no longer held the owner's key, "
+                        "%lld ms before it would expire, while the owner believed it held the lock until "
+                        "%.3f s\n",
+                        rel_s(x, w->t), w->node, left, rel_s(x, valid));
+        }
+        if (p->known && p->mine && mine && w->pttl >= 0 && w->pttl + 100 < left &&
+            valid > w->t + (uint64_t)w->pttl * 1000 + 100000) {
+            flags |= 2;
+            if (out)
+                fprintf(
+                    out,
+                    "    pattern: at %.3f s node %d cut the owner's key to %lld ms left, while a hold of the "
+                    "owner was believed until %.3f s\n",
+                    rel_s(x, w->t), w->node, w->pttl, rel_s(x, valid));
+        }
+        p->known = 1;
+        p->mine = mine;
+        p->pttl = w->pttl;
+        p->t = w->t;
     }
     if (out && l->nw > 0) {
-        int shown = 0;
-        fprintf(out, "    the resource on the nodes (holder, holds, ms left) from the owner's grant on:\n");
-        for (size_t i = 0; i < l->nw && shown < 40; i++) {
+        /* The last 40 changes up to the other owner's grant. */
+        size_t first = l->nw, n = 0;
+        while (first > 0 && n < 40) {
+            const struct watchline *w = &l->w[first - 1];
+            if (w->t < from)
+                break;
+            first--;
+            n += w->t <= at + 100000 && strcmp(w->res, a->res) == 0;
+        }
+        fprintf(out, "    the resource on the nodes (holder, holds, ms left) up to the other grant:\n");
+        for (size_t i = first; i < l->nw; i++) {
             const struct watchline *w = &l->w[i];
-            if (w->t < from || w->t > at + 100000)
+            if (w->t < from || w->t > at + 100000 || strcmp(w->res, a->res) != 0)
                 continue;
             const char *who = strcmp(w->holder, a->owner) == 0 ? "this owner"
                               : strcmp(w->holder, "-") == 0    ? "none"
                                                                : "another";
             fprintf(out, "      %8.3f s  node %d: %-10s holds %lld, %lld ms left\n", rel_s(x, w->t), w->node,
                     who, w->n, w->pttl);
-            shown++;
         }
     }
     return flags;

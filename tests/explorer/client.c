@@ -31,7 +31,8 @@ struct cl {
     lockcore_client *c2; /* a reentrant owner's inner holds: the short TTL */
     int log, ctl;
     unsigned seq;
-    int cut; /* a partition asked for this step */
+    int cut;           /* a partition asked for this step */
+    unsigned last_cut; /* the nodes it cut */
 };
 
 /* One line of the shared log, with one write(). */
@@ -84,9 +85,15 @@ static void step_cut(struct cl *k, double p, const char *step, const char *hold)
         return;
     int n = k->a->n_nodes;
     int size = ex_chance(&k->rng, 0.05) ? n / 2 + 1 : (int)ex_between(&k->rng, 1, (n - 1) / 2);
+    /* A minority other than the last one cut, where there is one: the
+     * partition moves from one step to the next. */
     unsigned mask = 0;
-    while (__builtin_popcount(mask) < size)
-        mask |= 1u << ex_between(&k->rng, 0, n - 1);
+    for (int tries = 0; tries < 8 && (mask == 0 || mask == k->last_cut); tries++) {
+        mask = 0;
+        while (__builtin_popcount(mask) < size)
+            mask |= 1u << ex_between(&k->rng, 0, n - 1);
+    }
+    k->last_cut = mask;
     long r = ex_between(&k->rng, 0, 99);
     const char *mode = r < 50 ? "lost" : r < 75 ? "late" : r < 90 ? "noreply" : "late-ttl";
     char msg[128];
@@ -159,7 +166,9 @@ static void extend(struct cl *k, lockcore_client *c, struct lockcore_lock *l, co
 static void release(struct cl *k, lockcore_client *c, struct lockcore_lock *l, const char *hold,
                     const char *label)
 {
-    step_cut(k, k->a->step_p, "release", label);
+    /* Releases are cut less often: a release that reaches every node is
+     * what turns counts that drifted apart into a key deleted early. */
+    step_cut(k, k->a->step_p / 2, "release", label);
     ends(k, hold, "release");
     uint64_t t0 = ex_now_us();
     int rc = lockcore_release(c, l);
@@ -260,8 +269,7 @@ static int sem_fn(struct cl *k, struct lockcore_lock *l, void *arg)
 
 static int outer_fn(struct cl *k, struct lockcore_lock *l, void *arg)
 {
-    (void)arg;
-    return lockcore_reentrant_acquire(k->c, EX_REENTRANT_RES, NULL, l);
+    return lockcore_reentrant_acquire(k->c, arg, NULL, l);
 }
 
 static void one_kind_cycle(struct cl *k)
@@ -318,7 +326,9 @@ static void reentrant_cycle(struct cl *k)
 {
     struct lockcore_lock outer;
     uint64_t a0;
-    if (acquire(k, "acquire", outer_fn, NULL, &outer, &a0) != 0)
+    char res[8];
+    snprintf(res, sizeof(res), "re%ld", ex_between(&k->rng, 0, EX_REENTRANT_RES - 1));
+    if (acquire(k, "acquire", outer_fn, res, &outer, &a0) != 0)
         return;
     char h0[32];
     believe(k, "reentrant", &outer, a0, 0, h0, sizeof(h0));
@@ -339,7 +349,7 @@ static void reentrant_cycle(struct cl *k)
         in[d].c = k->c2 != NULL && ex_chance(&k->rng, 0.6) ? k->c2 : k->c;
         step_cut(k, p, "reenter", h0);
         a0 = ex_now_us();
-        int rc = lockcore_reentrant_acquire(in[d].c, EX_REENTRANT_RES, outer.id, &in[d].l);
+        int rc = lockcore_reentrant_acquire(in[d].c, res, outer.id, &in[d].l);
         heal(k);
         op_done(k, "reenter", rc, a0);
         if (rc != 0)
@@ -363,7 +373,7 @@ static void reentrant_cycle(struct cl *k)
         release(k, in[d].c, &in[d].l, in[d].hold, h0);
     }
     if (!past_deadline(k)) {
-        nap(k, 0, (long)lockcore_remaining_ms(&outer) * 8 / 10);
+        nap(k, 0, (long)lockcore_remaining_ms(&outer) * 6 / 10);
         if (ex_chance(&k->rng, 0.2))
             extend(k, k->c, &outer, h0, k->a->ttl_ms, h0);
     }

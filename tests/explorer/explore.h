@@ -21,7 +21,7 @@
  *   O t client kind mode op rc dur   one operation and its result
  *   C t client kind mode ttl ttl2 pid   a client started
  *   S t seed nodes clients seconds   the run starts (written first)
- *   W t node holder holds pttl   the reentrant resource on a node changed
+ *   W t node res holder holds pttl   a reentrant resource on a node changed
  *        (read by the explorer every 10 ms: holder or count, or a time
  *        left that jumped)
  *   F t sort client nodes unsafe detail...   a fault the explorer injected
@@ -42,18 +42,18 @@ extern const char *const ex_kind_names[EK_COUNT];
 #define EX_MODES 3
 extern const char *const ex_mode_names[EX_MODES];
 
-/* The resources each kind uses. Plain locks and sets share theirs; the
- * reentrant owners contend for one; readers and writers for one; the
- * semaphore has EX_PERMITS permits. */
+/* The resources each kind uses. Plain locks and sets share theirs
+ * ("p0".."p2"); the reentrant owners contend for "re0" and "re1"; readers
+ * and writers for one; the semaphore has EX_PERMITS permits. */
 #define EX_PLAIN_RES 3
-#define EX_REENTRANT_RES "re0"
+#define EX_REENTRANT_RES 2
 #define EX_RW_RES "rw0"
 #define EX_SEM_RES "sem0"
 #define EX_PERMITS 2
 
 /* The longest TTL any client asks for, at an acquisition or an
  * extension: a node restarted without its data stays down longer. */
-#define EX_MAX_TTL_MS 3000
+#define EX_MAX_TTL_MS 2500
 
 /* A seeded generator (splitmix64): the schedule and each client's choices
  * follow from the seed. */
@@ -109,11 +109,11 @@ extern const char *const ex_violation_names[EV_COUNT];
 struct ex_verdict {
     long violations[EV_COUNT]; /* counted: fencelock's */
     long unsafe;               /* explained by a schedule outside Redlock's assumptions */
-    /* Of the counted violations with a reentrant owner in them, those whose
-     * owner's history shows requests of its client kept from two
-     * different nodes during its hold (cut, lost, or a node restarted or
-     * stopped), an extension that shortened a hold of the owner, or
-     * neither. */
+    /* Of the counted violations with a reentrant owner in them, those
+     * where a node let go of the owner's key while a hold of the owner was
+     * valid and the key had time left there (hold counts drifted apart),
+     * where an extension or a node cut the owner's key below a hold's
+     * validity, and those that show neither. */
     long reentrant_missed, reentrant_shortened, reentrant_other;
     long beliefs[6];       /* per belief kind: plain reentrant multi read write permit */
     long ops[EK_COUNT][2]; /* per client kind: operations, and those that succeeded */
