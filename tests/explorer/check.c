@@ -405,11 +405,11 @@ static void describe_belief(const struct ctx *x, const struct belief *b)
 }
 
 /* What the history of belief a's reentrant owner shows before `at` (the
- * other owner's grant): 1 if a node let go of the owner's key while a
- * hold of the owner was valid and the key had time left there (hold
- * counts that drifted apart), 2 if one of its holds was extended to end before another of its
- * holds that was still valid and then ended; both may be. With out, the
- * owner's holds and the evidence are printed. */
+ * other owner's grant), the sign that showed first: 1 if a node let go of
+ * the owner's key while a hold of the owner was valid and the key had
+ * time left there (hold counts that drifted apart), 2 if one of its holds was extended to end before another
+ * of its holds that was still valid and then ended; both may be. With out, the owner's holds and the evidence
+ * are printed. */
 static int owner_pattern(const struct ctx *x, const struct belief *a, uint64_t at, FILE *out)
 {
     const struct ex_log *l = x->l;
@@ -428,6 +428,8 @@ static int owner_pattern(const struct ctx *x, const struct belief *a, uint64_t a
                     rel_s(x, b->g), rel_s(x, b->until), rel_s(x, end_of(b)), b->why[0] ? b->why : "expired",
                     b->n_ext ? ", extended" : "");
     }
+    /* When each sign first showed: the earlier one is the cause. */
+    uint64_t first[3] = {0, NO_END, NO_END};
     for (size_t i = 0; i < l->niv && !(flags & 2); i++) {
         const struct iv *v = &l->iv[i];
         const struct belief *y = &l->b[v->b];
@@ -439,6 +441,8 @@ static int owner_pattern(const struct ctx *x, const struct belief *a, uint64_t a
                 v->e + 50000 >= z->until)
                 continue;
             flags |= 2;
+            if (v->s < first[2])
+                first[2] = v->s;
             if (out)
                 fprintf(
                     out,
@@ -474,6 +478,8 @@ static int owner_pattern(const struct ctx *x, const struct belief *a, uint64_t a
         }
         if (p->known && p->mine && !mine && left > 100 && valid > w->t) {
             flags |= 1;
+            if (w->t < first[1])
+                first[1] = w->t;
             if (out)
                 fprintf(out,
                         "    pattern: hold counts drifted: at %.3f s node %d no longer held the owner's key, "
@@ -484,6 +490,8 @@ static int owner_pattern(const struct ctx *x, const struct belief *a, uint64_t a
         if (p->known && p->mine && mine && w->pttl >= 0 && w->pttl + 100 < left &&
             valid > w->t + (uint64_t)w->pttl * 1000 + 100000) {
             flags |= 2;
+            if (w->t < first[2])
+                first[2] = w->t;
             if (out)
                 fprintf(
                     out,
@@ -518,6 +526,8 @@ static int owner_pattern(const struct ctx *x, const struct belief *a, uint64_t a
                     who, w->n, w->pttl);
         }
     }
+    if (flags == 3)
+        flags = first[1] < first[2] ? 1 : 2;
     return flags;
 }
 
@@ -681,7 +691,7 @@ static void overlap_pair(struct ctx *x, const struct entry *p, const struct entr
         return; /* one owner's holds (a reentrant lock) may overlap */
     char what[600];
     uint64_t hi = p->e < q->e ? p->e : q->e;
-    snprintf(what, sizeof(what), "%s: %s and %s both believed held from %.3f s to %.3f s (%.0f ms)", p->key,
+    snprintf(what, sizeof(what), "%s: %s and %s both believed held from %.3f s to %.3f s (%.1f ms)", p->key,
              a->hold, b->hold, rel_s(x, q->s), rel_s(x, hi), (double)(hi - q->s) / 1000);
     violation(x, EV_OVERLAP, p->b, q->b, what);
 }
@@ -693,7 +703,7 @@ static void read_write_pair(struct ctx *x, const struct entry *p, const struct e
         return; /* readers share; writers are checked as exclusive */
     char what[600];
     uint64_t hi = p->e < q->e ? p->e : q->e;
-    snprintf(what, sizeof(what), "%s: reader and writer both believed held from %.3f s to %.3f s (%.0f ms)",
+    snprintf(what, sizeof(what), "%s: reader and writer both believed held from %.3f s to %.3f s (%.1f ms)",
              p->key, rel_s(x, q->s), rel_s(x, hi), (double)(hi - q->s) / 1000);
     violation(x, EV_READ_WRITE, p->b, q->b, what);
 }

@@ -587,6 +587,8 @@ static void print_clients(const struct run *r)
     printf("\n");
 }
 
+static void print_checks(const struct ex_verdict *v);
+
 static void print_summary(const struct run *r, const struct ex_verdict *v)
 {
     printf("  faults:");
@@ -599,7 +601,14 @@ static void print_summary(const struct run *r, const struct ex_verdict *v)
     for (int k = 0; k < EK_COUNT; k++)
         if (r->o->kind_on[k])
             printf(" %s %ld/%ld,", ex_kind_names[k], v->ops[k][1], v->ops[k][0]);
-    printf("\n  beliefs:");
+    printf("\n");
+    print_checks(v);
+}
+
+/* What the log shows, and what the checks found in it. */
+static void print_checks(const struct ex_verdict *v)
+{
+    printf("  beliefs:");
     for (int b = 0; b < 6; b++)
         printf(" %s %ld%s", ex_belief_names[b], v->beliefs[b], b < 5 ? "," : "\n");
     printf("  checks:");
@@ -921,6 +930,7 @@ static int check_log(const char *path, int details)
     struct ex_verdict v;
     struct ex_check_opts co = {.out = stdout, .details = details, .max_ttl_ms = EX_MAX_TTL_MS};
     long bad = ex_check(l, &co, &v);
+    print_checks(&v);
     printf("%ld violations, %ld outside Redlock's assumptions, %ld lines (%ld bad)\n", bad, v.unsafe, v.lines,
            v.bad_lines);
     ex_log_free(l);
