@@ -453,11 +453,12 @@ static int owner_pattern(const struct ctx *x, const struct belief *a, uint64_t a
             break;
         }
     }
-    /* What the nodes showed (the W lines): the owner's key gone from a
-     * node while it still had time left there and a hold of the owner
-     * was believed valid (a release or rollback took the last hold on
-     * that node: the counts had drifted apart), or its time left cut
-     * below a hold's validity. */
+    /* What the nodes showed (the W lines, read every 10 ms: up to 100 ms
+     * after the other grant): the owner's key gone from a node while it
+     * still had time left there and a hold of the owner was believed
+     * valid (a release or rollback took the last hold on that node: the
+     * counts had drifted apart), or its time left cut below a hold's
+     * validity. */
     struct last {
         int known, mine;
         long long pttl;
@@ -465,7 +466,7 @@ static int owner_pattern(const struct ctx *x, const struct belief *a, uint64_t a
     } last[32] = {{0}};
     for (size_t i = 0; i < l->nw; i++) {
         const struct watchline *w = &l->w[i];
-        if (w->t > at || strcmp(w->res, a->res) != 0 || w->node < 0 || w->node >= 32)
+        if (w->t > at + 100000 || strcmp(w->res, a->res) != 0 || w->node < 0 || w->node >= 32)
             continue;
         int mine = strcmp(w->holder, a->owner) == 0;
         struct last *p = &last[w->node];

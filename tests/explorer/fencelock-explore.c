@@ -615,15 +615,49 @@ static void print_checks(const struct ex_verdict *v)
     for (int e = 0; e < EV_COUNT; e++)
         printf(" %s %ld;", ex_violation_names[e], v->violations[e]);
     printf(" outside Redlock's assumptions (not counted) %ld\n", v->unsafe);
-    if (v->reentrant_missed + v->reentrant_shortened + v->reentrant_other > 0)
+    long all = 0, re = v->reentrant_missed + v->reentrant_shortened + v->reentrant_other;
+    for (int e = 0; e < EV_COUNT; e++)
+        all += v->violations[e];
+    if (all > 0)
         printf(
-            "  with a reentrant owner: %ld after hold counts drifted apart (a node let go of a valid hold), "
-            "%ld after a hold's TTL was cut (an extension shortened it), %ld neither\n",
-            v->reentrant_missed, v->reentrant_shortened, v->reentrant_other);
+            "  of the violations: %ld with a reentrant hold (%ld after hold counts drifted apart: a node let "
+            "go "
+            "of a valid hold; %ld after a hold's TTL was cut: an extension shortened it; %ld neither), %ld "
+            "without\n",
+            re, v->reentrant_missed, v->reentrant_shortened, v->reentrant_other, all - re);
+}
+
+/* What several runs add up to. */
+struct totals {
+    long injected[F_COUNT], cuts[4];
+    struct ex_verdict v;
+    char failed[512]; /* the seeds of the runs that failed */
+};
+
+static void add_up(struct totals *t, const struct run *r, const struct ex_verdict *v)
+{
+    for (int f = 0; f < F_COUNT; f++)
+        t->injected[f] += r->injected[f];
+    for (int m = 0; m < 4; m++)
+        t->cuts[m] += r->cuts[m];
+    for (int e = 0; e < EV_COUNT; e++)
+        t->v.violations[e] += v->violations[e];
+    for (int b = 0; b < 6; b++)
+        t->v.beliefs[b] += v->beliefs[b];
+    for (int k = 0; k < EK_COUNT; k++)
+        for (int j = 0; j < 2; j++)
+            t->v.ops[k][j] += v->ops[k][j];
+    t->v.unsafe += v->unsafe;
+    t->v.reentrant_missed += v->reentrant_missed;
+    t->v.reentrant_shortened += v->reentrant_shortened;
+    t->v.reentrant_other += v->reentrant_other;
+    t->v.faults += v->faults;
+    t->v.lines += v->lines;
+    t->v.bad_lines += v->bad_lines;
 }
 
 /* 0 pass, 1 fail, 2 inconclusive. */
-static int one_run(const struct opts *o, unsigned long long seed, int index)
+static int one_run(const struct opts *o, unsigned long long seed, int index, struct totals *t)
 {
     struct run *r = calloc(1, sizeof(*r));
     if (r == NULL)
@@ -801,6 +835,7 @@ static int one_run(const struct opts *o, unsigned long long seed, int index)
     struct ex_check_opts co = {.out = stdout, .details = o->details, .max_ttl_ms = EX_MAX_TTL_MS};
     long bad = ex_check(log, &co, &v);
     print_summary(r, &v);
+    add_up(t, r, &v);
     /* A run that granted nothing of some kind proves nothing about it. */
     int weak = 0;
     for (int k = 0; k < EK_COUNT; k++) {
@@ -1086,12 +1121,36 @@ int main(int argc, char **argv)
                "restarts are named, not counted\n");
     int pass = 0, fail = 0, unsure = 0;
     long long t0 = hp_now_ms();
+    struct totals *t = calloc(1, sizeof(*t));
+    if (t == NULL)
+        return 1;
     for (int i = 0; i < o.runs; i++) {
-        int rc = one_run(&o, o.seed + (unsigned long long)i, i + 1);
+        unsigned long long seed = o.seed + (unsigned long long)i;
+        int rc = one_run(&o, seed, i + 1, t);
         pass += rc == 0;
         fail += rc == 1;
         unsure += rc == 2;
+        size_t n = strlen(t->failed);
+        if (rc == 1 && n + 24 < sizeof(t->failed))
+            snprintf(t->failed + n, sizeof(t->failed) - n, " %llu", seed);
     }
+    if (o.runs > 1) {
+        printf("all %d runs:\n  faults:", o.runs);
+        for (int f = 0; f < F_COUNT; f++)
+            if (t->injected[f])
+                printf(" %s %ld,", faults[f].name, t->injected[f]);
+        printf(" of which partitions lost %ld, late %ld, noreply %ld, late-ttl %ld\n  operations "
+               "(succeeded/all):",
+               t->cuts[0], t->cuts[1], t->cuts[2], t->cuts[3]);
+        for (int k = 0; k < EK_COUNT; k++)
+            if (o.kind_on[k])
+                printf(" %s %ld/%ld,", ex_kind_names[k], t->v.ops[k][1], t->v.ops[k][0]);
+        printf("\n");
+        print_checks(&t->v);
+        if (fail)
+            printf("  failed seeds:%s\n", t->failed);
+    }
+    free(t);
     printf("%d runs in %.1f s: %d passed, %d failed, %d inconclusive\n", o.runs,
            (double)(hp_now_ms() - t0) / 1000, pass, fail, unsure);
     printf("%d passed, %d failed\n", pass, fail);
