@@ -1031,29 +1031,32 @@ long ex_check(const struct ex_log *l, const struct ex_check_opts *o, struct ex_v
 
 /* ---- self-test ---- */
 
-static int write_log(const char *path, const char *text)
-{
-    FILE *f = fopen(path, "w");
-    if (f == NULL)
-        return -errno;
-    fputs(text, f);
-    return fclose(f) == 0 ? 0 : -errno;
-}
-
-static int judge(FILE *out, const char *name, const char *text, const long want[EV_COUNT], long want_unsafe)
+/* Read text as a log (through a temporary file). Returns 0 or -1. */
+static int read_text(const char *text, struct ex_log **out)
 {
     char path[] = "/tmp/fencelock-explore-selftest-XXXXXX";
     int fd = mkstemp(path);
     if (fd < 0)
-        return 1;
-    close(fd);
-    struct ex_log *l = NULL;
-    int bad = write_log(path, text) != 0 || ex_log_read(path, &l) != 0;
+        return -1;
+    FILE *f = fdopen(fd, "w");
+    if (f == NULL) {
+        close(fd);
+        unlink(path);
+        return -1;
+    }
+    fputs(text, f);
+    int bad = fclose(f) != 0 || ex_log_read(path, out) != 0;
     unlink(path);
-    if (bad)
+    return bad ? -1 : 0;
+}
+
+static int judge(FILE *out, const char *name, const char *text, const long want[EV_COUNT], long want_unsafe)
+{
+    struct ex_log *l = NULL;
+    if (read_text(text, &l) != 0)
         return 1;
     struct ex_verdict v;
-    struct ex_check_opts o = {.out = NULL, .max_ttl_ms = 1, .seed = 0};
+    struct ex_check_opts o = {.out = NULL, .max_ttl_ms = 1};
     ex_check(l, &o, &v);
     int ok = v.bad_lines == 0 && v.unsafe == want_unsafe;
     for (int k = 0; k < EV_COUNT; k++)
@@ -1146,21 +1149,9 @@ int ex_self_test(FILE *out)
 
     /* A log line that is not one is counted as such. */
     struct ex_log *l = NULL;
-    char path[] = "/tmp/fencelock-explore-selftest-XXXXXX";
-    int fd = mkstemp(path);
-    if (fd >= 0) {
-        close(fd);
-        if (write_log(path, "G 1 2 3\nnonsense\n") == 0 && ex_log_read(path, &l) == 0) {
-            int ok = l->bad == 2 && l->nb == 0;
-            fprintf(out, "self-test %-44s %s\n", "bad lines are counted", ok ? "ok" : "FAIL");
-            fails += !ok;
-            ex_log_free(l);
-        } else {
-            fails++;
-        }
-        unlink(path);
-    } else {
-        fails++;
-    }
+    int ok = read_text("G 1 2 3\nnonsense\n", &l) == 0 && l->bad == 2 && l->nb == 0;
+    fprintf(out, "self-test %-44s %s\n", "bad lines are counted", ok ? "ok" : "FAIL");
+    fails += !ok;
+    ex_log_free(l);
     return fails;
 }

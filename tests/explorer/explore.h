@@ -123,11 +123,9 @@ struct ex_verdict {
 extern const char *const ex_belief_names[6];
 
 struct ex_check_opts {
-    FILE *out;      /* details of the first violations; NULL: none */
-    int details;    /* how many to describe */
-    uint64_t t0_us; /* times are printed relative to it */
-    uint64_t max_ttl_ms;
-    unsigned long long seed;
+    FILE *out;           /* details of the first violations; NULL: none */
+    int details;         /* how many to describe */
+    uint64_t max_ttl_ms; /* how far back a fault outside Redlock's assumptions explains a violation */
 };
 
 /* Run every check over the log. Returns the number of counted violations. */
