@@ -229,8 +229,7 @@ static int parse_line(struct ex_log *l, char *line)
             return -1;
         GROW(l->iv, l->niv, l->capiv);
         l->iv[l->niv++] = (struct iv){t, c, bi};
-        if (c > l->b[bi].until)
-            l->b[bi].until = c;
+        l->b[bi].until = c; /* what the client believes from now on, sooner or later */
         l->b[bi].n_ext++;
         return 0;
     }
@@ -603,13 +602,12 @@ static void violation(struct ctx *x, enum ex_violation kind, int ia, int ib, con
     } else {
         x->v->violations[kind]++;
         if (a->kind == BK_REENTRANT || b->kind == BK_REENTRANT) {
-            int flags = 0;
-            if (a->kind == BK_REENTRANT)
-                flags |= owner_pattern(x, a, at, NULL);
-            if (b->kind == BK_REENTRANT && other_owner)
-                flags |= owner_pattern(x, b, at, NULL);
-            x->v->reentrant_missed += (flags & 1) != 0;
-            x->v->reentrant_shortened += (flags & 2) != 0;
+            /* Named by the owner that held first, whose hold the other
+             * grant broke into (or by the only reentrant one). */
+            const struct belief *first = a->g <= b->g ? a : b, *second = first == a ? b : a;
+            int flags = owner_pattern(x, first->kind == BK_REENTRANT ? first : second, at, NULL);
+            x->v->reentrant_missed += flags == 1;
+            x->v->reentrant_shortened += flags == 2;
             x->v->reentrant_other += flags == 0;
         }
     }
@@ -1006,14 +1004,29 @@ long ex_check(const struct ex_log *l, const struct ex_check_opts *o, struct ex_v
     x.iv = malloc((l->niv ? l->niv : 1) * sizeof(*x.iv));
     if (x.iv == NULL)
         return -ENOMEM;
-    for (size_t i = 0; i < l->niv; i++) {
-        struct iv c = l->iv[i];
+    /* An extension replaces the validity the client believed: the
+     * interval before it ends where it returned (an extension to a
+     * shorter TTL ends the belief sooner). A belief's intervals are in
+     * the log in their order. */
+    int *next = malloc((l->nb ? l->nb : 1) * sizeof(*next));
+    if (next == NULL) {
+        free(x.iv);
+        return -ENOMEM;
+    }
+    for (size_t b = 0; b < l->nb; b++)
+        next[b] = -1;
+    for (size_t i = l->niv; i > 0; i--) {
+        struct iv c = l->iv[i - 1];
+        if (next[c.b] >= 0 && (uint64_t)l->iv[next[c.b]].s < c.e)
+            c.e = l->iv[next[c.b]].s;
+        next[c.b] = (int)(i - 1);
         uint64_t end = l->b[c.b].end;
         if (c.e > end)
             c.e = end;
         if (c.s < c.e)
             x.iv[x.niv++] = c;
     }
+    free(next);
     long rc = check_exclusive(&x);
     if (rc == 0)
         rc = check_permits(&x);
@@ -1074,7 +1087,8 @@ int ex_self_test(FILE *out)
     int fails = 0;
     /* A clean history: handoffs that touch, one owner's nested holds, two
      * permits of two, readers together, a write after them with a larger
-     * token, and read tokens at least the write's. */
+     * token, read tokens at least the write's, and a lock extended to a
+     * shorter TTL, then taken by another once that ran out. */
     const char *clean = "G 1000 1 plain p0 aa 1.1 10 900 2000 0\n"
                         "E 1500 1 1.1 release\n"
                         "G 1500 2 plain p0 bb 2.1 11 1400 3000 0\n"
@@ -1097,6 +1111,9 @@ int ex_self_test(FILE *out)
                         "G 5000 12 multi p1,p2 ll 12.1 50 4900 6000 0\n"
                         "E 5500 12 12.1 release\n"
                         "G 5600 13 plain p2 mm 13.1 51 5550 6500 0\n"
+                        "G 1000 14 plain p5 nn 14.1 60 900 3000 0\n"
+                        "X 1500 14 14.1 2000\n"
+                        "G 2100 15 plain p5 oo 15.1 61 2050 4000 0\n"
                         "F 100 restart -1 0 0 node 0 restarted with its data\n"
                         "O 1000 1 plain poll acquire 0\n"
                         "C 0 1 plain poll 1000 0\n";
