@@ -403,20 +403,22 @@ static void describe_belief(const struct ctx *x, const struct belief *b)
     }
 }
 
-/* What the history of belief a's reentrant owner shows before `at` (the
- * other owner's grant), the sign that showed first: 1 if a node let go of
- * the owner's key while a hold of the owner was valid and the key had
- * time left there (hold counts that drifted apart), 2 if one of its holds was extended to end before another
- * of its holds that was still valid and then ended; both may be. With out, the owner's holds and the evidence
- * are printed. */
-static int owner_pattern(const struct ctx *x, const struct belief *a, uint64_t at, FILE *out)
+/* What the nodes and the log show of the holder of belief a and its key
+ * up to `at` (the other grant), the sign that showed first: 1 if a node
+ * let go of the key while it had time left there and a hold of a's owner
+ * was believed valid (for a reentrant owner: its hold counts drifted
+ * apart), 2 if a key's time left was cut below a hold's validity (for a
+ * reentrant owner: an extension of one hold shortened another's), 0 if
+ * neither showed. With out, the owner's holds, the evidence and the key
+ * on the nodes are printed. */
+static int holder_signs(const struct ctx *x, const struct belief *a, const char *key, uint64_t at, FILE *out)
 {
     const struct ex_log *l = x->l;
-    int flags = 0;
-    if (out)
-        fprintf(out, "    holds of owner %.12s... (reentrant):\n", a->owner);
+    int flags = 0, re = a->kind == BK_REENTRANT;
     uint64_t from = a->g;
-    for (size_t i = 0; i < l->nb; i++) {
+    if (out && re)
+        fprintf(out, "    holds of owner %.12s... (reentrant):\n", a->owner);
+    for (size_t i = 0; re && i < l->nb; i++) {
         const struct belief *b = &l->b[i];
         if (strcmp(b->owner, a->owner) != 0)
             continue;
@@ -429,7 +431,7 @@ static int owner_pattern(const struct ctx *x, const struct belief *a, uint64_t a
     }
     /* When each sign first showed: the earlier one is the cause. */
     uint64_t first[3] = {0, NO_END, NO_END};
-    for (size_t i = 0; i < l->niv && !(flags & 2); i++) {
+    for (size_t i = 0; re && i < l->niv && !(flags & 2); i++) {
         const struct iv *v = &l->iv[i];
         const struct belief *y = &l->b[v->b];
         if (strcmp(y->owner, a->owner) != 0 || v->s == y->g || v->s > at || end_of(y) > at)
@@ -443,20 +445,19 @@ static int owner_pattern(const struct ctx *x, const struct belief *a, uint64_t a
             if (v->s < first[2])
                 first[2] = v->s;
             if (out)
-                fprintf(
-                    out,
-                    "    pattern: an extension shortened the shared hold: %s extended at %.3f s to %.3f s "
-                    "while %s of the same owner was valid until %.3f s; %s ended at %.3f s\n",
-                    y->hold, rel_s(x, v->s), rel_s(x, v->e), z->hold, rel_s(x, z->until), y->hold,
-                    rel_s(x, end_of(y)));
+                fprintf(out,
+                        "    sign: an extension shortened the shared hold: %s extended at %.3f s to %.3f s "
+                        "while %s of the same owner was valid until %.3f s; %s ended at %.3f s\n",
+                        y->hold, rel_s(x, v->s), rel_s(x, v->e), z->hold, rel_s(x, z->until), y->hold,
+                        rel_s(x, end_of(y)));
             break;
         }
     }
     /* What the nodes showed (the W lines, read every 10 ms: up to 100 ms
-     * after the other grant): the owner's key gone from a node while it
-     * still had time left there and a hold of the owner was believed
-     * valid (a release or rollback took the last hold on that node: the
-     * counts had drifted apart), or its time left cut below a hold's
+     * after the other grant): the key gone from a node while it still had
+     * time left there and a hold of the owner was believed valid (a
+     * release or a rollback deleted it: for a reentrant owner, the last
+     * hold that node counted), or its time left cut below a hold's
      * validity. */
     struct last {
         int known, mine;
@@ -465,7 +466,7 @@ static int owner_pattern(const struct ctx *x, const struct belief *a, uint64_t a
     } last[32] = {{0}};
     for (size_t i = 0; i < l->nw; i++) {
         const struct watchline *w = &l->w[i];
-        if (w->t > at + 100000 || strcmp(w->res, a->res) != 0 || w->node < 0 || w->node >= 32)
+        if (w->t > at + 100000 || strcmp(w->res, key) != 0 || w->node < 0 || w->node >= 32)
             continue;
         int mine = strcmp(w->holder, a->owner) == 0;
         struct last *p = &last[w->node];
@@ -482,10 +483,10 @@ static int owner_pattern(const struct ctx *x, const struct belief *a, uint64_t a
                 first[1] = w->t;
             if (out)
                 fprintf(out,
-                        "    pattern: hold counts drifted: at %.3f s node %d no longer held the owner's key, "
-                        "%lld ms before it would expire, while the owner believed it held the lock until "
-                        "%.3f s\n",
-                        rel_s(x, w->t), w->node, left, rel_s(x, valid));
+                        "    sign: %s: at %.3f s node %d no longer held the key, %lld ms before it would "
+                        "expire, while the holder believed it held the lock until %.3f s\n",
+                        re ? "hold counts drifted apart" : "a node let go of a valid hold", rel_s(x, w->t),
+                        w->node, left, rel_s(x, valid));
         }
         if (p->known && p->mine && mine && w->pttl >= 0 && w->pttl + 100 < left &&
             valid > w->t + (uint64_t)w->pttl * 1000 + 100000) {
@@ -493,11 +494,10 @@ static int owner_pattern(const struct ctx *x, const struct belief *a, uint64_t a
             if (w->t < first[2])
                 first[2] = w->t;
             if (out)
-                fprintf(
-                    out,
-                    "    pattern: at %.3f s node %d cut the owner's key to %lld ms left, while a hold of the "
-                    "owner was believed until %.3f s\n",
-                    rel_s(x, w->t), w->node, w->pttl, rel_s(x, valid));
+                fprintf(out,
+                        "    sign: a TTL cut: at %.3f s node %d cut the key to %lld ms left, while a hold of "
+                        "the owner was believed until %.3f s\n",
+                        rel_s(x, w->t), w->node, w->pttl, rel_s(x, valid));
         }
         p->known = 1;
         p->mine = mine;
@@ -505,19 +505,19 @@ static int owner_pattern(const struct ctx *x, const struct belief *a, uint64_t a
         p->t = w->t;
     }
     if (out && l->nw > 0) {
-        /* The last 40 changes up to the other owner's grant. */
-        size_t first = l->nw, n = 0;
-        while (first > 0 && n < 40) {
-            const struct watchline *w = &l->w[first - 1];
+        /* The last 40 changes up to the other grant. */
+        size_t first_w = l->nw, n = 0;
+        while (first_w > 0 && n < 40) {
+            const struct watchline *w = &l->w[first_w - 1];
             if (w->t < from)
                 break;
-            first--;
-            n += w->t <= at + 100000 && strcmp(w->res, a->res) == 0;
+            first_w--;
+            n += w->t <= at + 100000 && strcmp(w->res, key) == 0;
         }
-        fprintf(out, "    the resource on the nodes (holder, holds, ms left) up to the other grant:\n");
-        for (size_t i = first; i < l->nw; i++) {
+        fprintf(out, "    %s on the nodes (holder, reentrant holds, ms left) up to the other grant:\n", key);
+        for (size_t i = first_w; i < l->nw; i++) {
             const struct watchline *w = &l->w[i];
-            if (w->t < from || w->t > at + 100000 || strcmp(w->res, a->res) != 0)
+            if (w->t < from || w->t > at + 100000 || strcmp(w->res, key) != 0)
                 continue;
             const char *who = strcmp(w->holder, a->owner) == 0 ? "this owner"
                               : strcmp(w->holder, "-") == 0    ? "none"
@@ -589,7 +589,8 @@ static int seen_pair(struct ctx *x, int a, int b, enum ex_violation kind)
 
 /* Count (or name as unsafe) a violation between beliefs ia and ib, and
  * describe it if it is among the first. */
-static void violation(struct ctx *x, enum ex_violation kind, int ia, int ib, const char *what)
+static void violation(struct ctx *x, enum ex_violation kind, int ia, int ib, const char *key,
+                      const char *what)
 {
     if (seen_pair(x, ia, ib, kind))
         return;
@@ -601,15 +602,11 @@ static void violation(struct ctx *x, enum ex_violation kind, int ia, int ib, con
         x->v->unsafe++;
     } else {
         x->v->violations[kind]++;
-        if (a->kind == BK_REENTRANT || b->kind == BK_REENTRANT) {
-            /* Named by the owner that held first, whose hold the other
-             * grant broke into (or by the only reentrant one). */
-            const struct belief *first = a->g <= b->g ? a : b, *second = first == a ? b : a;
-            int flags = owner_pattern(x, first->kind == BK_REENTRANT ? first : second, at, NULL);
-            x->v->reentrant_missed += flags == 1;
-            x->v->reentrant_shortened += flags == 2;
-            x->v->reentrant_other += flags == 0;
-        }
+        /* Named by the sign the first holder shows, whose hold the other
+         * grant broke into. */
+        int re = a->kind == BK_REENTRANT || b->kind == BK_REENTRANT;
+        int sign = key != NULL ? holder_signs(x, a->g <= b->g ? a : b, key, at, NULL) : 0;
+        x->v->signs[re][sign]++;
     }
     FILE *out = x->o->out;
     if (out == NULL || x->described >= x->o->details)
@@ -623,10 +620,11 @@ static void violation(struct ctx *x, enum ex_violation kind, int ia, int ib, con
                 rel_s(x, u->t), u->detail);
     describe_belief(x, a);
     describe_belief(x, b);
-    if (a->kind == BK_REENTRANT)
-        owner_pattern(x, a, at, out);
-    if (b->kind == BK_REENTRANT && other_owner)
-        owner_pattern(x, b, at, out);
+    if (key != NULL) {
+        holder_signs(x, a->g <= b->g ? a : b, key, at, out);
+        if ((a->g <= b->g ? b : a)->kind == BK_REENTRANT && other_owner)
+            holder_signs(x, a->g <= b->g ? b : a, key, at, out);
+    }
     uint64_t from = a->a0 < b->a0 ? a->a0 : b->a0;
     from = from > x->t0 + 2000000 ? from - 2000000 : x->t0;
     uint64_t to = end_of(a) > end_of(b) ? end_of(a) : end_of(b);
@@ -692,7 +690,9 @@ static void overlap_pair(struct ctx *x, const struct entry *p, const struct entr
     uint64_t hi = p->e < q->e ? p->e : q->e;
     snprintf(what, sizeof(what), "%s: %s and %s both believed held from %.3f s to %.3f s (%.1f ms)", p->key,
              a->hold, b->hold, rel_s(x, q->s), rel_s(x, hi), (double)(hi - q->s) / 1000);
-    violation(x, EV_OVERLAP, p->b, q->b, what);
+    char key[256];
+    snprintf(key, sizeof(key), "%.*s", (int)p->keylen, p->key);
+    violation(x, EV_OVERLAP, p->b, q->b, key, what);
 }
 
 static void read_write_pair(struct ctx *x, const struct entry *p, const struct entry *q)
@@ -704,7 +704,7 @@ static void read_write_pair(struct ctx *x, const struct entry *p, const struct e
     uint64_t hi = p->e < q->e ? p->e : q->e;
     snprintf(what, sizeof(what), "%s: reader and writer both believed held from %.3f s to %.3f s (%.1f ms)",
              p->key, rel_s(x, q->s), rel_s(x, hi), (double)(hi - q->s) / 1000);
-    violation(x, EV_READ_WRITE, p->b, q->b, what);
+    violation(x, EV_READ_WRITE, p->b, q->b, NULL, what);
 }
 
 /* The keys a belief excludes others from: its resource, or each member. */
@@ -827,7 +827,7 @@ static int check_permits(struct ctx *x)
                 char what[600];
                 snprintf(what, sizeof(what), "%.*s: %zu permits believed held at %.3f s, of %u", (int)len,
                          s->res, nopen, rel_s(x, ev[i].t), s->permits);
-                violation(x, EV_PERMITS, open[0] == b ? open[1] : open[0], b, what);
+                violation(x, EV_PERMITS, open[0] == b ? open[1] : open[0], b, NULL, what);
                 if (x->o->out != NULL && x->described <= x->o->details)
                     for (size_t j = 0; j < nopen; j++)
                         if (open[j] != b && open[j] != open[0])
@@ -915,14 +915,14 @@ static void order_one_key(struct ctx *x, struct tok *t, size_t n, struct tok **b
                      "%.*s: the read asked at %.3f s carries %" PRIu64
                      ", below the write granted at %.3f s (%" PRIu64 ")",
                      (int)q->keylen, q->key, rel_s(x, q->a0), q->token, rel_s(x, p->g), p->token);
-            violation(x, EV_READ_TOKEN, p->b, q->b, what);
+            violation(x, EV_READ_TOKEN, p->b, q->b, NULL, what);
         } else if (!q->read && q->token <= p->token) {
             snprintf(what, sizeof(what),
                      "%.*s: %s asked at %.3f s, after %s was granted at %.3f s, and got token %" PRIu64
                      ", not above %" PRIu64,
                      (int)q->keylen, q->key, x->l->b[q->b].hold, rel_s(x, q->a0), x->l->b[p->b].hold,
                      rel_s(x, p->g), q->token, p->token);
-            violation(x, EV_TOKEN_ORDER, p->b, q->b, what);
+            violation(x, EV_TOKEN_ORDER, p->b, q->b, NULL, what);
         }
     }
 }
@@ -981,7 +981,7 @@ static int check_tokens(struct ctx *x)
         char what[600];
         snprintf(what, sizeof(what), "%.*s: %s and %s were both granted token %" PRIu64, (int)p->keylen,
                  p->key, l->b[p->b].hold, l->b[q->b].hold, p->token);
-        violation(x, EV_TOKEN_TWICE, p->b, q->b, what);
+        violation(x, EV_TOKEN_TWICE, p->b, q->b, NULL, what);
     }
     free(by_a0);
     free(t);

@@ -21,9 +21,9 @@
  *   O t client kind mode op rc dur   one operation and its result
  *   C t client kind mode ttl ttl2 pid   a client started
  *   S t seed nodes clients seconds   the run starts (written first)
- *   W t node res holder holds pttl   a reentrant resource on a node changed
- *        (read by the explorer every 10 ms: holder or count, or a time
- *        left that jumped)
+ *   W t node res holder holds pttl   a resource's lock key on a node changed
+ *        (read by the explorer every 10 ms: holder or reentrant hold
+ *        count, or a time left that jumped)
  *   F t sort client nodes unsafe detail...   a fault the explorer injected
  *        (client -1: none; nodes: a list like 0,2 or -); unsafe 1: a
  *        schedule outside Redlock's assumptions (--unsafe only)
@@ -109,12 +109,13 @@ extern const char *const ex_violation_names[EV_COUNT];
 struct ex_verdict {
     long violations[EV_COUNT]; /* counted: fencelock's */
     long unsafe;               /* explained by a schedule outside Redlock's assumptions */
-    /* Of the counted violations with a reentrant owner in them, those
-     * where a node let go of the owner's key while a hold of the owner was
-     * valid and the key had time left there (hold counts drifted apart),
-     * where an extension or a node cut the owner's key below a hold's
-     * validity, and those that show neither. */
-    long reentrant_missed, reentrant_shortened, reentrant_other;
+    /* The counted violations, [0] without and [1] with a reentrant hold
+     * in them, by the sign the first holder showed on the nodes: [1] a node
+     * let go of its key while it had time left and the holder believed
+     * (for a reentrant owner: hold counts drifted apart), [2] the key's
+     * time left cut below a hold's validity (an extension of one hold
+     * shortened another's), [0] neither (or not an overlap). */
+    long signs[2][3];
     long beliefs[6];       /* per belief kind: plain reentrant multi read write permit */
     long ops[EK_COUNT][2]; /* per client kind: operations, and those that succeeded */
     long faults;           /* F lines */

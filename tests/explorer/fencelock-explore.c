@@ -99,6 +99,9 @@ static const struct {
 };
 
 #define CLIENTS_MAX 64
+/* The lock keys the explorer reads on the nodes: those of the exclusive
+ * kinds (the reentrant ones, the plain locks and sets, the writer). */
+#define WATCHED (EX_REENTRANT_RES + EX_PLAIN_RES + 1)
 #define NODES_MAX 7
 #define EVENTS_MAX 1024
 
@@ -155,11 +158,11 @@ struct run {
     long long node_busy_until;
     int node_down[NODES_MAX];
     int node_paused[NODES_MAX];
-    /* The reentrant resources as each node last showed them. */
+    /* The watched resources as each node last showed them. */
     struct seen {
         char holder[48];
         long long n, pttl, at;
-    } seen[NODES_MAX][EX_REENTRANT_RES];
+    } seen[NODES_MAX][WATCHED];
     long injected[F_COUNT];
     long cuts[4]; /* lost, late, noreply, late-ttl */
     uint64_t t0_us;
@@ -383,10 +386,22 @@ static void finish(struct run *r, const struct event *e)
     }
 }
 
-/* Read the reentrant resources on every node that runs (the holder, the
- * hold count, the time left) and log a W line where one changed: a new
- * holder or count, or a time left that jumped (an extension pushed it out
- * or cut it). The checker shows these lines around a violation. */
+/* The name of watched lock key q. */
+static void watched_name(int q, char *out, size_t cap)
+{
+    if (q < EX_REENTRANT_RES)
+        snprintf(out, cap, "re%d", q);
+    else if (q < EX_REENTRANT_RES + EX_PLAIN_RES)
+        snprintf(out, cap, "p%d", q - EX_REENTRANT_RES);
+    else
+        snprintf(out, cap, "%s", EX_RW_RES);
+}
+
+/* Read the watched lock keys on every node that runs (the holder, the
+ * reentrant hold count, the time left) and log a W line where one
+ * changed: a new holder or count, or a time left that jumped (an
+ * extension pushed it out or cut it). The checker shows these lines
+ * around a violation. */
 static void watch(struct run *r)
 {
     static const char script[] =
@@ -395,9 +410,9 @@ static void watch(struct run *r)
     for (int i = 0; i < r->n; i++) {
         if (r->node_down[i] || r->node_paused[i] || rh_pid(r->rc, i) <= 0)
             continue;
-        for (int q = 0; q < EX_REENTRANT_RES; q++) {
-            char res[8];
-            snprintf(res, sizeof(res), "re%d", q);
+        for (int q = 0; q < WATCHED; q++) {
+            char res[16];
+            watched_name(q, res, sizeof(res));
             redisReply *x = rh_command(r->rc, i, "EVAL %s 2 %s {%s}:holds", script, res, res);
             if (x == NULL || x->type != REDIS_REPLY_ARRAY || x->elements != 3 ||
                 x->element[0]->type != REDIS_REPLY_STRING || x->element[1]->type != REDIS_REPLY_STRING ||
@@ -615,16 +630,15 @@ static void print_checks(const struct ex_verdict *v)
     for (int e = 0; e < EV_COUNT; e++)
         printf(" %s %ld;", ex_violation_names[e], v->violations[e]);
     printf(" outside Redlock's assumptions (not counted) %ld\n", v->unsafe);
-    long all = 0, re = v->reentrant_missed + v->reentrant_shortened + v->reentrant_other;
-    for (int e = 0; e < EV_COUNT; e++)
-        all += v->violations[e];
-    if (all > 0)
-        printf(
-            "  of the violations: %ld with a reentrant hold (%ld after hold counts drifted apart: a node let "
-            "go "
-            "of a valid hold; %ld after a hold's TTL was cut: an extension shortened it; %ld neither), %ld "
-            "without\n",
-            re, v->reentrant_missed, v->reentrant_shortened, v->reentrant_other, all - re);
+    static const char *const what[2] = {"without a reentrant hold", "with a reentrant hold"};
+    for (int r = 1; r >= 0; r--) {
+        long n = v->signs[r][0] + v->signs[r][1] + v->signs[r][2];
+        if (n > 0)
+            printf("  violations %s: %ld (a node let go of a valid hold%s: %ld; a TTL cut%s: %ld; neither: "
+                   "%ld)\n",
+                   what[r], n, r ? ", hold counts drifted apart" : "", v->signs[r][1],
+                   r ? ", an extension shortened a hold" : "", v->signs[r][2], v->signs[r][0]);
+    }
 }
 
 /* What several runs add up to. */
@@ -648,9 +662,9 @@ static void add_up(struct totals *t, const struct run *r, const struct ex_verdic
         for (int j = 0; j < 2; j++)
             t->v.ops[k][j] += v->ops[k][j];
     t->v.unsafe += v->unsafe;
-    t->v.reentrant_missed += v->reentrant_missed;
-    t->v.reentrant_shortened += v->reentrant_shortened;
-    t->v.reentrant_other += v->reentrant_other;
+    for (int r = 0; r < 2; r++)
+        for (int g = 0; g < 3; g++)
+            t->v.signs[r][g] += v->signs[r][g];
     t->v.faults += v->faults;
     t->v.lines += v->lines;
     t->v.bad_lines += v->bad_lines;
@@ -782,12 +796,12 @@ static int one_run(const struct opts *o, unsigned long long seed, int index, str
             inject(r);
             next = hp_now_ms() + ex_between(&r->rng, 100, 500);
         }
-        if (o->kind_on[EK_REENTRANT] && now >= next_watch) {
+        if (now >= next_watch) {
             watch(r);
             next_watch = hp_now_ms() + 10;
         }
         long long wake = stopping ? now + 50 : next;
-        if (o->kind_on[EK_REENTRANT] && next_watch < wake)
+        if (next_watch < wake)
             wake = next_watch;
         for (int e = 0; e < r->nev; e++)
             if (r->ev[e].at < wake)
