@@ -78,7 +78,10 @@ static void ask(struct cl *k, const char *msg)
  * requests are held, then thrown away with the connection), "late" (held,
  * then let through once the step is over), "noreply" (the answers are
  * held, then thrown away), "late-ttl" (held past the TTL, then let
- * through). hold names the belief the step belongs to. */
+ * through), "reset-late" (held, and 30 to 250 ms into the step the
+ * connection closes while what it held still reaches the node later: the
+ * client reconnects and goes on while its earlier requests are on their
+ * way). hold names the belief the step belongs to. */
 static void step_cut(struct cl *k, double p, const char *step, const char *hold)
 {
     if (k->ctl < 0 || p <= 0 || !ex_chance(&k->rng, p))
@@ -95,7 +98,11 @@ static void step_cut(struct cl *k, double p, const char *step, const char *hold)
     }
     k->last_cut = mask;
     long r = ex_between(&k->rng, 0, 99);
-    const char *mode = r < 50 ? "lost" : r < 75 ? "late" : r < 90 ? "noreply" : "late-ttl";
+    const char *mode = r < 40   ? "lost"
+                       : r < 60 ? "late"
+                       : r < 75 ? "noreply"
+                       : r < 85 ? "late-ttl"
+                                : "reset-late";
     char msg[128];
     snprintf(msg, sizeof(msg), "P %u %s %s %s", mask, mode, step, hold);
     ask(k, msg);

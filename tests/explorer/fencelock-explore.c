@@ -143,6 +143,11 @@ struct event {
     long arg;
 };
 
+/* How a step's partition treats what the client sends meanwhile (see
+ * client.c, step_cut). */
+#define CUT_MODES 5
+static const char *const cut_modes[CUT_MODES] = {"lost", "late", "noreply", "late-ttl", "reset-late"};
+
 struct run {
     const struct opts *o;
     unsigned long long seed;
@@ -164,12 +169,10 @@ struct run {
         long long n, pttl, at;
     } seen[NODES_MAX][WATCHED];
     long injected[F_COUNT];
-    long cuts[4]; /* lost, late, noreply, late-ttl */
+    long cuts[CUT_MODES]; /* per mode of cut_modes */
     uint64_t t0_us;
     int enabled[F_COUNT];
 };
-
-static const char *const cut_modes[4] = {"lost", "late", "noreply", "late-ttl"};
 
 static void note(struct run *r, enum fault f, int k, const char *nodes, const char *fmt, ...)
     __attribute__((format(printf, 5, 6)));
@@ -448,10 +451,11 @@ static void cut(struct run *r, int k, unsigned mask, const char *mode, const cha
 {
     struct client *c = &r->cl[k];
     int m = 0;
-    while (m < 4 && strcmp(cut_modes[m], mode) != 0)
+    while (m < CUT_MODES && strcmp(cut_modes[m], mode) != 0)
         m++;
-    if (m == 4 || c->cut_mask != 0)
+    if (m == CUT_MODES || c->cut_mask != 0)
         return;
+    long long now = hp_now_ms();
     char nodes[32] = "";
     for (int i = 0; i < r->n; i++) {
         if (!(mask & (1u << i)))
@@ -460,6 +464,10 @@ static void cut(struct run *r, int k, unsigned mask, const char *mode, const cha
         snprintf(nodes + n, sizeof(nodes) - n, "%s%d", n ? "," : "", i);
         r->link[k][i].hold[m == 2 ? 1 : 0]++;
         link_apply(&r->link[k][i]);
+        /* reset-late: while the step goes on, the connection closes with
+         * what it held in flight (F_RESET_LATE's end, arg 1: a step's). */
+        if (m == 4)
+            later(r, now + ex_between(&r->rng, 30, 250), F_RESET_LATE, k, i, 0, 1);
     }
     c->cut_mask = mask & ((1u << r->n) - 1);
     snprintf(c->cut_mode, sizeof(c->cut_mode), "%s", mode);
@@ -484,6 +492,12 @@ static void heal(struct run *r, int k)
         } else if (strcmp(c->cut_mode, "noreply") == 0) {
             fp_reset(l->p);
             l->hold[1]--;
+        } else if (strcmp(c->cut_mode, "reset-late") == 0) {
+            /* The step ended before its connection was closed: close it
+             * now, with what it holds still on its way. */
+            for (int e = 0; e < r->nev; e++)
+                if (r->ev[e].f == F_RESET_LATE && r->ev[e].k == k && r->ev[e].i == i && r->ev[e].arg == 1)
+                    r->ev[e].at = now;
         } else {
             later(r, now + (long long)c->ttl_ms + ex_between(&r->rng, 100, 500), F_PARTITION, k, i, 0, 0);
         }
@@ -604,17 +618,21 @@ static void print_clients(const struct run *r)
 
 static void print_checks(const struct ex_verdict *v);
 
-static void print_summary(const struct run *r, const struct ex_verdict *v)
+/* The faults injected, the operations, what the log shows and what the
+ * checks found: of one run, or of several added up. */
+static void print_summary(const struct opts *o, const long *injected, const long *cuts,
+                          const struct ex_verdict *v)
 {
     printf("  faults:");
     for (int f = 0; f < F_COUNT; f++)
-        if (r->enabled[f] || (f == F_PARTITION && r->o->fault_on[F_PARTITION]))
-            printf(" %s %ld,", faults[f].name, r->injected[f]);
-    printf(" of which partitions lost %ld, late %ld, noreply %ld, late-ttl %ld\n", r->cuts[0], r->cuts[1],
-           r->cuts[2], r->cuts[3]);
+        if (injected[f] > 0 || o->fault_on[f])
+            printf(" %s %ld,", faults[f].name, injected[f]);
+    printf(" of which partitions");
+    for (int m = 0; m < CUT_MODES; m++)
+        printf(" %s %ld%s", cut_modes[m], cuts[m], m + 1 < CUT_MODES ? "," : "\n");
     printf("  operations (succeeded/all):");
     for (int k = 0; k < EK_COUNT; k++)
-        if (r->o->kind_on[k])
+        if (o->kind_on[k])
             printf(" %s %ld/%ld,", ex_kind_names[k], v->ops[k][1], v->ops[k][0]);
     printf("\n");
     print_checks(v);
@@ -643,7 +661,7 @@ static void print_checks(const struct ex_verdict *v)
 
 /* What several runs add up to. */
 struct totals {
-    long injected[F_COUNT], cuts[4];
+    long injected[F_COUNT], cuts[CUT_MODES];
     struct ex_verdict v;
     char failed[512]; /* the seeds of the runs that failed */
 };
@@ -652,7 +670,7 @@ static void add_up(struct totals *t, const struct run *r, const struct ex_verdic
 {
     for (int f = 0; f < F_COUNT; f++)
         t->injected[f] += r->injected[f];
-    for (int m = 0; m < 4; m++)
+    for (int m = 0; m < CUT_MODES; m++)
         t->cuts[m] += r->cuts[m];
     for (int e = 0; e < EV_COUNT; e++)
         t->v.violations[e] += v->violations[e];
@@ -848,7 +866,7 @@ static int one_run(const struct opts *o, unsigned long long seed, int index, str
     struct ex_verdict v;
     struct ex_check_opts co = {.out = stdout, .details = o->details, .max_ttl_ms = EX_MAX_TTL_MS};
     long bad = ex_check(log, &co, &v);
-    print_summary(r, &v);
+    print_summary(o, r->injected, r->cuts, &v);
     add_up(t, r, &v);
     /* A run that granted nothing of some kind proves nothing about it. */
     int weak = 0;
@@ -1149,18 +1167,8 @@ int main(int argc, char **argv)
             snprintf(t->failed + n, sizeof(t->failed) - n, " %llu", seed);
     }
     if (o.runs > 1) {
-        printf("all %d runs:\n  faults:", o.runs);
-        for (int f = 0; f < F_COUNT; f++)
-            if (t->injected[f])
-                printf(" %s %ld,", faults[f].name, t->injected[f]);
-        printf(" of which partitions lost %ld, late %ld, noreply %ld, late-ttl %ld\n  operations "
-               "(succeeded/all):",
-               t->cuts[0], t->cuts[1], t->cuts[2], t->cuts[3]);
-        for (int k = 0; k < EK_COUNT; k++)
-            if (o.kind_on[k])
-                printf(" %s %ld/%ld,", ex_kind_names[k], t->v.ops[k][1], t->v.ops[k][0]);
-        printf("\n");
-        print_checks(&t->v);
+        printf("all %d runs:\n", o.runs);
+        print_summary(&o, t->injected, t->cuts, &t->v);
         if (fail)
             printf("  failed seeds:%s\n", t->failed);
     }
