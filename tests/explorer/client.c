@@ -224,8 +224,12 @@ static void hold_and_release(struct cl *k, struct lockcore_lock *l, const char *
     if (r < 45) {
         nap(k, 0, validity * 6 / 10);
     } else if (r < 60) {
+        /* Never to less than is left: a shorter TTL would cut the key
+         * while the extension is on its way and the holder still counts
+         * on the validity it had. */
         nap(k, 0, validity / 2);
-        extend(k, k->c, l, hold, (uint64_t)ex_between(&k->rng, ttl / 2, ttl), hold);
+        long left = (long)lockcore_remaining_ms(l);
+        extend(k, k->c, l, hold, (uint64_t)ex_between(&k->rng, left > ttl / 2 ? left : ttl / 2, ttl), hold);
         nap(k, 0, (long)lockcore_remaining_ms(l) / 2);
     } else if (r < 75) {
         keep_alive(k, l, hold, ex_between(&k->rng, ttl, ttl * 5 / 2));
