@@ -489,7 +489,7 @@ static int holder_signs(const struct ctx *x, const struct belief *a, const char 
                         w->node, left, rel_s(x, valid));
         }
         if (p->known && p->mine && mine && w->pttl >= 0 && w->pttl + 100 < left &&
-            valid > w->t + (uint64_t)w->pttl * 1000 + 100000) {
+            valid > w->t + (uint64_t)w->pttl * 1000) {
             flags |= 2;
             if (w->t < first[2])
                 first[2] = w->t;
