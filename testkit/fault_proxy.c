@@ -33,6 +33,10 @@ struct pipe_dir {
 
 struct conn {
     int used;
+    /* The client side was closed by fp_reset_late: what was read from the
+     * client still goes to the server when due (no hold applies), the
+     * server's answers are read and thrown away. */
+    int orphan;
     struct pipe_dir d[2]; /* 0: up (client -> server), 1: down */
 };
 
@@ -40,7 +44,11 @@ struct fp_proxy {
     int listen_fd, port, target_port;
     int wake[2];
     pthread_t thread;
-    atomic_int stop, reset, accepted;
+    atomic_int stop, accepted;
+    /* Resets asked for (fp_reset, fp_reset_late) and done, so that the
+     * caller can wait for its own: a request number, the last done. */
+    atomic_int reset_req, reset_done, late_req, late_done, late_delay_ms;
+    int reset_seen, late_seen; /* the proxy thread's own */
     atomic_int delay_ms[2], hold[2], drop[2];
     struct conn conns[CONNS_MAX];
 };
@@ -67,11 +75,37 @@ static void conn_close(struct conn *c)
 {
     if (!c->used)
         return;
-    close(c->d[0].from);
+    if (c->d[0].from >= 0)
+        close(c->d[0].from);
     close(c->d[0].to);
     dir_free(&c->d[0]);
     dir_free(&c->d[1]);
     c->used = 0;
+    c->orphan = 0;
+}
+
+/* Close the client side of c; what it sent goes on delay_ms from now. */
+static void conn_orphan(struct conn *c, int delay_ms)
+{
+    if (!c->used || c->orphan)
+        return;
+    close(c->d[0].from);
+    c->d[0].from = c->d[1].to = -1;
+    c->d[0].eof = 1;
+    c->orphan = 1;
+    long long due = hp_now_ms() + delay_ms;
+    for (struct chunk *k = c->d[0].head; k; k = k->next)
+        if (k->due_ms < due)
+            k->due_ms = due;
+    dir_free(&c->d[1]);
+    if (c->d[0].head == NULL)
+        conn_close(c); /* nothing in flight */
+}
+
+/* Is direction k of c held now? Bytes of a closed client are not. */
+static int held(struct fp_proxy *p, const struct conn *c, int k)
+{
+    return !c->orphan && atomic_load(&p->hold[k]);
 }
 
 static int connect_target(int port)
@@ -133,8 +167,8 @@ static int pump_in(struct fp_proxy *p, struct pipe_dir *d, int k)
     }
     if (r < 0)
         return errno == EAGAIN || errno == EINTR ? 0 : -1;
-    if (atomic_load(&p->drop[k]))
-        return 0;
+    if (atomic_load(&p->drop[k]) || d->to < 0)
+        return 0; /* dropped, or an answer to a client that is gone */
     struct chunk *c = malloc(sizeof(*c) + (size_t)r);
     if (c == NULL)
         return -1;
@@ -152,22 +186,25 @@ static int pump_in(struct fp_proxy *p, struct pipe_dir *d, int k)
 }
 
 /* Write every chunk that is due. Returns -1 to close. */
-static int pump_out(struct fp_proxy *p, struct pipe_dir *d, int k, long long now)
+static int pump_out(struct fp_proxy *p, struct conn *c, int k, long long now)
 {
-    if (atomic_load(&p->hold[k]))
+    struct pipe_dir *d = &c->d[k];
+    if (held(p, c, k))
         return 0;
     while (d->head && d->head->due_ms <= now) {
-        struct chunk *c = d->head;
-        ssize_t w = write(d->to, c->data + c->off, c->len - c->off);
+        struct chunk *ch = d->head;
+        /* send, not write: a peer that closed must not raise SIGPIPE in
+         * the process that runs the proxy. */
+        ssize_t w = send(d->to, ch->data + ch->off, ch->len - ch->off, MSG_NOSIGNAL);
         if (w < 0)
             return errno == EAGAIN || errno == EINTR ? 0 : -1;
-        c->off += (size_t)w;
-        if (c->off < c->len)
+        ch->off += (size_t)w;
+        if (ch->off < ch->len)
             return 0;
-        d->head = c->next;
+        d->head = ch->next;
         if (d->head == NULL)
             d->tail = NULL;
-        free(c);
+        free(ch);
     }
     if (d->head == NULL && d->eof)
         return -1;
@@ -180,9 +217,20 @@ static void *run(void *arg)
     struct pollfd fds[2 + 2 * CONNS_MAX];
     int owner[2 + 2 * CONNS_MAX];
     while (!atomic_load(&p->stop)) {
-        if (atomic_exchange(&p->reset, 0))
+        int req = atomic_load(&p->reset_req);
+        if (req != p->reset_seen) {
             for (int i = 0; i < CONNS_MAX; i++)
                 conn_close(&p->conns[i]);
+            p->reset_seen = req;
+            atomic_store(&p->reset_done, req);
+        }
+        req = atomic_load(&p->late_req);
+        if (req != p->late_seen) {
+            for (int i = 0; i < CONNS_MAX; i++)
+                conn_orphan(&p->conns[i], atomic_load(&p->late_delay_ms));
+            p->late_seen = req;
+            atomic_store(&p->late_done, req);
+        }
         long long now = hp_now_ms();
         int timeout = 50;
         size_t n = 0;
@@ -195,7 +243,7 @@ static void *run(void *arg)
             for (int k = 0; k < 2; k++) {
                 struct pipe_dir *d = &c->d[k];
                 short ev = d->eof ? 0 : POLLIN;
-                if (d->head && !atomic_load(&p->hold[k])) {
+                if (d->head && !held(p, c, k)) {
                     if (d->head->due_ms <= now)
                         ev |= POLLOUT; /* on d->to: handled below */
                     else if (d->head->due_ms - now < timeout)
@@ -226,7 +274,7 @@ static void *run(void *arg)
         for (int i = 0; i < CONNS_MAX; i++) {
             struct conn *c = &p->conns[i];
             for (int k = 0; k < 2 && c->used; k++)
-                if (pump_out(p, &c->d[k], k, now) < 0)
+                if (pump_out(p, c, k, now) < 0)
                     conn_close(c);
         }
     }
@@ -313,12 +361,29 @@ void fp_set_drop(struct fp_proxy *p, enum fp_dir dir, int on)
         set_both(p, p->drop, dir, on != 0);
 }
 
+/* Ask the proxy thread for a reset (req, done: fp_reset's or
+ * fp_reset_late's counters) and wait until it has done it, up to 2 s. */
+static void reset_and_wait(struct fp_proxy *p, atomic_int *req, atomic_int *done)
+{
+    int mine = atomic_fetch_add(req, 1) + 1;
+    poke(p);
+    long long until = hp_now_ms() + 2000;
+    while (atomic_load(done) - mine < 0 && hp_now_ms() < until)
+        hp_sleep_ms(1);
+}
+
 void fp_reset(struct fp_proxy *p)
+{
+    if (p != NULL)
+        reset_and_wait(p, &p->reset_req, &p->reset_done);
+}
+
+void fp_reset_late(struct fp_proxy *p, int delay_ms)
 {
     if (p == NULL)
         return;
-    atomic_store(&p->reset, 1);
-    poke(p);
+    atomic_store(&p->late_delay_ms, delay_ms < 0 ? 0 : delay_ms);
+    reset_and_wait(p, &p->late_req, &p->late_done);
 }
 
 int fp_accepted(const struct fp_proxy *p)

@@ -187,13 +187,110 @@ static void test_harness_proxy_delays_holds_drops(void **state)
     r = redisCommand(ctx, "PING");
     assert_non_null(r);
     freeReplyObject(r);
-    fp_reset(p);
-    hp_sleep_ms(100);
+    fp_reset(p); /* done when it returns */
     r = redisCommand(ctx, "PING");
     assert_null(r);
     redisFree(ctx);
     fp_free(p);
     rh_cluster_free(c);
+}
+
+/* Write one command on ctx without waiting for its answer. */
+static void send_only(redisContext *ctx, const char *cmd)
+{
+    assert_int_equal(redisAppendCommand(ctx, cmd), REDIS_OK);
+    int done = 0;
+    while (!done)
+        assert_int_equal(redisBufferWrite(ctx, &done), REDIS_OK);
+}
+
+/* fp_reset_late: a request held on a connection that is then closed
+ * reaches the server after a request sent on a new connection. */
+static void test_harness_proxy_reset_late_delivers_after_reconnect(void **state)
+{
+    (void)state;
+    struct rh_cluster *c;
+    assert_int_equal(rh_cluster_start(1, NULL, &c), 0);
+    struct fp_proxy *p;
+    assert_int_equal(fp_new(rh_port(c, 0), &p), 0);
+    redisContext *old = redisConnect("127.0.0.1", fp_port(p));
+    assert_true(old != NULL && old->err == 0);
+    fp_set_hold(p, FP_UP, 1);
+    send_only(old, "SET k first");
+    hp_sleep_ms(100); /* read by the proxy, held there */
+    fp_reset_late(p, 400);
+    fp_set_hold(p, FP_UP, 0);
+    long long t0 = hp_now_ms();
+    /* The old connection is closed for its client at once. */
+    void *reply = NULL;
+    assert_int_equal(redisGetReply(old, &reply), REDIS_ERR);
+    redisFree(old);
+    redisContext *now = redisConnect("127.0.0.1", fp_port(p));
+    assert_true(now != NULL && now->err == 0);
+    redisReply *r = redisCommand(now, "SET k second");
+    assert_non_null(r);
+    freeReplyObject(r);
+    char v[32];
+    rh_get(c, 0, "k", v, sizeof(v));
+    assert_string_equal(v, "second");
+    /* Then the old request lands, over the newer one. */
+    long long until = t0 + 3000;
+    while (hp_now_ms() < until) {
+        rh_get(c, 0, "k", v, sizeof(v));
+        if (strcmp(v, "first") == 0)
+            break;
+        hp_sleep_ms(10);
+    }
+    assert_string_equal(v, "first");
+    assert_true(hp_now_ms() - t0 >= 350);
+    redisFree(now);
+    fp_free(p);
+    rh_cluster_free(c);
+}
+
+/* A client that closes while the proxy still has bytes for it must not
+ * take the process that runs the proxy down with SIGPIPE. */
+static void test_harness_proxy_survives_a_client_that_closed(void **state)
+{
+    (void)state;
+    void (*old)(int) = signal(SIGPIPE, SIG_DFL);
+    struct rh_cluster *c;
+    assert_int_equal(rh_cluster_start(1, NULL, &c), 0);
+    size_t big = 512 * 1024;
+    char *v = malloc(big + 1);
+    assert_non_null(v);
+    memset(v, 'x', big);
+    v[big] = '\0';
+    redisReply *r = rh_command(c, 0, "SET big %s", v);
+    assert_non_null(r);
+    freeReplyObject(r);
+    free(v);
+    struct fp_proxy *p;
+    assert_int_equal(fp_new(rh_port(c, 0), &p), 0);
+    for (int round = 0; round < 3; round++) {
+        redisContext *ctx = redisConnect("127.0.0.1", fp_port(p));
+        assert_true(ctx != NULL && ctx->err == 0);
+        fp_set_delay(p, FP_DOWN, 200);
+        send_only(ctx, "GET big");
+        hp_sleep_ms(50); /* the answer is in the proxy, not yet due */
+        /* A request held in the proxy keeps the connection open there
+         * after its client has closed it (held bytes still go on). */
+        fp_set_hold(p, FP_UP, 1);
+        send_only(ctx, "PING");
+        hp_sleep_ms(20);
+        redisFree(ctx);
+        hp_sleep_ms(300); /* the answer is written to a closed socket, chunk after chunk */
+        fp_set_hold(p, FP_UP, 0);
+        fp_set_delay(p, FP_DOWN, 0);
+    }
+    redisContext *ctx = redisConnect("127.0.0.1", fp_port(p));
+    r = redisCommand(ctx, "PING");
+    assert_non_null(r);
+    freeReplyObject(r);
+    redisFree(ctx);
+    fp_free(p);
+    rh_cluster_free(c);
+    signal(SIGPIPE, old);
 }
 
 static void test_harness_spawn_reports_missing_binary(void **state)
@@ -217,6 +314,8 @@ int main(void)
         cmocka_unit_test(test_harness_pause_and_resume),
         cmocka_unit_test(test_harness_auth_user),
         cmocka_unit_test(test_harness_proxy_delays_holds_drops),
+        cmocka_unit_test(test_harness_proxy_reset_late_delivers_after_reconnect),
+        cmocka_unit_test(test_harness_proxy_survives_a_client_that_closed),
         cmocka_unit_test(test_harness_spawn_reports_missing_binary),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

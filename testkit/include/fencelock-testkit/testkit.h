@@ -201,8 +201,20 @@ void fp_set_hold(struct fp_proxy *p, enum fp_dir dir, int on);
 /* Drop (1) bytes in the given direction(s): read and thrown away while on. */
 void fp_set_drop(struct fp_proxy *p, enum fp_dir dir, int on);
 
-/* Close every connection now (a network failure); new ones are accepted. */
+/* Close every connection now (a network failure); new ones are accepted.
+ * Bytes the proxy held or delayed on them are lost. Returns once the proxy
+ * has closed them (up to 2 s). */
 void fp_reset(struct fp_proxy *p);
+
+/* Close the client side of every connection now, but let what the proxy
+ * already read from those clients reach the server delay_ms from now (in
+ * order; no hold applies to it any more), as bytes in flight do when a
+ * connection dies: a request or rollback sent on a connection its client
+ * then gave up arrives after the client has reconnected. The server's
+ * answers on those connections are thrown away; each closes once its
+ * bytes are delivered. New connections are accepted and proxied as usual.
+ * Returns once the client sides are closed (up to 2 s). */
+void fp_reset_late(struct fp_proxy *p, int delay_ms);
 
 /* Connections accepted so far. */
 int fp_accepted(const struct fp_proxy *p);
