@@ -32,6 +32,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <lockcore/lockcore.h>
+
 #include "explore.h"
 
 const char *const ex_violation_names[EV_COUNT] = {
@@ -210,6 +212,10 @@ static int parse_line(struct ex_log *l, char *line)
             return -1;
         b->client = client;
         b->kind = (enum bkind)kind_of(w2);
+        /* A reentrant hold's id is its own; its owner, the lock key's
+         * value on the nodes, is that id with the attempt digits zeroed. */
+        if (b->kind == BK_REENTRANT && strlen(b->owner) == LOCKCORE_ID_LEN)
+            memset(b->owner + LOCKCORE_ID_LEN - 6, '0', 6);
         b->g = t;
         b->token = a;
         b->a0 = b2;

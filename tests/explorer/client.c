@@ -123,9 +123,11 @@ static void op_done(struct cl *k, const char *op, int rc, uint64_t t0)
         ex_mode_names[k->a->mode], op, rc, t - t0);
 }
 
-/* A belief begins: the acquisition that started at a0 returned now. */
-static void believe(struct cl *k, const char *kind, const struct lockcore_lock *l, uint64_t a0,
-                    unsigned permits, char *hold, size_t cap)
+/* A belief begins: the acquisition that started at a0 returned now. Its
+ * owner is its lock id, but for a reentrant hold the outer hold's (every
+ * hold has an id of its own; the checker zeroes the attempt digits). */
+static void believe_of(struct cl *k, const char *kind, const struct lockcore_lock *l, const char *owner,
+                       uint64_t a0, unsigned permits, char *hold, size_t cap)
 {
     uint64_t g = ex_now_us();
     char res[LOCKCORE_RESOURCE_MAX + 1];
@@ -135,7 +137,13 @@ static void believe(struct cl *k, const char *kind, const struct lockcore_lock *
             *p = ','; /* a set's members */
     snprintf(hold, cap, "%d.%u", k->a->id, ++k->seq);
     say(k, "G %" PRIu64 " %d %s %s %s %s %" PRIu64 " %" PRIu64 " %" PRIu64 " %u", g, k->a->id, kind, res,
-        l->id, hold, l->token, a0, l->valid_until_ms * 1000, permits);
+        owner, hold, l->token, a0, l->valid_until_ms * 1000, permits);
+}
+
+static void believe(struct cl *k, const char *kind, const struct lockcore_lock *l, uint64_t a0,
+                    unsigned permits, char *hold, size_t cap)
+{
+    believe_of(k, kind, l, l->id, a0, permits, hold, cap);
 }
 
 static void ends(struct cl *k, const char *hold, const char *why)
@@ -366,7 +374,7 @@ static void reentrant_cycle(struct cl *k)
         if (rc != 0)
             continue;
         in[d].ok = 1;
-        believe(k, "reentrant", &in[d].l, a0, 0, in[d].hold, sizeof(in[d].hold));
+        believe_of(k, "reentrant", &in[d].l, outer.id, a0, 0, in[d].hold, sizeof(in[d].hold));
         if (k->a->short_ttl_ms > 0 && ex_chance(&k->rng, 0.6)) {
             long s = (long)k->a->short_ttl_ms;
             extend(k, in[d].c, &in[d].l, in[d].hold, (uint64_t)ex_between(&k->rng, s / 2, s), h0);
