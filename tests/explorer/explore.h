@@ -109,6 +109,8 @@ extern const char *const ex_violation_names[EV_COUNT];
 struct ex_verdict {
     long violations[EV_COUNT]; /* counted: fencelock's */
     long unsafe;               /* explained by a schedule outside Redlock's assumptions */
+    long fences_lost;          /* a read token below a write whose fence a node then lost
+                                  with its data (docs/lockcore.md, read tokens): not counted */
     /* The counted violations, [0] without and [1] with a reentrant hold
      * in them, by the sign the first holder showed on the nodes: [1] a node
      * let go of its key while it had time left and the holder believed

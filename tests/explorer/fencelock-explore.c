@@ -647,7 +647,10 @@ static void print_checks(const struct ex_verdict *v)
     printf("  checks:");
     for (int e = 0; e < EV_COUNT; e++)
         printf(" %s %ld;", ex_violation_names[e], v->violations[e]);
-    printf(" outside Redlock's assumptions (not counted) %ld\n", v->unsafe);
+    printf(
+        " outside Redlock's assumptions (not counted) %ld; read tokens below a write whose fence a node lost "
+        "with its data (not counted) %ld\n",
+        v->unsafe, v->fences_lost);
     static const char *const what[2] = {"without a reentrant hold", "with a reentrant hold"};
     for (int r = 1; r >= 0; r--) {
         long n = v->signs[r][0] + v->signs[r][1] + v->signs[r][2];
@@ -680,6 +683,7 @@ static void add_up(struct totals *t, const struct run *r, const struct ex_verdic
         for (int j = 0; j < 2; j++)
             t->v.ops[k][j] += v->ops[k][j];
     t->v.unsafe += v->unsafe;
+    t->v.fences_lost += v->fences_lost;
     for (int r = 0; r < 2; r++)
         for (int g = 0; g < 3; g++)
             t->v.signs[r][g] += v->signs[r][g];
