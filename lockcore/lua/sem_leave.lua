@@ -3,12 +3,13 @@
 -- not take (two releases at once both name the head, which takes one):
 -- each goes to the next waiter as the release would have given it
 -- (block "queue_name"), so that waiter does not sleep until its refresh
--- with a permit free. A driver that was first in line and took a permit
--- wakes the next: permits that came free without a release (their holders
--- died) go down the line one round trip apart, not one refresh apart.
--- KEYS[1] waiters, KEYS[2] deadlines, KEYS[3] mark, KEYS[4..] the permits
--- it was named for and did not take; ARGV[1] its id, ARGV[2] what a
--- release does (release.lua), ARGV[3] '1' if it took a permit.
+-- with a permit free. A driver that was first in line wakes the next:
+-- permits that came free without a release (their holders died) go down
+-- the line one round trip apart, not one refresh apart, and a permit kept
+-- for a driver that gave up before it heard of it is found by the next
+-- when that reservation ends. KEYS[1] waiters, KEYS[2] deadlines, KEYS[3]
+-- mark, KEYS[4..] the permits it was named for and did not take; ARGV[1]
+-- its id, ARGV[2] what a release does (release.lua).
 --- @include "clock"
 --- @include "queue_name"
 local now = node_ms()
@@ -24,6 +25,6 @@ for i = 4, #KEYS do
     end
   end
 end
-if first and ARGV[3] == '1' and ARGV[2] ~= '' and not named then queue_wake(KEYS[1], KEYS[2], now) end
+if first and ARGV[2] ~= '' and not named then queue_wake(KEYS[1], KEYS[2], now) end
 if redis.call('ZCARD', KEYS[1]) == 0 then redis.call('DEL', KEYS[3]) end
 return 1

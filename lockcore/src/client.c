@@ -531,6 +531,18 @@ int lockcore_process(lockcore_client *c, const struct pollfd *fds, size_t nfds)
     return rc;
 }
 
+static void cancel_release_done(lockcore_client *c, int rc, const struct lockcore_lock *lock, void *arg)
+{
+    (void)c, (void)rc, (void)lock, (void)arg;
+}
+
+static int started_by(const struct op *op, lockcore_cb cb, void *arg)
+{
+    return op->kind == OP_ACQUIRE &&
+           ((op->cb == cb && op->arg == arg) ||
+            (op->type != NULL && op->type->started_by != NULL && op->type->started_by(op, cb, arg)));
+}
+
 int lockcore_cancel(lockcore_client *c, lockcore_cb cb, void *arg)
 {
     if (c == NULL || cb == NULL)
@@ -540,10 +552,24 @@ int lockcore_cancel(lockcore_client *c, lockcore_cb cb, void *arg)
     int n = 0;
     for (struct op *op = c->active, *next; op != NULL; op = next) {
         next = op->next;
-        if (op->kind == OP_ACQUIRE && op->cb == cb && op->arg == arg) {
+        if (started_by(op, cb, arg)) {
             lockcore__op_abort(op, LOCKCORE_ECANCELED, "canceled by the caller");
             n++;
         }
+    }
+    /* Ended in this turn, their callbacks not run yet: a grant is released
+     * (nobody will use it) and reported canceled too. */
+    for (struct op *op = c->done_head; op != NULL; op = op->next) {
+        if (op->rc == LOCKCORE_ECANCELED || !started_by(op, cb, arg))
+            continue;
+        if (op->rc == 0) {
+            struct lockcore_lock l = op->lock;
+            lockcore_release_async(c, &l, cancel_release_done, NULL);
+        }
+        op->rc = LOCKCORE_ECANCELED;
+        lockcore__fmt(op->errmsg, sizeof(op->errmsg), "acquire '%s': canceled by the caller",
+                      op->lock.resource);
+        n++;
     }
     for (const struct lockcore__kind *const *k = lockcore__kinds; *k != NULL; k++)
         if ((*k)->cancel_calls != NULL)

@@ -280,7 +280,11 @@ int lockcore__op_resend(struct op *op, unsigned i, enum step step, int use_eval,
         script = SCRIPT_DEQUEUE;
         KEY(op->qkey, op->qkey_len);
         KEY(op->qexp, op->qexp_len);
+        KEY(op->key, op->key_len);
+        KEY(op->wkey, op->wkey_len);
         ARG(op->qid);
+        lockcore__release_what(c, reserve, sizeof(reserve));
+        ARG(reserve);
         break;
     case STEP_INFO:
         lockcore__step_nums(op, &num);

@@ -53,10 +53,13 @@ struct lockcore__kind {
     uint64_t (*next_timer)(const lockcore_client *c);
     void (*check)(lockcore_client *c, uint64_t now);
     void (*cancel)(lockcore_client *c);
-    /* Optional, per client: end the acquisitions of the kind that the
-     * caller started with (cb, arg) where the core cannot see them (its
-     * operations carry the kind's own callback, or it is a driver), as
-     * lockcore_cancel says; returns how many. */
+    /* Optional. Was op, whose callback is the kind's own (a writer's
+     * wrapper, a semaphore driver's permit), started by the caller with
+     * (cb, arg)? lockcore_cancel ends it then. */
+    int (*started_by)(const struct op *op, lockcore_cb cb, void *arg);
+    /* Optional, per client: lockcore_cancel of the kind's drivers started
+     * with (cb, arg): those between rounds end here, those with an
+     * operation end with it. Returns how many. */
     unsigned (*cancel_calls)(lockcore_client *c, lockcore_cb cb, void *arg);
     void (*release)(lockcore_client *c);
 };

@@ -122,7 +122,7 @@ int lockcore__kinds_send(struct op *op, unsigned i, enum step step, int slot, co
     char nk[8];
     int argc = 0;
     /* A fire-and-forget step never sees a NOSCRIPT reply: send the body. */
-    int mine = step != STEP_IGNORE && step != STEP_INFO;
+    int mine = step != STEP_IGNORE && step != STEP_INFO && step != STEP_DEQUEUE;
     /* An EVALSHA answered NOSCRIPT is sent again whole, but what was
      * pipelined behind it (the holder info, a rollback) has run by then: a
      * script's first use on a connection goes whole instead. A node that

@@ -132,7 +132,13 @@ static int multi_resend(struct op *op, unsigned i, enum step step, int use_eval,
             KEY(ks->waiters[j]);
         for (unsigned j = 0; j < n; j++)
             KEY(ks->waiting[j]);
+        for (unsigned j = 0; j < n; j++)
+            KEY(ks->lock[j]);
+        for (unsigned j = 0; j < n; j++)
+            KEY(ks->wanted[j]);
         ARG(op->qid);
+        lockcore__release_what(c, reserve, sizeof(reserve));
+        ARG(reserve);
         break;
     default:
         /* Status is read per resource (lockcore_status of a member). */

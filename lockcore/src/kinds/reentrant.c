@@ -121,7 +121,19 @@ static int re_resend(struct op *op, unsigned i, enum step step, int use_eval, ui
         KEY(ks->holds);
         break;
     case STEP_DEQUEUE:
-        return 1; /* the plain step: one queue */
+        /* The plain step with the holds: a key that holds the owner with
+         * its holds is a grant's leftover for the rollback, not a
+         * reservation to hand back. */
+        body = lockcore__lua_dequeue;
+        KEY(ks->waiters[0]);
+        KEY(ks->waiting[0]);
+        KEY(ks->lock[0]);
+        KEY(ks->wanted[0]);
+        KEY(ks->holds);
+        ARG(op->qid);
+        lockcore__release_what(c, reserve, sizeof(reserve));
+        ARG(reserve);
+        break;
     default:
         return -EINVAL;
     }

@@ -45,15 +45,16 @@ struct lockcore__sem {
     /* Waiting in line (notified or fair): the acquisition's id and ticket,
      * shared by its permit attempts; the semaphore's release channel. */
     int line;
-    int listening;        /* holds a reference on the channel */
-    unsigned behind;      /* the last attempt's nodes with another waiter first */
-    unsigned free_rounds; /* rounds that only refreshed its place in line */
-    int free_next;        /* the next round is one of those */
-    int noticed;          /* named while a round was in flight: go again at once */
-    unsigned first;       /* a permit a release kept for it; permits: none */
-    int64_t pttl_min;     /* the least holder pttl this round's refusals named; -1: none */
-    uint64_t hint_at;     /* the waiter ahead's reservation ends then: look; 0 = none */
-    unsigned named[8];    /* permits releases kept for it (handed back when done) */
+    int listening;          /* holds a reference on the channel */
+    unsigned behind;        /* the last attempt's nodes with another waiter first */
+    unsigned free_rounds;   /* rounds that only refreshed its place in line */
+    int free_next;          /* the next round is one of those */
+    int noticed;            /* named while a round was in flight: go again at once */
+    unsigned first;         /* a permit a release kept for it; permits: none */
+    int64_t pttl_min;       /* the least holder pttl this round's refusals named; -1: none */
+    uint64_t hint_at;       /* the waiter ahead's reservation ends then: look; 0 = none */
+    uint64_t counted_at_ms; /* in line: the last refused round that counted */
+    unsigned named[8];      /* permits releases kept for it (handed back when done) */
     unsigned n_named;
     char qid[LOCKCORE_ID_LEN + 1];
     uint64_t ticket;
@@ -96,7 +97,7 @@ static void sem_leave_line(struct lockcore__sem *d, unsigned taken)
     lockcore__kinds_tagged(dl, key, ":waiting");
     lockcore__kinds_tagged(mark, key, ":wanted");
     lockcore__release_what(c, what, sizeof(what));
-    const char *argv[6 + 8 + 3] = {"EVAL", lockcore__lua_sem_leave, NULL, q, dl, mark};
+    const char *argv[6 + 8 + 2] = {"EVAL", lockcore__lua_sem_leave, NULL, q, dl, mark};
     int argc = 6;
     char nkeys[16];
     for (unsigned k = 0; k < d->n_named; k++) {
@@ -109,8 +110,7 @@ static void sem_leave_line(struct lockcore__sem *d, unsigned taken)
     argv[2] = nkeys;
     argv[argc++] = d->qid;
     argv[argc++] = what;
-    argv[argc++] = taken < d->permits ? "1" : "0";
-    size_t lens[6 + 8 + 3];
+    size_t lens[6 + 8 + 2];
     for (int k = 0; k < argc; k++)
         lens[k] = strlen(argv[k]);
     uint64_t now = lockcore_now_ms();
@@ -265,6 +265,13 @@ static void sem_on_permit(lockcore_client *c, int rc, const struct lockcore_lock
     if (d->free_next) {
         d->free_next = 0;
         d->free_rounds++;
+    } else if (d->line && d->locked) {
+        /* In line, at most one refused round per refresh period counts, as
+         * for any waiter (fairness.md, "Retries"). */
+        if (d->counted_at_ms != 0 && now - d->counted_at_ms < c->o.queue_ttl_ms / 3)
+            d->free_rounds++;
+        else
+            d->counted_at_ms = now;
     }
     int noticed = d->noticed;
     d->noticed = 0;
@@ -435,12 +442,15 @@ static uint64_t sem_next_timer(const lockcore_client *c)
 
 static void sem_check(lockcore_client *c, uint64_t now)
 {
-    /* A callback run from here may start new acquisitions (they go to the
-     * head of the list, unvisited) but cannot end others. */
-    for (struct lockcore__sem *d = c->kx.sems, *next; d != NULL; d = next) {
-        next = d->next;
-        if (d->retry_at_ms == 0 || now < d->retry_at_ms)
-            continue;
+    /* A callback run from here (a driver that ends) may start acquisitions
+     * and cancel others: the search starts over after each round. A round
+     * begun is not due again (retry_at_ms 0), so this ends. */
+    for (;;) {
+        struct lockcore__sem *d = c->kx.sems;
+        while (d != NULL && (d->retry_at_ms == 0 || now < d->retry_at_ms))
+            d = d->next;
+        if (d == NULL)
+            return;
         d->retry_at_ms = 0;
         int rc = sem_round(d);
         if (rc < 0)
@@ -463,13 +473,23 @@ static void sem_cancel(lockcore_client *c)
     }
 }
 
-/* The drivers the caller started with (cb, arg) end: one between rounds
- * at once, one with a permit's acquisition in flight when that is
- * canceled. A callback run here may start or cancel others: the search
- * starts over after each. */
+/* A permit's acquisition carries its driver: the caller's is there. */
+static int sem_started_by(const struct op *op, lockcore_cb cb, void *arg)
+{
+    const struct lockcore__sem *d = op->arg;
+    return op->cb == sem_on_permit && d != NULL && d->cb == cb && d->arg == arg;
+}
+
+/* The drivers the caller started with (cb, arg) end: one with a permit's
+ * acquisition (in flight or ended, not yet delivered: the core canceled
+ * it) when that is delivered, one between rounds at once. A callback run
+ * here may start or cancel others: the search starts over after each. */
 static unsigned sem_cancel_calls(lockcore_client *c, lockcore_cb cb, void *arg)
 {
     unsigned n = 0;
+    for (struct lockcore__sem *d = c->kx.sems; d != NULL; d = d->next)
+        if (!d->ending && d->cb == cb && d->arg == arg && d->op != NULL)
+            d->ending = 1; /* counted with its operation */
     for (;;) {
         struct lockcore__sem *d = c->kx.sems;
         while (d != NULL && (d->ending || d->cb != cb || d->arg != arg))
@@ -478,13 +498,8 @@ static unsigned sem_cancel_calls(lockcore_client *c, lockcore_cb cb, void *arg)
             return n;
         d->ending = 1;
         n++;
-        if (d->op != NULL) {
-            lockcore__op_abort(d->op, LOCKCORE_ECANCELED, "canceled by the caller");
-        } else {
-            lockcore__fmt(c->errmsg, sizeof(c->errmsg), "semaphore '%s': canceled by the caller",
-                          d->resource);
-            sem_finish(d, LOCKCORE_ECANCELED, NULL);
-        }
+        lockcore__fmt(c->errmsg, sizeof(c->errmsg), "semaphore '%s': canceled by the caller", d->resource);
+        sem_finish(d, LOCKCORE_ECANCELED, NULL);
     }
 }
 
@@ -603,6 +618,7 @@ const struct lockcore__kind lockcore__kind_sem = {
     .next_timer = sem_next_timer,
     .check = sem_check,
     .cancel = sem_cancel,
+    .started_by = sem_started_by,
     .cancel_calls = sem_cancel_calls,
 };
 
