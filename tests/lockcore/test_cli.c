@@ -316,8 +316,8 @@ static void test_cli_status_reports_a_foreign_holder(void **state)
     assert_int_equal(json_array_size(nodes), 3);
     for (size_t i = 0; i < 3; i++) {
         json_t *n = json_array_get(nodes, i);
-        has_keys(n, "node", "reachable", "holder", "remaining_ms", "holder_info", "fence", "waiters", "queue",
-                 NULL);
+        has_keys(n, "node", "reachable", "holder", "remaining_ms", "holder_info", "fence", "node_time_us",
+                 "fence_ahead_ms", "waiters", "queue", NULL);
         assert_true(json_is_null(json_object_get(n, "holder_info"))); /* another program's key */
         char want[64];
         snprintf(want, sizeof(want), "127.0.0.1:%d", rh_port(f->rc, (int)i));
