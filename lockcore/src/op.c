@@ -92,13 +92,18 @@ void lockcore__u64s(char *buf, size_t cap, uint64_t v)
 void lockcore__step_nums(const struct op *op, struct step_nums *n)
 {
     const lockcore_client *c = op->c;
-    uint64_t fexp = 0;
-    if (c->o.fencing && c->o.fence_idle_ms != 0)
-        fexp = c->o.fence_idle_ms > 2 * op->ttl_ms ? c->o.fence_idle_ms : 2 * op->ttl_ms;
     lockcore__u64s(n->ttl, sizeof(n->ttl), op->ttl_ms);
     lockcore__u64s(n->prop, sizeof(n->prop), c->o.fencing ? op->proposal : 0);
-    lockcore__u64s(n->idle, sizeof(n->idle), c->o.fence_idle_ms);
-    lockcore__u64s(n->fexp, sizeof(n->fexp), fexp);
+    if (c->o.fence_transition) {
+        uint64_t fexp = 0;
+        if (c->o.fence_idle_ms != 0)
+            fexp = c->o.fence_idle_ms > 2 * op->ttl_ms ? c->o.fence_idle_ms : 2 * op->ttl_ms;
+        lockcore__u64s(n->idle, sizeof(n->idle), c->o.fence_idle_ms);
+        lockcore__u64s(n->fexp, sizeof(n->fexp), fexp);
+    } else {
+        memcpy(n->idle, "-", 2);
+        memcpy(n->fexp, "-", 2);
+    }
     lockcore__u64s(n->tok, sizeof(n->tok), c->o.fencing ? op->lock.token : 0);
     lockcore__u64s(n->ticket, sizeof(n->ticket), op->ticket);
     lockcore__u64s(n->qttl, sizeof(n->qttl), c->o.queue_ttl_ms);
@@ -130,8 +135,8 @@ void lockcore__release_arg(const struct op *op, enum step step, char *buf, size_
 
 /* One call of a plain script: its keys and arguments. */
 struct pcmd {
-    const char *keys[6], *args[10];
-    size_t klens[6], alens[10];
+    const char *keys[7], *args[11];
+    size_t klens[7], alens[11];
     int nkeys, nargs;
 };
 #define KEY(p, l) (k.keys[k.nkeys] = (p), k.klens[k.nkeys++] = (l))
@@ -144,10 +149,10 @@ static int send_script(struct op *op, unsigned i, enum step step, int script, co
                        int use_eval, uint64_t now)
 {
     lockcore_client *c = op->c;
-    const char *argv[3 + 6 + 10];
-    size_t lens[3 + 6 + 10];
+    const char *argv[3 + 7 + 11];
+    size_t lens[3 + 7 + 11];
     int argc = 0;
-    static const char *const nk[] = {"0", "1", "2", "3", "4", "5", "6"};
+    static const char *const nk[] = {"0", "1", "2", "3", "4", "5", "6", "7"};
     _Static_assert(sizeof(k->keys) / sizeof(k->keys[0]) < sizeof(nk) / sizeof(nk[0]), "nk too short");
     if (use_eval || c->sha[script][0] == '\0') {
         argv[argc] = "EVAL", lens[argc++] = 4;
@@ -172,6 +177,7 @@ int lockcore__queued_lock(struct op *op, unsigned i, const char *value, const ch
     struct step_nums num;
     lockcore__step_nums(op, &num);
     KEY(op->key, op->key_len);
+    KEY(op->fhash, op->fhash_len);
     KEY(op->fkey, op->fkey_len);
     KEY(op->qkey, op->qkey_len);
     KEY(op->qexp, op->qexp_len);
@@ -188,6 +194,7 @@ int lockcore__queued_lock(struct op *op, unsigned i, const char *value, const ch
     ARG(op->qid);
     ARG(holds != NULL ? op->lock.id : "");
     ARG(num.ahead);
+    ARG(op->fbucket);
     return send_script(op, i, STEP_LOCK, SCRIPT_ACQUIRE_QUEUED, &k, use_eval, now);
 }
 
@@ -222,30 +229,36 @@ int lockcore__op_resend(struct op *op, unsigned i, enum step step, int use_eval,
         }
         script = SCRIPT_ACQUIRE_FENCED;
         KEY(op->key, op->key_len);
+        KEY(op->fhash, op->fhash_len);
         KEY(op->fkey, op->fkey_len);
         ARG(op->lock.id);
         ARG(num.ttl);
         ARG(num.prop);
         ARG(num.idle);
         ARG(num.ahead);
+        ARG(op->fbucket);
         break;
     case STEP_RAISE:
         lockcore__step_nums(op, &num);
         script = SCRIPT_RAISE;
+        KEY(op->fhash, op->fhash_len);
         KEY(op->fkey, op->fkey_len);
         ARG(num.prop);
         ARG(num.idle);
+        ARG(op->fbucket);
         break;
     case STEP_EXTEND:
         lockcore__step_nums(op, &num);
         script = SCRIPT_EXTEND;
         KEY(op->key, op->key_len);
+        KEY(op->fhash, op->fhash_len);
         KEY(op->fkey, op->fkey_len);
         KEY(op->ikey, op->ikey_len);
         ARG(op->lock.id);
         ARG(num.ttl);
         ARG(num.fexp);
         ARG(num.tok);
+        ARG(op->fbucket);
         break;
     case STEP_RELEASE:
     case STEP_IGNORE:
@@ -293,16 +306,20 @@ int lockcore__op_resend(struct op *op, unsigned i, enum step step, int use_eval,
             lockcore__u64s(to, sizeof(to), op->repair_to);
             script = SCRIPT_FENCE_REPAIR;
             KEY(op->key, op->key_len);
+            KEY(op->fhash, op->fhash_len);
             KEY(op->fkey, op->fkey_len);
             ARG(to);
             ARG(num.idle);
+            ARG(op->fbucket);
             return send_script(op, i, step, script, &k, use_eval, now);
         }
         script = SCRIPT_STATUS;
         KEY(op->key, op->key_len);
+        KEY(op->fhash, op->fhash_len);
         KEY(op->fkey, op->fkey_len);
         KEY(op->ikey, op->ikey_len);
         KEY(op->qkey, op->qkey_len);
+        ARG(op->fbucket);
         break;
     default:
         return -EINVAL;

@@ -21,6 +21,7 @@
 #include "fault_proxy.h"
 #include "proc.h"
 #include "cli_harness.h"
+#include "fence_probe.h"
 #include "redis_harness.h"
 
 #define RUN_TIMEOUT_MS 20000
@@ -197,9 +198,7 @@ static void test_cli_acquire_prints_the_lock(void **state)
     assert_int_equal(rh_holders(f->rc, "cli:acq", id_copy), 3);
     long long pttl = rh_pttl(f->rc, 0, "cli:acq");
     assert_true(pttl > 4000 && pttl <= 5000);
-    char fence[32];
-    rh_get(f->rc, 1, "{cli:acq}:fence", fence, sizeof(fence));
-    assert_int_equal(strtoll(fence, NULL, 10), token);
+    assert_int_equal(tf_fence(f->rc, 1, "", "cli:acq"), token);
     json_decref(j);
 
     /* --key-prefix and --no-fencing reach the nodes. */
@@ -210,6 +209,7 @@ static void test_cli_acquire_prints_the_lock(void **state)
     assert_int_equal(jint(j, "ttl_ms"), 10000);
     assert_true(rh_holders(f->rc, "app:cli:plain", jstr(j, "lock_id")) >= 2);
     assert_int_equal(rh_holders(f->rc, "cli:plain", jstr(j, "lock_id")), 0);
+    assert_int_equal(tf_fence(f->rc, 0, "app:", "cli:plain"), 0);
     redisReply *x = rh_command(f->rc, 0, "EXISTS {app:cli:plain}:fence");
     assert_int_equal(x->integer, 0);
     freeReplyObject(x);
@@ -518,9 +518,7 @@ static void test_cli_run_passes_the_lock_to_the_command(void **state)
     assert_int_equal(strspn(id, "0123456789abcdef"), 40);
     assert_string_equal(res, "cli:env");
     assert_true(validity > 3500 && validity < 4000);
-    char fence[32];
-    rh_get(f->rc, 0, "{cli:env}:fence", fence, sizeof(fence));
-    assert_int_equal(strtoull(fence, NULL, 10), token);
+    assert_int_equal(tf_fence(f->rc, 0, "", "cli:env"), token);
     /* Released when the command ended. */
     assert_int_equal(rh_holders(f->rc, "cli:env", id), 0);
 

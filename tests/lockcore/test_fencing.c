@@ -14,6 +14,7 @@
 
 #include <cmocka.h>
 
+#include "fence_probe.h"
 #include "redis_harness.h"
 #include <lockcore/lockcore.h>
 
@@ -53,6 +54,7 @@ struct tuning {
     uint64_t fence_idle_ms;
     int retry_count;
     int unbounded; /* proposal_ahead_max_ms = 0 */
+    int transition;
 };
 
 static uint64_t offset_clock(void *arg)
@@ -83,6 +85,7 @@ static lockcore_client *client(struct fixture *f, struct tuning *t)
         o.fencing = t->fencing;
         o.fence_idle_ms = t->fence_idle_ms ? t->fence_idle_ms : o.fence_idle_ms;
         o.retry_count = t->retry_count;
+        o.fence_transition = t->transition;
         if (t->unbounded)
             o.proposal_ahead_max_ms = 0;
         if (t->clock_offset_us) {
@@ -99,18 +102,12 @@ static lockcore_client *client(struct fixture *f, struct tuning *t)
 
 static void set_fence(struct fixture *f, int i, const char *resource, uint64_t v)
 {
-    redisReply *r = rh_command(f->rc, i, "SET {%s}:fence %" PRIu64, resource, v);
-    assert_non_null(r);
-    freeReplyObject(r);
+    tf_set_bucket(f->rc, i, "", resource, v);
 }
 
 static uint64_t get_fence(struct fixture *f, int i, const char *resource)
 {
-    redisReply *r = rh_command(f->rc, i, "GET {%s}:fence", resource);
-    assert_non_null(r);
-    uint64_t v = r->type == REDIS_REPLY_STRING ? strtoull(r->str, NULL, 10) : 0;
-    freeReplyObject(r);
-    return v;
+    return tf_fence(f->rc, i, "", resource);
 }
 
 static uint64_t grant_release(lockcore_client *c, const char *resource)
@@ -413,14 +410,43 @@ static void test_fencing_plain_mode_creates_no_fence_keys(void **state)
     lockcore_client_free(c);
 }
 
-static void test_fencing_fence_keys_expire_when_idle(void **state)
+/* Resources locked and released leave nothing of their own on the nodes:
+ * only their buckets' hashes, which never expire (and so need no clock),
+ * at most FENCING_BUCKETS / FENCING_BUCKET_FIELDS of them. In transition
+ * mode each resource also keeps the old layout's fence key, with its idle
+ * expiry. */
+static void test_fencing_idle_resources_leave_only_their_buckets(void **state)
 {
     struct fixture *f = *state;
-    lockcore_client *c = client(f, &(struct tuning){.fencing = 1, .fence_idle_ms = 60000});
-    grant_release(c, "idle");
+    lockcore_client *c = client(f, &(struct tuning){.fencing = 1});
+    char name[32];
+    for (int i = 0; i < 500; i++) {
+        snprintf(name, sizeof(name), "idle:%d", i);
+        grant_release(c, name);
+    }
+    /* The release waits for every node, so every node has run it. */
+    for (int i = 0; i < 5; i++) {
+        assert_int_equal(tf_other_keys(f->rc, i), 0);
+        redisReply *r = rh_command(f->rc, i, "KEYS *");
+        assert_true(r->elements > 0 && r->elements <= FENCING_BUCKETS / FENCING_BUCKET_FIELDS);
+        for (size_t k = 0; k < r->elements; k++) {
+            redisReply *t = rh_command(f->rc, i, "PTTL %b", r->element[k]->str, r->element[k]->len);
+            assert_int_equal(t->integer, -1);
+            freeReplyObject(t);
+        }
+        freeReplyObject(r);
+    }
+    lockcore_client_free(c);
+
+    c = client(f, &(struct tuning){.fencing = 1, .fence_idle_ms = 60000, .transition = 1});
+    uint64_t t = grant_release(c, "idle");
     redisReply *r = rh_command(f->rc, 0, "PTTL {idle}:fence");
     assert_true(r->integer > 50000 && r->integer <= 60000);
     freeReplyObject(r);
+    r = rh_command(f->rc, 0, "GET {idle}:fence");
+    assert_true(r->type == REDIS_REPLY_STRING && strtoull(r->str, NULL, 10) == t);
+    freeReplyObject(r);
+    assert_true(tf_bucket(f->rc, 0, "", "idle") == t);
     lockcore_client_free(c);
 }
 
@@ -461,7 +487,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_fencing_holds_with_minority_down, setup5, teardown),
         cmocka_unit_test_setup_teardown(test_fencing_survives_restart_without_data, setup5, teardown),
         cmocka_unit_test_setup_teardown(test_fencing_plain_mode_creates_no_fence_keys, setup5, teardown),
-        cmocka_unit_test_setup_teardown(test_fencing_fence_keys_expire_when_idle, setup5, teardown),
+        cmocka_unit_test_setup_teardown(test_fencing_idle_resources_leave_only_their_buckets, setup5,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_fencing_refuses_to_pass_two_pow_53, setup5, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
