@@ -159,6 +159,7 @@ struct op {
     uint64_t phase_deadline_ms;
     uint64_t retry_at_ms;
     uint64_t proposal;
+    uint64_t wall_us; /* the proposer's clock when the attempt began */
     uint64_t max_fence;
     unsigned raises;
     uint64_t phase_start_ms;
@@ -240,6 +241,8 @@ struct lockcore_client {
     struct lockcore_keepalive *keepalives;
     size_t inflight;
     uint64_t fence_seen[256];         /* largest fence value seen, by resource hash */
+    uint64_t fence_lead_us;           /* how far ahead of our clock the fences run (op.c) */
+    uint64_t fence_lead_at_us;        /* ... learnt then (our clock) */
     char info[LOCKCORE_INFO_MAX + 1]; /* holder_info, "" for none */
     char *tls_strings[4];             /* copies of the tls_* file and name options */
     void *ssl_ctx;                    /* SSL_CTX *, if any node is rediss:// */

@@ -21,7 +21,9 @@
 
 /* A lock whose token was refused may try this many second rounds before
  * the attempt is rolled back and retried. */
-#define MAX_RAISES 3
+#define MAX_RAISES 10
+/* The lead shrinks by 1 µs per LEAD_DECAY µs of our clock: 1 ms a minute. */
+#define LEAD_DECAY 60000
 
 static uint64_t key_hash(const char *s, size_t len)
 {
@@ -383,6 +385,38 @@ static void attempt_id(struct op *op)
         op->lock.id[k] = hex[n & 15];
 }
 
+/* How far ahead of this client's clock the fences it meets run, now:
+ * first-round proposals are made that far ahead. Resources share buckets
+ * (docs/fencing.md), so where clients whose clocks run ahead of ours keep
+ * a bucket busy, a proposal from our clock loses its first round to them,
+ * again and again; one such loss teaches us the lead (learn_lead), and the
+ * next proposals win. At most half of proposal_ahead_max_ms, so that a
+ * proposal still counts on a node whose clock is a little behind ours; it
+ * shrinks by 1 ms a minute, so that tokens come back to our clock once
+ * those clients are gone. Safety does not rest on it: the proof takes a
+ * proposal for any number. */
+static uint64_t fence_lead(const lockcore_client *c, uint64_t wall)
+{
+    uint64_t shrink = wall > c->fence_lead_at_us ? (wall - c->fence_lead_at_us) / LEAD_DECAY : 0;
+    return c->fence_lead_us > shrink ? c->fence_lead_us - shrink : 0;
+}
+
+/* A first round lost: were the fences ahead of our clock (and our lead)? */
+static void learn_lead(struct op *op)
+{
+    lockcore_client *c = op->c;
+    uint64_t bound = c->o.proposal_ahead_max_ms ? c->o.proposal_ahead_max_ms : 5000;
+    if (op->max_fence < op->wall_us)
+        return;
+    uint64_t need = op->max_fence + 1 - op->wall_us;
+    if (need > bound * 500)
+        need = bound * 500; /* half the bound, in µs */
+    if (need > fence_lead(c, op->wall_us)) {
+        c->fence_lead_us = need;
+        c->fence_lead_at_us = op->wall_us;
+    }
+}
+
 static void attempt_begin(struct op *op, uint64_t now)
 {
     attempt_id(op);
@@ -398,7 +432,8 @@ static void attempt_begin(struct op *op, uint64_t now)
     op->reserved_ahead = 0;
     if (op->c->o.fencing) {
         uint64_t wall = op->c->o.clock_us(op->c->o.clock_arg);
-        int rc = fencing_propose(wall, *fence_seen(op), &op->proposal);
+        op->wall_us = wall;
+        int rc = fencing_propose(wall + fence_lead(op->c, wall), *fence_seen(op), &op->proposal);
         if (rc < 0) {
             lockcore__fmt(op->errmsg, sizeof(op->errmsg), "cannot propose a token: %s", fencing_strerror(rc));
             lockcore__op_finish(op, LOCKCORE_EFENCE);
@@ -608,6 +643,7 @@ static void granted(struct op *op, unsigned yes, uint64_t now)
     op->lock.ttl_ms = op->ttl_ms;
     op->lock.nodes_ok = yes;
     op->lock.token = op->c->o.fencing ? op->proposal : 0;
+    op->lock.rounds = op->c->o.fencing ? 1 + op->raises : 0;
     if (op->lock.token > *fence_seen(op))
         *fence_seen(op) = op->lock.token;
     if (op->type != NULL && op->type->granted != NULL)
@@ -616,9 +652,18 @@ static void granted(struct op *op, unsigned yes, uint64_t now)
     lockcore__op_finish(op, 0);
 }
 
+/* A second round proposes the largest fence seen + 1. Clients whose
+ * first rounds lost in one bucket (other resources of it, docs/fencing.md)
+ * raise it at once, all with the same max + 1, and split the nodes so that
+ * none gets a majority; after a refused second round, a random spread
+ * makes their proposals differ, and the largest is accepted wherever it
+ * arrives before a later round's. */
+#define RAISE_SPREAD 1024
+
 static void raise_begin(struct op *op, uint64_t now)
 {
-    int rc = fencing_propose_next(op->max_fence, &op->proposal);
+    uint64_t spread = op->raises > 0 ? lockcore__rand64(&op->c->rng) % RAISE_SPREAD : 0;
+    int rc = fencing_propose_next(op->max_fence + spread, &op->proposal);
     if (rc < 0) {
         lockcore__fmt(op->errmsg, sizeof(op->errmsg), "acquire '%s': %s", op->lock.resource,
                       fencing_strerror(rc));
@@ -692,6 +737,7 @@ static void decide_lock(struct op *op, const struct fencing_tally *t, unsigned n
             return;
         }
         op->lock.nodes_ok = t->granted;
+        learn_lead(op);
         raise_begin(op, now);
         return;
     case FENCING_FAILED:

@@ -215,6 +215,25 @@ static void test_cli_acquire_prints_the_lock(void **state)
     freeReplyObject(x);
     json_decref(j);
 
+    /* A grant leaves no fence key of its own, but in transition mode
+     * (FENCELOCK_FENCE_TRANSITION=1, an upgrade) it writes the old layout's
+     * key too; any other value than 0 or 1 is a usage error. */
+    x = rh_command(f->rc, 1, "EXISTS {cli:acq}:fence");
+    assert_int_equal(x->integer, 0);
+    freeReplyObject(x);
+    char *transition[] = {"FENCELOCK_FENCE_TRANSITION=1", NULL};
+    fl_env(f, &r, transition, "acquire", "cli:transition", NULL);
+    assert_int_equal(r.code, 0);
+    j = one_json_line(&r);
+    char want[32];
+    snprintf(want, sizeof(want), "%lld", jint(j, "token"));
+    assert_true(rh_holders(f->rc, "{cli:transition}:fence", want) >= 2);
+    json_decref(j);
+    char *bad_transition[] = {"FENCELOCK_FENCE_TRANSITION=yes", NULL};
+    fl_env(f, &r, bad_transition, "acquire", "cli:transition2", NULL);
+    assert_int_equal(r.code, 64);
+    assert_non_null(strstr(r.err, "FENCELOCK_FENCE_TRANSITION"));
+
     /* The nodes may also come from --nodes; --nodes wins over the
      * environment. */
     char *bad_env[] = {"FENCELOCK_NODES=127.0.0.1:1", NULL};

@@ -234,6 +234,9 @@ struct lockcore_lock {
     unsigned flags;                           /* LOCKCORE_LOCK_* below */
     uint64_t ticket;                          /* the acquisition's place among waiters
                                                  (wall µs at its start) */
+    unsigned rounds;                          /* fencing rounds of the grant: 1 when the
+                                                 first proposal was accepted with the lock,
+                                                 more after second rounds; 0 with fencing off */
 };
 
 /* lockcore_lock.flags: built by lockcore_lock_from_id, validity unknown
