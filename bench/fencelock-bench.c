@@ -38,7 +38,8 @@
  *       per idle resource and their CPU per cycle (INFO cpu), fenced and
  *       plain, at 10^4, 2 x 10^4, 10^5 and 10^6 resources; then the same
  *       with fence_transition (the old layout's key per resource too) up
- *       to a tenth of that
+ *       to a tenth of that; then the second rounds of clients whose clock
+ *       lags a busy client's by 1 ms, 10 ms, 100 ms and 1 s
  *
  * Times come from CLOCK_MONOTONIC; percentiles are nearest-rank.
  */
@@ -1293,6 +1294,106 @@ static void w7(int transition, long max)
     lockcore_client_free(plain);
 }
 
+/* Second rounds against clock skew: a client whose clock runs skew_us
+ * ahead locks fresh resources as fast as it can in a thread of its own;
+ * beside it, clients with the right clock lock fresh resources of their
+ * own, and count the grants that took a second round (lockcore_lock.rounds).
+ * Resources share 16,384 buckets, so a grant of the fast client in our
+ * bucket within the skew makes our first proposal lose: about
+ * 1 - exp(-R skew / 16384) of our grants, R its rate. One client learns
+ * the lead after its first loss; a new client for every grant never does,
+ * and shows the rate without the lead. */
+struct w7_fast {
+    int64_t skew_us;
+    atomic_int stop;
+    long grants;
+    double secs;
+};
+
+static uint64_t w7_skewed_clock(void *arg)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)((int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000 + ((struct w7_fast *)arg)->skew_us);
+}
+
+static lockcore_client *w7_client(struct w7_fast *skewed)
+{
+    struct lockcore_options o;
+    lockcore_options_init(&o);
+    o.nodes = S.nodes;
+    o.n_nodes = S.n_nodes;
+    o.retry_count = 0;
+    if (skewed != NULL) {
+        o.clock_us = w7_skewed_clock;
+        o.clock_arg = skewed;
+    }
+    lockcore_client *c;
+    char err[256];
+    if (lockcore_client_new(&o, &c, err, sizeof(err)) < 0) {
+        fprintf(stderr, "fencelock-bench: client: %s\n", err);
+        exit(2);
+    }
+    return c;
+}
+
+static void *w7_fast_main(void *arg)
+{
+    struct w7_fast *w = arg;
+    lockcore_client *c = w7_client(w);
+    char res[64];
+    uint64_t t0 = now_ns();
+    for (long i = 0; !atomic_load(&w->stop); i++) {
+        snprintf(res, sizeof(res), "w7s:fast:%lld:%ld", (long long)w->skew_us, i);
+        struct lockcore_lock l;
+        if (lockcore_acquire(c, res, &l) == 0) {
+            lockcore_release(c, &l);
+            w->grants++;
+        }
+    }
+    w->secs = (double)(now_ns() - t0) / 1e9;
+    lockcore_client_free(c);
+    return NULL;
+}
+
+static void w7_skew(int64_t skew_us)
+{
+    flushall();
+    struct w7_fast fast = {.skew_us = skew_us};
+    pthread_t th;
+    pthread_create(&th, NULL, w7_fast_main, &fast);
+    lockcore_client *one = w7_client(NULL);
+    long grants[2] = {0, 0}, second[2] = {0, 0};
+    char res[64];
+    uint64_t end = now_ns() + (uint64_t)(S.measure_s * 1e9);
+    for (long i = 0; now_ns() < end; i++) {
+        for (int fresh = 0; fresh < 2; fresh++) {
+            lockcore_client *c = fresh ? w7_client(NULL) : one;
+            snprintf(res, sizeof(res), "w7s:%d:%lld:%ld", fresh, (long long)skew_us, i);
+            struct lockcore_lock l;
+            if (lockcore_acquire(c, res, &l) == 0) {
+                lockcore_release(c, &l);
+                grants[fresh]++;
+                second[fresh] += l.rounds > 1;
+            }
+            if (fresh)
+                lockcore_client_free(c);
+        }
+    }
+    atomic_store(&fast.stop, 1);
+    pthread_join(th, NULL);
+    lockcore_client_free(one);
+    double rate = fast.secs > 0 ? (double)fast.grants / fast.secs : 0;
+    jbegin("w7", "skew", 1);
+    jadd(",\"skew_us\":%lld,\"fast_grants_per_s\":%.0f,\"predicted_without_lead\":%.5f", (long long)skew_us,
+         rate, 1 - exp(-rate * (double)skew_us / 1e6 / 16384));
+    jadd(",\"grants_new_clients\":%ld,\"round_two_new_clients\":%.5f", grants[1],
+         grants[1] ? (double)second[1] / (double)grants[1] : 0);
+    jadd(",\"grants_one_client\":%ld,\"round_two_one_client\":%.5f", grants[0],
+         grants[0] ? (double)second[0] / (double)grants[0] : 0);
+    jend();
+}
+
 /* ---- W5: 16 processes on one resource, waiting modes ---- */
 
 #define W5_PROCS 16
@@ -1616,6 +1717,9 @@ int main(int argc, char **argv)
     if (S.w[7]) {
         w7(0, S.w7_max);
         w7(1, S.w7_max / 10 < 10000 ? 10000 : S.w7_max / 10);
+        static const int64_t skews[] = {1000, 10000, 100000, 1000000};
+        for (size_t k = 0; k < sizeof(skews) / sizeof(skews[0]); k++)
+            w7_skew(skews[k]);
     }
     if (S.w[5]) {
         w5(LOCKCORE_WAIT_POLL);
