@@ -275,6 +275,21 @@ static void flushall(void)
     mark_servers_s = servers_cpu_s();
 }
 
+/* A client of options o, or the end of the program (from a child
+ * process: _exit). */
+static lockcore_client *client_open(const struct lockcore_options *o, int child)
+{
+    lockcore_client *c;
+    char err[256];
+    if (lockcore_client_new(o, &c, err, sizeof(err)) < 0) {
+        fprintf(stderr, "fencelock-bench: client: %s\n", err);
+        if (child)
+            _exit(2);
+        exit(2);
+    }
+    return c;
+}
+
 /* retry_count 0 for the cycle workloads; w3 retries without limit. */
 static lockcore_client *client_new_opts(int fencing, int contention, int transition)
 {
@@ -295,13 +310,7 @@ static lockcore_client *client_new_opts(int fencing, int contention, int transit
     } else {
         o.retry_count = 0;
     }
-    lockcore_client *c;
-    char err[256];
-    if (lockcore_client_new(&o, &c, err, sizeof(err)) < 0) {
-        fprintf(stderr, "fencelock-bench: client: %s\n", err);
-        exit(2);
-    }
-    return c;
+    return client_open(&o, 0);
 }
 
 static lockcore_client *client_new(int fencing, int contention)
@@ -1228,17 +1237,27 @@ static double evalsha_calls(void)
     return n;
 }
 
+static long w7_errors;
+
+/* An acquisition that fails (a node too slow on a loaded machine) is
+ * counted and tried again, so that every resource is locked once. */
 static void w7_cycles(lockcore_client *c, const char *tag, long from, long n)
 {
     char res[64];
     for (long i = from; i < from + n; i++) {
         snprintf(res, sizeof(res), "w7:%s:%ld", tag, i);
         struct lockcore_lock l;
-        int rc = lockcore_acquire(c, res, &l);
-        if (rc < 0)
-            die_rc("w7 acquire", c, rc);
-        if ((rc = lockcore_release(c, &l)) < 0)
-            die_rc("w7 release", c, rc);
+        int rc, tries = 0;
+        while ((rc = lockcore_acquire(c, res, &l)) < 0) {
+            note_error("w7 acquire", c, rc);
+            w7_errors++;
+            if (++tries == 100)
+                die_rc("w7 acquire", c, rc);
+        }
+        if ((rc = lockcore_release(c, &l)) < 0) { /* its keys expire with the TTL */
+            note_error("w7 release", c, rc);
+            w7_errors++;
+        }
     }
 }
 
@@ -1287,7 +1306,7 @@ static void w7(int transition, long max)
              done, sum / nodes, most);
         jadd(",\"node_cpu_us_per_cycle_plain\":%.2f,\"node_cpu_us_per_cycle_fenced\":%.2f,\"cpu_ratio\":%.3f",
              pc, fc, pc > 0 ? fc / pc : 0);
-        jadd(",\"round_two_rate\":%.5f", evalsha / nodes / (double)done - 2);
+        jadd(",\"round_two_rate\":%.5f,\"errors\":%ld", evalsha / nodes / (double)done - 2, w7_errors);
         jend();
     }
     lockcore_client_free(fenced);
@@ -1328,13 +1347,7 @@ static lockcore_client *w7_client(struct w7_fast *skewed)
         o.clock_us = w7_skewed_clock;
         o.clock_arg = skewed;
     }
-    lockcore_client *c;
-    char err[256];
-    if (lockcore_client_new(&o, &c, err, sizeof(err)) < 0) {
-        fprintf(stderr, "fencelock-bench: client: %s\n", err);
-        exit(2);
-    }
-    return c;
+    return client_open(&o, 0);
 }
 
 static void *w7_fast_main(void *arg)
@@ -1436,13 +1449,7 @@ static lockcore_client *w5_client(int mode)
     o.n_nodes = S.n_nodes;
     o.retry_count = -1;
     o.wait_mode = mode;
-    lockcore_client *c;
-    char err[256];
-    if (lockcore_client_new(&o, &c, err, sizeof(err)) < 0) {
-        fprintf(stderr, "fencelock-bench: client: %s\n", err);
-        _exit(2);
-    }
-    return c;
+    return client_open(&o, 1);
 }
 
 static void w5_child(struct w5_shared *sh, int p, int mode)

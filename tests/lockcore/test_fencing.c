@@ -468,7 +468,7 @@ static void same_bucket(const char *prefix, int n, char (*names)[32])
     }
 }
 
-/* A client whose clock lags another's by 200 ms locks a resource of the
+/* A client whose clock lags another's by 2 s locks a resource of the
  * bucket the other has just used: its first proposal loses (round two),
  * and then it proposes that far ahead of its clock and wins first rounds,
  * in the bucket's order (each token above the other's). But
@@ -480,7 +480,7 @@ static void test_fencing_a_lagging_client_learns_the_lead(void **state)
     char names[2][32];
     same_bucket("lead:", 2, names);
     lockcore_client *a = client(f, &(struct tuning){.fencing = 1});
-    struct tuning behind = {.fencing = 1, .clock_offset_us = -200000};
+    struct tuning behind = {.fencing = 1, .clock_offset_us = -2000000};
     lockcore_client *b = client(f, &behind);
     unsigned first = 0;
     uint64_t last = 0;
@@ -521,11 +521,12 @@ struct contender {
     unsigned granted, failed;
 };
 
+/* 60 acquisitions (fewer if it takes over 20 s: valgrind). */
 static void *contend(void *arg)
 {
     struct contender *w = arg;
     lockcore_client *c = client(w->f, &(struct tuning){.fencing = 1});
-    while (lockcore_now_ms() < w->stop_ms) {
+    while (w->granted + w->failed < 60 && lockcore_now_ms() < w->stop_ms) {
         struct lockcore_lock l;
         if (lockcore_acquire(c, w->resource, &l) == 0) {
             w->granted++;
@@ -556,7 +557,7 @@ static void test_fencing_second_rounds_in_one_bucket_do_not_starve(void **state)
         set_fence(f, i, names[0], wall_us() + 3600ULL * 1000000);
     static struct contender w[K];
     pthread_t th[K];
-    uint64_t stop = lockcore_now_ms() + 1500;
+    uint64_t stop = lockcore_now_ms() + 20000;
     for (int i = 0; i < K; i++) {
         w[i] = (struct contender){.f = f, .resource = names[i], .stop_ms = stop};
         assert_int_equal(pthread_create(&th[i], NULL, contend, &w[i]), 0);
@@ -568,7 +569,7 @@ static void test_fencing_second_rounds_in_one_bucket_do_not_starve(void **state)
         failed += w[i].failed;
     }
     fprintf(stderr, "one bucket, %d clients: %u granted, %u failed\n", K, granted, failed);
-    assert_true(granted >= 100);
+    assert_true(granted >= 50);
     assert_true(failed * 50 <= granted + failed); /* at most 2% */
 }
 

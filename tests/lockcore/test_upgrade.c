@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -398,9 +399,10 @@ static unsigned check_grants(struct grant *g, size_t n, const char *what)
 
 /* A child: old (the old layout's protocol) or new (lockcore, transition
  * mode or not), its clock off by offset_us, locking resources of res[]
- * until stop (monotonic µs). */
+ * until the parent has restarted its nodes (*done) and it has made 40
+ * acquisitions, or until stop (monotonic µs: valgrind is slow). */
 static void child(struct fixture *f, const char *log, int old, int transition, int64_t offset_us,
-                  const char *const *res, int nres, uint64_t stop)
+                  const char *const *res, int nres, uint64_t stop, const volatile int *done)
 {
     struct old_client o;
     lockcore_client *c = NULL;
@@ -410,7 +412,7 @@ static void child(struct fixture *f, const char *log, int old, int transition, i
     else
         c = new_client(f, &t);
     uint64_t rng = mono_us() ^ ((uint64_t)getpid() << 20);
-    while (mono_us() < stop) {
+    for (int n = 0; (!*done || n < 40) && mono_us() < stop; n++) {
         rng = rng * 6364136223846793005ULL + 1442695040888963407ULL;
         int r = (int)((rng >> 33) % (uint64_t)nres);
         uint64_t begin = mono_us(), token = 0;
@@ -441,30 +443,36 @@ struct role {
     int64_t offset_us;
 };
 
-/* Run the roles at once for ms, restarting two nodes with their data on
- * the way; then check every resource's grants. */
+/* Run the roles at once, restarting two nodes with their data on the way
+ * (ms apart); then check every resource's grants. */
 static void run_roles(struct fixture *f, const struct role *roles, int n, const char *const *res, int nres,
                       int ms, const char *tag)
 {
     char log[320];
     snprintf(log, sizeof(log), "%s/%s.log", f->dir, tag);
-    uint64_t stop = mono_us() + (uint64_t)ms * 1000;
+    uint64_t stop = mono_us() + 60ULL * 1000000;
+    int *done = mmap(NULL, sizeof(int), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    assert_true(done != MAP_FAILED);
+    *done = 0;
     pid_t pid[16];
     for (int i = 0; i < n; i++) {
         pid[i] = fork();
         assert_true(pid[i] >= 0);
         if (pid[i] == 0)
-            child(f, log, roles[i].old, roles[i].transition, roles[i].offset_us, res, nres, stop);
+            child(f, log, roles[i].old, roles[i].transition, roles[i].offset_us, res, nres, stop, done);
     }
-    hp_sleep_ms(ms / 3);
+    hp_sleep_ms(ms);
     assert_int_equal(rh_restart(f->rc, 1, 1), 0);
-    hp_sleep_ms(ms / 3);
+    hp_sleep_ms(ms);
     assert_int_equal(rh_restart(f->rc, 3, 1), 0);
+    hp_sleep_ms(ms);
+    __atomic_store_n(done, 1, __ATOMIC_SEQ_CST);
     for (int i = 0; i < n; i++) {
         int st;
         assert_int_equal(waitpid(pid[i], &st, 0), pid[i]);
         assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
     }
+    munmap(done, sizeof(int));
     FILE *fp = fopen(log, "r");
     assert_non_null(fp);
     size_t cap = 1 << 16, total = 0;
@@ -522,11 +530,11 @@ static void test_upgrade_mixed_processes_keep_t1_and_t2(void **state)
     const struct role during[] = {
         {1, 0, 0}, {1, 0, -HOUR_US}, {1, 0, 0}, {0, 1, 0}, {0, 1, -HOUR_US}, {0, 1, 0},
     };
-    run_roles(f, during, 6, res, 4, 2400, "during");
+    run_roles(f, during, 6, res, 4, 700, "during");
     const struct role after[] = {
         {0, 0, 0}, {0, 0, -HOUR_US}, {0, 1, 0}, {0, 0, 0}, {0, 1, -HOUR_US}, {0, 0, 0},
     };
-    run_roles(f, after, 6, res, 4, 2400, "after");
+    run_roles(f, after, 6, res, 4, 700, "after");
 }
 
 int main(void)
