@@ -514,6 +514,20 @@ static void test_fencing_a_lagging_client_learns_the_lead(void **state)
     lockcore_client_free(c);
 }
 
+struct set_result {
+    int done, rc;
+    struct lockcore_lock l;
+};
+
+static void on_set(lockcore_client *c, int rc, const struct lockcore_lock *l, void *arg)
+{
+    (void)c;
+    struct set_result *r = arg;
+    r->done = 1;
+    r->rc = rc;
+    r->l = *l;
+}
+
 struct contender {
     struct fixture *f;
     const char *resource;
@@ -573,6 +587,60 @@ static void test_fencing_second_rounds_in_one_bucket_do_not_starve(void **state)
     assert_true(failed * 50 <= granted + failed); /* at most 2% */
 }
 
+/* A set of LOCKCORE_MULTI_MAX resources, each with a bucket of its own
+ * and one of them an hour ahead: one token above every member's fence,
+ * stored in each member's bucket on a majority; the extension's fence step
+ * over all of them; and a waiting set (its queued attempt names six keys
+ * per member, 96 in all) granted when the member another client held is
+ * released. */
+static void test_fencing_a_full_set_takes_a_token_above_every_member(void **state)
+{
+    struct fixture *f = *state;
+    char names[LOCKCORE_MULTI_MAX][32];
+    const char *set[LOCKCORE_MULTI_MAX];
+    for (int k = 0; k < LOCKCORE_MULTI_MAX; k++) {
+        snprintf(names[k], sizeof(names[k]), "full:%d", k);
+        set[k] = names[k];
+    }
+    uint64_t far = wall_us() + 3600ULL * 1000000;
+    for (int i = 0; i < 5; i++)
+        set_fence(f, i, names[7], far);
+    lockcore_client *c = client(f, &(struct tuning){.fencing = 1});
+    struct lockcore_lock m;
+    assert_int_equal(lockcore_multi_acquire(c, set, LOCKCORE_MULTI_MAX, &m), 0);
+    assert_true(m.token > far);
+    assert_int_equal(lockcore_extend(c, &m, 0), 0);
+    hp_sleep_ms(50); /* granted at a majority: the others may still be running it */
+    for (int k = 0; k < LOCKCORE_MULTI_MAX; k++) {
+        unsigned same = 0;
+        for (int i = 0; i < 5; i++)
+            same += get_fence(f, i, names[k]) == m.token;
+        assert_true(same >= 3);
+    }
+    assert_int_equal(lockcore_release(c, &m), 0);
+
+    struct tuning waits = {.fencing = 1, .retry_count = -1};
+    lockcore_client *w = client(f, &waits);
+    struct lockcore_lock one;
+    assert_int_equal(lockcore_acquire(c, names[3], &one), 0);
+    struct set_result got = {0};
+    assert_int_equal(lockcore_multi_acquire_async(w, set, LOCKCORE_MULTI_MAX, on_set, &got), 0);
+    uint64_t until = lockcore_now_ms() + 300;
+    while (lockcore_now_ms() < until)
+        lockcore_run(w, 20);
+    assert_false(got.done);
+    assert_int_equal(lockcore_release(c, &one), 0);
+    until = lockcore_now_ms() + 10000;
+    while (!got.done && lockcore_now_ms() < until)
+        lockcore_run(w, 20);
+    assert_true(got.done);
+    assert_int_equal(got.rc, 0);
+    assert_true(got.l.token > one.token);
+    assert_int_equal(lockcore_release(w, &got.l), 0);
+    lockcore_client_free(w);
+    lockcore_client_free(c);
+}
+
 static void test_fencing_refuses_to_pass_two_pow_53(void **state)
 {
     struct fixture *f = *state;
@@ -614,6 +682,8 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_fencing_a_lagging_client_learns_the_lead, setup5, teardown),
         cmocka_unit_test_setup_teardown(test_fencing_second_rounds_in_one_bucket_do_not_starve, setup5,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_fencing_a_full_set_takes_a_token_above_every_member, setup5,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_fencing_refuses_to_pass_two_pow_53, setup5, teardown),
     };
