@@ -443,10 +443,11 @@ struct role {
     int64_t offset_us;
 };
 
-/* Run the roles at once, restarting two nodes with their data on the way
- * (ms apart); then check every resource's grants. */
+/* Run the roles at once, restarting node 1 with its data and then node 3
+ * with its data or without (keep), ms apart; then check every resource's
+ * grants. */
 static void run_roles(struct fixture *f, const struct role *roles, int n, const char *const *res, int nres,
-                      int ms, const char *tag)
+                      int ms, int keep, const char *tag)
 {
     char log[320];
     snprintf(log, sizeof(log), "%s/%s.log", f->dir, tag);
@@ -464,7 +465,7 @@ static void run_roles(struct fixture *f, const struct role *roles, int n, const 
     hp_sleep_ms(ms);
     assert_int_equal(rh_restart(f->rc, 1, 1), 0);
     hp_sleep_ms(ms);
-    assert_int_equal(rh_restart(f->rc, 3, 1), 0);
+    assert_int_equal(rh_restart(f->rc, 3, keep), 0);
     hp_sleep_ms(ms);
     __atomic_store_n(done, 1, __ATOMIC_SEQ_CST);
     for (int i = 0; i < n; i++) {
@@ -519,8 +520,10 @@ static void same_bucket(char names[4][32])
 /* Old clients and new clients in transition mode on the same resources
  * (three sharing one bucket), clocks right and an hour behind, nodes
  * restarted with their data; then, the old clients gone, new clients in
- * both modes. No token twice, none smaller than one granted before the
- * attempt began, for any resource. */
+ * both modes; then new clients with right clocks while a node restarts
+ * without its data (T2 then rests on fresh proposals: every clock here is
+ * the machine's). No token twice, none smaller than one granted before
+ * the attempt began, for any resource. */
 static void test_upgrade_mixed_processes_keep_t1_and_t2(void **state)
 {
     struct fixture *f = *state;
@@ -530,11 +533,15 @@ static void test_upgrade_mixed_processes_keep_t1_and_t2(void **state)
     const struct role during[] = {
         {1, 0, 0}, {1, 0, -HOUR_US}, {1, 0, 0}, {0, 1, 0}, {0, 1, -HOUR_US}, {0, 1, 0},
     };
-    run_roles(f, during, 6, res, 4, 700, "during");
+    run_roles(f, during, 6, res, 4, 700, 1, "during");
     const struct role after[] = {
         {0, 0, 0}, {0, 0, -HOUR_US}, {0, 1, 0}, {0, 0, 0}, {0, 1, -HOUR_US}, {0, 0, 0},
     };
-    run_roles(f, after, 6, res, 4, 700, "after");
+    run_roles(f, after, 6, res, 4, 700, 1, "after");
+    const struct role forgetful[] = {
+        {0, 0, 0}, {0, 1, 0}, {0, 0, 0}, {0, 0, 0}, {0, 1, 0}, {0, 0, 0},
+    };
+    run_roles(f, forgetful, 6, res, 4, 700, 0, "without data");
 }
 
 int main(void)
