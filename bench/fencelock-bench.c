@@ -2,7 +2,7 @@
  * fencelock-bench: lockcore's latency, throughput and contention against
  * real redis-server masters, one JSON line per workload on stdout.
  *
- *   fencelock-bench [--nodes host:port,...] [--workloads w1,...,w6]
+ *   fencelock-bench [--nodes host:port,...] [--workloads w1,...,w7]
  *                   [--fencing off|on|both] [--modes shared,threads]
  *                   [--quick] [--round N]
  *                   [--storage-guard PATH] [--postgresql]
@@ -32,6 +32,14 @@
  *       hold acquired just before), multi-resource of 4, semaphore of 3
  *       free permits, read and write side of a read-write lock; each on
  *       fresh resources
+ *   w7  fences at scale: one plain and one fenced client (default options),
+ *       sequential cycles of distinct resources, in alternating chunks of
+ *       10,000, up to --w7-max (default 1,000,000): the nodes' used_memory
+ *       per idle resource and their CPU per cycle (INFO cpu), fenced and
+ *       plain, at 10^4, 2 x 10^4, 10^5 and 10^6 resources; then the same
+ *       with fence_transition (the old layout's key per resource too) up
+ *       to a tenth of that; then the second rounds of clients whose clock
+ *       lags a busy client's by 1 ms, 10 ms, 100 ms and 1 s
  *
  * Times come from CLOCK_MONOTONIC; percentiles are nearest-rank.
  */
@@ -68,7 +76,7 @@
 struct settings {
     const char *nodes[MAX_NODES];
     size_t n_nodes;
-    int w[7];            /* w[1..6]: run workload */
+    int w[8];            /* w[1..7]: run workload */
     int fencing[2];      /* fencing[0]: off, fencing[1]: on */
     int shared, threads; /* modes of w2 and w3 */
     int quick;
@@ -79,6 +87,7 @@ struct settings {
     /* durations, shortened by --quick */
     int w1_warmup, w1_cycles;
     double warmup_s, measure_s;
+    long w7_max; /* resources of w7 */
 };
 
 static struct settings S;
@@ -266,8 +275,23 @@ static void flushall(void)
     mark_servers_s = servers_cpu_s();
 }
 
+/* A client of options o, or the end of the program (from a child
+ * process: _exit). */
+static lockcore_client *client_open(const struct lockcore_options *o, int child)
+{
+    lockcore_client *c;
+    char err[256];
+    if (lockcore_client_new(o, &c, err, sizeof(err)) < 0) {
+        fprintf(stderr, "fencelock-bench: client: %s\n", err);
+        if (child)
+            _exit(2);
+        exit(2);
+    }
+    return c;
+}
+
 /* retry_count 0 for the cycle workloads; w3 retries without limit. */
-static lockcore_client *client_new(int fencing, int contention)
+static lockcore_client *client_new_opts(int fencing, int contention, int transition)
 {
     struct lockcore_options o;
     lockcore_options_init(&o);
@@ -276,6 +300,7 @@ static lockcore_client *client_new(int fencing, int contention)
     o.ttl_ms = 10000;
     o.drift_factor = 0.01;
     o.fencing = fencing;
+    o.fence_transition = transition;
     if (S.wait_mode >= 0)
         o.wait_mode = S.wait_mode;
     if (contention) {
@@ -285,13 +310,12 @@ static lockcore_client *client_new(int fencing, int contention)
     } else {
         o.retry_count = 0;
     }
-    lockcore_client *c;
-    char err[256];
-    if (lockcore_client_new(&o, &c, err, sizeof(err)) < 0) {
-        fprintf(stderr, "fencelock-bench: client: %s\n", err);
-        exit(2);
-    }
-    return c;
+    return client_open(&o, 0);
+}
+
+static lockcore_client *client_new(int fencing, int contention)
+{
+    return client_new_opts(fencing, contention, 0);
 }
 
 /* Failures are counted, and the first few named on stderr. */
@@ -1187,6 +1211,202 @@ static void w6(int fencing)
     lockcore_client_free(c);
 }
 
+/* ---- W7: fences at scale ---- */
+
+#define W7_CHUNK 10000
+
+/* The number after key in INFO section of node i (0 if absent). */
+static double node_info(size_t i, const char *section, const char *key)
+{
+    redisContext *ctx = node_connect(i);
+    redisReply *r = redisCommand(ctx, "INFO %s", section);
+    double v = 0;
+    const char *k;
+    if (r != NULL && r->type == REDIS_REPLY_STRING && (k = strstr(r->str, key)) != NULL)
+        v = atof(k + strlen(key));
+    freeReplyObject(r);
+    redisFree(ctx);
+    return v;
+}
+
+static double evalsha_calls(void)
+{
+    double n = 0;
+    for (size_t i = 0; i < S.n_nodes; i++)
+        n += node_info(i, "commandstats", "cmdstat_evalsha:calls=");
+    return n;
+}
+
+static long w7_errors;
+
+/* An acquisition that fails (a node too slow on a loaded machine) is
+ * counted and tried again, so that every resource is locked once. */
+static void w7_cycles(lockcore_client *c, const char *tag, long from, long n)
+{
+    char res[64];
+    for (long i = from; i < from + n; i++) {
+        snprintf(res, sizeof(res), "w7:%s:%ld", tag, i);
+        struct lockcore_lock l;
+        int rc, tries = 0;
+        while ((rc = lockcore_acquire(c, res, &l)) < 0) {
+            note_error("w7 acquire", c, rc);
+            w7_errors++;
+            if (++tries == 100)
+                die_rc("w7 acquire", c, rc);
+        }
+        if ((rc = lockcore_release(c, &l)) < 0) { /* its keys expire with the TTL */
+            note_error("w7 release", c, rc);
+            w7_errors++;
+        }
+    }
+}
+
+/* Plain and fenced cycles in alternating chunks, so that the machine's
+ * load falls on both alike; the plain cycles leave nothing on the nodes,
+ * so the memory the nodes gained is the fenced resources'. A fenced cycle
+ * sends one script to each node to acquire and one to release, plus one
+ * per second round: the EVALSHA calls beyond two a cycle are its second
+ * rounds. */
+static void w7(int transition, long max)
+{
+    flushall();
+    lockcore_client *plain = client_new(0, 0), *fenced = client_new_opts(1, 0, transition);
+    w7_cycles(plain, "warm", 0, 1000); /* connections, scripts loaded */
+    w7_cycles(fenced, "warm", 0, 1000);
+    flushall(); /* the warm-up's fences go; the nodes keep their scripts */
+    double mem0[MAX_NODES];
+    for (size_t i = 0; i < S.n_nodes; i++)
+        mem0[i] = node_info(i, "memory", "used_memory:");
+    static const long marks[] = {10000, 20000, 100000, 1000000};
+    double cpu_plain = 0, cpu_fenced = 0, evalsha = 0;
+    long done = 0;
+    for (size_t m = 0; m < sizeof(marks) / sizeof(marks[0]) && marks[m] <= max; m++) {
+        while (done < marks[m]) {
+            long n = marks[m] - done < W7_CHUNK ? marks[m] - done : W7_CHUNK;
+            for (int k = 0; k < 2; k++) {
+                int f = (done / W7_CHUNK + k) % 2; /* which goes first turns every chunk */
+                double c0 = servers_cpu_s(), e0 = f ? evalsha_calls() : 0;
+                w7_cycles(f ? fenced : plain, f ? "f" : "p", done, n);
+                if (f)
+                    evalsha += evalsha_calls() - e0;
+                (f ? &cpu_fenced : &cpu_plain)[0] += servers_cpu_s() - c0;
+            }
+            done += n;
+        }
+        double sum = 0, most = 0;
+        for (size_t i = 0; i < S.n_nodes; i++) {
+            double per = (node_info(i, "memory", "used_memory:") - mem0[i]) / (double)done;
+            sum += per;
+            most = per > most ? per : most;
+        }
+        double nodes = (double)S.n_nodes, pc = cpu_plain / nodes / (double)done * 1e6,
+               fc = cpu_fenced / nodes / (double)done * 1e6;
+        jbegin("w7", transition ? "transition" : "buckets", 1);
+        jadd(",\"resources\":%ld,\"mem_bytes_per_resource\":%.1f,\"mem_bytes_per_resource_max_node\":%.1f",
+             done, sum / nodes, most);
+        jadd(",\"node_cpu_us_per_cycle_plain\":%.2f,\"node_cpu_us_per_cycle_fenced\":%.2f,\"cpu_ratio\":%.3f",
+             pc, fc, pc > 0 ? fc / pc : 0);
+        jadd(",\"round_two_rate\":%.5f,\"errors\":%ld", evalsha / nodes / (double)done - 2, w7_errors);
+        jend();
+    }
+    lockcore_client_free(fenced);
+    lockcore_client_free(plain);
+}
+
+/* Second rounds against clock skew: a client whose clock runs skew_us
+ * ahead locks fresh resources as fast as it can in a thread of its own;
+ * beside it, clients with the right clock lock fresh resources of their
+ * own, and count the grants that took a second round (lockcore_lock.rounds).
+ * Resources share 16,384 buckets, so a grant of the fast client in our
+ * bucket within the skew makes our first proposal lose: about
+ * 1 - exp(-R skew / 16384) of our grants, R its rate. One client learns
+ * the lead after its first loss; a new client for every grant never does,
+ * and shows the rate without the lead. */
+struct w7_fast {
+    int64_t skew_us;
+    atomic_int stop;
+    long grants;
+    double secs;
+};
+
+static uint64_t w7_skewed_clock(void *arg)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)((int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000 + ((struct w7_fast *)arg)->skew_us);
+}
+
+static lockcore_client *w7_client(struct w7_fast *skewed)
+{
+    struct lockcore_options o;
+    lockcore_options_init(&o);
+    o.nodes = S.nodes;
+    o.n_nodes = S.n_nodes;
+    o.retry_count = 0;
+    if (skewed != NULL) {
+        o.clock_us = w7_skewed_clock;
+        o.clock_arg = skewed;
+    }
+    return client_open(&o, 0);
+}
+
+static void *w7_fast_main(void *arg)
+{
+    struct w7_fast *w = arg;
+    lockcore_client *c = w7_client(w);
+    char res[64];
+    uint64_t t0 = now_ns();
+    for (long i = 0; !atomic_load(&w->stop); i++) {
+        snprintf(res, sizeof(res), "w7s:fast:%lld:%ld", (long long)w->skew_us, i);
+        struct lockcore_lock l;
+        if (lockcore_acquire(c, res, &l) == 0) {
+            lockcore_release(c, &l);
+            w->grants++;
+        }
+    }
+    w->secs = (double)(now_ns() - t0) / 1e9;
+    lockcore_client_free(c);
+    return NULL;
+}
+
+static void w7_skew(int64_t skew_us)
+{
+    flushall();
+    struct w7_fast fast = {.skew_us = skew_us};
+    pthread_t th;
+    pthread_create(&th, NULL, w7_fast_main, &fast);
+    lockcore_client *one = w7_client(NULL);
+    long grants[2] = {0, 0}, second[2] = {0, 0};
+    char res[64];
+    uint64_t end = now_ns() + (uint64_t)(S.measure_s * 1e9);
+    for (long i = 0; now_ns() < end; i++) {
+        for (int fresh = 0; fresh < 2; fresh++) {
+            lockcore_client *c = fresh ? w7_client(NULL) : one;
+            snprintf(res, sizeof(res), "w7s:%d:%lld:%ld", fresh, (long long)skew_us, i);
+            struct lockcore_lock l;
+            if (lockcore_acquire(c, res, &l) == 0) {
+                lockcore_release(c, &l);
+                grants[fresh]++;
+                second[fresh] += l.rounds > 1;
+            }
+            if (fresh)
+                lockcore_client_free(c);
+        }
+    }
+    atomic_store(&fast.stop, 1);
+    pthread_join(th, NULL);
+    lockcore_client_free(one);
+    double rate = fast.secs > 0 ? (double)fast.grants / fast.secs : 0;
+    jbegin("w7", "skew", 1);
+    jadd(",\"skew_us\":%lld,\"fast_grants_per_s\":%.0f,\"predicted_without_lead\":%.5f", (long long)skew_us,
+         rate, 1 - exp(-rate * (double)skew_us / 1e6 / 16384));
+    jadd(",\"grants_new_clients\":%ld,\"round_two_new_clients\":%.5f", grants[1],
+         grants[1] ? (double)second[1] / (double)grants[1] : 0);
+    jadd(",\"grants_one_client\":%ld,\"round_two_one_client\":%.5f", grants[0],
+         grants[0] ? (double)second[0] / (double)grants[0] : 0);
+    jend();
+}
+
 /* ---- W5: 16 processes on one resource, waiting modes ---- */
 
 #define W5_PROCS 16
@@ -1229,13 +1449,7 @@ static lockcore_client *w5_client(int mode)
     o.n_nodes = S.n_nodes;
     o.retry_count = -1;
     o.wait_mode = mode;
-    lockcore_client *c;
-    char err[256];
-    if (lockcore_client_new(&o, &c, err, sizeof(err)) < 0) {
-        fprintf(stderr, "fencelock-bench: client: %s\n", err);
-        _exit(2);
-    }
-    return c;
+    return client_open(&o, 1);
 }
 
 static void w5_child(struct w5_shared *sh, int p, int mode)
@@ -1378,7 +1592,7 @@ static void w5(int mode)
 static void usage(void)
 {
     fprintf(stderr,
-            "usage: fencelock-bench [--nodes host:port,...] [--workloads w1,...,w6]\n"
+            "usage: fencelock-bench [--nodes host:port,...] [--workloads w1,...,w7] [--w7-max N]\n"
             "                       [--fencing off|on|both] [--modes shared,threads]\n"
             "                       [--quick] [--round N]\n"
             "                       [--storage-guard PATH] [--postgresql] [--wait poll|notify|fair]\n");
@@ -1410,6 +1624,8 @@ int main(int argc, char **argv)
             S.storage_guard = argv[++i];
         else if (strcmp(argv[i], "--postgresql") == 0)
             S.postgresql = 1;
+        else if (strcmp(argv[i], "--w7-max") == 0 && i + 1 < argc)
+            S.w7_max = atol(argv[++i]);
         else if (strcmp(argv[i], "--wait") == 0 && i + 1 < argc) {
             const char *m = argv[++i];
             S.wait_mode = strcmp(m, "poll") == 0     ? LOCKCORE_WAIT_POLL
@@ -1421,7 +1637,7 @@ int main(int argc, char **argv)
         } else
             usage();
     }
-    for (int k = 1; k <= 6; k++) {
+    for (int k = 1; k <= 7; k++) {
         char name[4];
         snprintf(name, sizeof(name), "w%d", k);
         S.w[k] = strstr(workloads, name) != NULL;
@@ -1434,6 +1650,8 @@ int main(int argc, char **argv)
     S.w1_cycles = S.quick ? 300 : 2000;
     S.warmup_s = S.quick ? 0.3 : 1.0;
     S.measure_s = S.quick ? 1.0 : 5.0;
+    if (S.w7_max <= 0)
+        S.w7_max = S.quick ? 20000 : 1000000;
 
     struct rh_cluster *cluster = NULL;
     if (nodes_arg != NULL) {
@@ -1503,6 +1721,13 @@ int main(int argc, char **argv)
     if (S.w[6])
         BOTH(w6);
 #undef BOTH
+    if (S.w[7]) {
+        w7(0, S.w7_max);
+        w7(1, S.w7_max / 10 < 10000 ? 10000 : S.w7_max / 10);
+        static const int64_t skews[] = {1000, 10000, 100000, 1000000};
+        for (size_t k = 0; k < sizeof(skews) / sizeof(skews[0]); k++)
+            w7_skew(skews[k]);
+    }
     if (S.w[5]) {
         w5(LOCKCORE_WAIT_POLL);
         w5(LOCKCORE_WAIT_NOTIFY);

@@ -133,7 +133,7 @@ static int parse(int argc, char **argv, struct args *a)
 
 /* ---- Redlock without the elapsed-time check (--no-validity-check) ---- */
 
-#define NAIVE_FENCE_IDLE "604800000" /* lockcore's default, 7 days */
+#define NAIVE_FENCE_LEGACY "-" /* lockcore's default: the buckets alone */
 
 static const char release_script[] =
     "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end return 0";
@@ -176,15 +176,19 @@ static int naive_acquire(const struct args *a, const char **nodes, int n, redisC
     snprintf(l->resource, sizeof(l->resource), "%s", a->resource);
     for (size_t i = 0; i < sizeof(rnd); i++)
         snprintf(l->id + 2 * i, 3, "%02x", rnd[i]);
-    char ttl[24], prop[24], fkey[LOCKCORE_RESOURCE_MAX + 16];
+    char ttl[24], prop[24], fkey[LOCKCORE_RESOURCE_MAX + 16], bkey[32], field[4];
+    int bkey_len = 0;
     snprintf(ttl, sizeof(ttl), "%llu", (unsigned long long)a->ttl_ms);
     uint64_t proposal = 0;
     if (a->fencing) {
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
         uint64_t now_us = (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+        unsigned bucket = fencing_bucket(a->resource, strlen(a->resource));
         if (fencing_propose(now_us, 0, &proposal) != 0 ||
-            fencing_fence_key(a->resource, strlen(a->resource), fkey, sizeof(fkey)) < 0)
+            fencing_fence_key(a->resource, strlen(a->resource), fkey, sizeof(fkey)) < 0 ||
+            (bkey_len = fencing_bucket_key("", 0, bucket, bkey, sizeof(bkey))) < 0 ||
+            fencing_bucket_field(bucket, field, sizeof(field)) < 0)
             return -EINVAL;
         snprintf(prop, sizeof(prop), "%llu", (unsigned long long)proposal);
     }
@@ -198,8 +202,9 @@ static int naive_acquire(const struct args *a, const char **nodes, int n, redisC
         if (ctx[i] == NULL || ctx[i]->err)
             continue;
         if (a->fencing)
-            redisAppendCommand(ctx[i], "EVAL %s 2 %s %s %s %s %s %s", fencing_script_acquire, a->resource,
-                               fkey, l->id, ttl, prop, NAIVE_FENCE_IDLE);
+            redisAppendCommand(ctx[i], "EVAL %s 3 %s %b %s %s %s %s %s 0 %s", fencing_script_acquire,
+                               a->resource, bkey, (size_t)bkey_len, fkey, l->id, ttl, prop,
+                               NAIVE_FENCE_LEGACY, field);
         else
             redisAppendCommand(ctx[i], "SET %s %s NX PX %s", a->resource, l->id, ttl);
         int done = 0;

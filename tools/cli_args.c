@@ -33,6 +33,8 @@ static const char usage_options[] =
     "                       unless --retry-count is given; --wait 0 tries once)\n"
     "  --key-prefix P       prefix of every lock key (default none)\n"
     "  --no-fencing         plain Redlock: no fence keys, token 0\n"
+    "                       ($FENCELOCK_FENCE_TRANSITION=1: also write each resource's\n"
+    "                       fence key of the layout before buckets, during an upgrade)\n"
     "  --notify             while waiting, be told of releases instead of polling (the\n"
     "                       default, for every kind of lock)\n"
     "  --no-notify          poll: retry after --retry-delay, as plain Redlock does\n"
@@ -192,6 +194,15 @@ static lockcore_client *make_client(const struct args *a, const char *holder_inf
     o.tls_server_name = a->tls_server_name ? a->tls_server_name : getenv("FENCELOCK_TLS_SERVER_NAME");
     o.wait_mode = a->wait_mode;
     o.backoff = a->backoff;
+    /* While clients of the layout before fence buckets share resources
+     * (docs/fencing.md, "Upgrading"). */
+    const char *ft = getenv("FENCELOCK_FENCE_TRANSITION");
+    if (ft != NULL && ft[0] != '\0' && strcmp(ft, "0") != 0 && strcmp(ft, "1") != 0) {
+        fprintf(stderr, "%s: FENCELOCK_FENCE_TRANSITION must be 0 or 1, not '%s'\n", prog, ft);
+        *exit_code = EXIT_USAGE;
+        goto out;
+    }
+    o.fence_transition = ft != NULL && strcmp(ft, "1") == 0;
     if (a->retry_delay_max_ms)
         o.retry_delay_max_ms = a->retry_delay_max_ms;
     if (o.retry_delay_max_ms < o.retry_delay_ms)

@@ -114,3 +114,49 @@ int fencing_fence_key(const char *lock_key, size_t lock_key_len, char *buf, size
     memcpy(buf + 1 + lock_key_len, suffix, sizeof(suffix));
     return (int)need;
 }
+
+unsigned fencing_bucket(const char *resource, size_t len)
+{
+    if (resource == NULL)
+        return 0;
+    uint64_t h = 1469598103934665603ULL; /* FNV-1a, 64 bits */
+    for (size_t i = 0; i < len; i++)
+        h = (h ^ (unsigned char)resource[i]) * 1099511628211ULL;
+    return (unsigned)((h ^ (h >> 32)) % FENCING_BUCKETS);
+}
+
+/* b in decimal into buf (cap >= 6: b < 100000); returns its length. */
+static int put_dec(unsigned b, char *buf)
+{
+    char tmp[8];
+    int n = 0;
+    do {
+        tmp[n++] = (char)('0' + b % 10);
+        b /= 10;
+    } while (b > 0);
+    for (int k = 0; k < n; k++)
+        buf[k] = tmp[n - 1 - k];
+    buf[n] = '\0';
+    return n;
+}
+
+int fencing_bucket_key(const char *prefix, size_t prefix_len, unsigned bucket, char *buf, size_t cap)
+{
+    static const char mid[] = "\0fence:"; /* the NUL is part of the name */
+    if ((prefix == NULL && prefix_len > 0) || buf == NULL || bucket >= FENCING_BUCKETS)
+        return -EINVAL;
+    if (prefix_len > 4096 || prefix_len + (sizeof(mid) - 1) + 4 > cap)
+        return -ENOSPC;
+    if (prefix_len > 0)
+        memcpy(buf, prefix, prefix_len);
+    memcpy(buf + prefix_len, mid, sizeof(mid) - 1);
+    size_t n = prefix_len + sizeof(mid) - 1;
+    return (int)n + put_dec(bucket / FENCING_BUCKET_FIELDS, buf + n);
+}
+
+int fencing_bucket_field(unsigned bucket, char *buf, size_t cap)
+{
+    if (buf == NULL || cap < 3 || bucket >= FENCING_BUCKETS)
+        return -EINVAL;
+    return put_dec(bucket % FENCING_BUCKET_FIELDS, buf);
+}

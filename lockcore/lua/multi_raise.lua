@@ -1,10 +1,11 @@
--- A second-round proposal for a set: stored in every fence key of the set
--- if greater than all of them. KEYS: k fence keys; ARGV[1] proposal,
--- ARGV[2] fence idle expiry ms. Returns {accepted, largest fence after}.
+-- A second-round proposal for a set: stored in every member's fence if
+-- greater than all of them. KEYS: k old fence keys, k bucket hashes;
+-- ARGV[1] proposal, ARGV[2] '-' or the old fence keys' idle expiry ms,
+-- ARGV[2 + i] member i's bucket field. Returns {accepted, largest fence
+-- after}.
 --- @include "fence"
-local f = 0
-for i = 1, #KEYS do f = math.max(f, fence_get(KEYS[i])) end
-local acc = false
-for i = 1, #KEYS do acc = fence_raise(KEYS[i], f, ARGV[1], ARGV[2]) end
-if acc then return {1, ARGV[1]} end
+--- @include "fence_set"
+local k = #KEYS / 2
+local f, o = fence_set_get(k, 0, k, 2)
+if fence_set_raise(k, 0, k, 2, f, o, ARGV[1], ARGV[2]) then return {1, ARGV[1]} end
 return {0, fence_str(f)}

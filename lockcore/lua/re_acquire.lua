@@ -1,17 +1,19 @@
 -- The first hold of a reentrant lock: the fenced acquire, with the lock
 -- key set to the owner's id and the holds started with this hold.
--- KEYS[1] lock, KEYS[2] fence, KEYS[3] holds; ARGV[1] owner, ARGV[2] hold
--- (this attempt's lock id), ARGV[3] ttl ms, ARGV[4] proposal, ARGV[5]
--- fence idle expiry ms, ARGV[6] how far ahead of the node's clock a
--- proposal may be, µs. Replies as the fenced acquire.
+-- KEYS[1] lock, KEYS[2] the bucket's hash, KEYS[3] the old fence key,
+-- KEYS[4] holds; ARGV[1] owner, ARGV[2] hold (this attempt's lock id),
+-- ARGV[3] ttl ms, ARGV[4] proposal, ARGV[5] '-' or the old fence key's idle
+-- expiry ms (block "fence"), ARGV[6] how far ahead of the node's clock a
+-- proposal may be, µs, ARGV[7] the bucket's field. Replies as the fenced
+-- acquire.
 --- @include "fence"
 --- @include "clock"
 --- @include "holds"
-local f = fence_get(KEYS[2])
+local f, o = fence_get(KEYS[2], ARGV[7], KEYS[3])
 if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[3]) then
   return {0, 0, fence_str(f), redis.call('GET', KEYS[1]) or '', redis.call('PTTL', KEYS[1])}
 end
-local acc = fence_within(ARGV[4], ARGV[6]) and fence_raise(KEYS[2], f, ARGV[4], ARGV[5])
-holds_new(KEYS[3], ARGV[1], ARGV[2], acc and ARGV[4] or '0', tonumber(ARGV[3]), node_ms())
+local acc = fence_within(ARGV[4], ARGV[6]) and fence_raise(KEYS[2], ARGV[7], KEYS[3], f, o, ARGV[4], ARGV[5])
+holds_new(KEYS[4], ARGV[1], ARGV[2], acc and ARGV[4] or '0', tonumber(ARGV[3]), node_ms())
 if acc then return {1, 1, ARGV[4]} end
 return {1, 0, fence_str(f)}

@@ -5,12 +5,13 @@
 -- it, which every later re-entry's majority meets (docs/lockcore.md). A
 -- node whose acquire has not run yet (late, on a closed connection) raises
 -- its fence but does not count.
--- KEYS[1] fence, KEYS[2] holds; ARGV[1] proposal, ARGV[2] fence idle
--- expiry ms, ARGV[3] the attempt's hold.
+-- KEYS[1] the bucket's hash, KEYS[2] the old fence key, KEYS[3] holds;
+-- ARGV[1] proposal, ARGV[2] '-' or the old fence key's idle expiry ms
+-- (block "fence"), ARGV[3] the attempt's hold, ARGV[4] the bucket's field.
 --- @include "fence"
 --- @include "holds"
-local f = fence_get(KEYS[1])
-if not fence_raise(KEYS[1], f, ARGV[1], ARGV[2]) then return {0, fence_str(f)} end
-if redis.call('HEXISTS', KEYS[2], ARGV[3]) == 0 then return {0, ARGV[1]} end
-holds_token(KEYS[2], ARGV[1])
+local f, o = fence_get(KEYS[1], ARGV[4], KEYS[2])
+if not fence_raise(KEYS[1], ARGV[4], KEYS[2], f, o, ARGV[1], ARGV[2]) then return {0, fence_str(f)} end
+if redis.call('HEXISTS', KEYS[3], ARGV[3]) == 0 then return {0, ARGV[1]} end
+holds_token(KEYS[3], ARGV[1])
 return {1, ARGV[1]}

@@ -92,6 +92,8 @@ static int check_options(const struct lockcore_options *o, char *err, size_t cap
         BAD("queue_ttl_ms must be between 30 and 3600000");
     if (o->proposal_ahead_max_ms > 24ULL * 3600 * 1000)
         BAD("proposal_ahead_max_ms must be at most one day (0: no bound)");
+    if (o->fence_transition != 0 && o->fence_transition != 1)
+        BAD("fence_transition must be 0 or 1");
     if (o->tls_verify != 0 && o->tls_verify != 1)
         BAD("tls_verify must be 0 or 1");
     if (o->password != NULL && (o->password[0] == '\0' || strlen(o->password) > 255))
@@ -669,6 +671,7 @@ void lockcore__op_set_keys(struct op *op, const char *resource)
     op->key_len = c->prefix_len + len;
     int fk = fencing_fence_key(op->key, op->key_len, op->fkey, sizeof(op->fkey));
     op->fkey_len = fk > 0 ? (size_t)fk : 0;
+    lockcore__fence_bucket(c, resource, len, op->fhash, &op->fhash_len, op->fbucket);
     /* "{" key "}:holder", in the lock key's cluster slot like the fence key. */
     op->ikey[0] = '{';
     memcpy(op->ikey + 1, op->key, op->key_len);

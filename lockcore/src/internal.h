@@ -16,6 +16,7 @@
 /* The last digits of a lock id: the attempt's number (op.c). */
 #define LOCKCORE__ATTEMPT_DIGITS 6
 #define FENCE_KEY_MAX (KEY_MAX + 16)
+#define FENCE_HASH_MAX (LOCKCORE_PREFIX_MAX + 16) /* prefix "\0fence:" and 3 digits */
 #define INFO_KEY_MAX (KEY_MAX + 16)
 #define QUEUE_KEY_MAX (KEY_MAX + 16)
 #define CHAN_MAX (QUEUE_KEY_MAX + 18) /* "{" key "}:released:" and 16 digits */
@@ -37,6 +38,11 @@ int lockcore__resolve(struct address *a, char *err, size_t errcap);
 void lockcore__mask_address(const char *s, char *out, size_t cap);
 
 /* ---- utilities ---- */
+/* The bucket of a resource's fence (docs/fencing.md): its hash under the
+ * client's key prefix (hash, FENCE_HASH_MAX + 1 bytes; *hash_len: its
+ * length, which counts the NUL inside) and its field there (4 bytes). */
+void lockcore__fence_bucket(const lockcore_client *c, const char *resource, size_t len, char *hash,
+                            size_t *hash_len, char *field);
 uint64_t lockcore__wall_us(void *arg);
 int lockcore__random_bytes(void *buf, size_t n);
 struct lockcore__idpool;
@@ -142,14 +148,18 @@ struct op {
     struct lockcore_lock lock;
     char key[KEY_MAX + 1];
     size_t key_len;
-    char fkey[FENCE_KEY_MAX + 1];
+    char fkey[FENCE_KEY_MAX + 1]; /* the old layout's fence key, "{" key "}:fence" */
     size_t fkey_len;
+    char fhash[FENCE_HASH_MAX + 1]; /* the resource's bucket: its hash (a NUL inside) */
+    size_t fhash_len;
+    char fbucket[4]; /* ... and its field there */
     uint64_t ttl_ms;
     uint64_t wait_deadline_ms; /* 0 = none */
     uint64_t attempt_start_ms;
     uint64_t phase_deadline_ms;
     uint64_t retry_at_ms;
     uint64_t proposal;
+    uint64_t wall_us; /* the proposer's clock when the attempt began */
     uint64_t max_fence;
     unsigned raises;
     uint64_t phase_start_ms;
@@ -235,6 +245,8 @@ struct lockcore_client {
     struct lockcore_keepalive *keepalives;
     size_t inflight;
     uint64_t fence_seen[256];         /* largest fence value seen, by resource hash */
+    uint64_t fence_lead_us;           /* how far ahead of our clock the fences run (op.c) */
+    uint64_t fence_lead_at_us;        /* ... learnt then (our clock) */
     char info[LOCKCORE_INFO_MAX + 1]; /* holder_info, "" for none */
     char *tls_strings[4];             /* copies of the tls_* file and name options */
     void *ssl_ctx;                    /* SSL_CTX *, if any node is rediss:// */
@@ -293,10 +305,13 @@ void lockcore__u64s(char *buf, size_t cap, uint64_t v);
 struct step_nums {
     char ttl[24];  /* op->ttl_ms */
     char prop[24]; /* the fencing proposal; 0 with fencing off */
-    char idle[24]; /* the fence key's idle expiry */
-    char fexp[24]; /* an extend's fence expiry: the fence key must outlive
-                      the lock, so the idle expiry or twice the TTL if that
-                      is longer; 0 (never) with fencing off or no idle expiry */
+    char idle[24]; /* what a grant does with the old layout's fence key
+                      (block "fence"): "-" it goes where the bucket takes
+                      over; in transition mode, its idle expiry ("0" none) */
+    char fexp[24]; /* the same for an extension: "-", or in transition mode
+                      the old fence key's expiry, which must outlive the
+                      lock: the idle expiry or twice the TTL if that is
+                      longer ("0": never) */
     char tok[24];  /* the lock's token; 0 with fencing off */
     /* A waiter's: its ticket, its place's TTL, and the queued acquire's
      * mode ("2" a notified waiter's first attempt, "0" its later ones,

@@ -21,7 +21,9 @@
 
 /* A lock whose token was refused may try this many second rounds before
  * the attempt is rolled back and retried. */
-#define MAX_RAISES 3
+#define MAX_RAISES 10
+/* The lead shrinks by 1 µs per LEAD_DECAY µs of our clock: 1 ms a minute. */
+#define LEAD_DECAY 60000
 
 static uint64_t key_hash(const char *s, size_t len)
 {
@@ -92,13 +94,18 @@ void lockcore__u64s(char *buf, size_t cap, uint64_t v)
 void lockcore__step_nums(const struct op *op, struct step_nums *n)
 {
     const lockcore_client *c = op->c;
-    uint64_t fexp = 0;
-    if (c->o.fencing && c->o.fence_idle_ms != 0)
-        fexp = c->o.fence_idle_ms > 2 * op->ttl_ms ? c->o.fence_idle_ms : 2 * op->ttl_ms;
     lockcore__u64s(n->ttl, sizeof(n->ttl), op->ttl_ms);
     lockcore__u64s(n->prop, sizeof(n->prop), c->o.fencing ? op->proposal : 0);
-    lockcore__u64s(n->idle, sizeof(n->idle), c->o.fence_idle_ms);
-    lockcore__u64s(n->fexp, sizeof(n->fexp), fexp);
+    if (c->o.fence_transition) {
+        uint64_t fexp = 0;
+        if (c->o.fence_idle_ms != 0)
+            fexp = c->o.fence_idle_ms > 2 * op->ttl_ms ? c->o.fence_idle_ms : 2 * op->ttl_ms;
+        lockcore__u64s(n->idle, sizeof(n->idle), c->o.fence_idle_ms);
+        lockcore__u64s(n->fexp, sizeof(n->fexp), fexp);
+    } else {
+        memcpy(n->idle, "-", 2);
+        memcpy(n->fexp, "-", 2);
+    }
     lockcore__u64s(n->tok, sizeof(n->tok), c->o.fencing ? op->lock.token : 0);
     lockcore__u64s(n->ticket, sizeof(n->ticket), op->ticket);
     lockcore__u64s(n->qttl, sizeof(n->qttl), c->o.queue_ttl_ms);
@@ -136,8 +143,8 @@ void lockcore__release_what(const lockcore_client *c, char *buf, size_t cap)
 
 /* One call of a plain script: its keys and arguments. */
 struct pcmd {
-    const char *keys[6], *args[10];
-    size_t klens[6], alens[10];
+    const char *keys[7], *args[11];
+    size_t klens[7], alens[11];
     int nkeys, nargs;
 };
 #define KEY(p, l) (k.keys[k.nkeys] = (p), k.klens[k.nkeys++] = (l))
@@ -150,10 +157,10 @@ static int send_script(struct op *op, unsigned i, enum step step, int script, co
                        int use_eval, uint64_t now)
 {
     lockcore_client *c = op->c;
-    const char *argv[3 + 6 + 10];
-    size_t lens[3 + 6 + 10];
+    const char *argv[3 + 7 + 11];
+    size_t lens[3 + 7 + 11];
     int argc = 0;
-    static const char *const nk[] = {"0", "1", "2", "3", "4", "5", "6"};
+    static const char *const nk[] = {"0", "1", "2", "3", "4", "5", "6", "7"};
     _Static_assert(sizeof(k->keys) / sizeof(k->keys[0]) < sizeof(nk) / sizeof(nk[0]), "nk too short");
     if (use_eval || c->sha[script][0] == '\0') {
         argv[argc] = "EVAL", lens[argc++] = 4;
@@ -178,6 +185,7 @@ int lockcore__queued_lock(struct op *op, unsigned i, const char *value, const ch
     struct step_nums num;
     lockcore__step_nums(op, &num);
     KEY(op->key, op->key_len);
+    KEY(op->fhash, op->fhash_len);
     KEY(op->fkey, op->fkey_len);
     KEY(op->qkey, op->qkey_len);
     KEY(op->qexp, op->qexp_len);
@@ -194,6 +202,7 @@ int lockcore__queued_lock(struct op *op, unsigned i, const char *value, const ch
     ARG(op->qid);
     ARG(holds != NULL ? op->lock.id : "");
     ARG(num.ahead);
+    ARG(op->fbucket);
     return send_script(op, i, STEP_LOCK, SCRIPT_ACQUIRE_QUEUED, &k, use_eval, now);
 }
 
@@ -228,30 +237,36 @@ int lockcore__op_resend(struct op *op, unsigned i, enum step step, int use_eval,
         }
         script = SCRIPT_ACQUIRE_FENCED;
         KEY(op->key, op->key_len);
+        KEY(op->fhash, op->fhash_len);
         KEY(op->fkey, op->fkey_len);
         ARG(op->lock.id);
         ARG(num.ttl);
         ARG(num.prop);
         ARG(num.idle);
         ARG(num.ahead);
+        ARG(op->fbucket);
         break;
     case STEP_RAISE:
         lockcore__step_nums(op, &num);
         script = SCRIPT_RAISE;
+        KEY(op->fhash, op->fhash_len);
         KEY(op->fkey, op->fkey_len);
         ARG(num.prop);
         ARG(num.idle);
+        ARG(op->fbucket);
         break;
     case STEP_EXTEND:
         lockcore__step_nums(op, &num);
         script = SCRIPT_EXTEND;
         KEY(op->key, op->key_len);
+        KEY(op->fhash, op->fhash_len);
         KEY(op->fkey, op->fkey_len);
         KEY(op->ikey, op->ikey_len);
         ARG(op->lock.id);
         ARG(num.ttl);
         ARG(num.fexp);
         ARG(num.tok);
+        ARG(op->fbucket);
         break;
     case STEP_RELEASE:
     case STEP_IGNORE:
@@ -303,16 +318,20 @@ int lockcore__op_resend(struct op *op, unsigned i, enum step step, int use_eval,
             lockcore__u64s(to, sizeof(to), op->repair_to);
             script = SCRIPT_FENCE_REPAIR;
             KEY(op->key, op->key_len);
+            KEY(op->fhash, op->fhash_len);
             KEY(op->fkey, op->fkey_len);
             ARG(to);
             ARG(num.idle);
+            ARG(op->fbucket);
             return send_script(op, i, step, script, &k, use_eval, now);
         }
         script = SCRIPT_STATUS;
         KEY(op->key, op->key_len);
+        KEY(op->fhash, op->fhash_len);
         KEY(op->fkey, op->fkey_len);
         KEY(op->ikey, op->ikey_len);
         KEY(op->qkey, op->qkey_len);
+        ARG(op->fbucket);
         break;
     default:
         return -EINVAL;
@@ -376,6 +395,38 @@ static void attempt_id(struct op *op)
         op->lock.id[k] = hex[n & 15];
 }
 
+/* How far ahead of this client's clock the fences it meets run, now:
+ * first-round proposals are made that far ahead. Resources share buckets
+ * (docs/fencing.md), so where clients whose clocks run ahead of ours keep
+ * a bucket busy, a proposal from our clock loses its first round to them,
+ * again and again; one such loss teaches us the lead (learn_lead), and the
+ * next proposals win. At most half of proposal_ahead_max_ms, so that a
+ * proposal still counts on a node whose clock is a little behind ours; it
+ * shrinks by 1 ms a minute, so that tokens come back to our clock once
+ * those clients are gone. Safety does not rest on it: the proof takes a
+ * proposal for any number. */
+static uint64_t fence_lead(const lockcore_client *c, uint64_t wall)
+{
+    uint64_t shrink = wall > c->fence_lead_at_us ? (wall - c->fence_lead_at_us) / LEAD_DECAY : 0;
+    return c->fence_lead_us > shrink ? c->fence_lead_us - shrink : 0;
+}
+
+/* A first round lost: were the fences ahead of our clock (and our lead)? */
+static void learn_lead(struct op *op)
+{
+    lockcore_client *c = op->c;
+    uint64_t bound = c->o.proposal_ahead_max_ms ? c->o.proposal_ahead_max_ms : 5000;
+    if (op->max_fence < op->wall_us)
+        return;
+    uint64_t need = op->max_fence + 1 - op->wall_us;
+    if (need > bound * 500)
+        need = bound * 500; /* half the bound, in µs */
+    if (need > fence_lead(c, op->wall_us)) {
+        c->fence_lead_us = need;
+        c->fence_lead_at_us = op->wall_us;
+    }
+}
+
 static void attempt_begin(struct op *op, uint64_t now)
 {
     attempt_id(op);
@@ -391,7 +442,8 @@ static void attempt_begin(struct op *op, uint64_t now)
     op->reserved_ahead = 0;
     if (op->c->o.fencing) {
         uint64_t wall = op->c->o.clock_us(op->c->o.clock_arg);
-        int rc = fencing_propose(wall, *fence_seen(op), &op->proposal);
+        op->wall_us = wall;
+        int rc = fencing_propose(wall + fence_lead(op->c, wall), *fence_seen(op), &op->proposal);
         if (rc < 0) {
             lockcore__fmt(op->errmsg, sizeof(op->errmsg), "cannot propose a token: %s", fencing_strerror(rc));
             lockcore__op_finish(op, LOCKCORE_EFENCE);
@@ -649,6 +701,7 @@ static void granted(struct op *op, unsigned yes, uint64_t now)
     op->lock.ttl_ms = op->ttl_ms;
     op->lock.nodes_ok = yes;
     op->lock.token = op->c->o.fencing ? op->proposal : 0;
+    op->lock.rounds = op->c->o.fencing ? 1 + op->raises : 0;
     if (op->lock.token > *fence_seen(op))
         *fence_seen(op) = op->lock.token;
     if (op->type != NULL && op->type->granted != NULL)
@@ -657,9 +710,18 @@ static void granted(struct op *op, unsigned yes, uint64_t now)
     lockcore__op_finish(op, 0);
 }
 
+/* A second round proposes the largest fence seen + 1. Clients whose
+ * first rounds lost in one bucket (other resources of it, docs/fencing.md)
+ * raise it at once, all with the same max + 1, and split the nodes so that
+ * none gets a majority; after a refused second round, a random spread
+ * makes their proposals differ, and the largest is accepted wherever it
+ * arrives before a later round's. */
+#define RAISE_SPREAD 1024
+
 static void raise_begin(struct op *op, uint64_t now)
 {
-    int rc = fencing_propose_next(op->max_fence, &op->proposal);
+    uint64_t spread = op->raises > 0 ? lockcore__rand64(&op->c->rng) % RAISE_SPREAD : 0;
+    int rc = fencing_propose_next(op->max_fence + spread, &op->proposal);
     if (rc < 0) {
         lockcore__fmt(op->errmsg, sizeof(op->errmsg), "acquire '%s': %s", op->lock.resource,
                       fencing_strerror(rc));
@@ -733,6 +795,7 @@ static void decide_lock(struct op *op, const struct fencing_tally *t, unsigned n
             return;
         }
         op->lock.nodes_ok = t->granted;
+        learn_lead(op);
         raise_begin(op, now);
         return;
     case FENCING_FAILED:

@@ -29,6 +29,15 @@ const char *const lockcore__scripts[SCRIPT_COUNT] = {
     [SCRIPT_FENCE_REPAIR] = lockcore__lua_fence_repair,
 };
 
+void lockcore__fence_bucket(const lockcore_client *c, const char *resource, size_t len, char *hash,
+                            size_t *hash_len, char *field)
+{
+    unsigned b = fencing_bucket(resource, len);
+    int n = fencing_bucket_key(c->prefix, c->prefix_len, b, hash, FENCE_HASH_MAX + 1);
+    *hash_len = n > 0 ? (size_t)n : 0; /* cannot fail: the prefix is at most LOCKCORE_PREFIX_MAX */
+    fencing_bucket_field(b, field, 4);
+}
+
 void lockcore__qid(const char *id, char *out)
 {
     size_t keep = LOCKCORE_ID_LEN - LOCKCORE__ATTEMPT_DIGITS;

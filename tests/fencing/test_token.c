@@ -1,10 +1,12 @@
 /* The pure logic of fencing tokens, with no I/O: proposals, the verdict of
- * a round (one and two), the resource-side check, parsing, fence keys. */
+ * a round (one and two), the resource-side check, parsing, fence keys and
+ * buckets. */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include <cmocka.h>
@@ -150,6 +152,66 @@ static void test_token_fence_key_shares_the_slot(void **state)
     assert_int_equal(fencing_fence_key("a", 1, NULL, 8), -EINVAL);
 }
 
+/* The bucket of a resource is part of the layout: every client sharing
+ * resources must compute the same one, forever. These values are from an
+ * independent implementation of the formula in fencing.h. */
+static void test_token_buckets_are_fixed_and_spread(void **state)
+{
+    (void)state;
+    assert_int_equal(fencing_bucket("invoice:42", 10), 10565);
+    assert_int_equal(fencing_bucket("order:7", 7), 2275);
+    assert_int_equal(fencing_bucket("a", 1), 5074);
+    assert_int_equal(fencing_bucket("room-42:permit:2", 16), 2416);
+    assert_int_equal(fencing_bucket("", 0), 3123);
+    assert_int_equal(fencing_bucket(NULL, 3), 0);
+    /* Sequential names spread like random ones: 163,840 names over 16,384
+     * buckets, 10 a bucket on average; Poisson puts the fullest near 24. */
+    static unsigned short count[FENCING_BUCKETS];
+    memset(count, 0, sizeof(count));
+    char name[32];
+    for (int i = 0; i < 163840; i++) {
+        int n = snprintf(name, sizeof(name), "invoice:%d", i);
+        unsigned b = fencing_bucket(name, (size_t)n);
+        assert_true(b < FENCING_BUCKETS);
+        count[b]++;
+    }
+    unsigned used = 0, fullest = 0;
+    for (unsigned b = 0; b < FENCING_BUCKETS; b++) {
+        used += count[b] > 0;
+        fullest = count[b] > fullest ? count[b] : fullest;
+    }
+    assert_true(used > FENCING_BUCKETS - 16);
+    assert_true(fullest < 32);
+}
+
+/* A bucket's hash: the prefix, a NUL, "fence:" and the bucket / 64; its
+ * field the bucket % 64. */
+static void test_token_bucket_key_has_a_nul_after_the_prefix(void **state)
+{
+    (void)state;
+    char buf[64], field[4];
+    assert_int_equal(fencing_bucket_key("app:", 4, 10565, buf, sizeof(buf)), 4 + 7 + 3);
+    assert_memory_equal(buf, "app:\0fence:165", 15);
+    assert_int_equal(fencing_bucket_field(10565, field, sizeof(field)), 1);
+    assert_string_equal(field, "5");
+    assert_int_equal(fencing_bucket_key("", 0, 0, buf, sizeof(buf)), 8);
+    assert_memory_equal(buf, "\0fence:0", 9);
+    assert_int_equal(fencing_bucket_key(NULL, 0, 63, buf, sizeof(buf)), 8);
+    assert_int_equal(fencing_bucket_field(FENCING_BUCKETS - 1, field, sizeof(field)), 2);
+    assert_string_equal(field, "63");
+    assert_int_equal(fencing_bucket_key("app:", 4, FENCING_BUCKETS - 1, buf, sizeof(buf)), 14);
+    assert_memory_equal(buf, "app:\0fence:255", 15);
+    /* Room for the name and its terminating NUL, or -ENOSPC. */
+    assert_int_equal(fencing_bucket_key("app:", 4, 16383, buf, 15), 14);
+    assert_int_equal(fencing_bucket_key("app:", 4, 16383, buf, 14), -ENOSPC);
+    assert_int_equal(fencing_bucket_key("app:", 4, FENCING_BUCKETS, buf, sizeof(buf)), -EINVAL);
+    assert_int_equal(fencing_bucket_key(NULL, 4, 1, buf, sizeof(buf)), -EINVAL);
+    assert_int_equal(fencing_bucket_key("app:", 4, 1, NULL, 64), -EINVAL);
+    assert_int_equal(fencing_bucket_field(FENCING_BUCKETS, field, sizeof(field)), -EINVAL);
+    assert_int_equal(fencing_bucket_field(1, field, 2), -EINVAL);
+    assert_int_equal(fencing_bucket_field(1, NULL, 4), -EINVAL);
+}
+
 static void test_token_strerror_names_every_code(void **state)
 {
     (void)state;
@@ -174,6 +236,8 @@ int main(void)
         cmocka_unit_test(test_token_check_admits_equal_and_newer),
         cmocka_unit_test(test_token_parse_accepts_only_plain_digits),
         cmocka_unit_test(test_token_fence_key_shares_the_slot),
+        cmocka_unit_test(test_token_buckets_are_fixed_and_spread),
+        cmocka_unit_test(test_token_bucket_key_has_a_nul_after_the_prefix),
         cmocka_unit_test(test_token_strerror_names_every_code),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

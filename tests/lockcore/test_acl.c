@@ -1,16 +1,18 @@
 /*
  * The least Redis ACL a lock client needs, measured against real
  * redis-server nodes (docs/security.md). With key prefix P the client
- * touches P<resource> and {P<resource>}:fence, :holder, :waiters, :waiting
- * and the channel {P<resource>}:released. What it calls depends on how it
- * waits (lockcore_options.wait_mode):
+ * touches P<resource>, the fences' buckets P\0fence:<n> (hashes), and
+ * {P<resource>}:fence, :holder, :waiters, :waiting and the channel
+ * {P<resource>}:released. What it calls depends on how it waits
+ * (lockcore_options.wait_mode):
  *
- *   base     ~P* ~{P* -@all +eval +get +set +del +pexpire +pttl +zrange +zcard +time
+ *   base     ~P* ~{P* -@all +eval +get +set +del +pexpire +pttl +zrange +zcard +time +hget +hset
  *            every operation of a client that does not wait (LOCKCORE_WAIT_
  *            POLL, the default, and NOTIFY); status lists waiters with
  *            ZCARD and ZRANGE, and so does the release of a notified or fair
  *            client or of one that leaves holder info (a polling client
- *            without it releases with GET and DEL alone)
+ *            without it releases with GET and DEL alone); a fenced acquire
+ *            reads and raises its bucket with HGET and HSET
  *   + +zadd +zrem +hget +hset +hdel +time
  *                                   the queue of waiters (LOCKCORE_WAIT_FAIR
  *                                   always; NOTIFY once a client waits)
@@ -35,12 +37,13 @@
 
 #include <cmocka.h>
 
+#include "fence_probe.h"
 #include "redis_harness.h"
 #include <lockcore/lockcore.h>
 
 #define N 3
 #define PREFIX "app:"
-#define BASE "~app:* ~{app:* -@all +eval +get +set +del +pexpire +pttl +zrange +zcard +time"
+#define BASE "~app:* ~{app:* -@all +eval +get +set +del +pexpire +pttl +zrange +zcard +time +hget +hset"
 #define NO_RESEND "+evalsha +script|load"
 #define QUEUE "+zadd +zrem +hget +hset +hdel +time"
 #define CHANNELS "&{app:* +subscribe +unsubscribe +publish"
@@ -173,6 +176,21 @@ static unsigned holders(struct fixture *f, const char *key, const char *val)
     return n;
 }
 
+/* Nodes whose fence of res (under PREFIX) is token, waiting as holders(). */
+static unsigned fence_holders(struct fixture *f, const char *res, uint64_t token)
+{
+    uint64_t deadline = lockcore_now_ms() + 1000;
+    for (;;) {
+        unsigned n = 0;
+        for (int i = 0; i < N; i++)
+            n += tf_fence(f->rc, i, PREFIX, res) == token;
+        if (n == N || lockcore_now_ms() >= deadline)
+            return n;
+        struct timespec ts = {0, 10 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+}
+
 /* waits: retry until the lock comes (8 s at most), else one attempt. */
 static lockcore_client *client(struct fixture *f, int wait_mode, int fencing, const char *info, int waits)
 {
@@ -203,7 +221,7 @@ static lockcore_client *client(struct fixture *f, int wait_mode, int fencing, co
  * operation of the client, as the user "locker". */
 static void every_operation(struct fixture *f, int wait_mode, int fencing, const char *info)
 {
-    char res[64], key[80], fkey[96], ikey[96], tok[32];
+    char res[64], key[80], fkey[96], ikey[96];
     snprintf(res, sizeof(res), "res-%d-%d-%d", wait_mode, fencing, info != NULL);
     snprintf(key, sizeof(key), PREFIX "%s", res);
     snprintf(fkey, sizeof(fkey), "{%s}:fence", key);
@@ -217,11 +235,11 @@ static void every_operation(struct fixture *f, int wait_mode, int fencing, const
     assert_int_equal(holders(f, key, l.id), N);
     if (fencing) {
         assert_true(l.token > 0);
-        snprintf(tok, sizeof(tok), "%" PRIu64, l.token);
-        assert_int_equal(holders(f, fkey, tok), N);
+        assert_int_equal(fence_holders(f, res, l.token), N);
     } else {
         assert_int_equal(l.token, 0);
         assert_int_equal(rh_pttl(f->rc, 0, fkey), -2);
+        assert_true(tf_fence(f->rc, 0, PREFIX, res) == 0);
     }
     if (info != NULL)
         assert_int_equal(holders(f, ikey, info), N);
@@ -456,6 +474,11 @@ static const struct refusal refusals[] = {
      LOCKCORE_EPROTO, CANT},
     {"~app:* ~{app:* -@all +eval +get +set +del +pexpire +zrange " NO_RESEND, POLL, 1, "status",
      LOCKCORE_EPROTO, CANT},
+    /* The fence's bucket: read with HGET, raised with HSET. */
+    {"~app:* ~{app:* -@all +eval +get +set +del +pexpire +pttl +zrange +zcard +time +hset " NO_RESEND, POLL,
+     1, "acquire", LOCKCORE_EPROTO, CANT},
+    {"~app:* ~{app:* -@all +eval +get +set +del +pexpire +pttl +zrange +zcard +time +hget " NO_RESEND, POLL,
+     1, "acquire", LOCKCORE_EPROTO, CANT},
     /* A notified release reads the queue (ZRANGE) only where the mark
      * "{P<resource>}:wanted" says somebody waits: without +zrange it still
      * releases a lock nobody waits for, and fails one that a waiter wants. */

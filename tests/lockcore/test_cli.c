@@ -21,6 +21,7 @@
 #include "fault_proxy.h"
 #include "proc.h"
 #include "cli_harness.h"
+#include "fence_probe.h"
 #include "redis_harness.h"
 
 #define RUN_TIMEOUT_MS 20000
@@ -197,9 +198,7 @@ static void test_cli_acquire_prints_the_lock(void **state)
     assert_int_equal(rh_holders(f->rc, "cli:acq", id_copy), 3);
     long long pttl = rh_pttl(f->rc, 0, "cli:acq");
     assert_true(pttl > 4000 && pttl <= 5000);
-    char fence[32];
-    rh_get(f->rc, 1, "{cli:acq}:fence", fence, sizeof(fence));
-    assert_int_equal(strtoll(fence, NULL, 10), token);
+    assert_int_equal(tf_fence(f->rc, 1, "", "cli:acq"), token);
     json_decref(j);
 
     /* --key-prefix and --no-fencing reach the nodes. */
@@ -210,10 +209,30 @@ static void test_cli_acquire_prints_the_lock(void **state)
     assert_int_equal(jint(j, "ttl_ms"), 10000);
     assert_true(rh_holders(f->rc, "app:cli:plain", jstr(j, "lock_id")) >= 2);
     assert_int_equal(rh_holders(f->rc, "cli:plain", jstr(j, "lock_id")), 0);
+    assert_int_equal(tf_fence(f->rc, 0, "app:", "cli:plain"), 0);
     redisReply *x = rh_command(f->rc, 0, "EXISTS {app:cli:plain}:fence");
     assert_int_equal(x->integer, 0);
     freeReplyObject(x);
     json_decref(j);
+
+    /* A grant leaves no fence key of its own, but in transition mode
+     * (FENCELOCK_FENCE_TRANSITION=1, an upgrade) it writes the old layout's
+     * key too; any other value than 0 or 1 is a usage error. */
+    x = rh_command(f->rc, 1, "EXISTS {cli:acq}:fence");
+    assert_int_equal(x->integer, 0);
+    freeReplyObject(x);
+    char *transition[] = {"FENCELOCK_FENCE_TRANSITION=1", NULL};
+    fl_env(f, &r, transition, "acquire", "cli:transition", NULL);
+    assert_int_equal(r.code, 0);
+    j = one_json_line(&r);
+    char want[32];
+    snprintf(want, sizeof(want), "%lld", jint(j, "token"));
+    assert_true(rh_holders(f->rc, "{cli:transition}:fence", want) >= 2);
+    json_decref(j);
+    char *bad_transition[] = {"FENCELOCK_FENCE_TRANSITION=yes", NULL};
+    fl_env(f, &r, bad_transition, "acquire", "cli:transition2", NULL);
+    assert_int_equal(r.code, 64);
+    assert_non_null(strstr(r.err, "FENCELOCK_FENCE_TRANSITION"));
 
     /* The nodes may also come from --nodes; --nodes wins over the
      * environment. */
@@ -518,9 +537,7 @@ static void test_cli_run_passes_the_lock_to_the_command(void **state)
     assert_int_equal(strspn(id, "0123456789abcdef"), 40);
     assert_string_equal(res, "cli:env");
     assert_true(validity > 3500 && validity < 4000);
-    char fence[32];
-    rh_get(f->rc, 0, "{cli:env}:fence", fence, sizeof(fence));
-    assert_int_equal(strtoull(fence, NULL, 10), token);
+    assert_int_equal(tf_fence(f->rc, 0, "", "cli:env"), token);
     /* Released when the command ended. */
     assert_int_equal(rh_holders(f->rc, "cli:env", id), 0);
 

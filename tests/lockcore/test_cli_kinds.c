@@ -20,6 +20,7 @@
 
 #include "proc.h"
 #include "cli_harness.h"
+#include "fence_probe.h"
 #include "redis_harness.h"
 
 #define RUN_TIMEOUT_MS 30000
@@ -228,12 +229,9 @@ static void test_cli_kinds_acquire_extend_release_a_set(void **state)
     assert_true(rh_holders(f->rc, "s:a", id) >= 2);
     assert_true(rh_holders(f->rc, "s:b", id) >= 2);
     for (int n = 0; n < 3; n++) {
-        char fa[32], fb[32];
-        rh_get(f->rc, n, "{s:a}:fence", fa, sizeof(fa));
-        rh_get(f->rc, n, "{s:b}:fence", fb, sizeof(fb));
         if (rh_holders(f->rc, "s:a", id) == 3) {
-            assert_int_equal(strtoll(fa, NULL, 10), token);
-            assert_int_equal(strtoll(fb, NULL, 10), token);
+            assert_int_equal(tf_fence(f->rc, n, "", "s:a"), token);
+            assert_int_equal(tf_fence(f->rc, n, "", "s:b"), token);
         }
     }
 

@@ -27,6 +27,7 @@
 #include <hiredis/hiredis.h>
 
 #include "proc.h"
+#include "fence_probe.h"
 #include "redis_harness.h"
 #include <lockcore/lockcore.h>
 
@@ -98,6 +99,7 @@ struct tuning {
     uint64_t fence_idle_ms;
     const char *holder_info;
     int retry_count;
+    int fence_transition;
 };
 
 static lockcore_client *client(struct fixture *f, const struct tuning *t)
@@ -113,8 +115,10 @@ static lockcore_client *client(struct fixture *f, const struct tuning *t)
         o.request_timeout_ms = t->request_timeout_ms;
     if (t && t->fence_idle_ms)
         o.fence_idle_ms = t->fence_idle_ms;
-    if (t)
+    if (t) {
         o.holder_info = t->holder_info;
+        o.fence_transition = t->fence_transition;
+    }
     lockcore_client *c = NULL;
     char err[256];
     if (lockcore_client_new(&o, &c, err, sizeof(err)) != 0)
@@ -797,12 +801,16 @@ static void test_core_keepalive_start_checks_its_arguments(void **state)
     lockcore_client_free(c);
 }
 
-/* ---- 10. the fence key outlives a lock kept alive ---- */
+/* ---- 10. the fence outlives a lock kept alive ---- */
 
+/* The bucket never expires; in transition mode the old layout's fence key,
+ * which does, is kept alive by the extensions. A node that forgot either
+ * gets the lock's token back at the next extension. */
 static void test_core_extension_keeps_the_fence_key_alive(void **state)
 {
     struct fixture *f = *state;
-    lockcore_client *c = client(f, &(struct tuning){.ttl_ms = 500, .fence_idle_ms = 1000});
+    lockcore_client *c =
+        client(f, &(struct tuning){.ttl_ms = 500, .fence_idle_ms = 1000, .fence_transition = 1});
     struct lockcore_lock l;
     assert_int_equal(lockcore_acquire(c, "fence-idle", &l), 0);
     lockcore_keepalive *k = NULL;
@@ -819,6 +827,10 @@ static void test_core_extension_keeps_the_fence_key_alive(void **state)
     unsigned holding = rh_holders(f->rc, "fence-idle", l.id);
     assert_true(holding >= 2);
     assert_int_equal(rh_holders(f->rc, "{fence-idle}:fence", tok), holding);
+    unsigned in_bucket = 0;
+    for (int i = 0; i < 3; i++)
+        in_bucket += tf_bucket(f->rc, i, "", "fence-idle") == l.token;
+    assert_int_equal(in_bucket, holding);
     /* A node that forgot the fence gets the lock's token back at the next
      * extension ("set if greater" of a token a majority accepted). */
     int forgot = 0;
@@ -828,6 +840,7 @@ static void test_core_extension_keeps_the_fence_key_alive(void **state)
     redisReply *r = rh_command(f->rc, forgot, "DEL %s", "{fence-idle}:fence");
     assert_non_null(r);
     freeReplyObject(r);
+    tf_set_bucket(f->rc, forgot, "", "fence-idle", 0);
     assert_int_equal(lockcore_extend(c, &l, 0), 0);
     /* The extension returns at a quorum; a status goes behind it on every
      * connection and waits for every node, so each node has run it. */
@@ -836,6 +849,7 @@ static void test_core_extension_keeps_the_fence_key_alive(void **state)
     assert_int_equal(rh_holders(f->rc, "{fence-idle}:fence", tok), holding);
     long long pttl = rh_pttl(f->rc, forgot, "{fence-idle}:fence");
     assert_true(pttl > 500 && pttl <= 1000);
+    assert_true(tf_bucket(f->rc, forgot, "", "fence-idle") == l.token);
     lockcore_keepalive_stop(k);
     assert_int_equal(lockcore_release(c, &l), 0);
     lockcore_client_free(c);

@@ -10,7 +10,8 @@
  * This header has three parts:
  *   1. token arithmetic and the pure decision logic of the issuing protocol
  *      (no I/O; lockcore drives it over Redis);
- *   2. the Lua scripts the issuing protocol runs on each node;
+ *   2. where fences live (buckets), and the Lua scripts the issuing
+ *      protocol runs on each node;
  *   3. the resource-side check, pure (the SQLite-backed store of last
  *      tokens is a library of its own, fencestore, so that a lock client
  *      links hiredis only).
@@ -103,29 +104,79 @@ struct fencing_tally {
  */
 FENCING_API enum fencing_verdict fencing_decide(const struct fencing_tally *t, int fenced);
 
-/* ---- 2. The Lua scripts run on each node ----------------------------- */
+/* ---- 2. Where fences live, and the Lua scripts run on each node ------ */
+
+/*
+ * A resource's fence on a node is shared with the other resources of its
+ * bucket (docs/fencing.md, "Where fences live"): each key prefix has
+ * FENCING_BUCKETS buckets, kept FENCING_BUCKET_FIELDS to a hash, so that
+ * the memory of a node's fences is fixed whatever the number of resources,
+ * and no fence needs an expiry. A token larger than the bucket's fence is
+ * larger than every token of every resource of the bucket, so T1 and T2
+ * hold per resource as before. The bucket of a resource is part of the
+ * layout: every client sharing resources must compute the same one.
+ */
+#define FENCING_BUCKETS 16384u
+#define FENCING_BUCKET_FIELDS 64u
+
+/*
+ * The bucket of a resource (its name without the key prefix), in
+ * [0, FENCING_BUCKETS): the 64-bit FNV-1a hash of its bytes, its upper
+ * and lower halves xored, modulo FENCING_BUCKETS. Returns 0 for NULL.
+ */
+FENCING_API unsigned fencing_bucket(const char *resource, size_t len);
+
+/*
+ * The hash that holds bucket b under key prefix `prefix` (prefix_len bytes,
+ * may be 0): prefix, a NUL byte, "fence:" and b / FENCING_BUCKET_FIELDS in
+ * decimal. The NUL is on purpose: no resource name or key prefix contains
+ * one, so no lock key or other key of any resource can ever be this name,
+ * and the name still starts with the prefix (an ACL's ~prefix* covers it).
+ * Writes the name and a terminating NUL (cap bytes at most); returns the
+ * name's length (use it: strlen stops at the inner NUL), -EINVAL for bad
+ * arguments or -ENOSPC when cap is too small. The bucket's field in that
+ * hash is b % FENCING_BUCKET_FIELDS in decimal (fencing_bucket_field).
+ */
+FENCING_API int fencing_bucket_key(const char *prefix, size_t prefix_len, unsigned bucket, char *buf,
+                                   size_t cap);
+
+/*
+ * The field of bucket b in its hash: b % FENCING_BUCKET_FIELDS in decimal,
+ * NUL-terminated (cap >= 3). Returns its length, or -EINVAL.
+ */
+FENCING_API int fencing_bucket_field(unsigned bucket, char *buf, size_t cap);
 
 /*
  * Acquire with a proposal, atomically on one node.
- * KEYS[1] lock key, KEYS[2] fence key; ARGV[1] lock id, ARGV[2] ttl ms,
- * ARGV[3] proposal, ARGV[4] fence idle expiry ms (0 = none).
- * Returns an array: granted (0/1), accepted (0/1), and the node's fence
- * value after the call, as a decimal string; when not granted, two more
- * elements say who holds the lock: the lock key's value and its PTTL.
+ * KEYS[1] lock key, KEYS[2] the bucket's hash (fencing_bucket_key), KEYS[3]
+ * the resource's own fence key of the layout before buckets
+ * (fencing_fence_key of the lock key: read, so that a token never goes
+ * back for a resource last locked by a client of that layout);
+ * ARGV[1] lock id, ARGV[2] ttl ms, ARGV[3] proposal, ARGV[4] "-" (the
+ * bucket only; the old fence key is deleted where the bucket takes over)
+ * or, in transition mode, the old fence key's idle expiry in ms ("0":
+ * none), ARGV[5] how far ahead of the node's clock a proposal may be, µs
+ * ("0": no bound), ARGV[6] the bucket's field (fencing_bucket_field).
+ * Returns an array: granted (0/1), accepted (0/1), and the resource's fence
+ * value on the node after the call, as a decimal string; when not granted,
+ * two more elements say who holds the lock: the lock key's value and its
+ * PTTL.
  */
 FENCING_API extern const char fencing_script_acquire[];
 
 /*
- * Store a proposal if it is greater than the fence value ("set if greater").
- * KEYS[1] fence key; ARGV[1] proposal, ARGV[2] fence idle expiry ms.
- * Returns a 2-element array: accepted (0/1), fence value after the call as
- * a decimal string.
+ * Store a proposal if it is greater than the resource's fence value ("set
+ * if greater"). KEYS[1] the bucket's hash, KEYS[2] the old fence key;
+ * ARGV[1] proposal, ARGV[2] as the acquire's ARGV[4], ARGV[3] the bucket's
+ * field. Returns a 2-element array: accepted (0/1), fence value after the
+ * call as a decimal string.
  */
 FENCING_API extern const char fencing_script_raise[];
 
 /*
- * Build the fence key of a lock key: "{" lock_key "}:fence", which hashes to
- * the same cluster slot as the lock key when the lock key has no braces.
+ * Build the fence key of a lock key in the layout before buckets:
+ * "{" lock_key "}:fence". Clients of that layout read and write only this
+ * key; this version reads it, and writes it in transition mode.
  * Writes at most cap bytes including the NUL. Returns the length written
  * (without NUL), -EINVAL for bad arguments or -ENOSPC when cap is too small.
  */

@@ -1,11 +1,20 @@
--- The fence key of a resource holds the largest token a node accepted for
+-- A resource's fence on this node (docs/fencing.md, "Where fences live"):
+-- the field fb of the hash fh, its bucket, which it shares with the other
+-- resources of the bucket; and fk, the resource's own fence key of the
+-- layout before buckets ("{key}:fence"), which clients of that layout read
+-- and write. The fence value is the larger of the two (0 if neither is
+-- set), and it only grows: every write below stores a value only if it is
+-- larger, and the old key goes only where the bucket was just raised above
 -- it. Fence values are compared as Lua numbers (doubles): exact, because
 -- tokens stay below 2^53. They go back to the client as decimal strings,
 -- so that Redis never truncates them.
 
--- The node's fence value in fk, 0 if none.
-local function fence_get(fk)
-  return tonumber(redis.call('GET', fk) or '0') or 0
+-- The fence value, and the old key's alone (0 if none).
+local function fence_get(fh, fb, fk)
+  local f = tonumber(redis.call('HGET', fh, fb) or '0') or 0
+  local o = tonumber(redis.call('GET', fk) or '0') or 0
+  if o > f then return o, o end
+  return f, o
 end
 
 -- A fence value as the client reads it.
@@ -13,15 +22,21 @@ local function fence_str(f)
   return string.format('%.0f', f)
 end
 
--- "Set if greater": store the proposal p (a decimal string) in fk if it is
--- greater than f, the fence value read before, with the idle expiry idle
--- (ms, '0' for none). True if stored. No token ever goes down here.
-local function fence_raise(fk, f, p, idle)
-  if tonumber(p) > f then
-    if idle ~= '0' then redis.call('SET', fk, p, 'PX', idle) else redis.call('SET', fk, p) end
-    return true
+-- "Set if greater": store the proposal p (a decimal string) if it is
+-- greater than f, the fence value fence_get gave (o: the old key's), in
+-- the bucket. lg '-': the old key goes where it was (the bucket now holds
+-- more); else, in transition mode, the old key is written too, for the
+-- clients of the old layout, expiring after lg ms ('0': never). True if
+-- stored. No fence value ever goes down here.
+local function fence_raise(fh, fb, fk, f, o, p, lg)
+  if tonumber(p) <= f then return false end
+  redis.call('HSET', fh, fb, p)
+  if lg ~= '-' then
+    if lg ~= '0' then redis.call('SET', fk, p, 'PX', lg) else redis.call('SET', fk, p) end
+  elseif o > 0 then
+    redis.call('DEL', fk)
   end
-  return false
+  return true
 end
 
 -- May a first-round proposal p (the proposer's clock in µs, or the last
@@ -39,14 +54,23 @@ local function fence_within(p, ahead)
   return tonumber(p) <= tonumber(t[1]) * 1000000 + tonumber(t[2]) + tonumber(ahead)
 end
 
--- An extension's fence step: a lock kept alive for longer than the fence's
--- idle expiry must not outlive its fence key, so its own token goes back
--- where the fence is lower (a node that forgot it; "set if greater" of a
--- token a majority accepted: later proposals only get larger), else the
--- fence's expiry is pushed out to fexp ms, never in. token '0': unknown.
-local function fence_keep(fk, token, fexp)
-  if not fence_raise(fk, fence_get(fk), token, fexp) and fexp ~= '0' then
+-- An extension's fence step, for the lock's token ('0': unknown, or plain
+-- Redlock: nothing to do). Where the bucket is below the token (a node
+-- that forgot it, or never accepted it), the token goes back: a "set if
+-- greater" of a token a majority accepted, so later proposals only get
+-- larger. The bucket never expires. In transition mode (lg not '-') the
+-- old key, which does, is kept as before: the token goes back where it is
+-- lower, else its expiry is pushed out to lg ms, never in, so that a lock
+-- kept alive for longer than the old key's idle expiry never outlives it.
+local function fence_keep(fh, fb, fk, token, lg)
+  if token == '0' then return end
+  local t = tonumber(token)
+  if t > (tonumber(redis.call('HGET', fh, fb) or '0') or 0) then redis.call('HSET', fh, fb, token) end
+  if lg == '-' then return end
+  if t > (tonumber(redis.call('GET', fk) or '0') or 0) then
+    if lg ~= '0' then redis.call('SET', fk, token, 'PX', lg) else redis.call('SET', fk, token) end
+  elseif lg ~= '0' then
     local pt = redis.call('PTTL', fk)
-    if pt >= 0 and pt < tonumber(fexp) then redis.call('PEXPIRE', fk, fexp) end
+    if pt >= 0 and pt < tonumber(lg) then redis.call('PEXPIRE', fk, lg) end
   end
 end

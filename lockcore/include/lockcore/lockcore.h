@@ -160,9 +160,12 @@ struct lockcore_options {
     const char *key_prefix;      /* prepended to every resource; default "" */
     int fencing;                 /* 1: issue fencing tokens (default); 0: plain
                                     Redlock, no fence keys, token 0 */
-    uint64_t fence_idle_ms;      /* expiry of an idle fence key; 0 = never;
-                                    default 7 days; at least 2 * ttl_ms. Every
-                                    grant and extension pushes it out again */
+    uint64_t fence_idle_ms;      /* transition mode only (fence_transition):
+                                    expiry of a resource's own fence key, the
+                                    old layout's; 0 = never; default 7 days;
+                                    at least 2 * ttl_ms. Every grant and
+                                    extension pushes it out again. Fences of
+                                    the bucket layout never expire */
     uint64_t reconnect_min_ms;   /* first backoff after a node failed; default 10 */
     uint64_t reconnect_max_ms;   /* backoff cap; default 1000. The backoff
                                     ends only after a node answers well, so a
@@ -206,6 +209,15 @@ struct lockcore_options {
      * later token that far ahead (docs/fencing.md, "Clocks"). 0 = no bound;
      * default 5000; at most one day. */
     uint64_t proposal_ahead_max_ms;
+
+    /* Fences live in buckets shared by resources (docs/fencing.md, "Where
+     * fences live"); every client also reads each resource's own fence key
+     * "{" key "}:fence", the only fence of the layout before buckets. 0
+     * (default): that key is deleted where a grant's bucket takes over from
+     * it. 1, transition mode: it is written too (expiring after
+     * fence_idle_ms), as clients of the old layout need while they share
+     * resources with this one, at the old layout's cost in memory. */
+    int fence_transition;
 };
 
 /* A held lock. Plain data: copy it, store it, pass it back. */
@@ -222,6 +234,9 @@ struct lockcore_lock {
     unsigned flags;                           /* LOCKCORE_LOCK_* below */
     uint64_t ticket;                          /* the acquisition's place among waiters
                                                  (wall µs at its start) */
+    unsigned rounds;                          /* fencing rounds of the grant: 1 when the
+                                                 first proposal was accepted with the lock,
+                                                 more after second rounds; 0 with fencing off */
 };
 
 /* lockcore_lock.flags: built by lockcore_lock_from_id, validity unknown

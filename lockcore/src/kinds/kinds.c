@@ -64,6 +64,7 @@ void lockcore__kinds_keys(const lockcore_client *c, const char *resource, struct
         memcpy(key + c->prefix_len, p, len);
         key[c->prefix_len + len] = '\0';
         lockcore__kinds_tagged(ks->fence[ks->k], key, ":fence");
+        lockcore__fence_bucket(c, p, len, ks->fhash[ks->k], &ks->fhash_len[ks->k], ks->fbucket[ks->k]);
         lockcore__kinds_tagged(ks->info[ks->k], key, ":holder");
         lockcore__kinds_tagged(ks->waiters[ks->k], key, ":waiters");
         lockcore__kinds_tagged(ks->waiting[ks->k], key, ":waiting");
@@ -147,7 +148,7 @@ int lockcore__kinds_send(struct op *op, unsigned i, enum step step, int slot, co
     snprintf(nk, sizeof(nk), "%d", k->nkeys);
     argv[argc] = nk, lens[argc++] = strlen(nk);
     for (int j = 0; j < k->nkeys; j++)
-        argv[argc] = k->keys[j], lens[argc++] = strlen(k->keys[j]);
+        argv[argc] = k->keys[j], lens[argc++] = k->klens[j];
     for (int j = 0; j < k->nargs; j++)
         argv[argc] = k->args[j], lens[argc++] = k->alens[j];
     return lockcore__node_send(c, &c->nodes[i], argc, argv, lens, mine ? op : NULL, step, 0, now);

@@ -32,7 +32,8 @@ enum kscript {
 };
 _Static_assert(KS_COUNT <= sizeof(((lockcore_client *)0)->kx.sha) / 41, "c->kx.sha too small");
 
-/* Up to LOCKCORE_MULTI_MAX keys of each sort: the lock key, "{key}:fence",
+/* Up to LOCKCORE_MULTI_MAX keys of each sort: the lock key, the fence's
+ * bucket (its hash and field) and the old layout's "{key}:fence",
  * "{key}:holder", the waiters' queue "{key}:waiters" and "{key}:waiting",
  * the mark that anyone waits "{key}:wanted"; and "{key}:holds" of the
  * first. */
@@ -40,6 +41,9 @@ struct lockcore__keyset {
     unsigned k;
     char lock[LOCKCORE_MULTI_MAX][KEY_MAX + 1];
     char fence[LOCKCORE_MULTI_MAX][FENCE_KEY_MAX + 1];
+    char fhash[LOCKCORE_MULTI_MAX][FENCE_HASH_MAX + 1]; /* a NUL inside: see fhash_len */
+    size_t fhash_len[LOCKCORE_MULTI_MAX];
+    char fbucket[LOCKCORE_MULTI_MAX][4];
     char info[LOCKCORE_MULTI_MAX][INFO_KEY_MAX + 1];
     char waiters[LOCKCORE_MULTI_MAX][INFO_KEY_MAX + 1];
     char waiting[LOCKCORE_MULTI_MAX][INFO_KEY_MAX + 1];
@@ -61,14 +65,18 @@ size_t lockcore__kinds_channel(const lockcore_client *c, const char *key, char *
 /* "{" key "}" suffix into out (INFO_KEY_MAX + 1 bytes; key <= KEY_MAX). */
 void lockcore__kinds_tagged(char *out, const char *key, const char *suffix);
 
-/* One script call: its keys and arguments. */
+/* One script call: its keys and arguments (with their lengths: a fence's
+ * hash has a NUL inside). */
 struct lockcore__kcmd {
-    const char *keys[5 * LOCKCORE_MULTI_MAX + 1];
+    const char *keys[6 * LOCKCORE_MULTI_MAX + 1];
+    size_t klens[6 * LOCKCORE_MULTI_MAX + 1];
     int nkeys;
-    const char *args[LOCKCORE_MULTI_MAX + 6];
-    size_t alens[LOCKCORE_MULTI_MAX + 6];
+    const char *args[LOCKCORE_MULTI_MAX + 10];
+    size_t alens[LOCKCORE_MULTI_MAX + 10];
     int nargs;
 };
+/* In a kind's resend (its command k): the bucket hash of member j. */
+#define KS_FHASH(ks, j) (k.keys[k.nkeys] = (ks)->fhash[j], k.klens[k.nkeys++] = (ks)->fhash_len[j])
 
 /* Send a script for one step of op to node i: EVALSHA of script slot
  * `slot` (body its text) unless use_eval, slot < 0 (EVAL always) or the

@@ -3,7 +3,7 @@
  * grants the whole set in one atomic script or none of it; the set is
  * granted when a majority granted it whole. The token is a proposal that
  * exceeds every fence value of the set on an accepting node and is stored
- * in every fence key of the set, so each resource's fence only grows,
+ * in every member's fence (its bucket), so each resource's fence only grows,
  * whether its grants are single or multi (docs/lockcore.md, docs/fencing.md).
  * The lock keys are the plain ones: plain clients of a member are excluded.
  */
@@ -34,7 +34,7 @@ static int multi_resend(struct op *op, unsigned i, enum step step, int use_eval,
     int s = -1, rc;
     const char *body = NULL;
     unsigned n = ks->k;
-#define KEY(p) (k.keys[k.nkeys++] = (p))
+#define KEY(p) (k.keys[k.nkeys] = (p), k.klens[k.nkeys++] = strlen(p))
 #define ARG(p) (k.args[k.nargs] = (p), k.alens[k.nargs++] = strlen(p))
     struct step_nums num;
     lockcore__step_nums(op, &num);
@@ -53,6 +53,8 @@ static int multi_resend(struct op *op, unsigned i, enum step step, int use_eval,
                 KEY(ks->waiting[j]);
             for (unsigned j = 0; j < n; j++)
                 KEY(ks->wanted[j]);
+            for (unsigned j = 0; j < n; j++)
+                KS_FHASH(ks, j);
             ARG(op->lock.id);
             ARG(num.ttl);
             ARG(num.prop);
@@ -62,6 +64,8 @@ static int multi_resend(struct op *op, unsigned i, enum step step, int use_eval,
             ARG(num.mode);
             ARG(op->qid);
             ARG(num.ahead);
+            for (unsigned j = 0; j < n; j++)
+                ARG(ks->fbucket[j]);
             break;
         }
         s = KS_MULTI_ACQUIRE;
@@ -69,21 +73,29 @@ static int multi_resend(struct op *op, unsigned i, enum step step, int use_eval,
             KEY(ks->lock[j]);
         for (unsigned j = 0; j < n; j++)
             KEY(ks->fence[j]);
+        for (unsigned j = 0; j < n; j++)
+            KS_FHASH(ks, j);
         ARG(op->lock.id);
         ARG(num.ttl);
         ARG(num.prop);
         ARG(num.idle);
         ARG(num.ahead);
+        for (unsigned j = 0; j < n; j++)
+            ARG(ks->fbucket[j]);
         break;
     case STEP_RAISE:
         s = KS_MULTI_RAISE;
         for (unsigned j = 0; j < n; j++)
             KEY(ks->fence[j]);
+        for (unsigned j = 0; j < n; j++)
+            KS_FHASH(ks, j);
         ARG(num.prop);
         ARG(num.idle);
+        for (unsigned j = 0; j < n; j++)
+            ARG(ks->fbucket[j]);
         break;
     case STEP_EXTEND:
-        /* As SCRIPT_EXTEND: fence keys outlive the lock's keys. */
+        /* As SCRIPT_EXTEND: the fence step of an extension. */
         s = KS_MULTI_EXTEND;
         for (unsigned j = 0; j < n; j++)
             KEY(ks->lock[j]);
@@ -91,10 +103,14 @@ static int multi_resend(struct op *op, unsigned i, enum step step, int use_eval,
             KEY(ks->fence[j]);
         for (unsigned j = 0; j < n; j++)
             KEY(ks->info[j]);
+        for (unsigned j = 0; j < n; j++)
+            KS_FHASH(ks, j);
         ARG(op->lock.id);
         ARG(num.ttl);
         ARG(num.fexp);
         ARG(num.tok);
+        for (unsigned j = 0; j < n; j++)
+            ARG(ks->fbucket[j]);
         break;
     case STEP_RELEASE:
     case STEP_IGNORE:

@@ -33,7 +33,7 @@ static int re_resend(struct op *op, unsigned i, enum step step, int use_eval, ui
     char reserve[24];
     int s = -1;
     const char *body = NULL;
-#define KEY(p) (k.keys[k.nkeys++] = (p))
+#define KEY(p) (k.keys[k.nkeys] = (p), k.klens[k.nkeys++] = strlen(p))
 #define ARG(p) (k.args[k.nargs] = (p), k.alens[k.nargs++] = strlen(p))
     struct step_nums num;
     lockcore__step_nums(op, &num);
@@ -47,15 +47,18 @@ static int re_resend(struct op *op, unsigned i, enum step step, int use_eval, ui
         if (op->joins) {
             s = KS_RE_ENTER;
             KEY(ks->lock[0]);
+            KS_FHASH(ks, 0);
             KEY(ks->fence[0]);
             KEY(ks->holds);
             ARG(op->kx.join);
             ARG(op->lock.id);
             ARG(num.ttl);
+            ARG(ks->fbucket[0]);
             break;
         }
         s = KS_RE_ACQUIRE;
         KEY(ks->lock[0]);
+        KS_FHASH(ks, 0);
         KEY(ks->fence[0]);
         KEY(ks->holds);
         ARG(op->qid);
@@ -64,18 +67,22 @@ static int re_resend(struct op *op, unsigned i, enum step step, int use_eval, ui
         ARG(num.prop);
         ARG(num.idle);
         ARG(num.ahead);
+        ARG(ks->fbucket[0]);
         break;
     case STEP_RAISE:
         s = KS_RE_RAISE;
+        KS_FHASH(ks, 0);
         KEY(ks->fence[0]);
         KEY(ks->holds);
         ARG(num.prop);
         ARG(num.idle);
         ARG(op->lock.id);
+        ARG(ks->fbucket[0]);
         break;
     case STEP_EXTEND:
         s = KS_RE_EXTEND;
         KEY(ks->lock[0]);
+        KS_FHASH(ks, 0);
         KEY(ks->fence[0]);
         KEY(ks->info[0]);
         KEY(ks->holds);
@@ -83,6 +90,7 @@ static int re_resend(struct op *op, unsigned i, enum step step, int use_eval, ui
         ARG(num.ttl);
         ARG(num.fexp);
         ARG(num.tok);
+        ARG(ks->fbucket[0]);
         break;
     case STEP_RELEASE:
     case STEP_IGNORE:
@@ -116,9 +124,11 @@ static int re_resend(struct op *op, unsigned i, enum step step, int use_eval, ui
     case STEP_STATUS:
         body = lockcore__lua_re_status; /* by EVAL: status is rare */
         KEY(ks->lock[0]);
+        KS_FHASH(ks, 0);
         KEY(ks->fence[0]);
         KEY(ks->info[0]);
         KEY(ks->holds);
+        ARG(ks->fbucket[0]);
         break;
     case STEP_DEQUEUE:
         /* The plain step with the holds: a key that holds the owner with

@@ -37,13 +37,14 @@ static int rw_resend(struct op *op, unsigned i, enum step step, int use_eval, ui
     char res[24];
     int s = -1, rc;
     const char *body = NULL;
-#define KEY(p) (k.keys[k.nkeys++] = (p))
+#define KEY(p) (k.keys[k.nkeys] = (p), k.klens[k.nkeys++] = strlen(p))
 #define ARG(p) (k.args[k.nargs] = (p), k.alens[k.nargs++] = strlen(p))
     struct step_nums num;
     lockcore__step_nums(op, &num);
     switch (step) {
     case STEP_LOCK:
         KEY(ks->lock[0]);
+        KS_FHASH(ks, 0);
         KEY(ks->fence[0]);
         KEY(ks->readers);
         KEY(ks->intent);
@@ -65,6 +66,7 @@ static int rw_resend(struct op *op, unsigned i, enum step step, int use_eval, ui
             ARG(op->qid);
             if (write)
                 ARG(num.ahead);
+            ARG(ks->fbucket[0]);
             break;
         }
         s = write ? KS_RW_WRITE : KS_RW_READ;
@@ -76,6 +78,7 @@ static int rw_resend(struct op *op, unsigned i, enum step step, int use_eval, ui
             ARG(op->qid); /* its intent names the acquisition */
             ARG(num.ahead);
         }
+        ARG(ks->fbucket[0]);
         break;
     case STEP_RELEASE:
     case STEP_IGNORE:
@@ -122,10 +125,12 @@ static int rw_resend(struct op *op, unsigned i, enum step step, int use_eval, ui
             goto plain;
         body = lockcore__lua_rw_status;
         KEY(ks->lock[0]);
+        KS_FHASH(ks, 0);
         KEY(ks->fence[0]);
         KEY(ks->info[0]);
         KEY(ks->readers);
         KEY(ks->intent);
+        ARG(ks->fbucket[0]);
         break;
     case STEP_RAISE:
     case STEP_INFO:
