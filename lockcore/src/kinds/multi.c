@@ -36,6 +36,22 @@ static int multi_resend(struct op *op, unsigned i, enum step step, int use_eval,
     unsigned n = ks->k;
 #define KEY(p) (k.keys[k.nkeys] = (p), k.klens[k.nkeys++] = strlen(p))
 #define ARG(p) (k.args[k.nargs] = (p), k.alens[k.nargs++] = strlen(p))
+/* One key (or argument, or bucket hash) per member, in the set's order. */
+#define KEYS_OF(sort)                                                                                        \
+    do {                                                                                                     \
+        for (unsigned j = 0; j < n; j++)                                                                     \
+            KEY(ks->sort[j]);                                                                                \
+    } while (0)
+#define ARGS_OF(sort)                                                                                        \
+    do {                                                                                                     \
+        for (unsigned j = 0; j < n; j++)                                                                     \
+            ARG(ks->sort[j]);                                                                                \
+    } while (0)
+#define FHASHES()                                                                                            \
+    do {                                                                                                     \
+        for (unsigned j = 0; j < n; j++)                                                                     \
+            KS_FHASH(ks, j);                                                                                 \
+    } while (0)
     struct step_nums num;
     lockcore__step_nums(op, &num);
     switch (step) {
@@ -43,18 +59,12 @@ static int multi_resend(struct op *op, unsigned i, enum step step, int use_eval,
         if (op->queued) {
             /* A waiter: its place in every member's queue. */
             s = KS_MULTI_QUEUED;
-            for (unsigned j = 0; j < n; j++)
-                KEY(ks->lock[j]);
-            for (unsigned j = 0; j < n; j++)
-                KEY(ks->fence[j]);
-            for (unsigned j = 0; j < n; j++)
-                KEY(ks->waiters[j]);
-            for (unsigned j = 0; j < n; j++)
-                KEY(ks->waiting[j]);
-            for (unsigned j = 0; j < n; j++)
-                KEY(ks->wanted[j]);
-            for (unsigned j = 0; j < n; j++)
-                KS_FHASH(ks, j);
+            KEYS_OF(lock);
+            KEYS_OF(fence);
+            KEYS_OF(waiters);
+            KEYS_OF(waiting);
+            KEYS_OF(wanted);
+            FHASHES();
             ARG(op->lock.id);
             ARG(num.ttl);
             ARG(num.prop);
@@ -64,69 +74,51 @@ static int multi_resend(struct op *op, unsigned i, enum step step, int use_eval,
             ARG(num.mode);
             ARG(op->qid);
             ARG(num.ahead);
-            for (unsigned j = 0; j < n; j++)
-                ARG(ks->fbucket[j]);
+            ARGS_OF(fbucket);
             break;
         }
         s = KS_MULTI_ACQUIRE;
-        for (unsigned j = 0; j < n; j++)
-            KEY(ks->lock[j]);
-        for (unsigned j = 0; j < n; j++)
-            KEY(ks->fence[j]);
-        for (unsigned j = 0; j < n; j++)
-            KS_FHASH(ks, j);
+        KEYS_OF(lock);
+        KEYS_OF(fence);
+        FHASHES();
         ARG(op->lock.id);
         ARG(num.ttl);
         ARG(num.prop);
         ARG(num.idle);
         ARG(num.ahead);
-        for (unsigned j = 0; j < n; j++)
-            ARG(ks->fbucket[j]);
+        ARGS_OF(fbucket);
         break;
     case STEP_RAISE:
         s = KS_MULTI_RAISE;
-        for (unsigned j = 0; j < n; j++)
-            KEY(ks->fence[j]);
-        for (unsigned j = 0; j < n; j++)
-            KS_FHASH(ks, j);
+        KEYS_OF(fence);
+        FHASHES();
         ARG(num.prop);
         ARG(num.idle);
-        for (unsigned j = 0; j < n; j++)
-            ARG(ks->fbucket[j]);
+        ARGS_OF(fbucket);
         break;
     case STEP_EXTEND:
         /* As SCRIPT_EXTEND: the fence step of an extension. */
         s = KS_MULTI_EXTEND;
-        for (unsigned j = 0; j < n; j++)
-            KEY(ks->lock[j]);
-        for (unsigned j = 0; j < n; j++)
-            KEY(ks->fence[j]);
-        for (unsigned j = 0; j < n; j++)
-            KEY(ks->info[j]);
-        for (unsigned j = 0; j < n; j++)
-            KS_FHASH(ks, j);
+        KEYS_OF(lock);
+        KEYS_OF(fence);
+        KEYS_OF(info);
+        FHASHES();
         ARG(op->lock.id);
         ARG(num.ttl);
         ARG(num.fexp);
         ARG(num.tok);
-        for (unsigned j = 0; j < n; j++)
-            ARG(ks->fbucket[j]);
+        ARGS_OF(fbucket);
         break;
     case STEP_RELEASE:
     case STEP_IGNORE:
         /* Deletes the keys of the set that hold the id (1 if any did) and
          * tells each member's first waiter, as a plain release does. */
         s = KS_MULTI_RELEASE;
-        for (unsigned j = 0; j < n; j++)
-            KEY(ks->lock[j]);
-        for (unsigned j = 0; j < n; j++)
-            KEY(ks->info[j]);
-        for (unsigned j = 0; j < n; j++)
-            KEY(ks->waiters[j]);
-        for (unsigned j = 0; j < n; j++)
-            KEY(ks->waiting[j]);
-        for (unsigned j = 0; j < n; j++)
-            KEY(ks->wanted[j]);
+        KEYS_OF(lock);
+        KEYS_OF(info);
+        KEYS_OF(waiters);
+        KEYS_OF(waiting);
+        KEYS_OF(wanted);
         ARG(op->lock.id);
         lockcore__release_arg(op, step, reserve, sizeof(reserve));
         ARG(reserve);
@@ -134,24 +126,18 @@ static int multi_resend(struct op *op, unsigned i, enum step step, int use_eval,
         break;
     case STEP_INFO:
         s = KS_MULTI_INFO;
-        for (unsigned j = 0; j < n; j++)
-            KEY(ks->lock[j]);
-        for (unsigned j = 0; j < n; j++)
-            KEY(ks->info[j]);
+        KEYS_OF(lock);
+        KEYS_OF(info);
         ARG(op->lock.id);
         k.args[k.nargs] = c->info, k.alens[k.nargs++] = c->info_len;
         ARG(num.ttl);
         break;
     case STEP_DEQUEUE:
         s = KS_MULTI_DEQUEUE;
-        for (unsigned j = 0; j < n; j++)
-            KEY(ks->waiters[j]);
-        for (unsigned j = 0; j < n; j++)
-            KEY(ks->waiting[j]);
-        for (unsigned j = 0; j < n; j++)
-            KEY(ks->lock[j]);
-        for (unsigned j = 0; j < n; j++)
-            KEY(ks->wanted[j]);
+        KEYS_OF(waiters);
+        KEYS_OF(waiting);
+        KEYS_OF(lock);
+        KEYS_OF(wanted);
         ARG(op->qid);
         lockcore__release_what(c, reserve, sizeof(reserve));
         ARG(reserve);
@@ -162,6 +148,9 @@ static int multi_resend(struct op *op, unsigned i, enum step step, int use_eval,
     }
 #undef KEY
 #undef ARG
+#undef KEYS_OF
+#undef ARGS_OF
+#undef FHASHES
     rc = lockcore__kinds_send(op, i, step, s, body ? body : multi_scripts[s], use_eval, &k, now);
     return rc;
 }
