@@ -1319,9 +1319,9 @@ static void w7(int transition, long max)
  * own, and count the grants that took a second round (lockcore_lock.rounds).
  * Resources share 16,384 buckets, so a grant of the fast client in our
  * bucket within the skew makes our first proposal lose: about
- * 1 - exp(-R skew / 16384) of our grants, R its rate. One client learns
- * the lead after its first loss; a new client for every grant never does,
- * and shows the rate without the lead. */
+ * 1 - exp(-R skew / 16384) of our grants, R its rate: measured with one
+ * client, and with a new client for every grant (what a client remembers
+ * of the fences it saw must not change it). */
 struct w7_fast {
     int64_t skew_us;
     atomic_int stop;

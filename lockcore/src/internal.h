@@ -159,7 +159,6 @@ struct op {
     uint64_t phase_deadline_ms;
     uint64_t retry_at_ms;
     uint64_t proposal;
-    uint64_t wall_us; /* the proposer's clock when the attempt began */
     uint64_t max_fence;
     unsigned raises;
     uint64_t phase_start_ms;
@@ -206,6 +205,10 @@ struct op {
     int subscribed;          /* holds a reference on the key's release channel */
     uint8_t slot[LOCKCORE_NODES_MAX];
     uint8_t accepted[LOCKCORE_NODES_MAX];
+    /* The fence value each node last reported in this attempt (fence_known
+     * says which did): a second round proposes above a majority's. */
+    uint64_t node_fence[LOCKCORE_NODES_MAX];
+    uint8_t fence_known[LOCKCORE_NODES_MAX];
     struct lockcore_node_status *status; /* OP_STATUS: caller's array */
     char errmsg[ERRMSG_MAX];
     /* The acquisition's id: the client's prefix, random digits, and
@@ -245,8 +248,6 @@ struct lockcore_client {
     struct lockcore_keepalive *keepalives;
     size_t inflight;
     uint64_t fence_seen[256];         /* largest fence value seen, by resource hash */
-    uint64_t fence_lead_us;           /* how far ahead of our clock the fences run (op.c) */
-    uint64_t fence_lead_at_us;        /* ... learnt then (our clock) */
     char info[LOCKCORE_INFO_MAX + 1]; /* holder_info, "" for none */
     char *tls_strings[4];             /* copies of the tls_* file and name options */
     void *ssl_ctx;                    /* SSL_CTX *, if any node is rediss:// */

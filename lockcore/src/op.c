@@ -22,8 +22,6 @@
 /* A lock whose token was refused may try this many second rounds before
  * the attempt is rolled back and retried. */
 #define MAX_RAISES 10
-/* The lead shrinks by 1 µs per LEAD_DECAY µs of our clock: 1 ms a minute. */
-#define LEAD_DECAY 60000
 
 static uint64_t key_hash(const char *s, size_t len)
 {
@@ -395,38 +393,6 @@ static void attempt_id(struct op *op)
         op->lock.id[k] = hex[n & 15];
 }
 
-/* How far ahead of this client's clock the fences it meets run, now:
- * first-round proposals are made that far ahead. Resources share buckets
- * (docs/fencing.md), so where clients whose clocks run ahead of ours keep
- * a bucket busy, a proposal from our clock loses its first round to them,
- * again and again; one such loss teaches us the lead (learn_lead), and the
- * next proposals win. At most half of proposal_ahead_max_ms, so that a
- * proposal still counts on a node whose clock is a little behind ours; it
- * shrinks by 1 ms a minute, so that tokens come back to our clock once
- * those clients are gone. Safety does not rest on it: the proof takes a
- * proposal for any number. */
-static uint64_t fence_lead(const lockcore_client *c, uint64_t wall)
-{
-    uint64_t shrink = wall > c->fence_lead_at_us ? (wall - c->fence_lead_at_us) / LEAD_DECAY : 0;
-    return c->fence_lead_us > shrink ? c->fence_lead_us - shrink : 0;
-}
-
-/* A first round lost: were the fences ahead of our clock (and our lead)? */
-static void learn_lead(struct op *op)
-{
-    lockcore_client *c = op->c;
-    uint64_t bound = c->o.proposal_ahead_max_ms ? c->o.proposal_ahead_max_ms : 5000;
-    if (op->max_fence < op->wall_us)
-        return;
-    uint64_t need = op->max_fence + 1 - op->wall_us;
-    if (need > bound * 500)
-        need = bound * 500; /* half the bound, in µs */
-    if (need > fence_lead(c, op->wall_us)) {
-        c->fence_lead_us = need;
-        c->fence_lead_at_us = op->wall_us;
-    }
-}
-
 static void attempt_begin(struct op *op, uint64_t now)
 {
     attempt_id(op);
@@ -434,6 +400,7 @@ static void attempt_begin(struct op *op, uint64_t now)
     op->attempt_start_ms = now;
     op->raises = 0;
     op->max_fence = 0;
+    memset(op->fence_known, 0, op->c->n);
     op->holder[0] = '\0';
     op->holder_pttl_ms = -2;
     op->holder_nodes = 0;
@@ -442,8 +409,7 @@ static void attempt_begin(struct op *op, uint64_t now)
     op->reserved_ahead = 0;
     if (op->c->o.fencing) {
         uint64_t wall = op->c->o.clock_us(op->c->o.clock_arg);
-        op->wall_us = wall;
-        int rc = fencing_propose(wall + fence_lead(op->c, wall), *fence_seen(op), &op->proposal);
+        int rc = fencing_propose(wall, *fence_seen(op), &op->proposal);
         if (rc < 0) {
             lockcore__fmt(op->errmsg, sizeof(op->errmsg), "cannot propose a token: %s", fencing_strerror(rc));
             lockcore__op_finish(op, LOCKCORE_EFENCE);
@@ -710,18 +676,41 @@ static void granted(struct op *op, unsigned yes, uint64_t now)
     lockcore__op_finish(op, 0);
 }
 
-/* A second round proposes the largest fence seen + 1. Clients whose
- * first rounds lost in one bucket (other resources of it, docs/fencing.md)
- * raise it at once, all with the same max + 1, and split the nodes so that
- * none gets a majority; after a refused second round, a random spread
- * makes their proposals differ, and the largest is accepted wherever it
- * arrives before a later round's. */
+/* A second round proposes just above the fences of a majority: the
+ * smallest value larger than `quorum` of the values the nodes reported
+ * (their largest, when fewer answered). Not above the largest: a node
+ * whose clock runs fast may have taken a fast client's first-round
+ * proposal, hours ahead, and a raise has no bound; carried to a majority
+ * it would push the tokens of every resource of the bucket that far ahead
+ * (docs/fencing.md, "Clocks"). Any value a majority accepts is safe; this
+ * one needs no more than a majority. Clients whose first rounds lost in
+ * one bucket (other resources of it) raise at once, all with the same
+ * value, and split the nodes so that none gets a majority; after a refused
+ * second round, a random spread makes their proposals differ, and the
+ * largest is accepted wherever it arrives before a later round's. */
 #define RAISE_SPREAD 1024
+
+/* Above the fences of a majority of the nodes that answered round one
+ * (decide_lock waits for all of them, or the round's deadline). */
+static uint64_t majority_fence(const struct op *op)
+{
+    uint64_t v[LOCKCORE_NODES_MAX];
+    unsigned k = 0, q = op->c->quorum;
+    for (unsigned i = 0; i < op->c->n; i++)
+        if (op->fence_known[i]) {
+            uint64_t f = op->node_fence[i];
+            unsigned j = k++;
+            for (; j > 0 && v[j - 1] > f; j--) /* insertion: a few nodes */
+                v[j] = v[j - 1];
+            v[j] = f;
+        }
+    return k >= q ? v[q - 1] : op->max_fence;
+}
 
 static void raise_begin(struct op *op, uint64_t now)
 {
     uint64_t spread = op->raises > 0 ? lockcore__rand64(&op->c->rng) % RAISE_SPREAD : 0;
-    int rc = fencing_propose_next(op->max_fence + spread, &op->proposal);
+    int rc = fencing_propose_next(majority_fence(op) + spread, &op->proposal);
     if (rc < 0) {
         lockcore__fmt(op->errmsg, sizeof(op->errmsg), "acquire '%s': %s", op->lock.resource,
                       fencing_strerror(rc));
@@ -794,8 +783,12 @@ static void decide_lock(struct op *op, const struct fencing_tally *t, unsigned n
             granted(op, t->granted, now); /* reports no validity left */
             return;
         }
+        /* Every node's fence, or the round's deadline, first: the value of
+         * round two must not come from a minority ahead of the rest
+         * (majority_fence). */
+        if (t->answered < t->n && now < op->phase_deadline_ms)
+            return;
         op->lock.nodes_ok = t->granted;
-        learn_lead(op);
         raise_begin(op, now);
         return;
     case FENCING_FAILED:
@@ -999,8 +992,10 @@ static void slot_error(struct op *op, unsigned i, const redisReply *r)
     note_failure(op, i, why);
 }
 
-static void note_fence(struct op *op, uint64_t f)
+static void note_fence(struct op *op, unsigned i, uint64_t f)
 {
+    op->node_fence[i] = f;
+    op->fence_known[i] = 1;
     if (f > op->max_fence)
         op->max_fence = f;
     if (f > *fence_seen(op))
@@ -1148,7 +1143,7 @@ void lockcore__op_reply(struct op *op, unsigned i, enum step step, redisReply *r
         if (r->type == REDIS_REPLY_ARRAY && r->elements >= 3) {
             uint64_t f;
             if (fence_at(r, 2, &f) == 0) {
-                note_fence(op, f);
+                note_fence(op, i, f);
                 op->slot[i] = int_at(r, 0) == 1 ? SLOT_YES : SLOT_NO;
                 op->accepted[i] = op->slot[i] == SLOT_YES && int_at(r, 1) == 1;
                 if (op->slot[i] == SLOT_NO && r->elements >= 5)
@@ -1172,7 +1167,7 @@ void lockcore__op_reply(struct op *op, unsigned i, enum step step, redisReply *r
         if (r->type == REDIS_REPLY_ARRAY && r->elements == 2) {
             uint64_t f;
             if (fence_at(r, 1, &f) == 0) {
-                note_fence(op, f);
+                note_fence(op, i, f);
                 op->accepted[i] = int_at(r, 0) == 1;
                 op->slot[i] = op->accepted[i] ? SLOT_YES : SLOT_NO;
                 break;
