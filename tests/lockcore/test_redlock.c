@@ -468,11 +468,17 @@ static void test_redlock_auth_and_select_work(void **state)
     lockcore_client *c = client(f, NULL);
     struct lockcore_lock l;
     assert_int_equal(lockcore_acquire(c, "authed", &l), 0);
-    redisReply *r = rh_command(f->rc, 0, "SELECT 2");
-    freeReplyObject(r);
-    r = rh_command(f->rc, 0, "EXISTS authed");
-    assert_int_equal(r->integer, 1);
-    freeReplyObject(r);
+    /* In database 2 of a majority (a loaded node may answer after the
+     * grant). */
+    int in_db2 = 0;
+    redisReply *r;
+    for (int i = 0; i < 3; i++) {
+        freeReplyObject(rh_command(f->rc, i, "SELECT 2"));
+        r = rh_command(f->rc, i, "EXISTS authed");
+        in_db2 += r->integer == 1;
+        freeReplyObject(r);
+    }
+    assert_true(in_db2 >= 2);
     assert_int_equal(lockcore_release(c, &l), 0);
     lockcore_client_free(c);
 
