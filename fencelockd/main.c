@@ -39,6 +39,7 @@ struct config {
     const char *password_file;
     const char *cacert, *cert, *key, *tls_server_name;
     const char *key_prefix;
+    int fence_transition;
     long long ttl_ms, max_ttl_ms, max_wait_ms, request_timeout_ms;
     long long max_connections, max_clients;
 };
@@ -61,6 +62,9 @@ static void usage(FILE *f)
                "  --max-wait D        the longest a request may wait for a lock (default 60s)\n"
                "  --timeout D         per-node request timeout (default 50ms)\n"
                "  --key-prefix P      prefix of every lock key (default none; as the library's)\n"
+               "  --fence-transition  also write each resource's fence key of the layout before fence\n"
+               "                      buckets, while clients of that layout share the resources\n"
+               "                      (docs/fencing.md, \"Upgrading\"; or $FENCELOCK_FENCE_TRANSITION=1)\n"
                "  --password-file F   the nodes' AUTH password, from the first line of F (else\n"
                "                      $FENCELOCK_PASSWORD)\n"
                "  --cacert F          rediss:// nodes: the CAs to verify them with\n"
@@ -100,6 +104,7 @@ static int parse_args(int argc, char **argv, struct config *c)
         {"max-wait", required_argument, NULL, 'W'},
         {"timeout", required_argument, NULL, 'o'},
         {"key-prefix", required_argument, NULL, 'P'},
+        {"fence-transition", no_argument, NULL, 'F'},
         {"password-file", required_argument, NULL, 'w'},
         {"cacert", required_argument, NULL, 'A'},
         {"cert", required_argument, NULL, 'C'},
@@ -147,6 +152,9 @@ static int parse_args(int argc, char **argv, struct config *c)
             break;
         case 'P':
             c->key_prefix = optarg;
+            break;
+        case 'F':
+            c->fence_transition = 1;
             break;
         case 'w':
             c->password_file = optarg;
@@ -211,6 +219,12 @@ static int parse_args(int argc, char **argv, struct config *c)
     }
     if (c->ttl_ms > c->max_ttl_ms)
         return bad("--ttl is above --max-ttl");
+    /* As the fencelock command reads it. */
+    const char *ft = getenv("FENCELOCK_FENCE_TRANSITION");
+    if (ft != NULL && ft[0] != '\0' && strcmp(ft, "0") != 0 && strcmp(ft, "1") != 0)
+        return bad("FENCELOCK_FENCE_TRANSITION must be 0 or 1");
+    if (ft != NULL && strcmp(ft, "1") == 0)
+        c->fence_transition = 1;
     return -1; /* go on */
 }
 
@@ -349,6 +363,7 @@ int main(int argc, char **argv)
     lo.n_nodes = n_nodes;
     lo.request_timeout_ms = (uint64_t)c.request_timeout_ms;
     lo.key_prefix = c.key_prefix;
+    lo.fence_transition = c.fence_transition;
     lo.password = password != NULL && password[0] ? password : NULL;
     lo.tls_ca_file = c.cacert ? c.cacert : getenv("FENCELOCK_CACERT");
     lo.tls_cert_file = c.cert ? c.cert : getenv("FENCELOCK_CERT");

@@ -395,6 +395,58 @@ static void http_two_instances_share_locks(void **state)
     fld_destroy(&b);
 }
 
+/* Old fence keys ("{resource}:fence", the layout before fence buckets)
+ * on the nodes holding value v. */
+static int old_fence_keys(struct fld_fx *f, const char *resource, unsigned long long v)
+{
+    int n = 0;
+    for (int i = 0; i < rh_size(f->rc); i++) {
+        redisReply *r = rh_command(f->rc, i, "GET {%s}:fence", resource);
+        n += r != NULL && r->type == REDIS_REPLY_STRING && strtoull(r->str, NULL, 10) == v;
+        if (r)
+            freeReplyObject(r);
+    }
+    return n;
+}
+
+/* During a rolling upgrade from the layout before fence buckets, clients
+ * of that layout read only a resource's own fence key: fencelockd in
+ * transition mode (--fence-transition, or the environment, as the
+ * fencelock command reads it) writes it with every token, else deletes it
+ * (an old client would then go back). */
+static void http_fence_transition_writes_old_fence_keys(void **state)
+{
+    struct fld_fx *f = *state;
+    unsigned long long token = 0;
+    char id[64];
+    assert_int_equal(fld_acquire(&f->d, "upgrading", NULL, id, sizeof(id), &token), 200);
+    assert_int_equal(old_fence_keys(f, "upgrading", token), 0);
+    struct fld b;
+    const char *args[] = {"--fence-transition", NULL};
+    fld_start(&b, f->nodes, args);
+    char path[256];
+    snprintf(path, sizeof(path), "/v1/locks/upgrading/%s", id);
+    fld_expect(&b, "DELETE", path, NULL, 200, NULL, NULL, 0);
+    assert_int_equal(fld_acquire(&b, "upgrading", NULL, id, sizeof(id), &token), 200);
+    assert_true(old_fence_keys(f, "upgrading", token) >= 2);
+    snprintf(path, sizeof(path), "/v1/locks/upgrading/%s", id);
+    fld_expect(&b, "DELETE", path, NULL, 200, NULL, NULL, 0);
+    fld_destroy(&b);
+    /* A bad value in the environment is refused at start-up. */
+    setenv("FENCELOCK_FENCE_TRANSITION", "yes", 1);
+    char nodes_arg[600];
+    snprintf(nodes_arg, sizeof(nodes_arg), "%s", f->nodes);
+    const char *exe = getenv("FLD_EXE") ? getenv("FLD_EXE") : "fencelockd";
+    char *const argv[] = {(char *)exe, "--nodes", nodes_arg, "--listen", "127.0.0.1:0", NULL};
+    char log[320];
+    snprintf(log, sizeof(log), "%s/bad-env.log", f->d.dir);
+    pid_t pid = hp_spawn(argv, NULL, log);
+    unsetenv("FENCELOCK_FENCE_TRANSITION");
+    int st = 0;
+    assert_int_equal(hp_wait(pid, 5000, &st), 0);
+    assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 2);
+}
+
 /* A PUT to storage-guard with a token; returns the status. */
 static int sg_put(uint16_t port, const char *key, const char *value, unsigned long long token)
 {
@@ -520,6 +572,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(http_waiter_that_hangs_up_leaves, fld_fx_setup_started,
                                         fld_fx_teardown),
         cmocka_unit_test_setup_teardown(http_excludes_the_library, fld_fx_setup_started, fld_fx_teardown),
+        cmocka_unit_test_setup_teardown(http_fence_transition_writes_old_fence_keys, fld_fx_setup_started,
+                                        fld_fx_teardown),
         cmocka_unit_test_setup_teardown(http_two_instances_share_locks, fld_fx_setup_started,
                                         fld_fx_teardown),
         cmocka_unit_test_setup_teardown(http_lock_not_extended_is_lost_and_its_late_write_refused,
