@@ -252,6 +252,7 @@ int lockcore__op_resend(struct op *op, unsigned i, enum step step, int use_eval,
         ARG(num.prop);
         ARG(num.idle);
         ARG(op->fbucket);
+        ARG(num.ahead); /* further ahead stays the resource's own */
         break;
     case STEP_EXTEND:
         lockcore__step_nums(op, &num);
@@ -265,6 +266,7 @@ int lockcore__op_resend(struct op *op, unsigned i, enum step step, int use_eval,
         ARG(num.fexp);
         ARG(num.tok);
         ARG(op->fbucket);
+        ARG(num.ahead);
         break;
     case STEP_RELEASE:
     case STEP_IGNORE:
@@ -321,6 +323,7 @@ int lockcore__op_resend(struct op *op, unsigned i, enum step step, int use_eval,
             ARG(to);
             ARG(num.idle);
             ARG(op->fbucket);
+            ARG(num.ahead);
             return send_script(op, i, step, script, &k, use_eval, now);
         }
         script = SCRIPT_STATUS;

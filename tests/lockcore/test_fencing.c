@@ -239,6 +239,19 @@ static void test_fencing_client_clock_ahead_does_not_push_tokens_ahead(void **st
     lockcore_client_free(good);
 }
 
+/* Names of resources that share one bucket (the first is prefix "0"). */
+static void same_bucket(const char *prefix, int n, char (*names)[32])
+{
+    snprintf(names[0], 32, "%s0", prefix);
+    unsigned b = fencing_bucket(names[0], strlen(names[0]));
+    for (int i = 1, found = 1; found < n; i++) {
+        char name[32];
+        snprintf(name, sizeof(name), "%s%d", prefix, i);
+        if (fencing_bucket(name, strlen(name)) == b)
+            snprintf(names[found++], 32, "%s", name);
+    }
+}
+
 /* A fence pushed two hours ahead (a fast client with no bound) shows in
  * status against each node's clock, and an operator lowers it: not while
  * the lock is held, never upwards, and afterwards tokens are near the
@@ -276,6 +289,38 @@ static void test_fencing_repair_lowers_a_fence_pushed_ahead(void **state)
     assert_int_equal(lockcore_fence_repair(good, "", 0, st, 5), -EINVAL);
     assert_int_equal(lockcore_fence_repair(good, "poisoned", 1ULL << 53, st, 5), -EINVAL);
     assert_int_equal(lockcore_fence_repair(good, "poisoned", 0, st, 2), -ENOSPC);
+    lockcore_client_free(good);
+    lockcore_client_free(fast);
+}
+
+/* A repair of one resource lowers its own fence, and its bucket only from
+ * a value far ahead of the nodes' clocks: a bucket within the bound may
+ * hold another resource's token (from a client whose clock runs a second
+ * fast), which that resource's next grant must still exceed. */
+static void test_fencing_repair_leaves_a_bucket_within_the_bound(void **state)
+{
+    struct fixture *f = *state;
+    char names[2][32];
+    same_bucket("rep:", 2, names);
+    lockcore_client *fast = client(f, &(struct tuning){.fencing = 1, .clock_offset_us = 1000000});
+    lockcore_client *good = client(f, &(struct tuning){.fencing = 1});
+    uint64_t other = grant_release(fast, names[1]);
+    assert_true(other > wall_us() + 500000);
+    /* names[0]'s own fence, two hours ahead (a version before buckets). */
+    for (int i = 0; i < 5; i++) {
+        redisReply *r = rh_command(f->rc, i, "SET {%s}:fence %llu", names[0],
+                                   (unsigned long long)(wall_us() + 7200ULL * 1000000));
+        freeReplyObject(r);
+    }
+    struct lockcore_node_status st[5];
+    assert_int_equal(lockcore_fence_repair(good, names[0], 0, st, 5), 5);
+    for (int i = 0; i < 5; i++) {
+        assert_true(tf_bucket(f->rc, i, "", names[1]) >= other);
+        assert_true(st[i].fence >= other && st[i].fence < wall_us() + 2000000);
+    }
+    assert_true(grant_release(good, names[1]) > other);
+    uint64_t t = grant_release(good, names[0]);
+    assert_true(t > other && t < wall_us() + 2000000);
     lockcore_client_free(good);
     lockcore_client_free(fast);
 }
@@ -466,19 +511,6 @@ static void test_fencing_idle_resources_leave_only_their_buckets(void **state)
     freeReplyObject(r);
     assert_true(tf_bucket(f->rc, 0, "", "idle") == t);
     lockcore_client_free(c);
-}
-
-/* Names of resources that share one bucket (the first is prefix "0"). */
-static void same_bucket(const char *prefix, int n, char (*names)[32])
-{
-    snprintf(names[0], 32, "%s0", prefix);
-    unsigned b = fencing_bucket(names[0], strlen(names[0]));
-    for (int i = 1, found = 1; found < n; i++) {
-        char name[32];
-        snprintf(name, sizeof(name), "%s%d", prefix, i);
-        if (fencing_bucket(name, strlen(name)) == b)
-            snprintf(names[found++], 32, "%s", name);
-    }
 }
 
 /* A client whose clock lags another's by 2 s locks a resource of the
@@ -724,6 +756,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_fencing_client_clock_ahead_does_not_push_tokens_ahead, setup5,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_fencing_repair_lowers_a_fence_pushed_ahead, setup5, teardown),
+        cmocka_unit_test_setup_teardown(test_fencing_repair_leaves_a_bucket_within_the_bound, setup5,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_fencing_overlapping_leases_never_share_a_token, setup5,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_fencing_holds_with_minority_down, setup5, teardown),

@@ -255,13 +255,34 @@ static unsigned old_keys(struct fixture *f, const char *res)
     return n;
 }
 
+/* Old fence keys on the nodes holding v with no expiry. */
+static unsigned old_keys_kept(struct fixture *f, const char *res, uint64_t v)
+{
+    unsigned n = 0;
+    for (int i = 0; i < NODES; i++) {
+        redisReply *r = rh_command(f->rc, i, "GET {%s}:fence", res);
+        redisReply *t = rh_command(f->rc, i, "PTTL {%s}:fence", res);
+        n += r != NULL && r->type == REDIS_REPLY_STRING && strtoull(r->str, NULL, 10) == v && t != NULL &&
+             t->integer == -1;
+        if (r != NULL)
+            freeReplyObject(r);
+        if (t != NULL)
+            freeReplyObject(t);
+    }
+    return n;
+}
+
 /* A resource last locked by a client of the old layout, whose token came
  * from a clock an hour ahead (a version without the bound on proposals
  * ahead of the nodes' clocks): a new client (whose clock is right, or an
  * hour behind) still gets a larger token, before and after the nodes
  * restart with their data. Reading the old key is what does it: with the
- * buckets alone the new tokens would be an hour or two smaller. Where a
- * new grant's bucket takes over, the old key goes. */
+ * buckets alone the new tokens would be an hour or two smaller. A token
+ * that far ahead of the nodes' clocks stays the resource's own, in its
+ * old key, now without expiry, and never goes into the bucket: there it
+ * would give every resource of the bucket tokens an hour ahead, which a
+ * resource with a bound on tokens ahead refuses. A later grant within the
+ * bound takes the bucket over, and the old key goes. */
 static void test_upgrade_old_fences_are_respected(void **state)
 {
     struct fixture *f = *state;
@@ -281,27 +302,65 @@ static void test_upgrade_old_fences_are_respected(void **state)
     lockcore_client *c = new_client(f, &behind);
     uint64_t b = new_grant(c, "up:old");
     assert_true(b > a);
-    /* The bucket holds it now, and the old key is gone where it did. */
     unsigned in_bucket = 0;
     for (int i = 0; i < NODES; i++)
-        in_bucket += tf_bucket(f->rc, i, "", "up:old") == b;
-    assert_true(in_bucket >= 3);
-    assert_true(old_keys(f, "up:old") <= NODES - in_bucket);
+        in_bucket += tf_bucket(f->rc, i, "", "up:old") >= b;
+    assert_int_equal(in_bucket, 0);
+    assert_true(old_keys_kept(f, "up:old", b) >= 3);
+    /* Another resource of the bucket: a token of now. */
+    char sibling[32];
+    unsigned bk = fencing_bucket("up:old", 6);
+    for (int i = 0;; i++) {
+        snprintf(sibling, sizeof(sibling), "up:sib:%d", i);
+        if (fencing_bucket(sibling, strlen(sibling)) == bk)
+            break;
+    }
+    struct tuning right = {0};
+    lockcore_client *r = new_client(f, &right);
+    uint64_t before = wall_us(0);
+    uint64_t s = new_grant(r, sibling);
+    assert_true(s >= before && s < wall_us(0) + 1000000);
+    lockcore_client_free(r);
+
     for (int i = 0; i < NODES; i++)
         assert_int_equal(rh_restart(f->rc, i, 1), 0);
     uint64_t c2 = new_grant(c, "up:old");
     assert_true(c2 > b);
     lockcore_client_free(c);
-    struct tuning right = {0};
     c = new_client(f, &right);
     assert_true(new_grant(c, "up:old") > c2);
+    /* An extension puts a token back where a node lost it: that far ahead,
+     * into the resource's own key too, not the bucket. */
+    struct lockcore_lock l;
+    assert_int_equal(lockcore_acquire(c, "up:old", &l), 0);
+    redisReply *x = rh_command(f->rc, 0, "DEL {up:old}:fence");
+    freeReplyObject(x);
+    assert_int_equal(lockcore_extend(c, &l, 5000), 0);
+    x = rh_command(f->rc, 0, "GET {up:old}:fence");
+    assert_true(x != NULL && x->type == REDIS_REPLY_STRING && strtoull(x->str, NULL, 10) == l.token);
+    freeReplyObject(x);
+    assert_true(tf_bucket(f->rc, 0, "", "up:old") < l.token);
+    assert_int_equal(lockcore_release(c, &l), 0);
+    lockcore_client_free(c);
+
+    /* Within the bound, the bucket takes over and the old key goes. */
+    uint64_t near = wall_us(1000000);
+    for (int i = 0; i < NODES; i++) {
+        redisReply *x = rh_command(f->rc, i, "SET {up:near}:fence %llu PX 600000", (unsigned long long)near);
+        if (x != NULL)
+            freeReplyObject(x);
+    }
+    c = new_client(f, &right);
+    uint64_t n = new_grant(c, "up:near");
+    assert_true(n > near);
+    in_bucket = 0;
+    for (int i = 0; i < NODES; i++)
+        in_bucket += tf_bucket(f->rc, i, "", "up:near") == n;
+    assert_true(in_bucket >= 3);
+    assert_true(old_keys(f, "up:near") <= NODES - in_bucket);
     lockcore_client_free(c);
 }
 
-/* While old clients still run, new clients in transition mode write the
- * old key too, so an old client whose clock is an hour behind still gets
- * a larger token than the new client's. Without transition mode the same
- * old client goes back: why the docs ask for it during a rolling upgrade. */
 static void test_upgrade_transition_mode_keeps_old_clients_monotonic(void **state)
 {
     struct fixture *f = *state;

@@ -168,8 +168,10 @@ FENCING_API extern const char fencing_script_acquire[];
  * Store a proposal if it is greater than the resource's fence value ("set
  * if greater"). KEYS[1] the bucket's hash, KEYS[2] the old fence key;
  * ARGV[1] proposal, ARGV[2] as the acquire's ARGV[4], ARGV[3] the bucket's
- * field. Returns a 2-element array: accepted (0/1), fence value after the
- * call as a decimal string.
+ * field, ARGV[4] as the acquire's ARGV[5] (a proposal further ahead of the
+ * node's clock is stored in the old fence key, without expiry, not in the
+ * bucket). Returns a 2-element array: accepted (0/1), fence value after
+ * the call as a decimal string.
  */
 FENCING_API extern const char fencing_script_raise[];
 

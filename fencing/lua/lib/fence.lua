@@ -22,14 +22,43 @@ local function fence_str(f)
   return string.format('%.0f', f)
 end
 
+-- Is v (a decimal string) more than ahead µs past this node's own clock?
+-- ('0' or nil: no bound; a user without TIME, from an older ACL: no.)
+local function fence_far(v, ahead)
+  if not ahead or ahead == '0' then return false end
+  local t = redis.pcall('TIME')
+  if t.err then return false end
+  return tonumber(v) > tonumber(t[1]) * 1000000 + tonumber(t[2]) + tonumber(ahead)
+end
+
+-- May a first-round proposal p (the proposer's clock in µs, or the last
+-- fence it saw + 1) count here? Not when it is far (fence_far): one client
+-- whose clock runs fast would otherwise push the fences, and every later
+-- token, that far ahead (and a resource's bound on how far ahead a token
+-- may be would then refuse every honest writer). Refused here, the
+-- proposer gets its token in a second round from the fences (fence_raise,
+-- unbounded). Only acceptance gets rarer, so T1 and T2 hold as before
+-- (docs/fencing.md).
+local function fence_within(p, ahead)
+  return not fence_far(p, ahead)
+end
+
 -- "Set if greater": store the proposal p (a decimal string) if it is
 -- greater than f, the fence value fence_get gave (o: the old key's), in
 -- the bucket. lg '-': the old key goes where it was (the bucket now holds
 -- more); else, in transition mode, the old key is written too, for the
--- clients of the old layout, expiring after lg ms ('0': never). True if
--- stored. No fence value ever goes down here.
-local function fence_raise(fh, fb, fk, f, o, p, lg)
+-- clients of the old layout, expiring after lg ms ('0': never). A p far
+-- ahead of this node's clock (fence_far, ahead: a second round's bound;
+-- nil where the caller checked fence_within) stays this resource's own:
+-- in its own key, without expiry, never in the bucket, which would pass
+-- it on to every resource of the bucket. True if stored. No fence value
+-- ever goes down here.
+local function fence_raise(fh, fb, fk, f, o, p, lg, ahead)
   if tonumber(p) <= f then return false end
+  if fence_far(p, ahead) then
+    redis.call('SET', fk, p)
+    return true
+  end
   redis.call('HSET', fh, fb, p)
   if lg ~= '-' then
     if lg ~= '0' then redis.call('SET', fk, p, 'PX', lg) else redis.call('SET', fk, p) end
@@ -39,33 +68,27 @@ local function fence_raise(fh, fb, fk, f, o, p, lg)
   return true
 end
 
--- May a first-round proposal p (the proposer's clock in µs, or the last
--- fence it saw + 1) count here? Not when it runs more than ahead µs ahead
--- of this node's own clock ('0' or nil: no bound): one client whose clock
--- runs fast would otherwise push the fences, and every later token, that
--- far ahead (and a resource's bound on how far ahead a token may be would
--- then refuse every honest writer). Refused here, the proposer gets its
--- token in a second round from the fences (fence_raise, unbounded). Only
--- acceptance gets rarer, so T1 and T2 hold as before (docs/fencing.md).
-local function fence_within(p, ahead)
-  if not ahead or ahead == '0' then return true end
-  local t = redis.pcall('TIME')
-  if t.err then return true end -- a user without TIME (an older ACL): no bound
-  return tonumber(p) <= tonumber(t[1]) * 1000000 + tonumber(t[2]) + tonumber(ahead)
-end
-
 -- An extension's fence step, for the lock's token ('0': unknown, or plain
 -- Redlock: nothing to do). Where the bucket is below the token (a node
 -- that forgot it, or never accepted it), the token goes back: a "set if
 -- greater" of a token a majority accepted, so later proposals only get
--- larger. The bucket never expires. In transition mode (lg not '-') the
+-- larger. A token far ahead of this node's clock (fence_far) goes to the
+-- resource's own key, without expiry, never to the bucket, as in
+-- fence_raise. The bucket never expires. In transition mode (lg not '-') the
 -- old key, which does, is kept as before: the token goes back where it is
 -- lower, else its expiry is pushed out to lg ms, never in, so that a lock
 -- kept alive for longer than the old key's idle expiry never outlives it.
-local function fence_keep(fh, fb, fk, token, lg)
+local function fence_keep(fh, fb, fk, token, lg, ahead)
   if token == '0' then return end
   local t = tonumber(token)
-  if t > (tonumber(redis.call('HGET', fh, fb) or '0') or 0) then redis.call('HSET', fh, fb, token) end
+  if t > (tonumber(redis.call('HGET', fh, fb) or '0') or 0) then
+    if fence_far(token, ahead) then
+      if t > (tonumber(redis.call('GET', fk) or '0') or 0) then redis.call('SET', fk, token)
+      else redis.call('PERSIST', fk) end
+      return
+    end
+    redis.call('HSET', fh, fb, token)
+  end
   if lg == '-' then return end
   if t > (tonumber(redis.call('GET', fk) or '0') or 0) then
     if lg ~= '0' then redis.call('SET', fk, token, 'PX', lg) else redis.call('SET', fk, token) end

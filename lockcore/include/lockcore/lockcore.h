@@ -397,10 +397,13 @@ LOCKCORE_API int lockcore_status(lockcore_client *c, const char *resource, struc
  * Repair a resource's fence: lower its fence value to `to` (0: each node's
  * own clock, in µs) on every node where no lock of the resource is held and
  * the fence is above that, e.g. after a client whose clock ran hours fast
- * pushed it ahead with no bound (proposal_ahead_max_ms 0). DANGEROUS: it is
- * the one step that lets tokens go back. Use it only knowing that no token
- * above `to` ever granted for the resource will be used again at any
- * resource (its holders are gone, and no resource will admit it); read
+ * pushed it ahead with no bound (proposal_ahead_max_ms 0). The resource's
+ * fence bucket, which other resources share, is lowered only where it is
+ * more than proposal_ahead_max_ms ahead of the node's clock. DANGEROUS: it
+ * is the one step that lets tokens go back. Use it only knowing that no
+ * token above `to` ever granted for the resource (or, where its bucket was
+ * that far ahead, for any resource of the bucket) will be used again at
+ * any resource (its holders are gone, and no resource will admit it); read
  * docs/fencing.md, "Repairing a fence", first. Fills out[0..n_nodes-1]
  * (fence: the value after; holder: the id that kept a node from it;
  * node_time_us). Returns the number of nodes lowered (0..n), -EINVAL

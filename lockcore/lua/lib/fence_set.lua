@@ -15,8 +15,9 @@ end
 
 -- "Set if greater" of p over the set: stored in every member's fence if
 -- greater than f, the largest of them (fence_set_get); true if stored.
-local function fence_set_raise(k, lb, hb, ab, f, o, p, lg)
+-- ahead as fence_raise's.
+local function fence_set_raise(k, lb, hb, ab, f, o, p, lg, ahead)
   if tonumber(p) <= f then return false end
-  for i = 1, k do fence_raise(KEYS[hb + i], ARGV[ab + i], KEYS[lb + i], f, o[i], p, lg) end
+  for i = 1, k do fence_raise(KEYS[hb + i], ARGV[ab + i], KEYS[lb + i], f, o[i], p, lg, ahead) end
   return true
 end

@@ -95,6 +95,7 @@ static int multi_resend(struct op *op, unsigned i, enum step step, int use_eval,
         ARG(num.prop);
         ARG(num.idle);
         ARGS_OF(fbucket);
+        ARG(num.ahead);
         break;
     case STEP_EXTEND:
         /* As SCRIPT_EXTEND: the fence step of an extension. */
@@ -108,6 +109,7 @@ static int multi_resend(struct op *op, unsigned i, enum step step, int use_eval,
         ARG(num.fexp);
         ARG(num.tok);
         ARGS_OF(fbucket);
+        ARG(num.ahead);
         break;
     case STEP_RELEASE:
     case STEP_IGNORE:

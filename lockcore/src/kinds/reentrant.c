@@ -78,6 +78,7 @@ static int re_resend(struct op *op, unsigned i, enum step step, int use_eval, ui
         ARG(num.idle);
         ARG(op->lock.id);
         ARG(ks->fbucket[0]);
+        ARG(num.ahead);
         break;
     case STEP_EXTEND:
         s = KS_RE_EXTEND;
@@ -91,6 +92,7 @@ static int re_resend(struct op *op, unsigned i, enum step step, int use_eval, ui
         ARG(num.fexp);
         ARG(num.tok);
         ARG(ks->fbucket[0]);
+        ARG(num.ahead);
         break;
     case STEP_RELEASE:
     case STEP_IGNORE:
