@@ -6,7 +6,7 @@
  * {P<resource>}:released. What it calls depends on how it waits
  * (lockcore_options.wait_mode):
  *
- *   base     ~P* ~{P* -@all +eval +get +set +del +pexpire +pttl +zrange +zcard +time +hget +hset
+ *   base     ~P* ~{P* -@all +eval +get +set +del +pexpire +pttl +zrange +zcard +time +hget +hset +persist
  *            every operation of a client that does not wait (LOCKCORE_WAIT_
  *            POLL, the default, and NOTIFY); status lists waiters with
  *            ZCARD and ZRANGE, and so does the release of a notified or fair
@@ -18,6 +18,9 @@
  *                                   always; NOTIFY once a client waits)
  *   + &{P* +subscribe +unsubscribe +publish
  *                                   the release notices of waiting
+ *   + +hgetall +hexists +exists +zscore +zcount +zrangebyscore +zremrangebyscore
+ *                                   the lock kinds: a reentrant lock's holds,
+ *                                   a read-write lock's readers
  *   optional +evalsha +script|load  scripts by sha instead of whole
  *
  * Each node runs with an "admin" user (the harness's) and the test creates
@@ -43,10 +46,12 @@
 
 #define N 3
 #define PREFIX "app:"
-#define BASE "~app:* ~{app:* -@all +eval +get +set +del +pexpire +pttl +zrange +zcard +time +hget +hset"
+#define BASE                                                                                                 \
+    "~app:* ~{app:* -@all +eval +get +set +del +pexpire +pttl +zrange +zcard +time +hget +hset +persist"
 #define NO_RESEND "+evalsha +script|load"
 #define QUEUE "+zadd +zrem +hget +hset +hdel +time"
 #define CHANNELS "&{app:* +subscribe +unsubscribe +publish"
+#define KINDS "+hgetall +hexists +exists +zscore +zcount +zrangebyscore +zremrangebyscore"
 #define FULL BASE " " QUEUE " " CHANNELS " " NO_RESEND
 
 struct fixture {
@@ -505,6 +510,64 @@ static const struct refusal refusals[] = {
      FAIR, 0, "release", LOCKCORE_EPROTO, CANT},
 };
 
+/* Every lock kind, in every wait mode: acquire, extend and release (a
+ * reentrant hold nested in another; a set; a reader and a writer; a
+ * permit), under the documented rules with the kinds' row, and none of
+ * it refused. Without that row, the first kind's step is. */
+static int every_kind(struct fixture *f, int wait_mode, char *err, size_t cap)
+{
+    struct lockcore_options o;
+    lockcore_options_init(&o);
+    o.nodes = f->urls;
+    o.n_nodes = N;
+    o.key_prefix = PREFIX;
+    o.fencing = 1;
+    o.wait_mode = wait_mode;
+    o.retry_count = 0;
+    o.request_timeout_ms = 1000;
+    lockcore_client *c = NULL;
+    assert_int_equal(lockcore_client_new(&o, &c, err, cap), 0);
+    struct lockcore_lock a, b;
+    const char *set[] = {"k:s1", "k:s2"};
+    int rc = lockcore_reentrant_acquire(c, "k:re", NULL, &a);
+    if (rc == 0) {
+        rc = lockcore_reentrant_acquire(c, "k:re", a.id, &b);
+        if (rc == 0 && (rc = lockcore_extend(c, &b, 3000)) == 0)
+            rc = lockcore_release(c, &b);
+        int r2 = lockcore_release(c, &a);
+        rc = rc ? rc : r2;
+    }
+    for (int k = 0; rc == 0 && k < 4; k++) {
+        rc = k == 0   ? lockcore_multi_acquire(c, set, 2, &a)
+             : k == 1 ? lockcore_rw_acquire(c, "k:rw", 0, &a)
+             : k == 2 ? lockcore_rw_acquire(c, "k:rw", 1, &a)
+                      : lockcore_sem_acquire(c, "k:sem", 2, &a);
+        if (rc == 0 && (rc = lockcore_extend(c, &a, 3000)) == 0)
+            rc = lockcore_release(c, &a);
+    }
+    if (rc != 0)
+        snprintf(err, cap, "%s: %s", lockcore_strerror(rc), lockcore_errmsg(c));
+    lockcore_client_free(c);
+    return rc;
+}
+
+static void test_acl_lock_kinds_need_their_row(void **state)
+{
+    struct fixture *f = *state;
+    char err[512];
+    static const int modes[] = {LOCKCORE_WAIT_POLL, LOCKCORE_WAIT_NOTIFY, LOCKCORE_WAIT_FAIR};
+    for (int m = 0; m < 3; m++) {
+        set_rules(f, FULL " " KINDS);
+        if (every_kind(f, modes[m], err, sizeof(err)) != 0)
+            fail_msg("wait mode %d: %s", modes[m], err);
+        no_refusals(f, NULL);
+    }
+    set_rules(f, FULL);
+    assert_int_not_equal(every_kind(f, LOCKCORE_WAIT_NOTIFY, err, sizeof(err)), 0);
+    char why[256];
+    assert_true(acl_refusals(f, NULL, why, sizeof(why)) > 0);
+}
+
 static void test_acl_refusals_are_protocol_errors(void **state)
 {
     struct fixture *f = *state;
@@ -576,6 +639,7 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_acl_fair_lock_needs_the_queue, setup, teardown),
         cmocka_unit_test_setup_teardown(test_acl_waiters_need_the_queue_and_the_channel, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_acl_lock_kinds_need_their_row, setup, teardown),
         cmocka_unit_test_setup_teardown(test_acl_refusals_are_protocol_errors, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
