@@ -247,7 +247,12 @@ struct lockcore_client {
     struct op *free_ops;
     struct lockcore_keepalive *keepalives;
     size_t inflight;
-    uint64_t fence_seen[256];         /* largest fence value seen, by resource hash */
+    /* The largest fence value seen for a resource, in a slot of its hash
+     * (the whole hash kept, so that another resource of the slot never
+     * proposes from it: op.c). */
+    struct {
+        uint64_t hash, value;
+    } fence_seen[256];
     char info[LOCKCORE_INFO_MAX + 1]; /* holder_info, "" for none */
     char *tls_strings[4];             /* copies of the tls_* file and name options */
     void *ssl_ctx;                    /* SSL_CTX *, if any node is rediss:// */

@@ -31,9 +31,24 @@ static uint64_t key_hash(const char *s, size_t len)
     return h;
 }
 
-static uint64_t *fence_seen(struct op *op)
+/* The largest fence value this client has seen for op's resource (0 if
+ * none): a proposal must beat it. Slots are shared by hash; a value of
+ * another resource is not ours (it may run far ahead of every clock). */
+static uint64_t fence_seen(const struct op *op)
 {
-    return &op->c->fence_seen[key_hash(op->key, op->key_len) & 255];
+    uint64_t h = key_hash(op->key, op->key_len);
+    const lockcore_client *c = op->c;
+    return c->fence_seen[h & 255].hash == h ? c->fence_seen[h & 255].value : 0;
+}
+
+static void fence_saw(struct op *op, uint64_t f)
+{
+    uint64_t h = key_hash(op->key, op->key_len);
+    lockcore_client *c = op->c;
+    if (c->fence_seen[h & 255].hash != h)
+        c->fence_seen[h & 255].hash = h, c->fence_seen[h & 255].value = 0;
+    if (f > c->fence_seen[h & 255].value)
+        c->fence_seen[h & 255].value = f;
 }
 
 struct op *lockcore__op_new(lockcore_client *c, enum op_kind kind, lockcore_cb cb, void *arg)
@@ -412,7 +427,7 @@ static void attempt_begin(struct op *op, uint64_t now)
     op->reserved_ahead = 0;
     if (op->c->o.fencing) {
         uint64_t wall = op->c->o.clock_us(op->c->o.clock_arg);
-        int rc = fencing_propose(wall, *fence_seen(op), &op->proposal);
+        int rc = fencing_propose(wall, fence_seen(op), &op->proposal);
         if (rc < 0) {
             lockcore__fmt(op->errmsg, sizeof(op->errmsg), "cannot propose a token: %s", fencing_strerror(rc));
             lockcore__op_finish(op, LOCKCORE_EFENCE);
@@ -671,8 +686,7 @@ static void granted(struct op *op, unsigned yes, uint64_t now)
     op->lock.nodes_ok = yes;
     op->lock.token = op->c->o.fencing ? op->proposal : 0;
     op->lock.rounds = op->c->o.fencing ? 1 + op->raises : 0;
-    if (op->lock.token > *fence_seen(op))
-        *fence_seen(op) = op->lock.token;
+    fence_saw(op, op->lock.token);
     if (op->type != NULL && op->type->granted != NULL)
         op->type->granted(op);
     op->errmsg[0] = '\0';
@@ -1001,8 +1015,7 @@ static void note_fence(struct op *op, unsigned i, uint64_t f)
     op->fence_known[i] = 1;
     if (f > op->max_fence)
         op->max_fence = f;
-    if (f > *fence_seen(op))
-        *fence_seen(op) = f;
+    fence_saw(op, f);
 }
 
 /* Remember who refused us: the holder most nodes named, with the longest

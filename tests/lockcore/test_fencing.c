@@ -239,6 +239,41 @@ static void test_fencing_client_clock_ahead_does_not_push_tokens_ahead(void **st
     lockcore_client_free(good);
 }
 
+/* lockcore's slot of a lock key in a client's memory of fences seen:
+ * FNV-1a, mod 256 (op.c). */
+static unsigned seen_slot(const char *key)
+{
+    uint64_t h = 1469598103934665603ULL;
+    for (const char *p = key; *p; p++)
+        h = (h ^ (unsigned char)*p) * 1099511628211ULL;
+    return (unsigned)(h & 255);
+}
+
+/* A client remembers the largest fence it saw for a resource, in a slot of
+ * 256 by its hash, and proposes above it. Another resource of the slot is
+ * not that resource: a fence two hours ahead seen for one must not make a
+ * client with no bound on proposals take a token two hours ahead for the
+ * other (it did, and from there its bucket's). */
+static void test_fencing_memory_of_one_resource_is_not_another_s(void **state)
+{
+    struct fixture *f = *state;
+    char other[32];
+    for (int i = 0;; i++) {
+        snprintf(other, sizeof(other), "slot:%d", i);
+        if (seen_slot(other) == seen_slot("slot:far") && strcmp(other, "slot:far") != 0)
+            break;
+    }
+    lockcore_client *c = client(f, &(struct tuning){.fencing = 1, .unbounded = 1});
+    for (int i = 0; i < 5; i++)
+        set_fence(f, i, "slot:far", wall_us() + 7200ULL * 1000000);
+    assert_true(grant_release(c, "slot:far") > wall_us() + 7000ULL * 1000000);
+    uint64_t before = wall_us();
+    uint64_t t = grant_release(c, other);
+    assert_true(t >= before && t < wall_us() + 1000000);
+    assert_true(grant_release(c, "slot:far") > wall_us() + 7000ULL * 1000000);
+    lockcore_client_free(c);
+}
+
 /* Names of resources that share one bucket (the first is prefix "0"). */
 static void same_bucket(const char *prefix, int n, char (*names)[32])
 {
@@ -757,6 +792,8 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_fencing_repair_lowers_a_fence_pushed_ahead, setup5, teardown),
         cmocka_unit_test_setup_teardown(test_fencing_repair_leaves_a_bucket_within_the_bound, setup5,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_fencing_memory_of_one_resource_is_not_another_s, setup5,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_fencing_overlapping_leases_never_share_a_token, setup5,
                                         teardown),
