@@ -157,7 +157,9 @@ struct lockcore_options {
                                     fair queue no longer); default 3000 */
     uint64_t wait_ms;            /* give up acquiring after this long, all retries
                                     included; 0 = no deadline; default 0 */
-    const char *key_prefix;      /* prepended to every resource; default "" */
+    const char *key_prefix;      /* prepended to every resource; default "". Clients of one fenced lock
+                                    must use the same prefix and resource, not another split of the key:
+                                    the fence's bucket is named by the one and chosen by the other */
     int fencing;                 /* 1: issue fencing tokens (default); 0: plain
                                     Redlock, no fence keys, token 0 */
     uint64_t fence_idle_ms;      /* transition mode only (fence_transition):
