@@ -329,6 +329,10 @@ struct step_nums {
                        proposal may be, µs; 0: no bound */
 };
 void lockcore__step_nums(const struct op *op, struct step_nums *n);
+/* The largest fence value the nodes reported in this attempt that is not
+ * far ahead of this client's clock (more than proposal_ahead_max_ms), and
+ * in *far_nodes how many reported one that is. */
+uint64_t lockcore__near_fence(const struct op *op, unsigned *far_nodes);
 /* What a release step does, SCRIPT_RELEASE's ARGV[2]: "r" a rollback, ""
  * a polling client's release, or the ms a notified or fair release keeps
  * the lock for the waiter it names. */

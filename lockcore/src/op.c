@@ -31,6 +31,31 @@ static uint64_t key_hash(const char *s, size_t len)
     return h;
 }
 
+/* Above this a fence value is far ahead of this client's clock (more than
+ * proposal_ahead_max_ms; UINT64_MAX with no bound): no first-round
+ * proposal of a client with a right clock made it. */
+static uint64_t far_from(const lockcore_client *c)
+{
+    if (c->o.proposal_ahead_max_ms == 0)
+        return UINT64_MAX;
+    return c->o.clock_us(c->o.clock_arg) + c->o.proposal_ahead_max_ms * 1000;
+}
+
+uint64_t lockcore__near_fence(const struct op *op, unsigned *far_nodes)
+{
+    uint64_t thr = far_from(op->c), near = 0;
+    unsigned far = 0;
+    for (unsigned i = 0; i < op->c->n; i++)
+        if (op->fence_known[i]) {
+            if (op->node_fence[i] > thr)
+                far++;
+            else if (op->node_fence[i] > near)
+                near = op->node_fence[i];
+        }
+    *far_nodes = far;
+    return near;
+}
+
 /* The largest fence value this client has seen for op's resource (0 if
  * none): a proposal must beat it. Slots are shared by hash; a value of
  * another resource is not ours (it may run far ahead of every clock). */
@@ -43,6 +68,8 @@ static uint64_t fence_seen(const struct op *op)
 
 static void fence_saw(struct op *op, uint64_t f)
 {
+    if (f > far_from(op->c))
+        return; /* proposed from, it would lose every first round */
     uint64_t h = key_hash(op->key, op->key_len);
     lockcore_client *c = op->c;
     if (c->fence_seen[h & 255].hash != h)
@@ -727,7 +754,22 @@ static uint64_t majority_fence(const struct op *op)
 static void raise_begin(struct op *op, uint64_t now)
 {
     uint64_t spread = op->raises > 0 ? lockcore__rand64(&op->c->rng) % RAISE_SPREAD : 0;
-    int rc = fencing_propose_next(majority_fence(op) + spread, &op->proposal);
+    uint64_t base = majority_fence(op);
+    unsigned far;
+    lockcore__near_fence(op, &far);
+    if (base > far_from(op->c) && far < op->c->quorum) {
+        /* Only a minority holds a value that far ahead of our clock, and
+         * the nodes that answered need it for a majority (the others are
+         * down or slow): carried to a majority, it would stay. */
+        lockcore__fmt(
+            op->errmsg, sizeof(op->errmsg),
+            "acquire '%s': a second round would carry a fence far ahead of this client's clock from "
+            "%u node(s) to a majority; not while nodes are missing",
+            op->lock.resource, far);
+        attempt_failed(op, LOCKCORE_EFENCE, now);
+        return;
+    }
+    int rc = fencing_propose_next(base + spread, &op->proposal);
     if (rc < 0) {
         lockcore__fmt(op->errmsg, sizeof(op->errmsg), "acquire '%s': %s", op->lock.resource,
                       fencing_strerror(rc));

@@ -287,6 +287,48 @@ static void same_bucket(const char *prefix, int n, char (*names)[32])
     }
 }
 
+/* Two nodes of five hold a bucket two hours ahead (nodes whose clocks run
+ * that fast took a fast client's proposals), and two others are down: the
+ * three that answer need the far value for a majority. Round two must not
+ * carry it there (it would stay, in the resource's own key, after the
+ * nodes came back): the attempt fails instead, and once the nodes are back
+ * a grant takes a token of now. A reader then asks the five: the far
+ * value of two is not its token. */
+static void test_fencing_far_value_of_a_minority_is_not_carried_while_nodes_are_missing(void **state)
+{
+    struct fixture *f = *state;
+    char names[2][32];
+    same_bucket("miss:", 2, names);
+    const uint64_t two_h = 7200ULL * 1000000;
+    uint64_t before = wall_us();
+    for (int i = 0; i < 2; i++)
+        set_fence(f, i, names[0], before + two_h);
+    set_fence(f, 2, names[0], before);
+    assert_int_equal(rh_kill(f->rc, 3), 0);
+    assert_int_equal(rh_kill(f->rc, 4), 0);
+    lockcore_client *c = client(f, &(struct tuning){.fencing = 1});
+    struct lockcore_lock l;
+    int rc = lockcore_acquire(c, names[1], &l);
+    if (rc == 0)
+        fail_msg("granted with token %+.3f s of now", ((double)l.token - (double)wall_us()) / 1e6);
+    assert_int_equal(rc, LOCKCORE_EFENCE);
+    for (int i = 0; i < 2; i++) { /* nothing of it went into a key */
+        redisReply *r = rh_command(f->rc, 2, "EXISTS {%s}:fence", names[1]);
+        assert_int_equal(r->integer, 0);
+        freeReplyObject(r);
+    }
+    assert_true(tf_bucket(f->rc, 2, "", names[1]) < before + 1000000);
+    assert_int_equal(rh_restart(f->rc, 3, 1), 0);
+    assert_int_equal(rh_restart(f->rc, 4, 1), 0);
+    uint64_t t = grant_release(c, names[1]);
+    assert_true(t > before && t < wall_us() + 1000000);
+    /* A reader of five nodes, two of them far: a token of now. */
+    assert_int_equal(lockcore_rw_acquire(c, names[0], 0, &l), 0);
+    assert_int_equal(lockcore_release(c, &l), 0);
+    assert_true(l.token < wall_us() + 1000000);
+    lockcore_client_free(c);
+}
+
 /* A fence pushed two hours ahead (a fast client with no bound) shows in
  * status against each node's clock, and an operator lowers it: not while
  * the lock is held, never upwards, and afterwards tokens are near the
@@ -795,6 +837,8 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_fencing_memory_of_one_resource_is_not_another_s, setup5,
                                         teardown),
+        cmocka_unit_test_setup_teardown(
+            test_fencing_far_value_of_a_minority_is_not_carried_while_nodes_are_missing, setup5, teardown),
         cmocka_unit_test_setup_teardown(test_fencing_overlapping_leases_never_share_a_token, setup5,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_fencing_holds_with_minority_down, setup5, teardown),

@@ -153,11 +153,17 @@ static int rw_resend(struct op *op, unsigned i, enum step step, int use_eval, ui
 }
 
 /* A reader's token is the newest fence it saw, not a new one (the top of
- * this file). */
+ * this file). A value far ahead of this client's clock counts only where a
+ * majority reported one: on a minority it would make every later write
+ * look older than the read, and a stale read pass the resource's check.
+ * Left out, a write's token may be missed, and the read looks stale: the
+ * safe side. */
 static enum kind_verdict read_decide(struct op *op, int *rc)
 {
     (void)rc;
-    op->proposal = op->max_fence;
+    unsigned far;
+    uint64_t near = lockcore__near_fence(op, &far);
+    op->proposal = far >= op->c->quorum ? op->max_fence : near;
     return KIND_PLAIN;
 }
 
