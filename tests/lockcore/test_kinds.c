@@ -2558,9 +2558,9 @@ static void test_kinds_waiter_that_gives_up_when_named_hands_on_its_reservation(
 static void test_kinds_sem_waiter_in_line_counts_a_round_per_refresh(void **state)
 {
     struct fixture *f = *state;
-    const uint64_t queue_ttl_ms = 2400; /* a refresh every 800 ms */
-    struct tune th = {.ttl_ms = 300, .request_timeout_ms = 100},
-                tw = {.ttl_ms = 300, .retry_count = 3, .request_timeout_ms = 100};
+    const uint64_t queue_ttl_ms = 3000; /* a refresh every second */
+    struct tune th = {.ttl_ms = 400, .request_timeout_ms = 300},
+                tw = {.ttl_ms = 400, .retry_count = 3, .request_timeout_ms = 300};
     lockcore_client *h = client_mode(f, &th, LOCKCORE_WAIT_NOTIFY, queue_ttl_ms);
     lockcore_client *wp = client_mode(f, &tw, LOCKCORE_WAIT_NOTIFY, queue_ttl_ms);
     lockcore_client *ws = client_mode(f, &tw, LOCKCORE_WAIT_NOTIFY, queue_ttl_ms);
@@ -2569,8 +2569,9 @@ static void test_kinds_sem_waiter_in_line_counts_a_round_per_refresh(void **stat
     lockcore_keepalive *kp = NULL, *ks = NULL;
     assert_int_equal(lockcore_acquire(h, "counts", &lp), 0);
     assert_int_equal(lockcore_sem_acquire(h, "counts:sem", 1, &ls), 0);
-    assert_int_equal(lockcore_keepalive_start(h, &lp, 0, 0, NULL, NULL, &kp), 0);
-    assert_int_equal(lockcore_keepalive_start(h, &ls, 0, 0, NULL, NULL, &ks), 0);
+    /* Extended every 150 ms or so: a lease of 250 to 400 ms left. */
+    assert_int_equal(lockcore_keepalive_start(h, &lp, 0, 250, NULL, NULL, &kp), 0);
+    assert_int_equal(lockcore_keepalive_start(h, &ls, 0, 250, NULL, NULL, &ks), 0);
     struct waited op = {0}, os = {0};
     long long start = hp_now_ms();
     assert_int_equal(lockcore_acquire_async(wp, "counts", waited_cb, &op), 0);
@@ -2590,7 +2591,7 @@ static void test_kinds_sem_waiter_in_line_counts_a_round_per_refresh(void **stat
             "semaphore's after %lld ms (%u attempts)\n",
             tp, op.lock.attempts, ts, os.lock.attempts);
     /* Four counted rounds, one per refresh period at most: 3 periods. */
-    if (ts < (long long)(2 * queue_ttl_ms / 3) || 2 * ts < tp)
+    if (ts < (long long)(2 * (queue_ttl_ms / 3)) || 2 * ts < tp)
         fail_msg("the semaphore's waiter gave up after %lld ms, the plain one after %lld ms", ts, tp);
     lockcore_keepalive_stop(kp);
     lockcore_keepalive_stop(ks);
