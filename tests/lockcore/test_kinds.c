@@ -2277,11 +2277,12 @@ static void test_kinds_first_use_keeps_holder_info(void **state)
 
 /* lockcore_cancel, from a callback, of an acquisition granted by the same
  * replies as the one whose callback runs (ended in this turn, its callback
- * not run yet): its grant is released, its callback runs once, with
- * LOCKCORE_ECANCELED, and the operations in flight go on. A semaphore's
- * permit was finished a second time: the operations in flight were
- * dropped, the driver used after it was freed, and the permit left held;
- * a plain acquisition got its callback with the grant its caller had
+ * not run yet), of every kind: its grant is released, its callback runs
+ * once, with LOCKCORE_ECANCELED, and the operations in flight go on. A
+ * semaphore's permit was finished a second time: the operations in flight
+ * were dropped, the driver used after it was freed, and the permit left
+ * held; a plain acquisition, and later a writer (whose callback is the
+ * kind's own wrapper), got its callback with the grant its caller had
  * given up, which nobody released. */
 static void test_kinds_cancel_of_a_grant_due_in_the_same_turn(void **state)
 {
@@ -2290,9 +2291,9 @@ static void test_kinds_cancel_of_a_grant_due_in_the_same_turn(void **state)
     lockcore_client *h = client_mode(f, &t, LOCKCORE_WAIT_NOTIFY, 0);
     lockcore_client *c = client_mode(f, &t, LOCKCORE_WAIT_NOTIFY, 0);
     assert_true(h && c);
-    static const enum want wants[] = {W_PERMIT, W_PLAIN};
-    static const char *const names[] = {"semaphore", "plain"};
-    for (int k = 0; k < 2; k++) {
+    static const enum want wants[] = {W_PERMIT, W_PLAIN, W_SET, W_READ, W_WRITE};
+    static const char *const names[] = {"semaphore", "plain", "set", "reader", "writer"};
+    for (int k = 0; k < 5; k++) {
         char busy[32], first[32], res[32], key[64];
         snprintf(busy, sizeof(busy), "turn:busy:%d", k);
         snprintf(first, sizeof(first), "turn:first:%d", k);
@@ -2333,8 +2334,13 @@ static void test_kinds_cancel_of_a_grant_due_in_the_same_turn(void **state)
             assert_true(gone_everywhere(f, key));
             snprintf(key, sizeof(key), "{%s}:waiters", res);
             assert_true(gone_everywhere(f, key));
+        } else if (wants[k] == W_READ) {
+            snprintf(key, sizeof(key), "{%s}:readers", res);
+            assert_true(gone_everywhere(f, key));
         } else {
             assert_true(gone_everywhere(f, res));
+            snprintf(key, sizeof(key), "%s:2", res);
+            assert_true(wants[k] != W_SET || gone_everywhere(f, key));
         }
         /* The waiter in flight goes on: the release of its lock grants it. */
         assert_int_equal(wb.done, 0);
