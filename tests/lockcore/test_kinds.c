@@ -1017,7 +1017,7 @@ static void waited_cb(lockcore_client *c, int rc, const struct lockcore_lock *lo
 {
     (void)c;
     struct waited *w = arg;
-    w->done = 1;
+    w->done++; /* how many times it ran: once */
     w->rc = rc;
     w->at = hp_now_ms();
     w->lock = *lock;
@@ -1029,21 +1029,26 @@ static void waited_cb(lockcore_client *c, int rc, const struct lockcore_lock *lo
  * permit resource. */
 enum want { W_PLAIN, W_SET, W_READ, W_WRITE, W_PERMIT };
 
+/* Start an acquisition of what `want` says on resource. */
+static int start_want(lockcore_client *c, const char *resource, enum want want, lockcore_cb cb, void *arg)
+{
+    char second[LOCKCORE_RESOURCE_MAX + 3];
+    snprintf(second, sizeof(second), "%s:2", resource);
+    const char *set[] = {resource, second};
+    return want == W_SET      ? lockcore_multi_acquire_async(c, set, 2, cb, arg)
+           : want == W_READ   ? lockcore_rw_acquire_async(c, resource, 0, cb, arg)
+           : want == W_WRITE  ? lockcore_rw_acquire_async(c, resource, 1, cb, arg)
+           : want == W_PERMIT ? lockcore_sem_acquire_async(c, resource, 1, cb, arg)
+                              : lockcore_acquire_async(c, resource, cb, arg);
+}
+
 /* A waiter that asks while held is refused, waits, and is granted when
  * the holder releases: how long after the release. */
 static long long wake_after_release_of(lockcore_client *holder, struct lockcore_lock *held,
                                        lockcore_client *waiter, const char *resource, enum want want)
 {
     struct waited w = {0};
-    char second[128];
-    snprintf(second, sizeof(second), "%s:2", resource);
-    const char *set[] = {resource, second};
-    int rc = want == W_SET      ? lockcore_multi_acquire_async(waiter, set, 2, waited_cb, &w)
-             : want == W_READ   ? lockcore_rw_acquire_async(waiter, resource, 0, waited_cb, &w)
-             : want == W_WRITE  ? lockcore_rw_acquire_async(waiter, resource, 1, waited_cb, &w)
-             : want == W_PERMIT ? lockcore_sem_acquire_async(waiter, resource, 1, waited_cb, &w)
-                                : lockcore_acquire_async(waiter, resource, waited_cb, &w);
-    assert_int_equal(rc, 0);
+    assert_int_equal(start_want(waiter, resource, want, waited_cb, &w), 0);
     long long end = hp_now_ms() + 300;
     while (hp_now_ms() < end)
         lockcore_run(waiter, 20); /* refused, then waiting for a notice */
@@ -1181,12 +1186,16 @@ static int gone_everywhere(struct fixture *f, const char *key)
 struct cancel_from_cb {
     struct waited *target;
     int n, target_done_before;
+    int calls, rc; /* its own */
+    struct lockcore_lock lock;
 };
 
 static void cancel_in_cb(lockcore_client *c, int rc, const struct lockcore_lock *lock, void *arg)
 {
-    (void)rc, (void)lock;
     struct cancel_from_cb *x = arg;
+    x->calls++;
+    x->rc = rc;
+    x->lock = *lock;
     x->target_done_before = x->target->done;
     x->n = lockcore_cancel(c, waited_cb, x->target);
 }
@@ -1232,12 +1241,7 @@ static void test_kinds_cancel_ends_a_waiter_of_every_kind(void **state)
                                         : lockcore_acquire(holder, res, &held);
             assert_int_equal(rc, 0);
             struct waited wt = {0}, other = {0};
-            rc = want == W_SET      ? lockcore_multi_acquire_async(w, set, 2, waited_cb, &wt)
-                 : want == W_READ   ? lockcore_rw_acquire_async(w, res, 0, waited_cb, &wt)
-                 : want == W_WRITE  ? lockcore_rw_acquire_async(w, res, 1, waited_cb, &wt)
-                 : want == W_PERMIT ? lockcore_sem_acquire_async(w, res, 1, waited_cb, &wt)
-                                    : lockcore_acquire_async(w, res, waited_cb, &wt);
-            assert_int_equal(rc, 0);
+            assert_int_equal(start_want(w, res, want, waited_cb, &wt), 0);
             long long end = hp_now_ms() + 300;
             while (hp_now_ms() < end)
                 lockcore_run(w, 20); /* refused, in line */
@@ -2268,6 +2272,341 @@ static void test_kinds_first_use_keeps_holder_info(void **state)
     lockcore_client_free(c);
 }
 
+/* ---- a waiter that stops: what it leaves behind ---- */
+
+/* lockcore_cancel, from a callback, of an acquisition granted by the same
+ * replies as the one whose callback runs (ended in this turn, its callback
+ * not run yet), of every kind: its grant is released, its callback runs
+ * once, with LOCKCORE_ECANCELED, and the operations in flight go on. A
+ * semaphore's permit was finished a second time: the operations in flight
+ * were dropped, the driver used after it was freed, and the permit left
+ * held; a plain acquisition, and later a writer (whose callback is the
+ * kind's own wrapper), got its callback with the grant its caller had
+ * given up, which nobody released. */
+static void test_kinds_cancel_of_a_grant_due_in_the_same_turn(void **state)
+{
+    struct fixture *f = *state;
+    struct tune t = {.ttl_ms = 10000, .retry_count = -1, .wait_ms = 8000, .request_timeout_ms = 1000};
+    lockcore_client *h = client_mode(f, &t, LOCKCORE_WAIT_NOTIFY, 0);
+    lockcore_client *c = client_mode(f, &t, LOCKCORE_WAIT_NOTIFY, 0);
+    assert_true(h && c);
+    static const enum want wants[] = {W_PERMIT, W_PLAIN, W_SET, W_READ, W_WRITE};
+    static const char *const names[] = {"semaphore", "plain", "set", "reader", "writer"};
+    for (int k = 0; k < 5; k++) {
+        char busy[32], first[32], res[32], key[64];
+        snprintf(busy, sizeof(busy), "turn:busy:%d", k);
+        snprintf(first, sizeof(first), "turn:first:%d", k);
+        snprintf(res, sizeof(res), "turn:%d", k);
+        struct lockcore_lock held;
+        assert_int_equal(lockcore_acquire(h, busy, &held), 0);
+        /* In flight throughout: a waiter of a lock held elsewhere. */
+        struct waited wb = {0}, wt = {0};
+        assert_int_equal(lockcore_acquire_async(c, busy, waited_cb, &wb), 0);
+        lockcore_client *cs[] = {c};
+        run_until_in_line(f, cs, 1, busy, 1);
+        /* The first acquisition's command goes first on every connection,
+         * the same kind's, so both are granted by the replies one turn
+         * reads: it waits until they have all come. */
+        struct cancel_from_cb x = {.target = &wt, .n = -1};
+        assert_int_equal(start_want(c, first, wants[k], cancel_in_cb, &x), 0);
+        assert_int_equal(start_want(c, res, wants[k], waited_cb, &wt), 0);
+        long long end = hp_now_ms() + 5000;
+        while (x.calls == 0 && hp_now_ms() < end) {
+            assert_true(lockcore_run(c, 0) >= 0);
+            if (x.calls == 0)
+                hp_sleep_ms(30);
+        }
+        assert_int_equal(x.calls, 1);
+        assert_int_equal(x.rc, 0);
+        assert_int_equal(x.target_done_before, 0);
+        run_all(cs, 1, 100); /* a second callback would come here */
+        fprintf(
+            stderr,
+            "%s: canceled from a sibling's callback: cancel returned %d; its callback ran %d times, rc %d\n",
+            names[k], x.n, wt.done, wt.rc);
+        assert_int_equal(x.n, 1);
+        assert_int_equal(wt.done, 1);
+        assert_int_equal(wt.rc, LOCKCORE_ECANCELED);
+        /* Nothing of it is left held. */
+        if (wants[k] == W_PERMIT) {
+            snprintf(key, sizeof(key), "%s:permit:0", res);
+            assert_true(gone_everywhere(f, key));
+            snprintf(key, sizeof(key), "{%s}:waiters", res);
+            assert_true(gone_everywhere(f, key));
+        } else if (wants[k] == W_READ) {
+            snprintf(key, sizeof(key), "{%s}:readers", res);
+            assert_true(gone_everywhere(f, key));
+        } else {
+            assert_true(gone_everywhere(f, res));
+            snprintf(key, sizeof(key), "%s:2", res);
+            assert_true(wants[k] != W_SET || gone_everywhere(f, key));
+        }
+        /* The waiter in flight goes on: the release of its lock grants it. */
+        assert_int_equal(wb.done, 0);
+        assert_int_equal(lockcore_release(h, &held), 0);
+        assert_true(run_until(cs, 1, &wb.done, 3000));
+        assert_int_equal(wb.rc, 0);
+        assert_int_equal(lockcore_release(c, &wb.lock), 0);
+        assert_int_equal(lockcore_release(c, &x.lock), 0);
+    }
+    lockcore_client_free(c);
+    lockcore_client_free(h);
+}
+
+/* A keep-alive's on_lost that frees its client (deferred until the call
+ * that ran it returns). */
+static void free_on_lost(lockcore_client *c, int rc, const struct lockcore_lock *lock, void *arg)
+{
+    (void)rc, (void)lock;
+    (*(int *)arg)++;
+    lockcore_client_free(c);
+}
+
+/* A semaphore's driver due for its next round while its client is being
+ * freed ends (no round starts then), and its callback cancels a sibling
+ * driver, which ends at once: each callback runs once. The drivers' timer
+ * walk went on to the sibling it had just freed (a use after free, which
+ * the sanitizers and valgrind report). Here a keep-alive's on_lost frees
+ * the client, in the same turn in which both drivers are due. */
+static void test_kinds_sem_driver_cancels_a_sibling_as_the_client_is_freed(void **state)
+{
+    struct fixture *f = *state;
+    struct tune th = {.ttl_ms = 20000, .request_timeout_ms = 1000},
+                tc = {.ttl_ms = 300, .retry_count = -1, .request_timeout_ms = 200};
+    lockcore_client *h = client_mode(f, &th, LOCKCORE_WAIT_NOTIFY, 0);
+    lockcore_client *c = client_mode(f, &tc, LOCKCORE_WAIT_NOTIFY, 900); /* a refresh every 300 ms */
+    assert_true(h && c);
+    struct lockcore_lock held, kept;
+    lockcore_keepalive *ka = NULL;
+    int lost = 0;
+    assert_int_equal(lockcore_sem_acquire(h, "sib", 1, &held), 0);
+    assert_int_equal(lockcore_acquire(c, "sib:kept", &kept), 0);
+    assert_int_equal(lockcore_keepalive_start(c, &kept, 0, 0, free_on_lost, &lost, &ka), 0);
+    /* The second one started is first on the client's list of drivers. */
+    struct waited w2 = {0};
+    struct cancel_from_cb x = {.target = &w2, .n = -1};
+    assert_int_equal(lockcore_sem_acquire_async(c, "sib", 1, waited_cb, &w2), 0);
+    assert_int_equal(lockcore_sem_acquire_async(c, "sib", 1, cancel_in_cb, &x), 0);
+    lockcore_client *cs[] = {c};
+    run_until_in_line(f, cs, 1, "sib", 2);
+    /* Both refused, waiting for their refresh, with nothing in flight: a
+     * round whose reply came in the next turn would not be due in it. */
+    long long end = hp_now_ms() + 2000;
+    do
+        lockcore_run(c, 1);
+    while (lockcore_inflight(c) != 0 && hp_now_ms() < end);
+    assert_int_equal(lockcore_inflight(c), 0);
+    assert_int_equal(lost + x.calls + w2.done, 0);
+    /* The loop is not run: the keep-alive's validity runs out and both
+     * drivers are due, all in the next turn, which frees the client. */
+    hp_sleep_ms(700);
+    assert_true(lockcore_run(c, 0) >= 0);
+    fprintf(stderr,
+            "on_lost ran %d times; the driver's callback %d times (rc %d), its cancel returned %d; the "
+            "sibling's callback %d times (rc %d)\n",
+            lost, x.calls, x.rc, x.n, w2.done, w2.rc);
+    assert_int_equal(lost, 1);
+    assert_int_equal(x.calls, 1);
+    assert_int_equal(x.rc, LOCKCORE_ECANCELED);
+    assert_int_equal(x.n, 1);
+    assert_int_equal(w2.done, 1);
+    assert_int_equal(w2.rc, LOCKCORE_ECANCELED);
+    assert_int_equal(lockcore_release(h, &held), 0);
+    lockcore_client_free(h);
+}
+
+/* How a waiter named by a release (the lock, or a permit, kept for it)
+ * stops waiting before its client has read the notice. */
+enum stop { STOP_CANCEL, STOP_GIVE_UP };
+
+#define NAMED_QUEUE_TTL_MS 6000 /* a place is refreshed every 2 s */
+#define NAMED_WAIT_MS 1000      /* the waiter that gives up: its wait_ms */
+
+/* H holds res; W1 waits for what `want` says (a set: res and "res:2"),
+ * then W2 waits for res (a permit, for a permit), or nobody (!behind:
+ * then a newcomer asks once). H releases, which names W1, and W1 stops
+ * as `how` says: canceled at once, or given up at its deadline, its last
+ * attempt refused just before the release. Returns the ms from W1's end
+ * to the next one's grant. A release keeps the lock for the waiter it
+ * names for 2 request timeouts (rt_ms). */
+static long long named_waiter_stops(struct fixture *f, int mode, enum want want, enum stop how, int behind,
+                                    uint64_t rt_ms, const char *res)
+{
+    struct tune th = {.ttl_ms = 10000, .request_timeout_ms = rt_ms},
+                tw = {.ttl_ms = 10000,
+                      .retry_count = -1,
+                      .wait_ms = how == STOP_GIVE_UP ? NAMED_WAIT_MS : 0,
+                      .request_timeout_ms = rt_ms},
+                tn = {.ttl_ms = 10000, .retry_count = -1, .request_timeout_ms = rt_ms};
+    lockcore_client *h = client_mode(f, &th, mode, NAMED_QUEUE_TTL_MS);
+    lockcore_client *w1 = client_mode(f, &tw, mode, NAMED_QUEUE_TTL_MS);
+    lockcore_client *next = client_mode(f, behind ? &tn : &th, mode, NAMED_QUEUE_TTL_MS);
+    assert_true(h && w1 && next);
+    enum want held_as = want == W_PERMIT ? W_PERMIT : W_PLAIN;
+    struct lockcore_lock held;
+    assert_int_equal(
+        held_as == W_PERMIT ? lockcore_sem_acquire(h, res, 1, &held) : lockcore_acquire(h, res, &held), 0);
+    struct waited o1 = {0}, o2 = {0};
+    lockcore_client *cs[] = {w1, next};
+    long long start = hp_now_ms();
+    assert_int_equal(start_want(w1, res, want, waited_cb, &o1), 0);
+    run_until_in_line(f, cs, 1, res, 1);
+    if (behind) {
+        assert_int_equal(start_want(next, res, held_as, waited_cb, &o2), 0);
+        run_until_in_line(f, cs, 2, res, 2);
+    }
+    run_all(cs, behind ? 2 : 1, 200); /* subscribed */
+    assert_int_equal(o1.done + o2.done, 0);
+    if (how == STOP_GIVE_UP) {
+        /* W1's last attempt, at its deadline: its refusals are read after
+         * the release. */
+        long long due = start + NAMED_WAIT_MS + 20;
+        if (hp_now_ms() < due)
+            hp_sleep_ms((int)(due - hp_now_ms()));
+        assert_true(lockcore_run(w1, 0) >= 0);
+        assert_int_equal(o1.done, 0);
+        hp_sleep_ms(100);
+    }
+    assert_int_equal(lockcore_release(h, &held), 0);
+    long long stopped = hp_now_ms();
+    if (how == STOP_CANCEL) {
+        assert_int_equal(lockcore_cancel(w1, waited_cb, &o1), 1);
+        assert_int_equal(o1.rc, LOCKCORE_ECANCELED);
+    } else {
+        assert_true(run_until(cs, 1, &o1.done, 3000));
+        assert_int_equal(o1.rc, LOCKCORE_ELOCKED);
+        stopped = o1.at;
+    }
+    assert_int_equal(o1.done, 1);
+    if (behind) {
+        if (!run_until(&cs[1], 1, &o2.done, 5000))
+            fail_msg("%s: the waiter behind one that stopped when named was not granted in 5 s", res);
+    } else {
+        o2.rc = lockcore_acquire(next, res, &o2.lock);
+        o2.at = hp_now_ms();
+    }
+    if (o2.rc != 0)
+        fail_msg("%s: the %s after one that stopped when named: %s", res, behind ? "waiter" : "newcomer",
+                 lockcore_errmsg(next));
+    assert_int_equal(lockcore_release(next, &o2.lock), 0);
+    lockcore_client_free(next);
+    lockcore_client_free(w1);
+    lockcore_client_free(h);
+    return o2.at - stopped;
+}
+
+/* A waiter canceled right after a release named it hands what the release
+ * kept for it on, as the release would have: the waiter behind it is
+ * named (plain: at once, well within a refresh of its place; a semaphore:
+ * the permit kept for it is found by the next when its reservation ends,
+ * a few request timeouts), and with nobody behind the lock is free at
+ * once. The reservation used to stay, and the next waiter slept until it
+ * refreshed its place (fair) or the reservation ended (notified), with
+ * the lock free; a newcomer was refused meanwhile. */
+static void test_kinds_cancel_of_a_named_waiter_hands_on_its_reservation(void **state)
+{
+    struct fixture *f = *state;
+    static const int modes[] = {LOCKCORE_WAIT_NOTIFY, LOCKCORE_WAIT_FAIR};
+    for (int m = 0; m < 2; m++) {
+        const char *mode = m ? "fair" : "notified";
+        char res[32];
+        /* A 2 s reservation; a place refreshed every 2 s. */
+        snprintf(res, sizeof(res), "named:plain:%d", m);
+        long long ms = named_waiter_stops(f, modes[m], W_PLAIN, STOP_CANCEL, 1, 1000, res);
+        fprintf(stderr, "%s: the waiter behind a canceled named one granted after %lld ms\n", mode, ms);
+        if (ms > 500)
+            fail_msg("%s: the waiter behind a canceled named one granted after %lld ms", mode, ms);
+        snprintf(res, sizeof(res), "named:alone:%d", m);
+        ms = named_waiter_stops(f, modes[m], W_PLAIN, STOP_CANCEL, 0, 1000, res);
+        fprintf(stderr, "%s: a newcomer after a canceled named waiter granted after %lld ms\n", mode, ms);
+        if (ms > 500)
+            fail_msg("%s: a newcomer after a canceled named waiter granted after %lld ms", mode, ms);
+        /* A 200 ms reservation. */
+        snprintf(res, sizeof(res), "named:sem:%d", m);
+        ms = named_waiter_stops(f, modes[m], W_PERMIT, STOP_CANCEL, 1, 100, res);
+        fprintf(stderr, "%s: a semaphore's waiter behind a canceled named one granted after %lld ms\n", mode,
+                ms);
+        if (ms > 800)
+            fail_msg("%s: a semaphore's waiter behind a canceled named one granted after %lld ms", mode, ms);
+    }
+}
+
+/* A waiter whose wait_ms runs out right after a release named it (its
+ * last attempt refused just before) hands the reservation on likewise: a
+ * plain waiter and a set. */
+static void test_kinds_waiter_that_gives_up_when_named_hands_on_its_reservation(void **state)
+{
+    struct fixture *f = *state;
+    static const int modes[] = {LOCKCORE_WAIT_NOTIFY, LOCKCORE_WAIT_FAIR};
+    static const enum want wants[] = {W_PLAIN, W_SET};
+    for (int m = 0; m < 2; m++) {
+        for (int k = 0; k < 2; k++) {
+            const char *what = k ? "set" : "plain waiter";
+            char res[32];
+            snprintf(res, sizeof(res), "gave-up:%d:%d", m, k);
+            long long ms = named_waiter_stops(f, modes[m], wants[k], STOP_GIVE_UP, 1, 1000, res);
+            fprintf(stderr, "%s: the waiter behind a %s that gave up when named granted after %lld ms\n",
+                    m ? "fair" : "notified", what, ms);
+            if (ms > 500)
+                fail_msg("%s: the waiter behind a %s that gave up when named granted after %lld ms",
+                         m ? "fair" : "notified", what, ms);
+        }
+    }
+}
+
+/* In line, a semaphore's waiter counts at most one refused round per
+ * refresh period (queue_ttl_ms / 3), as any waiter does (docs/fairness.md,
+ * "Retries"): behind holders that keep their lock and permit alive with a
+ * short TTL, it gives up after about the time a plain waiter does. Each of
+ * its rounds counted, and its rounds come when the holder's lease would
+ * run out: it spent retry_count in a few leases. */
+static void test_kinds_sem_waiter_in_line_counts_a_round_per_refresh(void **state)
+{
+    struct fixture *f = *state;
+    const uint64_t queue_ttl_ms = 3000; /* a refresh every second */
+    struct tune th = {.ttl_ms = 400, .request_timeout_ms = 300},
+                tw = {.ttl_ms = 400, .retry_count = 3, .request_timeout_ms = 300};
+    lockcore_client *h = client_mode(f, &th, LOCKCORE_WAIT_NOTIFY, queue_ttl_ms);
+    lockcore_client *wp = client_mode(f, &tw, LOCKCORE_WAIT_NOTIFY, queue_ttl_ms);
+    lockcore_client *ws = client_mode(f, &tw, LOCKCORE_WAIT_NOTIFY, queue_ttl_ms);
+    assert_true(h && wp && ws);
+    struct lockcore_lock lp, ls;
+    lockcore_keepalive *kp = NULL, *ks = NULL;
+    assert_int_equal(lockcore_acquire(h, "counts", &lp), 0);
+    assert_int_equal(lockcore_sem_acquire(h, "counts:sem", 1, &ls), 0);
+    /* Extended every 150 ms or so: a lease of 250 to 400 ms left. */
+    assert_int_equal(lockcore_keepalive_start(h, &lp, 0, 250, NULL, NULL, &kp), 0);
+    assert_int_equal(lockcore_keepalive_start(h, &ls, 0, 250, NULL, NULL, &ks), 0);
+    struct waited op = {0}, os = {0};
+    long long start = hp_now_ms();
+    assert_int_equal(lockcore_acquire_async(wp, "counts", waited_cb, &op), 0);
+    assert_int_equal(lockcore_sem_acquire_async(ws, "counts:sem", 1, waited_cb, &os), 0);
+    lockcore_client *cs[] = {h, wp, ws};
+    long long end = start + 10000;
+    while (!(op.done && os.done) && hp_now_ms() < end)
+        run_all(cs, 3, 0);
+    assert_int_equal(lockcore_keepalive_get(kp, NULL), 0); /* held throughout */
+    assert_int_equal(lockcore_keepalive_get(ks, NULL), 0);
+    assert_true(op.done && os.done);
+    assert_int_equal(op.rc, LOCKCORE_ELOCKED);
+    assert_int_equal(os.rc, LOCKCORE_ELOCKED);
+    long long tp = op.at - start, ts = os.at - start;
+    fprintf(stderr,
+            "behind a holder kept alive: the plain waiter gave up after %lld ms (%u attempts), the "
+            "semaphore's after %lld ms (%u attempts)\n",
+            tp, op.lock.attempts, ts, os.lock.attempts);
+    /* Four counted rounds, one per refresh period at most: 3 periods. */
+    if (ts < (long long)(2 * (queue_ttl_ms / 3)) || 2 * ts < tp)
+        fail_msg("the semaphore's waiter gave up after %lld ms, the plain one after %lld ms", ts, tp);
+    lockcore_keepalive_stop(kp);
+    lockcore_keepalive_stop(ks);
+    assert_int_equal(lockcore_release(h, &lp), 0);
+    assert_int_equal(lockcore_release(h, &ls), 0);
+    lockcore_client_free(ws);
+    lockcore_client_free(wp);
+    lockcore_client_free(h);
+}
+
 int main(void)
 {
     signal(SIGPIPE, SIG_IGN);
@@ -2312,6 +2651,15 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_kinds_reentrant_gone_hold_waits_in_line, setup, teardown),
         cmocka_unit_test_setup_teardown(test_kinds_locks_from_ids, setup, teardown),
         cmocka_unit_test_setup_teardown(test_kinds_first_use_keeps_holder_info, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_kinds_cancel_of_a_grant_due_in_the_same_turn, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_kinds_sem_driver_cancels_a_sibling_as_the_client_is_freed, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_kinds_cancel_of_a_named_waiter_hands_on_its_reservation, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_kinds_waiter_that_gives_up_when_named_hands_on_its_reservation,
+                                        setup, teardown),
+        cmocka_unit_test_setup_teardown(test_kinds_sem_waiter_in_line_counts_a_round_per_refresh, setup,
+                                        teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -185,7 +185,7 @@ const struct lockcore__kind lockcore__kind_read = {
     .release = lockcore__kinds_keyset_free,
 };
 
-static unsigned write_cancel_calls(lockcore_client *c, lockcore_cb cb, void *arg);
+static int write_started_by(const struct op *op, lockcore_cb cb, void *arg);
 
 const struct lockcore__kind lockcore__kind_write = {
     .name = "write",
@@ -193,7 +193,7 @@ const struct lockcore__kind lockcore__kind_write = {
     .resend = rw_resend,
     .queues = rw_queues,
     .release = lockcore__kinds_keyset_free,
-    .cancel_calls = write_cancel_calls,
+    .started_by = write_started_by,
 };
 
 /* A writer that gives up, or is granted, must not leave its intent behind
@@ -232,19 +232,12 @@ static void rw_done(lockcore_client *c, int rc, const struct lockcore_lock *lock
     cb(c, rc, lock, a);
 }
 
-/* A writer's acquisition carries rw_done: the caller's callback is in it. */
-static unsigned write_cancel_calls(lockcore_client *c, lockcore_cb cb, void *arg)
+/* A writer's acquisition carries rw_done: the caller's callback is in it,
+ * in flight or ended in this turn (lockcore_cancel ends both). */
+static int write_started_by(const struct op *op, lockcore_cb cb, void *arg)
 {
-    unsigned n = 0;
-    for (struct op *op = c->active, *next; op != NULL; op = next) {
-        next = op->next;
-        const struct rw_call *w = op->arg;
-        if (op->kind == OP_ACQUIRE && op->cb == rw_done && w->cb == cb && w->arg == arg) {
-            lockcore__op_abort(op, LOCKCORE_ECANCELED, "canceled by the caller");
-            n++;
-        }
-    }
-    return n;
+    const struct rw_call *w = op->arg;
+    return op->cb == rw_done && w != NULL && w->cb == cb && w->arg == arg;
 }
 
 static struct op *rw_start(lockcore_client *c, const char *resource, int write, lockcore_cb cb, void *arg,
