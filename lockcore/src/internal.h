@@ -161,6 +161,7 @@ struct op {
     uint64_t proposal;
     uint64_t max_fence;
     unsigned raises;
+    int write_back; /* the raise round ensures fences >= proposal (a reader's) */
     uint64_t phase_start_ms;
     char ikey[INFO_KEY_MAX + 1]; /* holder info key: "{" key "}:holder" */
     size_t ikey_len;

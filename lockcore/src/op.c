@@ -444,6 +444,7 @@ static void attempt_begin(struct op *op, uint64_t now)
     op->lock.attempts++;
     op->attempt_start_ms = now;
     op->raises = 0;
+    op->write_back = 0;
     op->max_fence = 0;
     memset(op->fence_known, 0, op->c->n);
     op->holder[0] = '\0';
@@ -827,6 +828,16 @@ static void decide_lock(struct op *op, const struct fencing_tally *t, unsigned n
         case KIND_FAIL:
             attempt_failed(op, rc, now);
             return;
+        case KIND_WRITE_BACK:
+            if (validity(op, now) <= 0) {
+                granted(op, t->granted, now); /* reports no validity left */
+                return;
+            }
+            op->lock.nodes_ok = t->granted;
+            op->write_back = 1;
+            op->raises++;
+            phase_begin(op, PH_RAISE, STEP_RAISE, now);
+            return;
         case KIND_PLAIN:
             break;
         }
@@ -870,7 +881,7 @@ static void decide_raise(struct op *op, struct fencing_tally t, unsigned net, un
         granted(op, op->lock.nodes_ok, now);
         return;
     default:
-        if (op->raises < MAX_RAISES && validity(op, now) > 0) {
+        if (!op->write_back && op->raises < MAX_RAISES && validity(op, now) > 0) {
             raise_begin(op, now);
             return;
         }
@@ -1226,7 +1237,9 @@ void lockcore__op_reply(struct op *op, unsigned i, enum step step, redisReply *r
             uint64_t f;
             if (fence_at(r, 1, &f) == 0) {
                 note_fence(op, i, f);
-                op->accepted[i] = int_at(r, 0) == 1;
+                /* A write-back needs the fence at least there, whoever
+                 * put it there. */
+                op->accepted[i] = int_at(r, 0) == 1 || (op->write_back && f >= op->proposal);
                 op->slot[i] = op->accepted[i] ? SLOT_YES : SLOT_NO;
                 break;
             }

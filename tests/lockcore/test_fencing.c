@@ -329,6 +329,41 @@ static void test_fencing_far_value_of_a_minority_is_not_carried_while_nodes_are_
     lockcore_client_free(c);
 }
 
+/* One node's fence runs 3 s ahead of the others' (a proposal of a client
+ * whose clock runs 3 s fast reached it alone, within the bound): a reader
+ * takes the largest fence it sees as its token, and every later write must
+ * get a larger one, or a reader whose lease ended while that write
+ * happened passes the resource's check. The reader writes its token back
+ * to a majority first; the next writer, with a right clock, then takes a
+ * second round above it. */
+static void test_fencing_a_reader_s_token_is_below_every_later_write_s(void **state)
+{
+    struct fixture *f = *state;
+    uint64_t ahead = wall_us() + 3000000;
+    set_fence(f, 0, "rd", ahead);
+    lockcore_client *c = client(f, &(struct tuning){.fencing = 1});
+    struct lockcore_lock r;
+    int reads = 0;
+    /* The reader decides on a majority of replies: retry until node 0's
+     * was among them (its token is then the value ahead). */
+    for (; reads < 50; reads++) {
+        assert_int_equal(lockcore_rw_acquire(c, "rd", 0, &r), 0);
+        assert_int_equal(lockcore_release(c, &r), 0);
+        if (r.token >= ahead)
+            break;
+    }
+    assert_true(r.token >= ahead);
+    unsigned at = 0;
+    for (int i = 0; i < 5; i++)
+        at += get_fence(f, i, "rd") >= r.token;
+    assert_true(at >= 3);
+    struct lockcore_lock w;
+    assert_int_equal(lockcore_rw_acquire(c, "rd", 1, &w), 0);
+    assert_int_equal(lockcore_release(c, &w), 0);
+    assert_true(w.token > r.token);
+    lockcore_client_free(c);
+}
+
 /* A fence pushed two hours ahead (a fast client with no bound) shows in
  * status against each node's clock, and an operator lowers it: not while
  * the lock is held, never upwards, and afterwards tokens are near the
@@ -836,6 +871,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_fencing_repair_leaves_a_bucket_within_the_bound, setup5,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_fencing_memory_of_one_resource_is_not_another_s, setup5,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_fencing_a_reader_s_token_is_below_every_later_write_s, setup5,
                                         teardown),
         cmocka_unit_test_setup_teardown(
             test_fencing_far_value_of_a_minority_is_not_carried_while_nodes_are_missing, setup5, teardown),

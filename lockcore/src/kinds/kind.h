@@ -13,6 +13,10 @@ enum kind_verdict {
     KIND_WAIT,  /* not decided yet: more replies are needed */
     KIND_GRANT, /* granted, with op->proposal as the token */
     KIND_FAIL,  /* the attempt failed with *rc (op->errmsg says why) */
+    /* Granted on a majority, but the token op->proposal is not yet at
+     * most the fence value of a majority: one round raises the fences to
+     * it first (a reader's write-back), then it is granted. */
+    KIND_WRITE_BACK,
 };
 
 struct lockcore__kind {

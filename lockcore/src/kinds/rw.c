@@ -133,13 +133,12 @@ static int rw_resend(struct op *op, unsigned i, enum step step, int use_eval, ui
         ARG(ks->fbucket[0]);
         break;
     case STEP_RAISE:
+        return 1; /* a writer's second round, a reader's write-back: the plain raise */
     case STEP_INFO:
     plain:
         if (write)
             return 1; /* as a plain lock */
-        /* A reader is granted with its acceptance (no second round) and
-         * keeps no holder info. */
-        return step == STEP_INFO ? 0 : -EINVAL;
+        return 0;     /* a reader keeps no holder info */
     case STEP_DEQUEUE:
         return 1; /* the plain step: one queue */
     default:
@@ -153,18 +152,33 @@ static int rw_resend(struct op *op, unsigned i, enum step step, int use_eval, ui
 }
 
 /* A reader's token is the newest fence it saw, not a new one (the top of
- * this file). A value far ahead of this client's clock counts only where a
- * majority reported one: on a minority it would make every later write
- * look older than the read, and a stale read pass the resource's check.
- * Left out, a write's token may be missed, and the read looks stale: the
- * safe side. */
+ * this file): at least every earlier write's token (the write's majority
+ * and the read's share a node). A value far ahead of this client's clock
+ * counts only where a majority reported one: on a minority it would make
+ * every later write look older than the read. Left out, a write's token
+ * may be missed, and the read looks stale: the safe side. Every later
+ * write must get a larger token, so the token must also be at most the
+ * fence of a majority: where fewer of the nodes that granted hold it (it
+ * came from a minority: a proposal that failed, a node that others have
+ * not caught up with), one round writes it back first. */
 static enum kind_verdict read_decide(struct op *op, int *rc)
 {
     (void)rc;
-    unsigned far;
+    lockcore_client *c = op->c;
+    unsigned yes = 0, open = 0, at = 0, far;
+    for (unsigned i = 0; i < c->n; i++) {
+        yes += op->slot[i] == SLOT_YES;
+        open += op->slot[i] == SLOT_OPEN;
+    }
+    if (yes < c->quorum || !c->o.fencing)
+        return KIND_PLAIN;
     uint64_t near = lockcore__near_fence(op, &far);
-    op->proposal = far >= op->c->quorum ? op->max_fence : near;
-    return KIND_PLAIN;
+    op->proposal = far >= c->quorum ? op->max_fence : near;
+    for (unsigned i = 0; i < c->n; i++)
+        at += op->fence_known[i] && op->node_fence[i] >= op->proposal;
+    if (at >= c->quorum || op->proposal == 0)
+        return KIND_PLAIN;
+    return open > 0 ? KIND_WAIT : KIND_WRITE_BACK; /* the others may hold it: no round for nothing */
 }
 
 /* Both sides wait in the key's queue: a writer's release names the
