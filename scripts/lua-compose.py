@@ -40,6 +40,15 @@ def find(name, dirs):
     sys.exit(f'lua-compose: block "{name}" not found in {dirs}')
 
 
+def only_functions(path, lines):
+    """A block pulled in inside a function defines functions and nothing
+    else: a local of its own there could shadow one of the function's."""
+    for line in lines:
+        if line[:1] not in (' ', '\t') and not line.startswith(('local function ', 'end')):
+            sys.exit(f'lua-compose: {path} is included locally but has a top-level line that is not a '
+                     f'function: {line!r}')
+
+
 def compose(path, dirs, seen, stack):
     """The lines of path, its includes first; each file once (seen)."""
     if path in stack:
@@ -53,7 +62,10 @@ def compose(path, dirs, seen, stack):
                 if dep not in seen:
                     inner = set(seen) if m.group(1) else seen
                     inner.add(dep)
-                    out += compose(dep, dirs, inner, stack + [path])
+                    lines = compose(dep, dirs, inner, stack + [path])
+                    if m.group(1):
+                        only_functions(dep, lines)
+                    out += lines
                 continue
             s = line.strip()
             if s == '' or (s.startswith('--') and not s.startswith('--[')):
