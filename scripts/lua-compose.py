@@ -7,7 +7,16 @@ Each script is a .lua file. A line
 
 pulls in the block name.lua, found in the first --include-dir that has it
 (blocks may include blocks; each is pulled in once per script, before the
-first block or script that needs it). Full-line comments and blank lines
+first block or script that needs it). A line
+
+    --- @include-local "name"
+
+inside a function pulls the block in there, where its functions are made
+only when a call gets that far (Redis runs a script's whole body, and so
+makes every function it defines, on every call): for what only a rare
+path needs. A block the script already has is not pulled in again; one
+pulled in locally stays local, and is pulled in again where the script
+includes it outside. Full-line comments and blank lines
 are left out of what is sent to Redis; everything else goes unchanged.
 
 For every script NAME:SYMBOL given, this writes the composed script to
@@ -20,7 +29,7 @@ import os
 import re
 import sys
 
-INCLUDE = re.compile(r'^\s*---\s*@include\s+"([A-Za-z0-9_./-]+)"\s*$')
+INCLUDE = re.compile(r'^\s*---\s*@include(-local)?\s+"([A-Za-z0-9_./-]+)"\s*$')
 
 
 def find(name, dirs):
@@ -29,6 +38,15 @@ def find(name, dirs):
         if os.path.isfile(p):
             return os.path.realpath(p)
     sys.exit(f'lua-compose: block "{name}" not found in {dirs}')
+
+
+def only_functions(path, lines):
+    """A block pulled in inside a function defines functions and nothing
+    else: a local of its own there could shadow one of the function's."""
+    for line in lines:
+        if line[:1] not in (' ', '\t') and not line.startswith(('local function ', 'end')):
+            sys.exit(f'lua-compose: {path} is included locally but has a top-level line that is not a '
+                     f'function: {line!r}')
 
 
 def compose(path, dirs, seen, stack):
@@ -40,10 +58,14 @@ def compose(path, dirs, seen, stack):
         for line in f.read().splitlines():
             m = INCLUDE.match(line)
             if m:
-                dep = find(m.group(1), dirs)
+                dep = find(m.group(2), dirs)
                 if dep not in seen:
-                    seen.add(dep)
-                    out += compose(dep, dirs, seen, stack + [path])
+                    inner = set(seen) if m.group(1) else seen
+                    inner.add(dep)
+                    lines = compose(dep, dirs, inner, stack + [path])
+                    if m.group(1):
+                        only_functions(dep, lines)
+                    out += lines
                 continue
             s = line.strip()
             if s == '' or (s.startswith('--') and not s.startswith('--[')):

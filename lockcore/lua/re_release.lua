@@ -9,6 +9,7 @@
 -- release), ARGV[3] the releaser's place in the queue.
 --- @include "clock"
 --- @include "holds"
+--- @include "queue"
 --- @include "release"
 local o = holds_owner(KEYS[1], KEYS[6])
 if not o or redis.call('HDEL', KEYS[6], ARGV[1]) == 0 then

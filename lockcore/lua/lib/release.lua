@@ -9,11 +9,11 @@
 -- the key held id, else 0.
 -- Where nobody waits this is the classic compare-and-delete: the one DEL
 -- of the lock, the holder info and the mark tells by its count whether the
--- mark was there. Else the releaser leaves the queue (also where it did not
--- hold: granted on a majority, its place on the other nodes would stay
--- first until it lapsed) and, where it held, names the first live waiter;
--- the mark is set again while anyone waits.
---- @include "queue_name"
+-- mark was there, and the queue's functions are not even made (they are
+-- included below that point). Else the releaser leaves the queue (also
+-- where it did not hold: granted on a majority, its place on the other
+-- nodes would stay first until it lapsed) and, where it held, names the
+-- first live waiter; the mark is set again while anyone waits.
 local function release(lock, info, q, dl, mark, id, qid, what)
   local held = redis.call('GET', lock) == id
   if what == 'r' then
@@ -21,11 +21,12 @@ local function release(lock, info, q, dl, mark, id, qid, what)
     redis.call('DEL', lock, info)
     return 1
   end
+  if held and redis.call('DEL', lock, info, mark) == 1 then return 1 end
+  --- @include-local "queue_name"
   if not held then
     if redis.call('ZCARD', q) > 0 then queue_leave(q, dl, qid) end
     return 0
   end
-  if redis.call('DEL', lock, info, mark) == 1 then return 1 end
   if redis.call('ZCARD', q) == 0 then return 1 end
   queue_leave(q, dl, qid)
   if redis.call('ZCARD', q) == 0 then return 1 end
