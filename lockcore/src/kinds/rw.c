@@ -151,34 +151,54 @@ static int rw_resend(struct op *op, unsigned i, enum step step, int use_eval, ui
     return rc;
 }
 
-/* A reader's token is the newest fence it saw, not a new one (the top of
- * this file): at least every earlier write's token (the write's majority
- * and the read's share a node). A value far ahead of this client's clock
- * counts only where a majority reported one: on a minority it would make
- * every later write look older than the read. Left out, a write's token
- * may be missed, and the read looks stale: the safe side. Every later
- * write must get a larger token, so the token must also be at most the
- * fence of a majority: where fewer of the nodes that granted hold it (it
- * came from a minority: a proposal that failed, a node that others have
- * not caught up with), one round writes it back first. */
+/* A reader's token is not a new one (the top of this file): a fence value
+ * the nodes reported, chosen so that every write granted before the read
+ * began has a token no larger, and every write that begins after it a
+ * larger one (docs/fencing.md, "Read-write"). A write's token is on the
+ * fences of a majority (q of n), so with k nodes' values known at least
+ * q - (n - k) of them are at least it: the token is the (q - (n - k))-th
+ * largest known value. With every node known that is the q-th largest,
+ * which q nodes hold: a later writer's majority meets them and must go
+ * above it. With nodes missing it may be held by fewer: the reader waits
+ * for the others, and then writes it back to a majority (a raise that
+ * counts where a node's fence is at least the token) before it is
+ * granted, unless the value is far ahead of its clock (a minority's trace
+ * of a fast clock, which a write-back would spread): the attempt fails
+ * then, and is retried. */
 static enum kind_verdict read_decide(struct op *op, int *rc)
 {
-    (void)rc;
     lockcore_client *c = op->c;
-    unsigned yes = 0, open = 0, at = 0, far;
+    unsigned yes = 0, open = 0, k = 0, at = 0;
+    uint64_t v[LOCKCORE_NODES_MAX];
     for (unsigned i = 0; i < c->n; i++) {
         yes += op->slot[i] == SLOT_YES;
         open += op->slot[i] == SLOT_OPEN;
+        if (op->fence_known[i]) { /* largest first: a few nodes */
+            unsigned j = k++;
+            for (; j > 0 && v[j - 1] < op->node_fence[i]; j--)
+                v[j] = v[j - 1];
+            v[j] = op->node_fence[i];
+        }
     }
-    if (yes < c->quorum || !c->o.fencing)
+    if (yes < c->quorum || !c->o.fencing || k < c->quorum)
         return KIND_PLAIN;
-    uint64_t near = lockcore__near_fence(op, &far);
-    op->proposal = far >= c->quorum ? op->max_fence : near;
-    for (unsigned i = 0; i < c->n; i++)
-        at += op->fence_known[i] && op->node_fence[i] >= op->proposal;
+    op->proposal = v[c->quorum - (c->n - k) - 1];
+    for (unsigned i = 0; i < k; i++)
+        at += v[i] >= op->proposal;
     if (at >= c->quorum || op->proposal == 0)
         return KIND_PLAIN;
-    return open > 0 ? KIND_WAIT : KIND_WRITE_BACK; /* the others may hold it: no round for nothing */
+    if (open > 0)
+        return KIND_WAIT; /* the others may hold it: no round for nothing */
+    uint64_t bound = (c->o.proposal_ahead_max_ms ? c->o.proposal_ahead_max_ms : 5000) * 1000;
+    if (op->proposal > c->o.clock_us(c->o.clock_arg) + bound) {
+        lockcore__fmt(op->errmsg, sizeof(op->errmsg),
+                      "acquire '%s': a read would write a fence far ahead of this client's clock back to a "
+                      "majority; not while nodes are missing",
+                      op->lock.resource);
+        *rc = LOCKCORE_EFENCE;
+        return KIND_FAIL;
+    }
+    return KIND_WRITE_BACK;
 }
 
 /* Both sides wait in the key's queue: a writer's release names the
