@@ -18,7 +18,6 @@
 -- Returns {granted, accepted, fence, holder, holder pttl, head}.
 --- @include "fence"
 --- @include "queued"
---- @include "holds"
 local qid = ARGV[8]
 local leftover = KEYS[7] and redis.call('HGET', KEYS[7], 'o') == qid
 local granted, _, head = queued_try(1, {KEYS[1]}, {KEYS[4]}, {KEYS[5]}, {KEYS[6]}, ARGV[1], ARGV[2], ARGV[5],
@@ -28,7 +27,10 @@ if not granted then
   return {0, 0, fence_str(f), redis.call('GET', KEYS[1]) or '', redis.call('PTTL', KEYS[1]), head}
 end
 local acc = fence_within(ARGV[3], ARGV[10]) and fence_raise(KEYS[2], ARGV[11], KEYS[3], f, o, ARGV[3], ARGV[4])
-if KEYS[7] then holds_new(KEYS[7], ARGV[1], ARGV[9], acc and ARGV[3] or '0', tonumber(ARGV[2]), node_ms()) end
+if KEYS[7] then
+  --- @include-local "holds"
+  holds_new(KEYS[7], ARGV[1], ARGV[9], acc and ARGV[3] or '0', tonumber(ARGV[2]), node_ms())
+end
 if ARGV[3] == '0' then return {1, 1, fence_str(f)} end
 if acc then return {1, 1, ARGV[3]} end
 return {1, 0, fence_str(f)}
