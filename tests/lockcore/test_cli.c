@@ -189,16 +189,25 @@ static void test_cli_acquire_prints_the_lock(void **state)
     long long token = jint(j, "token");
     assert_true(token > 0);
 
-    /* The nodes hold that id, with the TTL asked for, and the fence value
-     * is the token. */
+    /* The nodes that granted hold that id, with the TTL asked for, and
+     * their fence value is the token: at least the nodes_granted of the
+     * decision (the last node may grant after it, or refuse where the
+     * other's 700 ms key had not expired yet). */
     char id_copy[41];
     snprintf(id_copy, sizeof(id_copy), "%s", id);
-    for (int t = 0; t < 100 && rh_holders(f->rc, "cli:acq", id_copy) < 3; t++)
+    unsigned granted = (unsigned)jint(j, "nodes_granted");
+    for (int t = 0; t < 100 && rh_holders(f->rc, "cli:acq", id_copy) < granted; t++)
         hp_sleep_ms(10);
-    assert_int_equal(rh_holders(f->rc, "cli:acq", id_copy), 3);
-    long long pttl = rh_pttl(f->rc, 0, "cli:acq");
-    assert_true(pttl > 4000 && pttl <= 5000);
-    assert_int_equal(tf_fence(f->rc, 1, "", "cli:acq"), token);
+    assert_true(rh_holders(f->rc, "cli:acq", id_copy) >= granted);
+    for (int i = 0; i < 3; i++) {
+        char v[64];
+        rh_get(f->rc, i, "cli:acq", v, sizeof(v));
+        if (strcmp(v, id_copy) != 0)
+            continue;
+        long long pttl = rh_pttl(f->rc, i, "cli:acq");
+        assert_true(pttl > 4000 && pttl <= 5000);
+        assert_int_equal(tf_fence(f->rc, i, "", "cli:acq"), token);
+    }
     json_decref(j);
 
     /* --key-prefix and --no-fencing reach the nodes. */
