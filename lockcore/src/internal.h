@@ -330,10 +330,13 @@ struct step_nums {
                        proposal may be, µs; 0: no bound */
 };
 void lockcore__step_nums(const struct op *op, struct step_nums *n);
-/* The largest fence value the nodes reported in this attempt that is not
- * far ahead of this client's clock (more than proposal_ahead_max_ms), and
- * in *far_nodes how many reported one that is. */
-uint64_t lockcore__near_fence(const struct op *op, unsigned *far_nodes);
+/* Above this a fence value is far ahead of this client's clock (more than
+ * proposal_ahead_max_ms; with none, UINT64_MAX, or 5 s if bounded): no
+ * first-round proposal of a client with a right clock made it. */
+uint64_t lockcore__far_from(const lockcore_client *c, int bounded);
+/* The fence values the nodes reported in this attempt, smallest first,
+ * into v (LOCKCORE_NODES_MAX); how many. */
+unsigned lockcore__known_fences(const struct op *op, uint64_t *v);
 /* What a release step does, SCRIPT_RELEASE's ARGV[2]: "r" a rollback, ""
  * a polling client's release, or the ms a notified or fair release keeps
  * the lock for the waiter it names. */

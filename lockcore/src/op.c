@@ -31,29 +31,23 @@ static uint64_t key_hash(const char *s, size_t len)
     return h;
 }
 
-/* Above this a fence value is far ahead of this client's clock (more than
- * proposal_ahead_max_ms; UINT64_MAX with no bound): no first-round
- * proposal of a client with a right clock made it. */
-static uint64_t far_from(const lockcore_client *c)
+uint64_t lockcore__far_from(const lockcore_client *c, int bounded)
 {
-    if (c->o.proposal_ahead_max_ms == 0)
-        return UINT64_MAX;
-    return c->o.clock_us(c->o.clock_arg) + c->o.proposal_ahead_max_ms * 1000;
+    uint64_t ms = c->o.proposal_ahead_max_ms ? c->o.proposal_ahead_max_ms : bounded ? 5000 : 0;
+    return ms ? c->o.clock_us(c->o.clock_arg) + ms * 1000 : UINT64_MAX;
 }
 
-uint64_t lockcore__near_fence(const struct op *op, unsigned *far_nodes)
+unsigned lockcore__known_fences(const struct op *op, uint64_t *v)
 {
-    uint64_t thr = far_from(op->c), near = 0;
-    unsigned far = 0;
+    unsigned k = 0;
     for (unsigned i = 0; i < op->c->n; i++)
         if (op->fence_known[i]) {
-            if (op->node_fence[i] > thr)
-                far++;
-            else if (op->node_fence[i] > near)
-                near = op->node_fence[i];
+            unsigned j = k++;
+            for (; j > 0 && v[j - 1] > op->node_fence[i]; j--) /* insertion: a few nodes */
+                v[j] = v[j - 1];
+            v[j] = op->node_fence[i];
         }
-    *far_nodes = far;
-    return near;
+    return k;
 }
 
 /* The largest fence value this client has seen for op's resource (0 if
@@ -68,7 +62,7 @@ static uint64_t fence_seen(const struct op *op)
 
 static void fence_saw(struct op *op, uint64_t f)
 {
-    if (f > far_from(op->c))
+    if (f > lockcore__far_from(op->c, 0))
         return; /* proposed from, it would lose every first round */
     uint64_t h = key_hash(op->key, op->key_len);
     lockcore_client *c = op->c;
@@ -735,30 +729,17 @@ static void granted(struct op *op, unsigned yes, uint64_t now)
  * largest is accepted wherever it arrives before a later round's. */
 #define RAISE_SPREAD 1024
 
-/* Above the fences of a majority of the nodes that answered round one
- * (decide_lock waits for all of them, or the round's deadline). */
-static uint64_t majority_fence(const struct op *op)
-{
-    uint64_t v[LOCKCORE_NODES_MAX];
-    unsigned k = 0, q = op->c->quorum;
-    for (unsigned i = 0; i < op->c->n; i++)
-        if (op->fence_known[i]) {
-            uint64_t f = op->node_fence[i];
-            unsigned j = k++;
-            for (; j > 0 && v[j - 1] > f; j--) /* insertion: a few nodes */
-                v[j] = v[j - 1];
-            v[j] = f;
-        }
-    return k >= q ? v[q - 1] : op->max_fence;
-}
-
 static void raise_begin(struct op *op, uint64_t now)
 {
     uint64_t spread = op->raises > 0 ? lockcore__rand64(&op->c->rng) % RAISE_SPREAD : 0;
-    uint64_t base = majority_fence(op);
-    unsigned far;
-    lockcore__near_fence(op, &far);
-    if (base > far_from(op->c) && far < op->c->quorum) {
+    /* Above the fences of a majority of the nodes that answered round one
+     * (decide_lock waits for all of them, or the round's deadline). */
+    uint64_t v[LOCKCORE_NODES_MAX], far_at = lockcore__far_from(op->c, 0);
+    unsigned k = lockcore__known_fences(op, v), q = op->c->quorum, far = 0;
+    uint64_t base = k >= q ? v[q - 1] : op->max_fence;
+    for (unsigned i = 0; i < k; i++)
+        far += v[i] > far_at;
+    if (base > far_at && far < q) {
         /* Only a minority holds a value that far ahead of our clock, and
          * the nodes that answered need it for a majority (the others are
          * down or slow): carried to a majority, it would stay. */
@@ -855,7 +836,7 @@ static void decide_lock(struct op *op, const struct fencing_tally *t, unsigned n
         }
         /* Every node's fence, or the round's deadline, first: the value of
          * round two must not come from a minority ahead of the rest
-         * (majority_fence). */
+         * (raise_begin). */
         if (t->answered < t->n && now < op->phase_deadline_ms)
             return;
         op->lock.nodes_ok = t->granted;

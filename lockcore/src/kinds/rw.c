@@ -168,29 +168,23 @@ static int rw_resend(struct op *op, unsigned i, enum step step, int use_eval, ui
 static enum kind_verdict read_decide(struct op *op, int *rc)
 {
     lockcore_client *c = op->c;
-    unsigned yes = 0, open = 0, k = 0, at = 0;
-    uint64_t v[LOCKCORE_NODES_MAX];
+    unsigned yes = 0, open = 0, at = 0;
     for (unsigned i = 0; i < c->n; i++) {
         yes += op->slot[i] == SLOT_YES;
         open += op->slot[i] == SLOT_OPEN;
-        if (op->fence_known[i]) { /* largest first: a few nodes */
-            unsigned j = k++;
-            for (; j > 0 && v[j - 1] < op->node_fence[i]; j--)
-                v[j] = v[j - 1];
-            v[j] = op->node_fence[i];
-        }
     }
+    uint64_t v[LOCKCORE_NODES_MAX];
+    unsigned k = lockcore__known_fences(op, v);
     if (yes < c->quorum || !c->o.fencing || k < c->quorum)
         return KIND_PLAIN;
-    op->proposal = v[c->quorum - (c->n - k) - 1];
+    op->proposal = v[k - (c->quorum - (c->n - k))]; /* the (q - (n - k))-th largest */
     for (unsigned i = 0; i < k; i++)
         at += v[i] >= op->proposal;
     if (at >= c->quorum || op->proposal == 0)
         return KIND_PLAIN;
     if (open > 0)
         return KIND_WAIT; /* the others may hold it: no round for nothing */
-    uint64_t bound = (c->o.proposal_ahead_max_ms ? c->o.proposal_ahead_max_ms : 5000) * 1000;
-    if (op->proposal > c->o.clock_us(c->o.clock_arg) + bound) {
+    if (op->proposal > lockcore__far_from(c, 1)) {
         lockcore__fmt(op->errmsg, sizeof(op->errmsg),
                       "acquire '%s': a read would write a fence far ahead of this client's clock back to a "
                       "majority; not while nodes are missing",
