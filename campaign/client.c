@@ -14,7 +14,6 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,22 +29,8 @@
 static int hist_fd = -1;
 
 /* One line per event, written with one write() to an O_APPEND file: a
- * client killed -9 leaves whole lines only. */
-static void hist(const char *fmt, ...)
-{
-    char line[512];
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(line, sizeof(line) - 1, fmt, ap);
-    va_end(ap);
-    if (n < 0)
-        return;
-    if ((size_t)n > sizeof(line) - 2)
-        n = (int)sizeof(line) - 2;
-    line[n++] = '\n';
-    if (write(hist_fd, line, (size_t)n) < 0)
-        return;
-}
+ * client killed -9 leaves whole lines only (hp_log_line). */
+#define hist(...) ((void)hp_log_line(hist_fd, __VA_ARGS__))
 
 /* Take a trigger file if there is one for us: rename succeeds for one
  * client only. A trigger that says "work MS" asks the client, once

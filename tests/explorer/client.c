@@ -10,7 +10,6 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <poll.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,23 +34,8 @@ struct cl {
     unsigned last_cut; /* the nodes it cut */
 };
 
-/* One line of the shared log, with one write(). */
-static void say(struct cl *k, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void say(struct cl *k, const char *fmt, ...)
-{
-    char line[1024];
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(line, sizeof(line) - 1, fmt, ap);
-    va_end(ap);
-    if (n < 0)
-        return;
-    if ((size_t)n > sizeof(line) - 2)
-        n = (int)sizeof(line) - 2;
-    line[n++] = '\n';
-    if (write(k->log, line, (size_t)n) != n)
-        perror("explore client: log");
-}
+/* One line of the shared log, with one write() (hp_log_line). */
+#define say(k, ...) (hp_log_line((k)->log, __VA_ARGS__) == 0 ? (void)0 : perror("explore client: log"))
 
 /* Send a request to the explorer and wait for its answer (3 s at most;
  * without one the client goes on: a fault less, never a hang). */

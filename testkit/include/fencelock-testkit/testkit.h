@@ -72,6 +72,11 @@ int hp_wait(pid_t pid, int timeout_ms, int *status);
 long long hp_now_ms(void);
 void hp_sleep_ms(long ms);
 
+/* One line (printf-style, at most 1 KiB, newline added) written to fd with
+ * one write(): to an O_APPEND log shared by processes, a process killed -9
+ * leaves whole lines only. 0, or -1 if the write failed. */
+int hp_log_line(int fd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
 /* ---- redis harness --------------------------------------------- */
 
 /*
