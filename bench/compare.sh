@@ -69,7 +69,7 @@ start_masters 5
 # ---- contestants ----
 # The compare-and-delete every Redlock client runs to release: lockcore's
 # own, as composed by the build (lockcore/lua/release_plain.lua).
-ninja -C "$BUILD" lockcore/liblockcore.so >/dev/null
+ninja -C "$BUILD" lockcore/release_plain.lua >/dev/null
 CAD_SCRIPT=$(cat "$BUILD/lockcore/release_plain.lua")
 
 run_ceiling() { # round
