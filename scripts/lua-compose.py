@@ -25,6 +25,7 @@ and a C string `const char SYMBOL[]` to the --c file, declared in the --h
 file (with --api, the given export macro goes in front of each).
 """
 import argparse
+import hashlib
 import os
 import re
 import sys
@@ -88,6 +89,8 @@ def main():
     ap.add_argument('--outdir', required=True)
     ap.add_argument('--api', default='')
     ap.add_argument('--header-include', action='append', default=[])
+    ap.add_argument('--sha-of', default='',
+                    help='also emit const char *NAME(const char *body): the sha1 Redis names a script by')
     ap.add_argument('scripts', nargs='+', help='path/to/name.lua:symbol')
     a = ap.parse_args()
 
@@ -100,6 +103,7 @@ def main():
          '#pragma GCC diagnostic ignored "-Woverlength-strings"',
          f'#include "{os.path.basename(a.h)}"', '']
     api = a.api + ' ' if a.api else ''
+    shas = []
     for spec in a.scripts:
         src, _, sym = spec.rpartition(':')
         name = os.path.splitext(os.path.basename(src))[0]
@@ -108,6 +112,17 @@ def main():
             f.write('\n'.join(lines) + '\n')
         h.append(f'{api}extern const char {sym}[]; /* {os.path.basename(src)} */')
         c.append(f'{api}const char {sym}[] =\n{c_string(lines)};\n')
+        body = ''.join(line + '\n' for line in lines)
+        shas.append((sym, hashlib.sha1(body.encode('utf-8')).hexdigest()))
+    if a.sha_of:
+        # Computed here, not at run time: a client's first EVALSHA of a
+        # script costs no hashing (nor the crypto library's first-use setup).
+        h.append(f'/* The sha1 of one of the scripts above (the same pointer), as EVALSHA names it; NULL for any other string. */')
+        h.append(f'const char *{a.sha_of}(const char *body);')
+        c.append(f'const char *{a.sha_of}(const char *body)\n{{')
+        for sym, sha in shas:
+            c.append(f'    if (body == {sym})\n        return "{sha}";')
+        c.append('    return 0;\n}\n')
     h += ['', '#endif', '']
     with open(a.h, 'w', encoding='utf-8') as f:
         f.write('\n'.join(h))

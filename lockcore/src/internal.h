@@ -282,7 +282,6 @@ struct lockcore_client {
         struct lockcore__sem *sems;  /* semaphore acquisitions in flight (kinds/sem.c) */
         struct lockcore__keyset *ks; /* the keys of ks_for, kept: a keyset is ~75 KiB */
         char *ks_for;
-        char sha[32][41]; /* of the kinds' scripts, computed locally (a bit each in sent) */
         /* Scripts sent whole once on a node's current connection (bit per
          * script): the first use of a script on a connection is an EVAL,
          * so that no fire-and-forget command behind it runs before it. */

@@ -833,6 +833,56 @@ static void test_kinds_reentrant_counts_holds(void **state)
     lockcore_client_free(c);
 }
 
+/* Every kind's script goes by EVALSHA after its first use on a
+ * connection, under the sha the build computed: no node ever answers
+ * NOSCRIPT (a wrong sha would cost a second round trip on every call, and
+ * nothing else would show it). */
+static void test_kinds_scripts_go_by_their_sha(void **state)
+{
+    struct fixture *f = *state;
+    struct tune t = {.ttl_ms = 3000};
+    lockcore_client *c = client_on(f->urls, f->n, &t);
+    assert_non_null(c);
+    for (int i = 0; i < NODES; i++) {
+        redisReply *r = rh_command(f->rc, i, "CONFIG RESETSTAT");
+        assert_non_null(r);
+        freeReplyObject(r);
+    }
+    const char *set[] = {"sha:a", "sha:b"};
+    struct lockcore_lock l, in;
+    for (int round = 0; round < 2; round++) {
+        assert_int_equal(lockcore_reentrant_acquire(c, "sha:r", NULL, &l), 0);
+        assert_int_equal(lockcore_reentrant_acquire(c, "sha:r", l.id, &in), 0);
+        assert_int_equal(lockcore_extend(c, &in, 3000), 0);
+        assert_int_equal(lockcore_release(c, &in), 0);
+        assert_int_equal(lockcore_release(c, &l), 0);
+        assert_int_equal(lockcore_multi_acquire(c, set, 2, &l), 0);
+        assert_int_equal(lockcore_extend(c, &l, 3000), 0);
+        assert_int_equal(lockcore_release(c, &l), 0);
+        for (int w = 0; w < 2; w++) {
+            assert_int_equal(lockcore_rw_acquire(c, "sha:rw", w, &l), 0);
+            assert_int_equal(lockcore_extend(c, &l, 3000), 0);
+            assert_int_equal(lockcore_release(c, &l), 0);
+        }
+    }
+    hp_sleep_ms(100); /* decided at a majority: the others may still be running theirs */
+    for (int i = 0; i < NODES; i++) {
+        redisReply *r = rh_command(f->rc, i, "INFO errorstats");
+        assert_non_null(r);
+        assert_int_equal(r->type, REDIS_REPLY_STRING);
+        assert_null(strstr(r->str, "NOSCRIPT"));
+        freeReplyObject(r);
+        r = rh_command(f->rc, i, "INFO commandstats");
+        assert_non_null(r);
+        const char *e = strstr(r->str, "cmdstat_evalsha:calls=");
+        assert_non_null(e);
+        /* The second round's 13 calls at least went by sha. */
+        assert_true(atoi(e + strlen("cmdstat_evalsha:calls=")) >= 13);
+        freeReplyObject(r);
+    }
+    lockcore_client_free(c);
+}
+
 /* A client that reaches only the nodes in `in` (a bit per node): the
  * others are addresses nobody listens on, a partition as it sees it. */
 static lockcore_client *reaching(struct fixture *f, unsigned in, const struct tune *t, char urls[NODES][256])
@@ -2623,6 +2673,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_kinds_multi_no_partial_hold, setup, teardown),
         cmocka_unit_test_setup_teardown(test_kinds_multi_tokens_mix_with_single, setup, teardown),
         cmocka_unit_test_setup_teardown(test_kinds_reentrant_counts_holds, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_kinds_scripts_go_by_their_sha, setup, teardown),
         cmocka_unit_test_setup_teardown(test_kinds_reentrant_holds_survive_missed_minorities, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_kinds_reentrant_extend_never_shortens_the_hold, setup, teardown),

@@ -2,7 +2,7 @@
  * The lock kinds beside the plain lock: the counting semaphore (sem.c:
  * permits that are each a plain lock), the multi-resource lock (multi.c:
  * one atomic script per node over the whole set) and the reentrant lock
- * (reentrant.c: a hold count beside the plain key). docs/lockcore.md
+ * (reentrant.c: holds by id beside the plain key). docs/lockcore.md
  * ("Lock kinds") has the safety argument of each; docs/fencing.md the
  * fencing story.
  *
@@ -17,23 +17,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <openssl/sha.h>
-
 #include "kinds.h"
 #include "kind.h"
-
-/* The sha1 of a script, as Redis names it; computed here so that EVALSHA
- * can be tried first (a NOSCRIPT reply resends it with EVAL, which also
- * caches it on the node). */
-static const char *ksha(lockcore_client *c, int s, const char *body)
-{
-    if (c->kx.sha[s][0] == '\0') {
-        unsigned char md[SHA_DIGEST_LENGTH];
-        SHA1((const unsigned char *)body, strlen(body), md);
-        lockcore__hex(c->kx.sha[s], md, sizeof(md));
-    }
-    return c->kx.sha[s];
-}
+#include "lockcore_lua.h"
 
 void lockcore__kinds_tagged(char *out, const char *key, const char *suffix)
 {
@@ -138,12 +124,15 @@ int lockcore__kinds_send(struct op *op, unsigned i, enum step step, int slot, co
         use_eval = 1;
         c->kx.sent[i] |= 1u << slot;
     }
-    if (slot < 0 || use_eval || !mine) {
+    /* The sha is the composer's (lockcore__lua_sha): nothing to hash here.
+     * A NOSCRIPT reply resends the body by EVAL, which caches it. */
+    const char *sha = lockcore__lua_sha(body);
+    if (slot < 0 || use_eval || !mine || sha == NULL) {
         argv[argc] = "EVAL", lens[argc++] = 4;
         argv[argc] = body, lens[argc++] = strlen(body);
     } else {
         argv[argc] = "EVALSHA", lens[argc++] = 7;
-        argv[argc] = ksha(c, slot, body), lens[argc++] = 40;
+        argv[argc] = sha, lens[argc++] = 40;
     }
     snprintf(nk, sizeof(nk), "%d", k->nkeys);
     argv[argc] = nk, lens[argc++] = strlen(nk);

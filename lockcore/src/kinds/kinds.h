@@ -6,7 +6,7 @@
 
 #include "kind.h"
 
-/* The kinds' scripts that go by EVALSHA: their slots in c->kx.sha. */
+/* The kinds' scripts that go by EVALSHA: their bits in c->kx.sent. */
 enum kscript {
     KS_MULTI_ACQUIRE,
     KS_MULTI_RAISE,
@@ -30,7 +30,7 @@ enum kscript {
     KS_RW_WRITE_QUEUED,
     KS_COUNT,
 };
-_Static_assert(KS_COUNT <= sizeof(((lockcore_client *)0)->kx.sha) / 41, "c->kx.sha too small");
+_Static_assert(KS_COUNT <= 8 * sizeof(((lockcore_client *)0)->kx.sent[0]), "c->kx.sent too small");
 
 /* Up to LOCKCORE_MULTI_MAX keys of each sort: the lock key, the fence's
  * bucket (its hash and field) and the old layout's "{key}:fence",
