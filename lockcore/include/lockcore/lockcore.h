@@ -626,21 +626,22 @@ LOCKCORE_API int lockcore_multi_acquire_async(lockcore_client *c, const char *co
 /*
  * Reentrant lock. With id NULL, a fresh id, as lockcore_acquire. With the
  * id of a reentrant lock the caller (the same owner, e.g. a parent process
- * that passed FENCELOCK_LOCK_ID down) holds on `resource`: the hold count
- * goes up by one, the TTL is pushed out to at least ttl_ms, and the lock
- * keeps its token. A lock not held under that id is acquired under it,
- * with a new token. Every lockcore_release of a reentrant lock takes one
- * hold away; the last frees the resource. The key's value stays the id
- * (other Redlock clients see an ordinary lock); the count lives beside it
- * in "{" key "}:holds", with the key's TTL. id: LOCKCORE_ID_LEN lowercase
- * hex digits, copied. Returns what lockcore_acquire returns.
+ * that passed FENCELOCK_LOCK_ID down) holds on `resource`: a new hold, with
+ * an id of its own in lock->id and the same token; the key's TTL is pushed
+ * out to at least ttl_ms, never shortened. If id names no live hold, the
+ * lock is acquired afresh, with a new token. lockcore_release of a hold
+ * ends that hold only; the last one frees the resource. The key's value
+ * stays the owner (the first hold's acquisition), so other Redlock clients
+ * see an ordinary lock; the holds are members of "{" key "}:holds", each
+ * named by its id and scored by its own expiry. id: LOCKCORE_ID_LEN
+ * lowercase hex digits, copied. Returns what lockcore_acquire returns.
  */
 LOCKCORE_API int lockcore_reentrant_acquire(lockcore_client *c, const char *resource, const char *id,
                                             struct lockcore_lock *lock);
 LOCKCORE_API int lockcore_reentrant_acquire_async(lockcore_client *c, const char *resource, const char *id,
                                                   lockcore_cb cb, void *arg);
 
-/* lockcore_status, and each node's hold count in out[i].holds. */
+/* lockcore_status, and each node's number of live holds in out[i].holds. */
 LOCKCORE_API int lockcore_reentrant_status(lockcore_client *c, const char *resource,
                                            struct lockcore_node_status *out, size_t cap);
 
@@ -653,10 +654,12 @@ LOCKCORE_API int lockcore_reentrant_status(lockcore_client *c, const char *resou
  * and no writer has declared it waits ("{key}:wintent": set by a writer
  * that readers refused, for its TTL); it grants a writer only when no
  * live reader is registered. So a stream of readers cannot starve a
- * writer. A reader's token is not a new token: it is the largest fence
- * value the nodes reported, at least the token of every write granted
- * before the read began; check reads with it, never raise a resource's
- * last token with it (docs/lockcore.md). flags LOCKCORE_LOCK_READ or
+ * writer. A reader's token is not a new token: it is a fence value a
+ * majority of the nodes hold (written back to a majority first where
+ * fewer answered with it), at least the token of every write granted
+ * before the read began and below that of every write granted after;
+ * check reads with it, never raise a resource's last token with it
+ * (docs/lockcore.md). flags LOCKCORE_LOCK_READ or
  * LOCKCORE_LOCK_WRITE; extend, release and keep-alive as any lock.
  * Returns what lockcore_acquire returns.
  */
