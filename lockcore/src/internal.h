@@ -88,7 +88,8 @@ enum step {
     STEP_DEQUEUE, /* fire-and-forget: leave a waiters' queue */
     STEP_AUTH,    /* connection set-up: an error fails the node */
     STEP_SELECT,
-    STEP_LOAD, /* SCRIPT LOAD: reply is the sha of script `arg` */
+    STEP_LOAD,   /* SCRIPT LOAD: reply is the sha of script `arg` */
+    STEP_FNLOAD, /* FUNCTION LOAD of the scripts' library */
     STEP_LOCK, /* operation steps: matched to op by serial */
     STEP_RAISE,
     STEP_EXTEND,
@@ -121,6 +122,9 @@ struct node {
     char err[256];     /* why the node last failed */
     char refused[160]; /* why the reply builders refused a reply, "" if not */
     enum fail_kind err_kind;
+    /* On this connection, the scripts go by FCALL (1: the library loaded),
+     * or by EVALSHA (0: not known yet; -1: refused, e.g. Redis 6 or ACL). */
+    int fn;
     struct pending *q; /* ring buffer */
     size_t q_head, q_len, q_cap;
 };

@@ -16,6 +16,7 @@
 #include <hiredis/sds.h>
 
 #include "internal.h"
+#include "lockcore_lua.h"
 
 /* A node whose oldest reply is this late is treated as dead: its connection
  * is closed and re-opened later, so a hung server cannot grow the FIFO
@@ -135,7 +136,19 @@ static void queue_setup(lockcore_client *c, struct node *n, uint64_t now)
         lens[1] = strlen(db);
         lockcore__node_send(c, n, 2, argv, lens, NULL, STEP_SELECT, 0, now);
     }
-    /* Load the scripts on every new connection, ahead of any EVALSHA: the
+    /* The function library first (Redis 7): once it is known loaded, the
+     * scripts go by FCALL, which runs them without making their blocks'
+     * functions again on every call as EVALSHA does. Loading a library the
+     * node has is refused as already there: that is a success too. */
+    n->fn = 0;
+    argv[0] = "FUNCTION";
+    argv[1] = "LOAD";
+    argv[2] = lockcore__lua_library;
+    lens[0] = 8;
+    lens[1] = 4;
+    lens[2] = strlen(argv[2]);
+    lockcore__node_send(c, n, 3, argv, lens, NULL, STEP_FNLOAD, 0, now);
+    /* And the scripts, ahead of any EVALSHA, on every new connection: the
      * node may have restarted and forgotten them. */
     for (int s = 0; s < SCRIPT_COUNT; s++) {
         if (s == SCRIPT_STATUS || s == SCRIPT_FENCE_REPAIR ||
@@ -425,6 +438,12 @@ static int dispatch(lockcore_client *c, struct node *n, const struct pending *p,
     case STEP_LOAD:
         if (r->type == REDIS_REPLY_STRING && r->len == 40)
             memcpy(c->sha[p->arg], r->str, 41);
+        return 0;
+    case STEP_FNLOAD:
+        n->fn = !reply_is_error(r) || (r != NULL && strncmp(r->str, "ERR Library '", 13) == 0 &&
+                                       strstr(r->str, "' already exists") != NULL)
+                    ? 1
+                    : -1;
         return 0;
     default:
         if (live(p))

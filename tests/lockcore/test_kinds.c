@@ -833,53 +833,119 @@ static void test_kinds_reentrant_counts_holds(void **state)
     lockcore_client_free(c);
 }
 
-/* Every kind's script goes by EVALSHA after its first use on a
- * connection, under the sha the build computed: no node ever answers
- * NOSCRIPT (a wrong sha would cost a second round trip on every call, and
- * nothing else would show it). */
-static void test_kinds_scripts_go_by_their_sha(void **state)
+/* One round of every kind: acquire, re-enter, extend, release. */
+static void every_kind_once(lockcore_client *c)
 {
-    struct fixture *f = *state;
-    struct tune t = {.ttl_ms = 3000};
-    lockcore_client *c = client_on(f->urls, f->n, &t);
-    assert_non_null(c);
+    const char *set[] = {"sha:a", "sha:b"};
+    struct lockcore_lock l, in;
+    assert_int_equal(lockcore_reentrant_acquire(c, "sha:r", NULL, &l), 0);
+    assert_int_equal(lockcore_reentrant_acquire(c, "sha:r", l.id, &in), 0);
+    assert_int_equal(lockcore_extend(c, &in, 3000), 0);
+    assert_int_equal(lockcore_release(c, &in), 0);
+    assert_int_equal(lockcore_release(c, &l), 0);
+    assert_int_equal(lockcore_multi_acquire(c, set, 2, &l), 0);
+    assert_int_equal(lockcore_extend(c, &l, 3000), 0);
+    assert_int_equal(lockcore_release(c, &l), 0);
+    for (int w = 0; w < 2; w++) {
+        assert_int_equal(lockcore_rw_acquire(c, "sha:rw", w, &l), 0);
+        assert_int_equal(lockcore_extend(c, &l, 3000), 0);
+        assert_int_equal(lockcore_release(c, &l), 0);
+    }
+    assert_int_equal(lockcore_acquire(c, "sha:p", &l), 0);
+    assert_int_equal(lockcore_extend(c, &l, 3000), 0);
+    assert_int_equal(lockcore_release(c, &l), 0);
+}
+
+/* How many calls of cmd ("fcall", "evalsha") node i counted. */
+static long calls_of(struct fixture *f, int i, const char *cmd)
+{
+    redisReply *r = rh_command(f->rc, i, "INFO commandstats");
+    assert_non_null(r);
+    assert_int_equal(r->type, REDIS_REPLY_STRING);
+    char pat[64];
+    snprintf(pat, sizeof(pat), "cmdstat_%s:calls=", cmd);
+    const char *e = strstr(r->str, pat);
+    long n = e ? atol(e + strlen(pat)) : 0;
+    freeReplyObject(r);
+    return n;
+}
+
+static void reset_stats(struct fixture *f)
+{
     for (int i = 0; i < NODES; i++) {
         redisReply *r = rh_command(f->rc, i, "CONFIG RESETSTAT");
         assert_non_null(r);
         freeReplyObject(r);
     }
-    const char *set[] = {"sha:a", "sha:b"};
-    struct lockcore_lock l, in;
-    for (int round = 0; round < 2; round++) {
-        assert_int_equal(lockcore_reentrant_acquire(c, "sha:r", NULL, &l), 0);
-        assert_int_equal(lockcore_reentrant_acquire(c, "sha:r", l.id, &in), 0);
-        assert_int_equal(lockcore_extend(c, &in, 3000), 0);
-        assert_int_equal(lockcore_release(c, &in), 0);
-        assert_int_equal(lockcore_release(c, &l), 0);
-        assert_int_equal(lockcore_multi_acquire(c, set, 2, &l), 0);
-        assert_int_equal(lockcore_extend(c, &l, 3000), 0);
-        assert_int_equal(lockcore_release(c, &l), 0);
-        for (int w = 0; w < 2; w++) {
-            assert_int_equal(lockcore_rw_acquire(c, "sha:rw", w, &l), 0);
-            assert_int_equal(lockcore_extend(c, &l, 3000), 0);
-            assert_int_equal(lockcore_release(c, &l), 0);
-        }
-    }
-    hp_sleep_ms(100); /* decided at a majority: the others may still be running theirs */
+}
+
+/* No node answered that it lacks a script or a function. */
+static void no_script_missed(struct fixture *f)
+{
     for (int i = 0; i < NODES; i++) {
         redisReply *r = rh_command(f->rc, i, "INFO errorstats");
         assert_non_null(r);
         assert_int_equal(r->type, REDIS_REPLY_STRING);
         assert_null(strstr(r->str, "NOSCRIPT"));
         freeReplyObject(r);
-        r = rh_command(f->rc, i, "INFO commandstats");
+    }
+}
+
+/* Every script of every kind runs as a function of the library lockcore
+ * loads on each connection (FCALL); where a node refuses the library (an
+ * ACL without FUNCTION, or Redis 6), by EVALSHA after a script's first
+ * use on a connection, under the sha the build computed. No node ever
+ * answers NOSCRIPT (a wrong sha would cost a second round trip on every
+ * call, and nothing else would show it), and a node that loses the
+ * library (FUNCTION FLUSH) costs no operation. */
+static void test_kinds_scripts_go_by_function_or_sha(void **state)
+{
+    struct fixture *f = *state;
+    struct tune t = {.ttl_ms = 3000};
+    lockcore_client *c = client_on(f->urls, f->n, &t);
+    assert_non_null(c);
+    every_kind_once(c); /* the library is loaded by now */
+    reset_stats(f);
+    every_kind_once(c);
+    hp_sleep_ms(100); /* decided at a majority: the others may still be running theirs */
+    for (int i = 0; i < NODES; i++) {
+        assert_true(calls_of(f, i, "fcall") >= 16);
+        assert_int_equal(calls_of(f, i, "evalsha"), 0);
+    }
+    no_script_missed(f);
+
+    /* The library gone from two nodes: the next calls there go whole, by
+     * EVAL, then by EVALSHA; nothing fails. */
+    for (int i = 0; i < 2; i++) {
+        redisReply *r = rh_command(f->rc, i, "FUNCTION FLUSH");
         assert_non_null(r);
-        const char *e = strstr(r->str, "cmdstat_evalsha:calls=");
-        assert_non_null(e);
-        /* The second round's 13 calls at least went by sha. */
-        assert_true(atoi(e + strlen("cmdstat_evalsha:calls=")) >= 13);
         freeReplyObject(r);
     }
+    every_kind_once(c);
+    every_kind_once(c);
+    lockcore_client_free(c);
+
+    /* A user without FUNCTION: the scripts go by EVALSHA. */
+    char urls[NODES][256];
+    const char *u[NODES];
+    for (int i = 0; i < NODES; i++) {
+        redisReply *r = rh_command(f->rc, i, "ACL SETUSER nofn on >pw ~* &* +@all -function");
+        assert_non_null(r);
+        freeReplyObject(r);
+        snprintf(urls[i], sizeof(urls[i]), "redis://nofn:pw@127.0.0.1:%d", rh_port(f->rc, i));
+        u[i] = urls[i];
+    }
+    c = client_on(u, NODES, &t);
+    assert_non_null(c);
+    every_kind_once(c);
+    reset_stats(f);
+    every_kind_once(c);
+    hp_sleep_ms(100);
+    for (int i = 0; i < NODES; i++) {
+        assert_true(calls_of(f, i, "evalsha") >= 16);
+        assert_int_equal(calls_of(f, i, "fcall"), 0);
+    }
+    no_script_missed(f);
     lockcore_client_free(c);
 }
 
@@ -2673,7 +2739,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_kinds_multi_no_partial_hold, setup, teardown),
         cmocka_unit_test_setup_teardown(test_kinds_multi_tokens_mix_with_single, setup, teardown),
         cmocka_unit_test_setup_teardown(test_kinds_reentrant_counts_holds, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_kinds_scripts_go_by_their_sha, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_kinds_scripts_go_by_function_or_sha, setup, teardown),
         cmocka_unit_test_setup_teardown(test_kinds_reentrant_holds_survive_missed_minorities, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_kinds_reentrant_extend_never_shortens_the_hold, setup, teardown),
