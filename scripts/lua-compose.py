@@ -96,13 +96,17 @@ def includes(path, dirs):
 
 
 def hoistable(path, dirs, memo):
-    """A block can be made at the library's top level: neither it nor any
-    block it needs reads KEYS or ARGV."""
+    """A block can be made at the library's top level: it defines functions
+    only, and neither it nor any block it needs reads KEYS or ARGV."""
     if path not in memo:
         memo[path] = False  # a cycle is refused by compose()
         with open(path, encoding='utf-8') as f:
             code = [l for l in f.read().splitlines() if not l.strip().startswith('--')]
-        memo[path] = (not any(WORDS_KA.search(l) for l in code) and
+        # Only functions, too: a table or a value made at the top level
+        # would be shared by every call (a script's is made for each).
+        funcs = all(l[:1] in (' ', '\t', '') or l.startswith(('local function ', 'end'))
+                    or INCLUDE.match(l) for l in code)
+        memo[path] = (funcs and not any(WORDS_KA.search(l) for l in code) and
                       all(hoistable(d, dirs, memo) for d in includes(path, dirs)))
     return memo[path]
 
