@@ -290,11 +290,20 @@ static lockcore_client *client_open(const struct lockcore_options *o, int child)
     return c;
 }
 
+/* lockcore's defaults, and FENCELOCK_REDIS_FUNCTIONS=1 as the fencelock
+ * command reads it (scripts as functions of a library on the nodes). */
+static void bench_options_init(struct lockcore_options *o)
+{
+    lockcore_options_init(o);
+    const char *rf = getenv("FENCELOCK_REDIS_FUNCTIONS");
+    o->redis_functions = rf != NULL && strcmp(rf, "1") == 0;
+}
+
 /* retry_count 0 for the cycle workloads; w3 retries without limit. */
 static lockcore_client *client_new_opts(int fencing, int contention, int transition)
 {
     struct lockcore_options o;
-    lockcore_options_init(&o);
+    bench_options_init(&o);
     o.nodes = S.nodes;
     o.n_nodes = S.n_nodes;
     o.ttl_ms = 10000;
@@ -1340,7 +1349,7 @@ static uint64_t w7_skewed_clock(void *arg)
 static lockcore_client *w7_client(struct w7_fast *skewed)
 {
     struct lockcore_options o;
-    lockcore_options_init(&o);
+    bench_options_init(&o);
     o.nodes = S.nodes;
     o.n_nodes = S.n_nodes;
     o.retry_count = 0;
@@ -1445,7 +1454,7 @@ static long long commands_total(void)
 static lockcore_client *w5_client(int mode)
 {
     struct lockcore_options o;
-    lockcore_options_init(&o); /* default retry delays: what a user gets */
+    bench_options_init(&o); /* default retry delays: what a user gets */
     o.nodes = S.nodes;
     o.n_nodes = S.n_nodes;
     o.retry_count = -1;

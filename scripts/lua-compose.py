@@ -95,6 +95,24 @@ def includes(path, dirs):
         return [find(m.group(2), dirs) for m in map(INCLUDE.match, f.read().splitlines()) if m]
 
 
+def only_function_lines(code):
+    """Every line of code is inside a top-level `local function ... end`
+    (a block's functions open and close at the first column), an include,
+    or blank: a table or a value made at a library's top level would be
+    shared by every call, where a script makes its own on each."""
+    inside = False
+    for l in code:
+        if not l.strip() or INCLUDE.match(l):
+            continue
+        if not inside and l.startswith('local function '):
+            inside = not re.search(r'\bend\s*$', l)  # a one-line function closes itself
+        elif inside and l.rstrip() == 'end':
+            inside = False
+        elif not inside:
+            return False
+    return not inside
+
+
 def hoistable(path, dirs, memo):
     """A block can be made at the library's top level: it defines functions
     only, and neither it nor any block it needs reads KEYS or ARGV."""
@@ -102,11 +120,7 @@ def hoistable(path, dirs, memo):
         memo[path] = False  # a cycle is refused by compose()
         with open(path, encoding='utf-8') as f:
             code = [l for l in f.read().splitlines() if not l.strip().startswith('--')]
-        # Only functions, too: a table or a value made at the top level
-        # would be shared by every call (a script's is made for each).
-        funcs = all(l[:1] in (' ', '\t', '') or l.startswith(('local function ', 'end'))
-                    or INCLUDE.match(l) for l in code)
-        memo[path] = (funcs and not any(WORDS_KA.search(l) for l in code) and
+        memo[path] = (only_function_lines(code) and not any(WORDS_KA.search(l) for l in code) and
                       all(hoistable(d, dirs, memo) for d in includes(path, dirs)))
     return memo[path]
 

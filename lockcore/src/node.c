@@ -136,18 +136,21 @@ static void queue_setup(lockcore_client *c, struct node *n, uint64_t now)
         lens[1] = strlen(db);
         lockcore__node_send(c, n, 2, argv, lens, NULL, STEP_SELECT, 0, now);
     }
-    /* The function library first (Redis 7): once it is known loaded, the
-     * scripts go by FCALL, which runs them without making their blocks'
-     * functions again on every call as EVALSHA does. Loading a library the
-     * node has is refused as already there: that is a success too. */
+    /* With redis_functions, the function library first (Redis 7): once it
+     * is known loaded, the scripts go by FCALL, which runs them without
+     * making their blocks' functions again on every call as EVALSHA does.
+     * Loading a library the node has is refused as already there: that is
+     * a success too. */
     n->fn = 0;
-    argv[0] = "FUNCTION";
-    argv[1] = "LOAD";
-    argv[2] = lockcore__lua_library;
-    lens[0] = 8;
-    lens[1] = 4;
-    lens[2] = strlen(argv[2]);
-    lockcore__node_send(c, n, 3, argv, lens, NULL, STEP_FNLOAD, 0, now);
+    if (c->o.redis_functions) {
+        argv[0] = "FUNCTION";
+        argv[1] = "LOAD";
+        argv[2] = lockcore__lua_library;
+        lens[0] = 8;
+        lens[1] = 4;
+        lens[2] = strlen(argv[2]);
+        lockcore__node_send(c, n, 3, argv, lens, NULL, STEP_FNLOAD, 0, now);
+    }
     /* And the scripts, ahead of any EVALSHA, on every new connection: the
      * node may have restarted and forgotten them. */
     for (int s = 0; s < SCRIPT_COUNT; s++) {

@@ -1020,12 +1020,22 @@ void lockcore__op_start(struct op *op, uint64_t now)
 
 /* ---- replies ---- */
 
-/* The node has lost a script (NOSCRIPT: SCRIPT FLUSH, or a restart not
- * seen) or the function library (FUNCTION FLUSH or DELETE). */
-static int is_noscript(const redisReply *r)
+/* A step that did not run for the way it was sent, and runs sent whole:
+ * the node lost the script (NOSCRIPT: SCRIPT FLUSH, or a restart not
+ * seen) or the function library (FUNCTION FLUSH or DELETE); or, on a
+ * connection that calls functions, the node refused the FCALL itself: a
+ * user without +fcall, or a node over maxmemory, which refuses a function
+ * whole where a script runs and only its commands that need memory fail
+ * (a release or an extension needs none). Any of these ends FCALL on
+ * that connection, so a step is resent at most once for them. */
+static int is_noscript(const struct node *n, const redisReply *r)
 {
-    return r->type == REDIS_REPLY_ERROR &&
-           (strncmp(r->str, "NOSCRIPT", 8) == 0 || strcmp(r->str, "ERR Function not found") == 0);
+    if (r->type != REDIS_REPLY_ERROR)
+        return 0;
+    if (strncmp(r->str, "NOSCRIPT", 8) == 0 || strcmp(r->str, "ERR Function not found") == 0)
+        return 1;
+    return n->fn == 1 && (strncmp(r->str, "OOM ", 4) == 0 ||
+                          (strncmp(r->str, "NOPERM ", 7) == 0 && strstr(r->str, "'fcall'") != NULL));
 }
 
 static long long int_at(const redisReply *r, size_t i)
@@ -1178,7 +1188,7 @@ void lockcore__op_reply(struct op *op, unsigned i, enum step step, redisReply *r
 {
     if (op->slot[i] != SLOT_OPEN)
         return;
-    if (is_noscript(r)) {
+    if (is_noscript(&op->c->nodes[i], r)) {
         /* Send the whole script this once; and no more FCALL on this
          * connection (the next one loads the library again). */
         op->c->nodes[i].fn = -1;

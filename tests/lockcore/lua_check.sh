@@ -34,5 +34,27 @@ dups=$(grep -ho 'local function [A-Za-z_0-9]*' "$src"/fencing/lua/*.lua "$src"/f
 if [ -n "$dups" ]; then
   echo "FAIL: defined in two places: $dups"; fail=1
 fi
+# The composer's library: a block with anything but functions at its top
+# level (here an indented table) must stay inside the function that needs
+# it, made on every call as in the script, not at the library's top level,
+# where every call would share it.
+t=$(mktemp -d)
+mkdir -p "$t/lib" "$t/out"
+printf 'local function count_bump(t)\n  t.n = t.n + 1\n  return t.n\nend\n  local count_state = {n = 0}\n' >"$t/lib/count.lua"
+printf 'local function plain_one()\n  return 1\nend\n' >"$t/lib/one.lua"
+printf -- '--- @include "count"\n--- @include "one"\nreturn count_bump(count_state) + plain_one()\n' >"$t/calls.lua"
+if python3 "$src/scripts/lua-compose.py" --include-dir "$t/lib" --library lib:t --c "$t/out/x.c" \
+  --h "$t/out/x.h" --outdir "$t/out" "$t/calls.lua:t_calls" >/dev/null; then
+  top=$(awk '/^redis.register_function/ { exit } { print }' "$t/out/lib.lua")
+  if printf '%s\n' "$top" | grep -q 'count_state'; then
+    echo "FAIL: lua-compose --library made a block with a top-level table at the library's top level"; fail=1
+  fi
+  if ! printf '%s\n' "$top" | grep -q 'local function plain_one'; then
+    echo "FAIL: lua-compose --library did not make a block of functions at the library's top level"; fail=1
+  fi
+else
+  echo "FAIL: lua-compose --library failed on a test block"; fail=1
+fi
+rm -rf "$t"
 [ "$fail" = 0 ] && echo "ok: $n scripts"
 exit $fail

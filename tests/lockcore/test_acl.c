@@ -216,10 +216,14 @@ static unsigned fence_holders(struct fixture *f, const char *res, uint64_t token
 }
 
 /* waits: retry until the lock comes (8 s at most), else one attempt. */
+/* 1: the clients run the scripts as functions (redis_functions). */
+static int use_functions;
+
 static lockcore_client *client(struct fixture *f, int wait_mode, int fencing, const char *info, int waits)
 {
     struct lockcore_options o;
     lockcore_options_init(&o);
+    o.redis_functions = use_functions;
     o.wait_mode = wait_mode;
     o.nodes = f->urls;
     o.n_nodes = N;
@@ -337,11 +341,8 @@ static void test_acl_base_rules_allow_every_operation_when_polling(void **state)
     set_rules(f, BASE " " NO_RESEND);
     every_combination(f, LOCKCORE_WAIT_POLL);
     no_refusals(f, NULL);
-    /* The library was loaded on every connection, and its functions
-     * called (the first steps after a connection, sent before the node
-     * said it has the library, go by EVAL). */
-    assert_true(calls(f, "fcall") > 0);
-    assert_true(calls(f, "function|load") > 0);
+    /* The scripts were loaded once and then called by their sha. */
+    assert_true(calls(f, "evalsha") > 0);
     assert_true(calls(f, "script|load") > 0);
 }
 
@@ -358,6 +359,29 @@ static void test_acl_without_evalsha_scripts_are_sent_whole(void **state)
     assert_int_equal(calls(f, "evalsha"), 0);
     assert_int_equal(calls(f, "fcall"), 0);
     assert_true(calls(f, "eval") > 0);
+}
+
+static int every_kind(struct fixture *f, int wait_mode, char *err, size_t cap);
+
+/* With redis_functions, the rules with the optional row are enough for
+ * every operation of every kind in every wait mode: the commands inside
+ * the functions are the scripts'. */
+static void test_acl_functions_need_no_more_rules(void **state)
+{
+    struct fixture *f = *state;
+    use_functions = 1;
+    set_rules(f, FULL " " KINDS);
+    every_combination(f, LOCKCORE_WAIT_POLL);
+    every_combination(f, LOCKCORE_WAIT_NOTIFY);
+    char err[512];
+    static const int modes[] = {LOCKCORE_WAIT_POLL, LOCKCORE_WAIT_NOTIFY, LOCKCORE_WAIT_FAIR};
+    for (int m = 0; m < 3; m++)
+        if (every_kind(f, modes[m], err, sizeof(err)) != 0)
+            fail_msg("wait mode %d: %s", modes[m], err);
+    use_functions = 0;
+    no_refusals(f, NULL);
+    assert_true(calls(f, "fcall") > 0);
+    assert_true(calls(f, "function|load") > 0);
 }
 
 static void test_acl_base_rules_allow_every_operation_when_notified(void **state)
@@ -542,6 +566,7 @@ static int every_kind(struct fixture *f, int wait_mode, char *err, size_t cap)
 {
     struct lockcore_options o;
     lockcore_options_init(&o);
+    o.redis_functions = use_functions;
     o.nodes = f->urls;
     o.n_nodes = N;
     o.key_prefix = PREFIX;
@@ -659,6 +684,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_acl_base_rules_allow_every_operation_when_polling, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_acl_without_evalsha_scripts_are_sent_whole, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_acl_functions_need_no_more_rules, setup, teardown),
         cmocka_unit_test_setup_teardown(test_acl_base_rules_allow_every_operation_when_notified, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_acl_fair_lock_needs_the_queue, setup, teardown),

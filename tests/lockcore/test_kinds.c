@@ -891,18 +891,40 @@ static void no_script_missed(struct fixture *f)
     }
 }
 
-/* Every script of every kind runs as a function of the library lockcore
- * loads on each connection (FCALL); where a node refuses the library (an
- * ACL without FUNCTION, or Redis 6), by EVALSHA after a script's first
- * use on a connection, under the sha the build computed. No node ever
- * answers NOSCRIPT (a wrong sha would cost a second round trip on every
- * call, and nothing else would show it), and a node that loses the
- * library (FUNCTION FLUSH) costs no operation. */
+static lockcore_client *client_fn(const char *const *urls, const struct tune *t)
+{
+    struct lockcore_options o;
+    tune_options(urls, NODES, t, &o);
+    o.redis_functions = 1;
+    return client_new(&o);
+}
+
+/* A user with every right but the one taken away (e.g. "-function"). */
+static void acl_user(struct fixture *f, const char *name, const char *minus, char urls[NODES][256],
+                     const char *u[NODES])
+{
+    for (int i = 0; i < NODES; i++) {
+        redisReply *r = rh_command(f->rc, i, "ACL SETUSER %s on >pw ~* &* +@all %s", name, minus);
+        assert_non_null(r);
+        assert_int_equal(r->type, REDIS_REPLY_STATUS);
+        freeReplyObject(r);
+        snprintf(urls[i], 256, "redis://%s:pw@127.0.0.1:%d", name, rh_port(f->rc, i));
+        u[i] = urls[i];
+    }
+}
+
+/* With redis_functions, every script of every kind runs as a function of
+ * the library lockcore loads on each connection (FCALL); a node that loses
+ * the library (FUNCTION FLUSH) costs no operation. By default, and where a
+ * node refuses the library, the scripts go by EVALSHA after a script's
+ * first use on a connection, under the sha the build computed. No node
+ * ever answers NOSCRIPT (a wrong sha would cost a second round trip on
+ * every call, and nothing else would show it). */
 static void test_kinds_scripts_go_by_function_or_sha(void **state)
 {
     struct fixture *f = *state;
     struct tune t = {.ttl_ms = 3000};
-    lockcore_client *c = client_on(f->urls, f->n, &t);
+    lockcore_client *c = client_fn(f->urls, &t);
     assert_non_null(c);
     every_kind_once(c); /* the library is loaded by now */
     reset_stats(f);
@@ -925,17 +947,31 @@ static void test_kinds_scripts_go_by_function_or_sha(void **state)
     every_kind_once(c);
     lockcore_client_free(c);
 
-    /* A user without FUNCTION: the scripts go by EVALSHA. */
-    char urls[NODES][256];
-    const char *u[NODES];
+    /* By default: no library, EVALSHA. */
     for (int i = 0; i < NODES; i++) {
-        redisReply *r = rh_command(f->rc, i, "ACL SETUSER nofn on >pw ~* &* +@all -function");
+        redisReply *r = rh_command(f->rc, i, "FUNCTION FLUSH");
         assert_non_null(r);
         freeReplyObject(r);
-        snprintf(urls[i], sizeof(urls[i]), "redis://nofn:pw@127.0.0.1:%d", rh_port(f->rc, i));
-        u[i] = urls[i];
     }
-    c = client_on(u, NODES, &t);
+    reset_stats(f);
+    c = client_on(f->urls, f->n, &t);
+    assert_non_null(c);
+    every_kind_once(c);
+    every_kind_once(c);
+    hp_sleep_ms(100);
+    for (int i = 0; i < NODES; i++) {
+        assert_true(calls_of(f, i, "evalsha") >= 16);
+        assert_int_equal(calls_of(f, i, "fcall"), 0);
+        assert_int_equal(calls_of(f, i, "function|load"), 0);
+    }
+    no_script_missed(f);
+    lockcore_client_free(c);
+
+    /* A user without FUNCTION: the library is refused, EVALSHA. */
+    char urls[NODES][256];
+    const char *u[NODES];
+    acl_user(f, "nofn", "-function", urls, u);
+    c = client_fn(u, &t);
     assert_non_null(c);
     every_kind_once(c);
     reset_stats(f);
@@ -946,6 +982,52 @@ static void test_kinds_scripts_go_by_function_or_sha(void **state)
         assert_int_equal(calls_of(f, i, "fcall"), 0);
     }
     no_script_missed(f);
+    lockcore_client_free(c);
+}
+
+/* A node that takes the library but refuses its calls costs no operation:
+ * a user allowed FUNCTION LOAD but not FCALL, and a node over maxmemory,
+ * which refuses a function whole where a script runs and only its
+ * commands that need memory fail. */
+static void test_kinds_refused_functions_fall_back_to_scripts(void **state)
+{
+    struct fixture *f = *state;
+    struct tune t = {.ttl_ms = 3000};
+    char urls[NODES][256];
+    const char *u[NODES];
+    acl_user(f, "nofcall", "-fcall", urls, u);
+    lockcore_client *c = client_fn(u, &t);
+    assert_non_null(c);
+    every_kind_once(c);
+    every_kind_once(c);
+    lockcore_client_free(c);
+
+    /* A plain lock's extension and release need no memory: by EVALSHA
+     * they run over maxmemory (a kind whose extension adds to a set, a
+     * reader's, is refused there either way). */
+    c = client_fn(f->urls, &t);
+    assert_non_null(c);
+    struct lockcore_lock l;
+    assert_int_equal(lockcore_acquire(c, "oom:p", &l), 0);
+    assert_int_equal(lockcore_extend(c, &l, 3000), 0); /* by FCALL by now */
+    for (int i = 0; i < NODES; i++) {
+        redisReply *x = rh_command(f->rc, i, "CONFIG SET maxmemory 1");
+        assert_non_null(x);
+        freeReplyObject(x);
+    }
+    int e = lockcore_extend(c, &l, 3000);
+    char why[512];
+    snprintf(why, sizeof(why), "%s", lockcore_errmsg(c));
+    int r = lockcore_release(c, &l);
+    for (int i = 0; i < NODES; i++) {
+        redisReply *x = rh_command(f->rc, i, "CONFIG SET maxmemory 0");
+        assert_non_null(x);
+        freeReplyObject(x);
+    }
+    if (e != 0)
+        fail_msg("extend over maxmemory: %s", why);
+    assert_int_equal(r, 0);
+    assert_int_equal(rh_holders(f->rc, "oom:p", l.id), 0);
     lockcore_client_free(c);
 }
 
@@ -2740,6 +2822,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_kinds_multi_tokens_mix_with_single, setup, teardown),
         cmocka_unit_test_setup_teardown(test_kinds_reentrant_counts_holds, setup, teardown),
         cmocka_unit_test_setup_teardown(test_kinds_scripts_go_by_function_or_sha, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_kinds_refused_functions_fall_back_to_scripts, setup, teardown),
         cmocka_unit_test_setup_teardown(test_kinds_reentrant_holds_survive_missed_minorities, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_kinds_reentrant_extend_never_shortens_the_hold, setup, teardown),
