@@ -90,7 +90,7 @@ enum step {
     STEP_SELECT,
     STEP_LOAD,   /* SCRIPT LOAD: reply is the sha of script `arg` */
     STEP_FNLOAD, /* FUNCTION LOAD of the scripts' library */
-    STEP_LOCK, /* operation steps: matched to op by serial */
+    STEP_LOCK,   /* operation steps: matched to op by serial */
     STEP_RAISE,
     STEP_EXTEND,
     STEP_RELEASE,
@@ -105,6 +105,7 @@ struct pending {
     uint64_t sent_ms;
     uint8_t step;
     uint8_t arg;
+    uint8_t fcall; /* sent as FCALL */
 };
 
 struct node {
@@ -125,7 +126,8 @@ struct node {
     /* On this connection, the scripts go by FCALL (1: the library loaded),
      * or by EVALSHA (0: not known yet; -1: refused, e.g. Redis 6 or ACL). */
     int fn;
-    struct pending *q; /* ring buffer */
+    int reply_to_fcall; /* the reply being handed to an operation answers an FCALL */
+    struct pending *q;  /* ring buffer */
     size_t q_head, q_len, q_cap;
 };
 

@@ -352,8 +352,12 @@ int lockcore__node_send(lockcore_client *c, struct node *n, int argc, const char
     (void)c;
     if (n->ctx == NULL)
         return -ENOTCONN;
-    struct pending p = {
-        .op = op, .serial = op ? op->serial : 0, .sent_ms = now, .step = (uint8_t)step, .arg = arg};
+    struct pending p = {.op = op,
+                        .serial = op ? op->serial : 0,
+                        .sent_ms = now,
+                        .step = (uint8_t)step,
+                        .arg = arg,
+                        .fcall = argc > 0 && lens[0] == 5 && memcmp(argv[0], "FCALL", 5) == 0};
     if (q_push(n, &p) < 0)
         return -ENOMEM;
     char buf[1024];
@@ -449,8 +453,10 @@ static int dispatch(lockcore_client *c, struct node *n, const struct pending *p,
                     : -1;
         return 0;
     default:
-        if (live(p))
+        if (live(p)) {
+            n->reply_to_fcall = p->fcall;
             lockcore__op_reply(p->op, n->index, (enum step)p->step, r, now);
+        }
         return 0;
     }
 }

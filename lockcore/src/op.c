@@ -1022,20 +1022,21 @@ void lockcore__op_start(struct op *op, uint64_t now)
 
 /* A step that did not run for the way it was sent, and runs sent whole:
  * the node lost the script (NOSCRIPT: SCRIPT FLUSH, or a restart not
- * seen) or the function library (FUNCTION FLUSH or DELETE); or, on a
- * connection that calls functions, the node refused the FCALL itself: a
- * user without +fcall, or a node over maxmemory, which refuses a function
- * whole where a script runs and only its commands that need memory fail
- * (a release or an extension needs none). Any of these ends FCALL on
- * that connection, so a step is resent at most once for them. */
+ * seen) or the function library (FUNCTION FLUSH or DELETE); or the node
+ * refused an FCALL before running any of it: a user without +fcall, or a
+ * node over maxmemory, which refuses a function whole where a script runs
+ * and only its commands that need memory fail (a release or an extension
+ * needs none). Only a reply to an FCALL counts for those two: a script's
+ * own OOM may come after it wrote, and must not run it twice. Any of
+ * these ends FCALL on that connection: a step is resent once for them. */
 static int is_noscript(const struct node *n, const redisReply *r)
 {
     if (r->type != REDIS_REPLY_ERROR)
         return 0;
     if (strncmp(r->str, "NOSCRIPT", 8) == 0 || strcmp(r->str, "ERR Function not found") == 0)
         return 1;
-    return n->fn == 1 && (strncmp(r->str, "OOM ", 4) == 0 ||
-                          (strncmp(r->str, "NOPERM ", 7) == 0 && strstr(r->str, "'fcall'") != NULL));
+    return n->reply_to_fcall && (strncmp(r->str, "OOM ", 4) == 0 ||
+                                 (strncmp(r->str, "NOPERM ", 7) == 0 && strstr(r->str, "'fcall'") != NULL));
 }
 
 static long long int_at(const redisReply *r, size_t i)
