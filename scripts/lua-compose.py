@@ -95,17 +95,22 @@ def includes(path, dirs):
         return [find(m.group(2), dirs) for m in map(INCLUDE.match, f.read().splitlines()) if m]
 
 
+FUNC = re.compile(r'^local function ([A-Za-z_][A-Za-z0-9_]*)\s*\(')
+
+
 def only_function_lines(code):
-    """Every line of code is inside a top-level `local function ... end`
-    (a block's functions open and close at the first column), an include,
-    or blank: a table or a value made at a library's top level would be
-    shared by every call, where a script makes its own on each."""
+    """Every line of code is inside a top-level `local function NAME(...)`
+    that opens at the first column and closes with a line `end` there, an
+    include, or blank: a table or a value made at a library's top level
+    would be shared by every call, where a script makes its own on each.
+    A function on one line is refused too (what follows its `end` on the
+    line would be at the top level)."""
     inside = False
     for l in code:
         if not l.strip() or INCLUDE.match(l):
             continue
-        if not inside and l.startswith('local function '):
-            inside = not re.search(r'\bend\s*$', l)  # a one-line function closes itself
+        if not inside and FUNC.match(l) and not re.search(r'\bend\b', l):
+            inside = True
         elif inside and l.rstrip() == 'end':
             inside = False
         elif not inside:
@@ -113,14 +118,52 @@ def only_function_lines(code):
     return not inside
 
 
+def block_code(path):
+    with open(path, encoding='utf-8') as f:
+        return [l for l in f.read().splitlines() if not l.strip().startswith('--')]
+
+
+def defined(path, dirs, seen=None):
+    """The functions path and the blocks it needs (transitively) define."""
+    seen = set() if seen is None else seen
+    if path in seen:
+        return set()
+    seen.add(path)
+    names = {m.group(1) for m in map(FUNC.match, block_code(path)) if m}
+    for d in includes(path, dirs):
+        names |= defined(d, dirs, seen)
+    return names
+
+
+def all_block_functions(dirs):
+    """Every function any block of the include dirs defines."""
+    names = set()
+    for d in dirs:
+        for f in sorted(os.listdir(d)):
+            if f.endswith('.lua'):
+                names |= {m.group(1) for m in map(FUNC.match, block_code(os.path.join(d, f))) if m}
+    return names
+
+
 def hoistable(path, dirs, memo):
-    """A block can be made at the library's top level: it defines functions
-    only, and neither it nor any block it needs reads KEYS or ARGV."""
+    """A block can be made at the library's top level, where its functions
+    live from one call to the next: it defines functions only (above), it
+    never assigns to a function's name (a new binding would outlive the
+    call), every block function it calls is its own or one of a block it
+    includes (not one the script happened to include first, which may stay
+    inside the function), and neither it nor any block it needs reads KEYS
+    or ARGV."""
     if path not in memo:
         memo[path] = False  # a cycle is refused by compose()
-        with open(path, encoding='utf-8') as f:
-            code = [l for l in f.read().splitlines() if not l.strip().startswith('--')]
+        code = block_code(path)
+        own = defined(path, dirs)
+        others = memo.setdefault(None, all_block_functions(dirs)) - own
+        assigns = re.compile(r'(?<![\w.])(' + '|'.join(map(re.escape, sorted(own | others))) + r')\s*=(?!=)')
+        calls_other = re.compile(r'(?<![\w.])(' + '|'.join(map(re.escape, sorted(others))) + r')\b') \
+            if others else None
         memo[path] = (only_function_lines(code) and not any(WORDS_KA.search(l) for l in code) and
+                      not any(assigns.search(l) for l in code) and
+                      not (calls_other and any(calls_other.search(l) for l in code)) and
                       all(hoistable(d, dirs, memo) for d in includes(path, dirs)))
     return memo[path]
 
@@ -148,10 +191,15 @@ def library(prefix, scripts, dirs):
         code.append(f"redis.register_function('@@_{sym}', function(KEYS, ARGV)")
         code += lines
         code.append('end)')
+    # A client calls it once after the load: FCALL runs here, as the user
+    # and with the node's memory as they are (no flags, as the others).
+    code.append("redis.register_function('@@_ping', function() return 1 end)")
     text = '\n'.join(code) + '\n'
     tag = prefix + '_' + hashlib.sha1(text.encode('utf-8')).hexdigest()[:12]
     text = f'#!lua name={tag}\n' + text.replace("'@@_", f"'{tag}_")
-    return text, {sym: f'{tag}_{sym}' for _, sym in scripts}
+    names = {sym: f'{tag}_{sym}' for _, sym in scripts}
+    names[None] = f'{tag}_ping'
+    return text, names
 
 
 def c_string(lines):
@@ -207,8 +255,10 @@ def main():
         h.append(f'/* The scripts above as one Redis function library ({lib}.lua), and the function')
         h.append(f' * that runs one of them (the same pointer); NULL for any other string. */')
         h.append(f'extern const char {cp}_library[];')
+        h.append(f'extern const char {cp}_fn_ping[]; /* a function that returns 1 */')
         h.append(f'const char *{cp}_fn(const char *body);')
         c.append(f'const char {cp}_library[] =\n{c_string(lines)};\n')
+        c.append(f'const char {cp}_fn_ping[] = "{names[None]}";\n')
         c.append(f'const char *{cp}_fn(const char *body)\n{{')
         for _, _, sym in specs:
             c.append(f'    if (body == {sym})\n        return "{names[sym]}";')

@@ -89,7 +89,7 @@ enum step {
     STEP_AUTH,    /* connection set-up: an error fails the node */
     STEP_SELECT,
     STEP_LOAD,   /* SCRIPT LOAD: reply is the sha of script `arg` */
-    STEP_FNLOAD, /* FUNCTION LOAD of the scripts' library */
+    STEP_FNLOAD, /* FUNCTION LOAD of the scripts' library (arg 0), an FCALL of its ping (1) */
     STEP_LOCK,   /* operation steps: matched to op by serial */
     STEP_RAISE,
     STEP_EXTEND,

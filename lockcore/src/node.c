@@ -137,10 +137,13 @@ static void queue_setup(lockcore_client *c, struct node *n, uint64_t now)
         lockcore__node_send(c, n, 2, argv, lens, NULL, STEP_SELECT, 0, now);
     }
     /* With redis_functions, the function library first (Redis 7): once it
-     * is known loaded, the scripts go by FCALL, which runs them without
-     * making their blocks' functions again on every call as EVALSHA does.
-     * Loading a library the node has is refused as already there: that is
-     * a success too. */
+     * is known loaded and callable, the scripts go by FCALL, which runs
+     * them without making their blocks' functions again on every call as
+     * EVALSHA does. Loading a library the node has is refused as already
+     * there: that is a success too. Then one FCALL of its ping: a user
+     * allowed to load but not to call, or a node over maxmemory (which
+     * refuses functions whole), is found here, not by a step that has
+     * commands pipelined behind it (its holder info would run first). */
     n->fn = 0;
     if (c->o.redis_functions) {
         argv[0] = "FUNCTION";
@@ -150,6 +153,13 @@ static void queue_setup(lockcore_client *c, struct node *n, uint64_t now)
         lens[1] = 4;
         lens[2] = strlen(argv[2]);
         lockcore__node_send(c, n, 3, argv, lens, NULL, STEP_FNLOAD, 0, now);
+        argv[0] = "FCALL";
+        argv[1] = lockcore__lua_fn_ping;
+        argv[2] = "0";
+        lens[0] = 5;
+        lens[1] = strlen(argv[1]);
+        lens[2] = 1;
+        lockcore__node_send(c, n, 3, argv, lens, NULL, STEP_FNLOAD, 1, now);
     }
     /* And the scripts, ahead of any EVALSHA, on every new connection: the
      * node may have restarted and forgotten them. */
@@ -447,10 +457,13 @@ static int dispatch(lockcore_client *c, struct node *n, const struct pending *p,
             memcpy(c->sha[p->arg], r->str, 41);
         return 0;
     case STEP_FNLOAD:
-        n->fn = !reply_is_error(r) || (r != NULL && strncmp(r->str, "ERR Library '", 13) == 0 &&
-                                       strstr(r->str, "' already exists") != NULL)
-                    ? 1
-                    : -1;
+        if (p->arg == 0) { /* the load */
+            if (reply_is_error(r) && !(r != NULL && strncmp(r->str, "ERR Library '", 13) == 0 &&
+                                       strstr(r->str, "' already exists")))
+                n->fn = -1;
+        } else { /* the ping */
+            n->fn = n->fn == 0 && r != NULL && r->type == REDIS_REPLY_INTEGER && r->integer == 1 ? 1 : -1;
+        }
         return 0;
     default:
         if (live(p)) {

@@ -42,13 +42,21 @@ t=$(mktemp -d)
 mkdir -p "$t/lib" "$t/out"
 printf 'local function count_bump(t)\n  t.n = t.n + 1\n  return t.n\nend\n  local count_state = {n = 0}\n' >"$t/lib/count.lua"
 printf 'local function plain_one()\n  return 1\nend\n' >"$t/lib/one.lua"
-printf -- '--- @include "count"\n--- @include "one"\nreturn count_bump(count_state) + plain_one()\n' >"$t/calls.lua"
+# And a value after a one-line function, a function's name bound anew, a
+# call of a function the block does not include (the script did, before).
+printf 'local function ol_noop() end local ol_st = {n = 0}\nlocal function ol_get()\n  return ol_st\nend\n' >"$t/lib/ol.lua"
+printf 'local function rb_seen()\n  return 0\nend\nlocal function rb_bump()\n  rb_seen = function() return 1 end\n  return 1\nend\n' >"$t/lib/rb.lua"
+printf 'local function ka_first()\n  return KEYS[1]\nend\n' >"$t/lib/ka.lua"
+printf 'local function fv_twice()\n  return ka_first() .. ka_first()\nend\n' >"$t/lib/fv.lua"
+printf -- '--- @include "count"\n--- @include "one"\n--- @include "ol"\n--- @include "rb"\n--- @include "ka"\n--- @include "fv"\nreturn count_bump(count_state) + plain_one() + rb_bump() + #fv_twice() + ol_get().n\n' >"$t/calls.lua"
 if python3 "$src/scripts/lua-compose.py" --include-dir "$t/lib" --library lib:t --c "$t/out/x.c" \
   --h "$t/out/x.h" --outdir "$t/out" "$t/calls.lua:t_calls" >/dev/null; then
   top=$(awk '/^redis.register_function/ { exit } { print }' "$t/out/lib.lua")
-  if printf '%s\n' "$top" | grep -q 'count_state'; then
-    echo "FAIL: lua-compose --library made a block with a top-level table at the library's top level"; fail=1
-  fi
+  for name in count_state ol_st rb_seen fv_twice; do
+    if printf '%s\n' "$top" | grep -q "$name"; then
+      echo "FAIL: lua-compose --library made the block of $name at the library's top level"; fail=1
+    fi
+  done
   if ! printf '%s\n' "$top" | grep -q 'local function plain_one'; then
     echo "FAIL: lua-compose --library did not make a block of functions at the library's top level"; fail=1
   fi

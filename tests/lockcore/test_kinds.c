@@ -1001,6 +1001,30 @@ static void test_kinds_refused_functions_fall_back_to_scripts(void **state)
     every_kind_once(c);
     every_kind_once(c);
     lockcore_client_free(c);
+    /* The first steps of a fresh client with holder info: the info sent
+     * behind each lands (a refused FCALL resent after it would have run
+     * the info before the lock). */
+    struct lockcore_options o;
+    tune_options(u, NODES, &t, &o);
+    o.redis_functions = 1;
+    o.holder_info = "host-1 pid 7";
+    c = client_new(&o);
+    assert_non_null(c);
+    const char *set[] = {"hi:a", "hi:b"};
+    struct lockcore_lock h[2];
+    assert_int_equal(lockcore_reentrant_acquire(c, "hi:r", NULL, &h[0]), 0);
+    assert_int_equal(lockcore_multi_acquire(c, set, 2, &h[1]), 0);
+    hp_sleep_ms(100);
+    for (int i = 0; i < NODES; i++) {
+        char v[64];
+        rh_get(f->rc, i, "{hi:r}:holder", v, sizeof(v));
+        assert_string_equal(v, "host-1 pid 7");
+        rh_get(f->rc, i, "{hi:b}:holder", v, sizeof(v));
+        assert_string_equal(v, "host-1 pid 7");
+    }
+    assert_int_equal(lockcore_release(c, &h[0]), 0);
+    assert_int_equal(lockcore_release(c, &h[1]), 0);
+    lockcore_client_free(c);
 
     /* A plain lock's extension and release need no memory: by EVALSHA
      * they run over maxmemory (a kind whose extension adds to a set, a
