@@ -290,11 +290,20 @@ static lockcore_client *client_open(const struct lockcore_options *o, int child)
     return c;
 }
 
+/* lockcore's defaults, and FENCELOCK_REDIS_FUNCTIONS=1 as the fencelock
+ * command reads it (scripts as functions of a library on the nodes). */
+static void bench_options_init(struct lockcore_options *o)
+{
+    lockcore_options_init(o);
+    const char *rf = getenv("FENCELOCK_REDIS_FUNCTIONS");
+    o->redis_functions = rf != NULL && strcmp(rf, "1") == 0;
+}
+
 /* retry_count 0 for the cycle workloads; w3 retries without limit. */
 static lockcore_client *client_new_opts(int fencing, int contention, int transition)
 {
     struct lockcore_options o;
-    lockcore_options_init(&o);
+    bench_options_init(&o);
     o.nodes = S.nodes;
     o.n_nodes = S.n_nodes;
     o.ttl_ms = 10000;
@@ -1229,11 +1238,12 @@ static double node_info(size_t i, const char *section, const char *key)
     return v;
 }
 
-static double evalsha_calls(void)
+static double script_calls(void)
 {
     double n = 0;
     for (size_t i = 0; i < S.n_nodes; i++)
-        n += node_info(i, "commandstats", "cmdstat_evalsha:calls=");
+        n += node_info(i, "commandstats", "cmdstat_evalsha:calls=") +
+             node_info(i, "commandstats", "cmdstat_fcall:calls=");
     return n;
 }
 
@@ -1265,8 +1275,8 @@ static void w7_cycles(lockcore_client *c, const char *tag, long from, long n)
  * load falls on both alike; the plain cycles leave nothing on the nodes,
  * so the memory the nodes gained is the fenced resources'. A fenced cycle
  * sends one script to each node to acquire and one to release, plus one
- * per second round: the EVALSHA calls beyond two a cycle are its second
- * rounds. */
+ * per second round: the script calls (FCALL or EVALSHA) beyond two a
+ * cycle are its second rounds. */
 static void w7(int transition, long max)
 {
     flushall();
@@ -1285,10 +1295,10 @@ static void w7(int transition, long max)
             long n = marks[m] - done < W7_CHUNK ? marks[m] - done : W7_CHUNK;
             for (int k = 0; k < 2; k++) {
                 int f = (done / W7_CHUNK + k) % 2; /* which goes first turns every chunk */
-                double c0 = servers_cpu_s(), e0 = f ? evalsha_calls() : 0;
+                double c0 = servers_cpu_s(), e0 = f ? script_calls() : 0;
                 w7_cycles(f ? fenced : plain, f ? "f" : "p", done, n);
                 if (f)
-                    evalsha += evalsha_calls() - e0;
+                    evalsha += script_calls() - e0;
                 (f ? &cpu_fenced : &cpu_plain)[0] += servers_cpu_s() - c0;
             }
             done += n;
@@ -1339,7 +1349,7 @@ static uint64_t w7_skewed_clock(void *arg)
 static lockcore_client *w7_client(struct w7_fast *skewed)
 {
     struct lockcore_options o;
-    lockcore_options_init(&o);
+    bench_options_init(&o);
     o.nodes = S.nodes;
     o.n_nodes = S.n_nodes;
     o.retry_count = 0;
@@ -1444,7 +1454,7 @@ static long long commands_total(void)
 static lockcore_client *w5_client(int mode)
 {
     struct lockcore_options o;
-    lockcore_options_init(&o); /* default retry delays: what a user gets */
+    bench_options_init(&o); /* default retry delays: what a user gets */
     o.nodes = S.nodes;
     o.n_nodes = S.n_nodes;
     o.retry_count = -1;

@@ -40,6 +40,7 @@ struct config {
     const char *cacert, *cert, *key, *tls_server_name;
     const char *key_prefix;
     int fence_transition;
+    int redis_functions;
     long long ttl_ms, max_ttl_ms, max_wait_ms, request_timeout_ms;
     long long max_connections, max_clients;
 };
@@ -65,6 +66,10 @@ static void usage(FILE *f)
                "  --fence-transition  also write each resource's fence key of the layout before fence\n"
                "                      buckets, while clients of that layout share the resources\n"
                "                      (docs/fencing.md, \"Upgrading\"; or $FENCELOCK_FENCE_TRANSITION=1)\n"
+               "  --redis-functions   run lockcore's scripts as functions of a library loaded on the\n"
+               "                      nodes (Redis 7: less node CPU per call); only where every user\n"
+               "                      of the nodes allowed FUNCTION LOAD is trusted with the locks\n"
+               "                      (docs/security.md; or $FENCELOCK_REDIS_FUNCTIONS=1)\n"
                "  --password-file F   the nodes' AUTH password, from the first line of F (else\n"
                "                      $FENCELOCK_PASSWORD)\n"
                "  --cacert F          rediss:// nodes: the CAs to verify them with\n"
@@ -105,6 +110,7 @@ static int parse_args(int argc, char **argv, struct config *c)
         {"timeout", required_argument, NULL, 'o'},
         {"key-prefix", required_argument, NULL, 'P'},
         {"fence-transition", no_argument, NULL, 'F'},
+        {"redis-functions", no_argument, NULL, 'R'},
         {"password-file", required_argument, NULL, 'w'},
         {"cacert", required_argument, NULL, 'A'},
         {"cert", required_argument, NULL, 'C'},
@@ -155,6 +161,9 @@ static int parse_args(int argc, char **argv, struct config *c)
             break;
         case 'F':
             c->fence_transition = 1;
+            break;
+        case 'R':
+            c->redis_functions = 1;
             break;
         case 'w':
             c->password_file = optarg;
@@ -225,6 +234,11 @@ static int parse_args(int argc, char **argv, struct config *c)
         return bad("FENCELOCK_FENCE_TRANSITION must be 0 or 1");
     if (ft != NULL && strcmp(ft, "1") == 0)
         c->fence_transition = 1;
+    const char *rf = getenv("FENCELOCK_REDIS_FUNCTIONS");
+    if (rf != NULL && rf[0] != '\0' && strcmp(rf, "0") != 0 && strcmp(rf, "1") != 0)
+        return bad("FENCELOCK_REDIS_FUNCTIONS must be 0 or 1");
+    if (rf != NULL && strcmp(rf, "1") == 0)
+        c->redis_functions = 1;
     return -1; /* go on */
 }
 
@@ -364,6 +378,7 @@ int main(int argc, char **argv)
     lo.request_timeout_ms = (uint64_t)c.request_timeout_ms;
     lo.key_prefix = c.key_prefix;
     lo.fence_transition = c.fence_transition;
+    lo.redis_functions = c.redis_functions;
     lo.password = password != NULL && password[0] ? password : NULL;
     lo.tls_ca_file = c.cacert ? c.cacert : getenv("FENCELOCK_CACERT");
     lo.tls_cert_file = c.cert ? c.cert : getenv("FENCELOCK_CERT");

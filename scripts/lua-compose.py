@@ -23,6 +23,17 @@ For every script NAME:SYMBOL given, this writes the composed script to
 OUTDIR/NAME.lua (runnable as is: redis-cli --eval OUTDIR/NAME.lua k , a)
 and a C string `const char SYMBOL[]` to the --c file, declared in the --h
 file (with --api, the given export macro goes in front of each).
+
+With --library NAME:CPREFIX, the scripts (and those given with --extern,
+whose C strings another file defines) are also composed into one Redis
+function library (Redis 7: FUNCTION LOAD), written to OUTDIR/NAME.lua and
+as the C string CPREFIX_library, with CPREFIX_fn(body) giving the
+function that runs a script. There the blocks are made once, when the library loads,
+not on every call: each goes to the library's top level, unless it (or a
+block it needs) reads KEYS or ARGV, which a function gets as arguments;
+such a block stays inside each function that needs it, as in the script.
+The library's name and its functions' names carry a hash of its text, so
+that clients of different builds each find their own.
 """
 import argparse
 import hashlib
@@ -75,6 +86,122 @@ def compose(path, dirs, seen, stack):
     return out
 
 
+WORDS_KA = re.compile(r'\b(KEYS|ARGV)\b')
+
+
+def includes(path, dirs):
+    """The blocks path includes directly, in order."""
+    with open(path, encoding='utf-8') as f:
+        return [find(m.group(2), dirs) for m in map(INCLUDE.match, f.read().splitlines()) if m]
+
+
+FUNC = re.compile(r'^local function ([A-Za-z_][A-Za-z0-9_]*)\s*\(')
+
+
+def only_function_lines(code):
+    """Every line of code is inside a top-level `local function NAME(...)`
+    that opens at the first column and closes with a line `end` there, an
+    include, or blank: a table or a value made at a library's top level
+    would be shared by every call, where a script makes its own on each.
+    A function on one line is refused too (what follows its `end` on the
+    line would be at the top level)."""
+    inside = False
+    for l in code:
+        if not l.strip() or INCLUDE.match(l):
+            continue
+        if not inside and FUNC.match(l) and not re.search(r'\bend\b', l):
+            inside = True
+        elif inside and l.rstrip() == 'end':
+            inside = False
+        elif not inside:
+            return False
+    return not inside
+
+
+def block_code(path):
+    with open(path, encoding='utf-8') as f:
+        return [l for l in f.read().splitlines() if not l.strip().startswith('--')]
+
+
+def defined(path, dirs, seen=None):
+    """The functions path and the blocks it needs (transitively) define."""
+    seen = set() if seen is None else seen
+    if path in seen:
+        return set()
+    seen.add(path)
+    names = {m.group(1) for m in map(FUNC.match, block_code(path)) if m}
+    for d in includes(path, dirs):
+        names |= defined(d, dirs, seen)
+    return names
+
+
+def all_block_functions(dirs):
+    """Every function any block of the include dirs defines."""
+    names = set()
+    for d in dirs:
+        for f in sorted(os.listdir(d)):
+            if f.endswith('.lua'):
+                names |= {m.group(1) for m in map(FUNC.match, block_code(os.path.join(d, f))) if m}
+    return names
+
+
+def hoistable(path, dirs, memo):
+    """A block can be made at the library's top level, where its functions
+    live from one call to the next: it defines functions only (above), it
+    never assigns to a function's name (a new binding would outlive the
+    call), every block function it calls is its own or one of a block it
+    includes (not one the script happened to include first, which may stay
+    inside the function), and neither it nor any block it needs reads KEYS
+    or ARGV."""
+    if path not in memo:
+        memo[path] = False  # a cycle is refused by compose()
+        code = block_code(path)
+        own = defined(path, dirs)
+        others = memo.setdefault(None, all_block_functions(dirs)) - own
+        assigns = re.compile(r'(?<![\w.])(' + '|'.join(map(re.escape, sorted(own | others))) + r')\s*=(?!=)')
+        calls_other = re.compile(r'(?<![\w.])(' + '|'.join(map(re.escape, sorted(others))) + r')\b') \
+            if others else None
+        memo[path] = (only_function_lines(code) and not any(WORDS_KA.search(l) for l in code) and
+                      not any(assigns.search(l) for l in code) and
+                      not (calls_other and any(calls_other.search(l) for l in code)) and
+                      all(hoistable(d, dirs, memo) for d in includes(path, dirs)))
+    return memo[path]
+
+
+def library(prefix, scripts, dirs):
+    """The function library of scripts [(path, symbol)]: its text and the
+    function name of each symbol."""
+    memo, top, top_lines, walked = {}, set(), [], set()
+
+    def hoist(path):
+        for d in includes(path, dirs):
+            if d in walked:
+                continue
+            walked.add(d)
+            hoist(d)  # what it needs first
+            if hoistable(d, dirs, memo):
+                top_lines.extend(compose(d, dirs, set(top), []))
+                top.add(d)
+
+    for path, _ in scripts:
+        hoist(path)
+    bodies = [(sym, compose(path, dirs, set(top), [])) for path, sym in scripts]
+    code = list(top_lines)
+    for sym, lines in bodies:
+        code.append(f"redis.register_function('@@_{sym}', function(KEYS, ARGV)")
+        code += lines
+        code.append('end)')
+    # A client calls it once after the load: FCALL runs here, as the user
+    # and with the node's memory as they are (no flags, as the others).
+    code.append("redis.register_function('@@_ping', function() return 1 end)")
+    text = '\n'.join(code) + '\n'
+    tag = prefix + '_' + hashlib.sha1(text.encode('utf-8')).hexdigest()[:12]
+    text = f'#!lua name={tag}\n' + text.replace("'@@_", f"'{tag}_")
+    names = {sym: f'{tag}_{sym}' for _, sym in scripts}
+    names[None] = f'{tag}_ping'
+    return text, names
+
+
 def c_string(lines):
     def esc(s):
         return s.replace('\\', '\\\\').replace('"', '\\"')
@@ -91,6 +218,9 @@ def main():
     ap.add_argument('--header-include', action='append', default=[])
     ap.add_argument('--sha-of', default='',
                     help='also emit const char *NAME(const char *body): the sha1 Redis names a script by')
+    ap.add_argument('--library', default='', help='NAME:CPREFIX: also a Redis function library CPREFIX_library')
+    ap.add_argument('--extern', action='append', default=[],
+                    help='path/to/name.lua:symbol of a script another file defines, for --library')
     ap.add_argument('scripts', nargs='+', help='path/to/name.lua:symbol')
     a = ap.parse_args()
 
@@ -114,6 +244,25 @@ def main():
         c.append(f'{api}const char {sym}[] =\n{c_string(lines)};\n')
         body = ''.join(line + '\n' for line in lines)
         shas.append((sym, hashlib.sha1(body.encode('utf-8')).hexdigest()))
+    if a.library:
+        dirs = a.include_dir
+        specs = [spec.rpartition(':') for spec in a.scripts + a.extern]
+        lib, _, cp = a.library.partition(':')
+        text, names = library(lib, [(os.path.realpath(src), sym) for src, _, sym in specs], dirs)
+        lines = text.rstrip('\n').split('\n')
+        with open(os.path.join(a.outdir, lib + '.lua'), 'w', encoding='utf-8') as f:
+            f.write(text)
+        h.append(f'/* The scripts above as one Redis function library ({lib}.lua), and the function')
+        h.append(f' * that runs one of them (the same pointer); NULL for any other string. */')
+        h.append(f'extern const char {cp}_library[];')
+        h.append(f'extern const char {cp}_fn_ping[]; /* a function that returns 1 */')
+        h.append(f'const char *{cp}_fn(const char *body);')
+        c.append(f'const char {cp}_library[] =\n{c_string(lines)};\n')
+        c.append(f'const char {cp}_fn_ping[] = "{names[None]}";\n')
+        c.append(f'const char *{cp}_fn(const char *body)\n{{')
+        for _, _, sym in specs:
+            c.append(f'    if (body == {sym})\n        return "{names[sym]}";')
+        c.append('    return 0;\n}\n')
     if a.sha_of:
         # Computed here, not at run time: a client's first EVALSHA of a
         # script costs no hashing (nor the crypto library's first-use setup).

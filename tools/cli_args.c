@@ -203,6 +203,14 @@ static lockcore_client *make_client(const struct args *a, const char *holder_inf
         goto out;
     }
     o.fence_transition = ft != NULL && strcmp(ft, "1") == 0;
+    /* Scripts as functions of a library on the nodes (docs/security.md). */
+    const char *rf = getenv("FENCELOCK_REDIS_FUNCTIONS");
+    if (rf != NULL && rf[0] != '\0' && strcmp(rf, "0") != 0 && strcmp(rf, "1") != 0) {
+        fprintf(stderr, "%s: FENCELOCK_REDIS_FUNCTIONS must be 0 or 1, not '%s'\n", prog, rf);
+        *exit_code = EXIT_USAGE;
+        goto out;
+    }
+    o.redis_functions = rf != NULL && strcmp(rf, "1") == 0;
     if (a->retry_delay_max_ms)
         o.retry_delay_max_ms = a->retry_delay_max_ms;
     if (o.retry_delay_max_ms < o.retry_delay_ms)

@@ -94,6 +94,8 @@ static int check_options(const struct lockcore_options *o, char *err, size_t cap
         BAD("proposal_ahead_max_ms must be at most one day (0: no bound)");
     if (o->fence_transition != 0 && o->fence_transition != 1)
         BAD("fence_transition must be 0 or 1");
+    if (o->redis_functions != 0 && o->redis_functions != 1)
+        BAD("redis_functions must be 0 or 1");
     if (o->tls_verify != 0 && o->tls_verify != 1)
         BAD("tls_verify must be 0 or 1");
     if (o->password != NULL && (o->password[0] == '\0' || strlen(o->password) > 255))

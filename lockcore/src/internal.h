@@ -88,8 +88,9 @@ enum step {
     STEP_DEQUEUE, /* fire-and-forget: leave a waiters' queue */
     STEP_AUTH,    /* connection set-up: an error fails the node */
     STEP_SELECT,
-    STEP_LOAD, /* SCRIPT LOAD: reply is the sha of script `arg` */
-    STEP_LOCK, /* operation steps: matched to op by serial */
+    STEP_LOAD,   /* SCRIPT LOAD: reply is the sha of script `arg` */
+    STEP_FNLOAD, /* FUNCTION LOAD of the scripts' library (arg 0), an FCALL of its ping (1) */
+    STEP_LOCK,   /* operation steps: matched to op by serial */
     STEP_RAISE,
     STEP_EXTEND,
     STEP_RELEASE,
@@ -104,6 +105,7 @@ struct pending {
     uint64_t sent_ms;
     uint8_t step;
     uint8_t arg;
+    uint8_t fcall; /* sent as FCALL */
 };
 
 struct node {
@@ -121,7 +123,11 @@ struct node {
     char err[256];     /* why the node last failed */
     char refused[160]; /* why the reply builders refused a reply, "" if not */
     enum fail_kind err_kind;
-    struct pending *q; /* ring buffer */
+    /* On this connection, the scripts go by FCALL (1: the library loaded),
+     * or by EVALSHA (0: not known yet; -1: refused, e.g. Redis 6 or ACL). */
+    int fn;
+    int reply_to_fcall; /* the reply being handed to an operation answers an FCALL */
+    struct pending *q;  /* ring buffer */
     size_t q_head, q_len, q_cap;
 };
 

@@ -16,6 +16,7 @@
 #include <hiredis/sds.h>
 
 #include "internal.h"
+#include "lockcore_lua.h"
 
 /* A node whose oldest reply is this late is treated as dead: its connection
  * is closed and re-opened later, so a hung server cannot grow the FIFO
@@ -135,7 +136,32 @@ static void queue_setup(lockcore_client *c, struct node *n, uint64_t now)
         lens[1] = strlen(db);
         lockcore__node_send(c, n, 2, argv, lens, NULL, STEP_SELECT, 0, now);
     }
-    /* Load the scripts on every new connection, ahead of any EVALSHA: the
+    /* With redis_functions, the function library first (Redis 7): once it
+     * is known loaded and callable, the scripts go by FCALL, which runs
+     * them without making their blocks' functions again on every call as
+     * EVALSHA does. Loading a library the node has is refused as already
+     * there: that is a success too. Then one FCALL of its ping: a user
+     * allowed to load but not to call, or a node over maxmemory (which
+     * refuses functions whole), is found here, not by a step that has
+     * commands pipelined behind it (its holder info would run first). */
+    n->fn = 0;
+    if (c->o.redis_functions) {
+        argv[0] = "FUNCTION";
+        argv[1] = "LOAD";
+        argv[2] = lockcore__lua_library;
+        lens[0] = 8;
+        lens[1] = 4;
+        lens[2] = strlen(argv[2]);
+        lockcore__node_send(c, n, 3, argv, lens, NULL, STEP_FNLOAD, 0, now);
+        argv[0] = "FCALL";
+        argv[1] = lockcore__lua_fn_ping;
+        argv[2] = "0";
+        lens[0] = 5;
+        lens[1] = strlen(argv[1]);
+        lens[2] = 1;
+        lockcore__node_send(c, n, 3, argv, lens, NULL, STEP_FNLOAD, 1, now);
+    }
+    /* And the scripts, ahead of any EVALSHA, on every new connection: the
      * node may have restarted and forgotten them. */
     for (int s = 0; s < SCRIPT_COUNT; s++) {
         if (s == SCRIPT_STATUS || s == SCRIPT_FENCE_REPAIR ||
@@ -336,8 +362,12 @@ int lockcore__node_send(lockcore_client *c, struct node *n, int argc, const char
     (void)c;
     if (n->ctx == NULL)
         return -ENOTCONN;
-    struct pending p = {
-        .op = op, .serial = op ? op->serial : 0, .sent_ms = now, .step = (uint8_t)step, .arg = arg};
+    struct pending p = {.op = op,
+                        .serial = op ? op->serial : 0,
+                        .sent_ms = now,
+                        .step = (uint8_t)step,
+                        .arg = arg,
+                        .fcall = argc > 0 && lens[0] == 5 && memcmp(argv[0], "FCALL", 5) == 0};
     if (q_push(n, &p) < 0)
         return -ENOMEM;
     char buf[1024];
@@ -426,9 +456,20 @@ static int dispatch(lockcore_client *c, struct node *n, const struct pending *p,
         if (r->type == REDIS_REPLY_STRING && r->len == 40)
             memcpy(c->sha[p->arg], r->str, 41);
         return 0;
+    case STEP_FNLOAD:
+        if (p->arg == 0) { /* the load */
+            if (reply_is_error(r) && !(r != NULL && strncmp(r->str, "ERR Library '", 13) == 0 &&
+                                       strstr(r->str, "' already exists")))
+                n->fn = -1;
+        } else { /* the ping */
+            n->fn = n->fn == 0 && r != NULL && r->type == REDIS_REPLY_INTEGER && r->integer == 1 ? 1 : -1;
+        }
+        return 0;
     default:
-        if (live(p))
+        if (live(p)) {
+            n->reply_to_fcall = p->fcall;
             lockcore__op_reply(p->op, n->index, (enum step)p->step, r, now);
+        }
         return 0;
     }
 }

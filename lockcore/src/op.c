@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "internal.h"
+#include "lockcore_lua.h"
 #include "kinds/kind.h"
 
 /* A lock whose token was refused may try this many second rounds before
@@ -184,9 +185,10 @@ struct pcmd {
 #define KEY(p, l) (k.keys[k.nkeys] = (p), k.klens[k.nkeys++] = (l))
 #define ARG(p) (k.args[k.nargs] = (p), k.alens[k.nargs++] = strlen(p))
 
-/* Queue one call of the plain script `script` for node i: EVALSHA when
- * its sha is known, else EVAL (which also caches it). Fire-and-forget
- * steps have no operation: their replies are dropped. */
+/* Queue one call of the plain script `script` for node i: FCALL where the
+ * node has the function library, else EVALSHA when its sha is known, else
+ * EVAL (which also caches it). Fire-and-forget steps have no operation:
+ * their replies are dropped. */
 static int send_script(struct op *op, unsigned i, enum step step, int script, const struct pcmd *k,
                        int use_eval, uint64_t now)
 {
@@ -196,7 +198,11 @@ static int send_script(struct op *op, unsigned i, enum step step, int script, co
     int argc = 0;
     static const char *const nk[] = {"0", "1", "2", "3", "4", "5", "6", "7"};
     _Static_assert(sizeof(k->keys) / sizeof(k->keys[0]) < sizeof(nk) / sizeof(nk[0]), "nk too short");
-    if (use_eval || c->sha[script][0] == '\0') {
+    const char *fn = use_eval || c->nodes[i].fn != 1 ? NULL : lockcore__lua_fn(lockcore__scripts[script]);
+    if (fn != NULL) {
+        argv[argc] = "FCALL", lens[argc++] = 5;
+        argv[argc] = fn, lens[argc++] = strlen(fn);
+    } else if (use_eval || c->sha[script][0] == '\0') {
         argv[argc] = "EVAL", lens[argc++] = 4;
         argv[argc] = lockcore__scripts[script], lens[argc++] = strlen(lockcore__scripts[script]);
     } else {
@@ -1014,9 +1020,23 @@ void lockcore__op_start(struct op *op, uint64_t now)
 
 /* ---- replies ---- */
 
-static int is_noscript(const redisReply *r)
+/* A step that did not run for the way it was sent, and runs sent whole:
+ * the node lost the script (NOSCRIPT: SCRIPT FLUSH, or a restart not
+ * seen) or the function library (FUNCTION FLUSH or DELETE); or the node
+ * refused an FCALL before running any of it: a user without +fcall, or a
+ * node over maxmemory, which refuses a function whole where a script runs
+ * and only its commands that need memory fail (a release or an extension
+ * needs none). Only a reply to an FCALL counts for those two: a script's
+ * own OOM may come after it wrote, and must not run it twice. Any of
+ * these ends FCALL on that connection: a step is resent once for them. */
+static int is_noscript(const struct node *n, const redisReply *r)
 {
-    return r->type == REDIS_REPLY_ERROR && strncmp(r->str, "NOSCRIPT", 8) == 0;
+    if (r->type != REDIS_REPLY_ERROR)
+        return 0;
+    if (strncmp(r->str, "NOSCRIPT", 8) == 0 || strcmp(r->str, "ERR Function not found") == 0)
+        return 1;
+    return n->reply_to_fcall && (strncmp(r->str, "OOM ", 4) == 0 ||
+                                 (strncmp(r->str, "NOPERM ", 7) == 0 && strstr(r->str, "'fcall'") != NULL));
 }
 
 static long long int_at(const redisReply *r, size_t i)
@@ -1169,9 +1189,10 @@ void lockcore__op_reply(struct op *op, unsigned i, enum step step, redisReply *r
 {
     if (op->slot[i] != SLOT_OPEN)
         return;
-    if (is_noscript(r)) {
-        /* The node lost its script cache (SCRIPT FLUSH, or a restart we
-         * have not seen): send the whole script this once. */
+    if (is_noscript(&op->c->nodes[i], r)) {
+        /* Send the whole script this once; and no more FCALL on this
+         * connection (the next one loads the library again). */
+        op->c->nodes[i].fn = -1;
         if (lockcore__op_resend(op, i, step, 1, now) < 0)
             slot_error(op, i, r);
         else

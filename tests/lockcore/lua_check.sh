@@ -4,6 +4,8 @@
 # given, and sets none (Redis refuses that at run time, and a name a block
 # forgot to include shows here instead of on a node). And each block of
 # the sources is written once: no local function is defined in two files.
+# The function library (fencelock.lua) reads no KEYS or ARGV but its
+# functions' own.
 #   tests/lockcore/lua_check.sh SOURCE_ROOT BUILD_ROOT
 set -uo pipefail
 src=$1 build=$2
@@ -19,6 +21,8 @@ for f in "$build"/fencing/*.lua "$build"/lockcore/*.lua; do
   while read -r op name; do
     if [ "$op" = SETGLOBAL ]; then
       echo "FAIL $(basename "$f"): sets the global '$name'"; fail=1
+    elif [ "$(basename "$f")" = fencelock.lua ] && { [ "$name" = KEYS ] || [ "$name" = ARGV ]; }; then
+      echo "FAIL $(basename "$f"): reads the global '$name' (a function gets its own; a block made at the library's top level must not read them)"; fail=1
     elif [[ "$allowed" != *" $name "* ]]; then
       echo "FAIL $(basename "$f"): reads the global '$name' (a block not included?)"; fail=1
     fi
@@ -30,5 +34,35 @@ dups=$(grep -ho 'local function [A-Za-z_0-9]*' "$src"/fencing/lua/*.lua "$src"/f
 if [ -n "$dups" ]; then
   echo "FAIL: defined in two places: $dups"; fail=1
 fi
+# The composer's library: a block with anything but functions at its top
+# level (here an indented table) must stay inside the function that needs
+# it, made on every call as in the script, not at the library's top level,
+# where every call would share it.
+t=$(mktemp -d)
+mkdir -p "$t/lib" "$t/out"
+printf 'local function count_bump(t)\n  t.n = t.n + 1\n  return t.n\nend\n  local count_state = {n = 0}\n' >"$t/lib/count.lua"
+printf 'local function plain_one()\n  return 1\nend\n' >"$t/lib/one.lua"
+# And a value after a one-line function, a function's name bound anew, a
+# call of a function the block does not include (the script did, before).
+printf 'local function ol_noop() end local ol_st = {n = 0}\nlocal function ol_get()\n  return ol_st\nend\n' >"$t/lib/ol.lua"
+printf 'local function rb_seen()\n  return 0\nend\nlocal function rb_bump()\n  rb_seen = function() return 1 end\n  return 1\nend\n' >"$t/lib/rb.lua"
+printf 'local function ka_first()\n  return KEYS[1]\nend\n' >"$t/lib/ka.lua"
+printf 'local function fv_twice()\n  return ka_first() .. ka_first()\nend\n' >"$t/lib/fv.lua"
+printf -- '--- @include "count"\n--- @include "one"\n--- @include "ol"\n--- @include "rb"\n--- @include "ka"\n--- @include "fv"\nreturn count_bump(count_state) + plain_one() + rb_bump() + #fv_twice() + ol_get().n\n' >"$t/calls.lua"
+if python3 "$src/scripts/lua-compose.py" --include-dir "$t/lib" --library lib:t --c "$t/out/x.c" \
+  --h "$t/out/x.h" --outdir "$t/out" "$t/calls.lua:t_calls" >/dev/null; then
+  top=$(awk '/^redis.register_function/ { exit } { print }' "$t/out/lib.lua")
+  for name in count_state ol_st rb_seen fv_twice; do
+    if printf '%s\n' "$top" | grep -q "$name"; then
+      echo "FAIL: lua-compose --library made the block of $name at the library's top level"; fail=1
+    fi
+  done
+  if ! printf '%s\n' "$top" | grep -q 'local function plain_one'; then
+    echo "FAIL: lua-compose --library did not make a block of functions at the library's top level"; fail=1
+  fi
+else
+  echo "FAIL: lua-compose --library failed on a test block"; fail=1
+fi
+rm -rf "$t"
 [ "$fail" = 0 ] && echo "ok: $n scripts"
 exit $fail

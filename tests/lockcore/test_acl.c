@@ -21,12 +21,15 @@
  *   + +hgetall +hexists +exists +zscore +zcount +zrangebyscore +zremrangebyscore
  *                                   the lock kinds: a reentrant lock's holds,
  *                                   a read-write lock's readers
- *   optional +evalsha +script|load  scripts by sha instead of whole
+ *   optional +evalsha +script|load +fcall +function|load
+ *                                   scripts as functions of a library, or by
+ *                                   sha, instead of whole
  *
  * Each node runs with an "admin" user (the harness's) and the test creates
  * the lock client's user with ACL SETUSER. The node's ACL LOG records every
  * refusal, top level or inside a script: for the rules above it must stay
- * empty (or hold only SCRIPT LOAD refusals without +script|load).
+ * empty (or hold only the SCRIPT LOAD and FUNCTION LOAD refusals without
+ * the optional row).
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -48,7 +51,7 @@
 #define PREFIX "app:"
 #define BASE                                                                                                 \
     "~app:* ~{app:* -@all +eval +get +set +del +pexpire +pttl +zrange +zcard +time +hget +hset +persist"
-#define NO_RESEND "+evalsha +script|load"
+#define NO_RESEND "+evalsha +script|load +fcall +function|load"
 #define QUEUE "+zadd +zrem +hget +hset +hdel +time"
 #define CHANNELS "&{app:* +subscribe +unsubscribe +publish"
 #define KINDS "+hgetall +hexists +exists +zscore +zcount +zrangebyscore +zremrangebyscore"
@@ -91,13 +94,16 @@ static int teardown(void **state)
 static void set_rules(struct fixture *f, const char *rules)
 {
     for (int i = 0; i < N; i++) {
-        char copy[512];
-        const char *argv[40] = {"ACL", "SETUSER", "locker", "reset", "on", ">lockpw"};
+        char copy[1024];
+        const char *argv[64] = {"ACL", "SETUSER", "locker", "reset", "on", ">lockpw"};
         int argc = 6;
+        assert_true(strlen(rules) < sizeof(copy));
         snprintf(copy, sizeof(copy), "%s", rules);
         char *save = NULL;
-        for (char *t = strtok_r(copy, " ", &save); t != NULL && argc < 40; t = strtok_r(NULL, " ", &save))
+        for (char *t = strtok_r(copy, " ", &save); t != NULL; t = strtok_r(NULL, " ", &save)) {
+            assert_true(argc < 64); /* every rule goes in, or the test fails */
             argv[argc++] = t;
+        }
         redisContext *ctx = redisConnect("127.0.0.1", rh_port(f->rc, i));
         assert_non_null(ctx);
         assert_int_equal(ctx->err, 0);
@@ -120,6 +126,19 @@ static void set_rules(struct fixture *f, const char *rules)
 
 /* ACL LOG entries of user "locker" on all nodes whose object is not
  * `allowed` (NULL: none allowed); the first one described into why. */
+/* Is word one of the space-separated words of list (NULL: none)? */
+static int listed(const char *list, const char *word)
+{
+    size_t n = strlen(word);
+    for (const char *p = list; p != NULL && *p != '\0'; p += strcspn(p, " "), p += *p == ' ') {
+        if (strncmp(p, word, n) == 0 && (p[n] == ' ' || p[n] == '\0'))
+            return 1;
+    }
+    return 0;
+}
+
+/* Refusals of the user "locker" in every node's ACL LOG, but those of the
+ * commands named in allowed. */
 static int acl_refusals(struct fixture *f, const char *allowed, char *why, size_t cap)
 {
     int n = 0;
@@ -145,7 +164,7 @@ static int acl_refusals(struct fixture *f, const char *allowed, char *why, size_
                 else if (strcmp(name, "context") == 0)
                     context = v->str;
             }
-            if (strcmp(user, "locker") != 0 || (allowed != NULL && strcmp(object, allowed) == 0))
+            if (strcmp(user, "locker") != 0 || listed(allowed, object))
                 continue;
             if (n++ == 0)
                 snprintf(why, cap, "node %d: %s '%s' refused (%s)", i, reason, object, context);
@@ -197,10 +216,14 @@ static unsigned fence_holders(struct fixture *f, const char *res, uint64_t token
 }
 
 /* waits: retry until the lock comes (8 s at most), else one attempt. */
+/* 1: the clients run the scripts as functions (redis_functions). */
+static int use_functions;
+
 static lockcore_client *client(struct fixture *f, int wait_mode, int fencing, const char *info, int waits)
 {
     struct lockcore_options o;
     lockcore_options_init(&o);
+    o.redis_functions = use_functions;
     o.wait_mode = wait_mode;
     o.nodes = f->urls;
     o.n_nodes = N;
@@ -328,12 +351,37 @@ static void test_acl_without_evalsha_scripts_are_sent_whole(void **state)
     struct fixture *f = *state;
     set_rules(f, BASE);
     every_combination(f, LOCKCORE_WAIT_POLL);
-    /* SCRIPT LOAD is refused (and logged); nothing else is. */
-    no_refusals(f, "script|load");
+    /* SCRIPT LOAD and FUNCTION LOAD are refused (and logged); nothing
+     * else is. */
+    no_refusals(f, "script|load function|load");
     char why[256];
     assert_true(acl_refusals(f, NULL, why, sizeof(why)) > 0);
     assert_int_equal(calls(f, "evalsha"), 0);
+    assert_int_equal(calls(f, "fcall"), 0);
     assert_true(calls(f, "eval") > 0);
+}
+
+static int every_kind(struct fixture *f, int wait_mode, char *err, size_t cap);
+
+/* With redis_functions, the rules with the optional row are enough for
+ * every operation of every kind in every wait mode: the commands inside
+ * the functions are the scripts'. */
+static void test_acl_functions_need_no_more_rules(void **state)
+{
+    struct fixture *f = *state;
+    use_functions = 1;
+    set_rules(f, FULL " " KINDS);
+    every_combination(f, LOCKCORE_WAIT_POLL);
+    every_combination(f, LOCKCORE_WAIT_NOTIFY);
+    char err[512];
+    static const int modes[] = {LOCKCORE_WAIT_POLL, LOCKCORE_WAIT_NOTIFY, LOCKCORE_WAIT_FAIR};
+    for (int m = 0; m < 3; m++)
+        if (every_kind(f, modes[m], err, sizeof(err)) != 0)
+            fail_msg("wait mode %d: %s", modes[m], err);
+    use_functions = 0;
+    no_refusals(f, NULL);
+    assert_true(calls(f, "fcall") > 0);
+    assert_true(calls(f, "function|load") > 0);
 }
 
 static void test_acl_base_rules_allow_every_operation_when_notified(void **state)
@@ -518,6 +566,7 @@ static int every_kind(struct fixture *f, int wait_mode, char *err, size_t cap)
 {
     struct lockcore_options o;
     lockcore_options_init(&o);
+    o.redis_functions = use_functions;
     o.nodes = f->urls;
     o.n_nodes = N;
     o.key_prefix = PREFIX;
@@ -635,6 +684,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_acl_base_rules_allow_every_operation_when_polling, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_acl_without_evalsha_scripts_are_sent_whole, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_acl_functions_need_no_more_rules, setup, teardown),
         cmocka_unit_test_setup_teardown(test_acl_base_rules_allow_every_operation_when_notified, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_acl_fair_lock_needs_the_queue, setup, teardown),

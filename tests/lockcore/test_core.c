@@ -220,8 +220,9 @@ static redisContext *monitor(struct fixture *f, int node)
     return mon;
 }
 
-/* The next script call MONITOR shows on key with the argument arg (NULL:
- * any) and argc arguments (0: any); 0, or -1 if none came within a second. */
+/* The next script call (EVAL, EVALSHA or FCALL) MONITOR shows on key with
+ * the argument arg (NULL: any) and argc arguments (0: any); 0, or -1 if
+ * none came within a second. */
 static int monitor_next(redisContext *mon, const char *key, const char *arg, int argc, struct seen *out)
 {
     redisReply *r;
@@ -232,7 +233,8 @@ static int monitor_next(redisContext *mon, const char *key, const char *arg, int
             seen_free(out);
             out->argc = monitor_args(r->str, out->argv, out->lens, 32);
             found = out->argc > 3 &&
-                    (strcasecmp(out->argv[0], "EVALSHA") == 0 || strcasecmp(out->argv[0], "EVAL") == 0) &&
+                    (strcasecmp(out->argv[0], "EVALSHA") == 0 || strcasecmp(out->argv[0], "EVAL") == 0 ||
+                     strcasecmp(out->argv[0], "FCALL") == 0) &&
                     (argc == 0 || out->argc == argc);
             int has_key = 0, has_arg = arg == NULL;
             for (int k = 3; found && k < out->argc; k++) {

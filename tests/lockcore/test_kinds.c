@@ -833,53 +833,225 @@ static void test_kinds_reentrant_counts_holds(void **state)
     lockcore_client_free(c);
 }
 
-/* Every kind's script goes by EVALSHA after its first use on a
- * connection, under the sha the build computed: no node ever answers
- * NOSCRIPT (a wrong sha would cost a second round trip on every call, and
- * nothing else would show it). */
-static void test_kinds_scripts_go_by_their_sha(void **state)
+/* One round of every kind: acquire, re-enter, extend, release. */
+static void every_kind_once(lockcore_client *c)
 {
-    struct fixture *f = *state;
-    struct tune t = {.ttl_ms = 3000};
-    lockcore_client *c = client_on(f->urls, f->n, &t);
-    assert_non_null(c);
+    const char *set[] = {"sha:a", "sha:b"};
+    struct lockcore_lock l, in;
+    assert_int_equal(lockcore_reentrant_acquire(c, "sha:r", NULL, &l), 0);
+    assert_int_equal(lockcore_reentrant_acquire(c, "sha:r", l.id, &in), 0);
+    assert_int_equal(lockcore_extend(c, &in, 3000), 0);
+    assert_int_equal(lockcore_release(c, &in), 0);
+    assert_int_equal(lockcore_release(c, &l), 0);
+    assert_int_equal(lockcore_multi_acquire(c, set, 2, &l), 0);
+    assert_int_equal(lockcore_extend(c, &l, 3000), 0);
+    assert_int_equal(lockcore_release(c, &l), 0);
+    for (int w = 0; w < 2; w++) {
+        assert_int_equal(lockcore_rw_acquire(c, "sha:rw", w, &l), 0);
+        assert_int_equal(lockcore_extend(c, &l, 3000), 0);
+        assert_int_equal(lockcore_release(c, &l), 0);
+    }
+    assert_int_equal(lockcore_acquire(c, "sha:p", &l), 0);
+    assert_int_equal(lockcore_extend(c, &l, 3000), 0);
+    assert_int_equal(lockcore_release(c, &l), 0);
+}
+
+/* How many calls of cmd ("fcall", "evalsha") node i counted. */
+static long calls_of(struct fixture *f, int i, const char *cmd)
+{
+    redisReply *r = rh_command(f->rc, i, "INFO commandstats");
+    assert_non_null(r);
+    assert_int_equal(r->type, REDIS_REPLY_STRING);
+    char pat[64];
+    snprintf(pat, sizeof(pat), "cmdstat_%s:calls=", cmd);
+    const char *e = strstr(r->str, pat);
+    long n = e ? atol(e + strlen(pat)) : 0;
+    freeReplyObject(r);
+    return n;
+}
+
+static void reset_stats(struct fixture *f)
+{
     for (int i = 0; i < NODES; i++) {
         redisReply *r = rh_command(f->rc, i, "CONFIG RESETSTAT");
         assert_non_null(r);
         freeReplyObject(r);
     }
-    const char *set[] = {"sha:a", "sha:b"};
-    struct lockcore_lock l, in;
-    for (int round = 0; round < 2; round++) {
-        assert_int_equal(lockcore_reentrant_acquire(c, "sha:r", NULL, &l), 0);
-        assert_int_equal(lockcore_reentrant_acquire(c, "sha:r", l.id, &in), 0);
-        assert_int_equal(lockcore_extend(c, &in, 3000), 0);
-        assert_int_equal(lockcore_release(c, &in), 0);
-        assert_int_equal(lockcore_release(c, &l), 0);
-        assert_int_equal(lockcore_multi_acquire(c, set, 2, &l), 0);
-        assert_int_equal(lockcore_extend(c, &l, 3000), 0);
-        assert_int_equal(lockcore_release(c, &l), 0);
-        for (int w = 0; w < 2; w++) {
-            assert_int_equal(lockcore_rw_acquire(c, "sha:rw", w, &l), 0);
-            assert_int_equal(lockcore_extend(c, &l, 3000), 0);
-            assert_int_equal(lockcore_release(c, &l), 0);
-        }
-    }
-    hp_sleep_ms(100); /* decided at a majority: the others may still be running theirs */
+}
+
+/* No node answered that it lacks a script or a function. */
+static void no_script_missed(struct fixture *f)
+{
     for (int i = 0; i < NODES; i++) {
         redisReply *r = rh_command(f->rc, i, "INFO errorstats");
         assert_non_null(r);
         assert_int_equal(r->type, REDIS_REPLY_STRING);
         assert_null(strstr(r->str, "NOSCRIPT"));
         freeReplyObject(r);
-        r = rh_command(f->rc, i, "INFO commandstats");
+    }
+}
+
+static lockcore_client *client_fn(const char *const *urls, const struct tune *t)
+{
+    struct lockcore_options o;
+    tune_options(urls, NODES, t, &o);
+    o.redis_functions = 1;
+    return client_new(&o);
+}
+
+/* A user with every right but the one taken away (e.g. "-function"). */
+static void acl_user(struct fixture *f, const char *name, const char *minus, char urls[NODES][256],
+                     const char *u[NODES])
+{
+    for (int i = 0; i < NODES; i++) {
+        redisReply *r = rh_command(f->rc, i, "ACL SETUSER %s on >pw ~* &* +@all %s", name, minus);
         assert_non_null(r);
-        const char *e = strstr(r->str, "cmdstat_evalsha:calls=");
-        assert_non_null(e);
-        /* The second round's 13 calls at least went by sha. */
-        assert_true(atoi(e + strlen("cmdstat_evalsha:calls=")) >= 13);
+        assert_int_equal(r->type, REDIS_REPLY_STATUS);
+        freeReplyObject(r);
+        snprintf(urls[i], 256, "redis://%s:pw@127.0.0.1:%d", name, rh_port(f->rc, i));
+        u[i] = urls[i];
+    }
+}
+
+/* With redis_functions, every script of every kind runs as a function of
+ * the library lockcore loads on each connection (FCALL); a node that loses
+ * the library (FUNCTION FLUSH) costs no operation. By default, and where a
+ * node refuses the library, the scripts go by EVALSHA after a script's
+ * first use on a connection, under the sha the build computed. No node
+ * ever answers NOSCRIPT (a wrong sha would cost a second round trip on
+ * every call, and nothing else would show it). */
+static void test_kinds_scripts_go_by_function_or_sha(void **state)
+{
+    struct fixture *f = *state;
+    struct tune t = {.ttl_ms = 3000};
+    lockcore_client *c = client_fn(f->urls, &t);
+    assert_non_null(c);
+    every_kind_once(c); /* the library is loaded by now */
+    reset_stats(f);
+    every_kind_once(c);
+    hp_sleep_ms(100); /* decided at a majority: the others may still be running theirs */
+    for (int i = 0; i < NODES; i++) {
+        assert_true(calls_of(f, i, "fcall") >= 16);
+        assert_int_equal(calls_of(f, i, "evalsha"), 0);
+    }
+    no_script_missed(f);
+
+    /* The library gone from two nodes: the next calls there go whole, by
+     * EVAL, then by EVALSHA; nothing fails. */
+    for (int i = 0; i < 2; i++) {
+        redisReply *r = rh_command(f->rc, i, "FUNCTION FLUSH");
+        assert_non_null(r);
         freeReplyObject(r);
     }
+    every_kind_once(c);
+    every_kind_once(c);
+    lockcore_client_free(c);
+
+    /* By default: no library, EVALSHA. */
+    for (int i = 0; i < NODES; i++) {
+        redisReply *r = rh_command(f->rc, i, "FUNCTION FLUSH");
+        assert_non_null(r);
+        freeReplyObject(r);
+    }
+    reset_stats(f);
+    c = client_on(f->urls, f->n, &t);
+    assert_non_null(c);
+    every_kind_once(c);
+    every_kind_once(c);
+    hp_sleep_ms(100);
+    for (int i = 0; i < NODES; i++) {
+        assert_true(calls_of(f, i, "evalsha") >= 16);
+        assert_int_equal(calls_of(f, i, "fcall"), 0);
+        assert_int_equal(calls_of(f, i, "function|load"), 0);
+    }
+    no_script_missed(f);
+    lockcore_client_free(c);
+
+    /* A user without FUNCTION: the library is refused, EVALSHA. */
+    char urls[NODES][256];
+    const char *u[NODES];
+    acl_user(f, "nofn", "-function", urls, u);
+    c = client_fn(u, &t);
+    assert_non_null(c);
+    every_kind_once(c);
+    reset_stats(f);
+    every_kind_once(c);
+    hp_sleep_ms(100);
+    for (int i = 0; i < NODES; i++) {
+        assert_true(calls_of(f, i, "evalsha") >= 16);
+        assert_int_equal(calls_of(f, i, "fcall"), 0);
+    }
+    no_script_missed(f);
+    lockcore_client_free(c);
+}
+
+/* A node that takes the library but refuses its calls costs no operation:
+ * a user allowed FUNCTION LOAD but not FCALL, and a node over maxmemory,
+ * which refuses a function whole where a script runs and only its
+ * commands that need memory fail. */
+static void test_kinds_refused_functions_fall_back_to_scripts(void **state)
+{
+    struct fixture *f = *state;
+    struct tune t = {.ttl_ms = 3000};
+    char urls[NODES][256];
+    const char *u[NODES];
+    acl_user(f, "nofcall", "-fcall", urls, u);
+    lockcore_client *c = client_fn(u, &t);
+    assert_non_null(c);
+    every_kind_once(c);
+    every_kind_once(c);
+    lockcore_client_free(c);
+    /* The first steps of a fresh client with holder info: the info sent
+     * behind each lands (a refused FCALL resent after it would have run
+     * the info before the lock). */
+    struct lockcore_options o;
+    tune_options(u, NODES, &t, &o);
+    o.redis_functions = 1;
+    o.holder_info = "host-1 pid 7";
+    c = client_new(&o);
+    assert_non_null(c);
+    const char *set[] = {"hi:a", "hi:b"};
+    struct lockcore_lock h[2];
+    assert_int_equal(lockcore_reentrant_acquire(c, "hi:r", NULL, &h[0]), 0);
+    assert_int_equal(lockcore_multi_acquire(c, set, 2, &h[1]), 0);
+    hp_sleep_ms(100);
+    for (int i = 0; i < NODES; i++) {
+        char v[64];
+        rh_get(f->rc, i, "{hi:r}:holder", v, sizeof(v));
+        assert_string_equal(v, "host-1 pid 7");
+        rh_get(f->rc, i, "{hi:b}:holder", v, sizeof(v));
+        assert_string_equal(v, "host-1 pid 7");
+    }
+    assert_int_equal(lockcore_release(c, &h[0]), 0);
+    assert_int_equal(lockcore_release(c, &h[1]), 0);
+    lockcore_client_free(c);
+
+    /* A plain lock's extension and release need no memory: by EVALSHA
+     * they run over maxmemory (a kind whose extension adds to a set, a
+     * reader's, is refused there either way). */
+    c = client_fn(f->urls, &t);
+    assert_non_null(c);
+    struct lockcore_lock l;
+    assert_int_equal(lockcore_acquire(c, "oom:p", &l), 0);
+    assert_int_equal(lockcore_extend(c, &l, 3000), 0); /* by FCALL by now */
+    for (int i = 0; i < NODES; i++) {
+        redisReply *x = rh_command(f->rc, i, "CONFIG SET maxmemory 1");
+        assert_non_null(x);
+        freeReplyObject(x);
+    }
+    int e = lockcore_extend(c, &l, 3000);
+    char why[512];
+    snprintf(why, sizeof(why), "%s", lockcore_errmsg(c));
+    int r = lockcore_release(c, &l);
+    for (int i = 0; i < NODES; i++) {
+        redisReply *x = rh_command(f->rc, i, "CONFIG SET maxmemory 0");
+        assert_non_null(x);
+        freeReplyObject(x);
+    }
+    if (e != 0)
+        fail_msg("extend over maxmemory: %s", why);
+    assert_int_equal(r, 0);
+    assert_int_equal(rh_holders(f->rc, "oom:p", l.id), 0);
     lockcore_client_free(c);
 }
 
@@ -2673,7 +2845,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_kinds_multi_no_partial_hold, setup, teardown),
         cmocka_unit_test_setup_teardown(test_kinds_multi_tokens_mix_with_single, setup, teardown),
         cmocka_unit_test_setup_teardown(test_kinds_reentrant_counts_holds, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_kinds_scripts_go_by_their_sha, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_kinds_scripts_go_by_function_or_sha, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_kinds_refused_functions_fall_back_to_scripts, setup, teardown),
         cmocka_unit_test_setup_teardown(test_kinds_reentrant_holds_survive_missed_minorities, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_kinds_reentrant_extend_never_shortens_the_hold, setup, teardown),

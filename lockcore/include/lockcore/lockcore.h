@@ -220,6 +220,17 @@ struct lockcore_options {
      * fence_idle_ms), as clients of the old layout need while they share
      * resources with this one, at the old layout's cost in memory. */
     int fence_transition;
+
+    /* 1: run the scripts as functions of one library that lockcore loads
+     * on every node (Redis 7 FUNCTION LOAD, then FCALL; the ACL needs
+     * +fcall +function|load), which costs the nodes less per call than
+     * EVALSHA (docs/lockcore.md, "Connections"). Only where every user of
+     * the nodes allowed FUNCTION LOAD is trusted with the locks: a library
+     * is called by its name, and a user who loads one under lockcore's
+     * name decides what every lock client runs (docs/security.md). A node
+     * that refuses the library, or its FCALL, gets EVALSHA. 0 (default):
+     * EVALSHA, whose scripts are named by their content's hash. */
+    int redis_functions;
 };
 
 /* A held lock. Plain data: copy it, store it, pass it back. */
