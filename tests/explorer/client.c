@@ -398,6 +398,9 @@ static lockcore_client *new_client(const struct ex_client_args *a, uint64_t ttl_
     /* Long enough to outwait a holder, short enough to end soon after
      * the deadline. */
     o.wait_ms = a->ttl_ms + 500;
+    /* FENCELOCK_REDIS_FUNCTIONS=1: the scripts as functions (FCALL). */
+    const char *rf = getenv("FENCELOCK_REDIS_FUNCTIONS");
+    o.redis_functions = rf != NULL && strcmp(rf, "1") == 0;
     lockcore_client *c = NULL;
     char err[256];
     if (lockcore_client_new(&o, &c, err, sizeof(err)) != 0) {
