@@ -120,17 +120,17 @@ int lockcore__kinds_send(struct op *op, unsigned i, enum step step, int slot, co
         c->kx.sent_on[i] = nd->ctx;
         c->kx.sent[i] = 0;
     }
-    const char *fn = use_eval || nd->fn != 1 ? NULL : lockcore__lua_fn(body);
-    if (fn != NULL && mine) {
-        /* The library's functions need no first use by EVAL. */
-    } else if (slot >= 0 && !(c->kx.sent[i] & (1u << slot))) {
+    /* A function of the library (redis_functions, and the node has said
+     * it runs them) needs no first use by EVAL. */
+    const char *fn = use_eval || !mine || nd->fn != 1 ? NULL : lockcore__lua_fn(body);
+    if (fn == NULL && slot >= 0 && !(c->kx.sent[i] & (1u << slot))) {
         use_eval = 1;
         c->kx.sent[i] |= 1u << slot;
     }
     /* The sha is the composer's (lockcore__lua_sha): nothing to hash here.
      * A NOSCRIPT reply resends the body by EVAL, which caches it. */
     const char *sha = lockcore__lua_sha(body);
-    if (fn != NULL && mine) {
+    if (fn != NULL) {
         argv[argc] = "FCALL", lens[argc++] = 5;
         argv[argc] = fn, lens[argc++] = strlen(fn);
     } else if (slot < 0 || use_eval || !mine || sha == NULL) {
