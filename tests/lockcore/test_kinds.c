@@ -870,11 +870,13 @@ static long calls_of(struct fixture *f, int i, const char *cmd)
     return n;
 }
 
-static void reset_stats(struct fixture *f)
+/* cmd (no arguments of its own to quote) on the first n nodes. */
+static void on_nodes(struct fixture *f, int n, const char *cmd)
 {
-    for (int i = 0; i < NODES; i++) {
-        redisReply *r = rh_command(f->rc, i, "CONFIG RESETSTAT");
+    for (int i = 0; i < n; i++) {
+        redisReply *r = rh_command(f->rc, i, cmd);
         assert_non_null(r);
+        assert_int_not_equal(r->type, REDIS_REPLY_ERROR);
         freeReplyObject(r);
     }
 }
@@ -889,6 +891,21 @@ static void no_script_missed(struct fixture *f)
         assert_null(strstr(r->str, "NOSCRIPT"));
         freeReplyObject(r);
     }
+}
+
+/* Two rounds of every kind; the second's calls, on every node, went by
+ * `by` (at least one a step) and none by `not_by`; no NOSCRIPT. */
+static void second_round_goes_by(struct fixture *f, lockcore_client *c, const char *by, const char *not_by)
+{
+    every_kind_once(c);
+    on_nodes(f, NODES, "CONFIG RESETSTAT");
+    every_kind_once(c);
+    hp_sleep_ms(100); /* decided at a majority: the others may still be running theirs */
+    for (int i = 0; i < NODES; i++) {
+        assert_true(calls_of(f, i, by) >= 16);
+        assert_int_equal(calls_of(f, i, not_by), 0);
+    }
+    no_script_missed(f);
 }
 
 static lockcore_client *client_fn(const char *const *urls, const struct tune *t)
@@ -926,45 +943,27 @@ static void test_kinds_scripts_go_by_function_or_sha(void **state)
     struct tune t = {.ttl_ms = 3000};
     lockcore_client *c = client_fn(f->urls, &t);
     assert_non_null(c);
-    every_kind_once(c); /* the library is loaded by now */
-    reset_stats(f);
-    every_kind_once(c);
-    hp_sleep_ms(100); /* decided at a majority: the others may still be running theirs */
-    for (int i = 0; i < NODES; i++) {
-        assert_true(calls_of(f, i, "fcall") >= 16);
-        assert_int_equal(calls_of(f, i, "evalsha"), 0);
-    }
-    no_script_missed(f);
+    second_round_goes_by(f, c, "fcall", "evalsha");
 
     /* The library gone from two nodes: the next calls there go whole, by
      * EVAL, then by EVALSHA; nothing fails. */
-    for (int i = 0; i < 2; i++) {
-        redisReply *r = rh_command(f->rc, i, "FUNCTION FLUSH");
-        assert_non_null(r);
-        freeReplyObject(r);
-    }
+    on_nodes(f, 2, "FUNCTION FLUSH");
     every_kind_once(c);
     every_kind_once(c);
     lockcore_client_free(c);
 
     /* By default: no library, EVALSHA. */
-    for (int i = 0; i < NODES; i++) {
-        redisReply *r = rh_command(f->rc, i, "FUNCTION FLUSH");
-        assert_non_null(r);
-        freeReplyObject(r);
-    }
-    reset_stats(f);
+    on_nodes(f, NODES, "FUNCTION FLUSH");
     c = client_on(f->urls, f->n, &t);
     assert_non_null(c);
-    every_kind_once(c);
-    every_kind_once(c);
-    hp_sleep_ms(100);
-    for (int i = 0; i < NODES; i++) {
-        assert_true(calls_of(f, i, "evalsha") >= 16);
-        assert_int_equal(calls_of(f, i, "fcall"), 0);
-        assert_int_equal(calls_of(f, i, "function|load"), 0);
+    second_round_goes_by(f, c, "evalsha", "fcall");
+    for (int i = 0; i < NODES; i++) { /* nothing loaded since the flush */
+        redisReply *r = rh_command(f->rc, i, "FUNCTION LIST");
+        assert_non_null(r);
+        assert_int_equal(r->type, REDIS_REPLY_ARRAY);
+        assert_int_equal(r->elements, 0);
+        freeReplyObject(r);
     }
-    no_script_missed(f);
     lockcore_client_free(c);
 
     /* A user without FUNCTION: the library is refused, EVALSHA. */
@@ -973,15 +972,7 @@ static void test_kinds_scripts_go_by_function_or_sha(void **state)
     acl_user(f, "nofn", "-function", urls, u);
     c = client_fn(u, &t);
     assert_non_null(c);
-    every_kind_once(c);
-    reset_stats(f);
-    every_kind_once(c);
-    hp_sleep_ms(100);
-    for (int i = 0; i < NODES; i++) {
-        assert_true(calls_of(f, i, "evalsha") >= 16);
-        assert_int_equal(calls_of(f, i, "fcall"), 0);
-    }
-    no_script_missed(f);
+    second_round_goes_by(f, c, "evalsha", "fcall");
     lockcore_client_free(c);
 }
 
@@ -1034,20 +1025,12 @@ static void test_kinds_refused_functions_fall_back_to_scripts(void **state)
     struct lockcore_lock l;
     assert_int_equal(lockcore_acquire(c, "oom:p", &l), 0);
     assert_int_equal(lockcore_extend(c, &l, 3000), 0); /* by FCALL by now */
-    for (int i = 0; i < NODES; i++) {
-        redisReply *x = rh_command(f->rc, i, "CONFIG SET maxmemory 1");
-        assert_non_null(x);
-        freeReplyObject(x);
-    }
+    on_nodes(f, NODES, "CONFIG SET maxmemory 1");
     int e = lockcore_extend(c, &l, 3000);
     char why[512];
     snprintf(why, sizeof(why), "%s", lockcore_errmsg(c));
     int r = lockcore_release(c, &l);
-    for (int i = 0; i < NODES; i++) {
-        redisReply *x = rh_command(f->rc, i, "CONFIG SET maxmemory 0");
-        assert_non_null(x);
-        freeReplyObject(x);
-    }
+    on_nodes(f, NODES, "CONFIG SET maxmemory 0");
     if (e != 0)
         fail_msg("extend over maxmemory: %s", why);
     assert_int_equal(r, 0);
