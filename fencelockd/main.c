@@ -91,6 +91,18 @@ static void usage(FILE *f)
                "on a client's behalf.\n");
 }
 
+/* An environment variable that is 0, 1 or unset: 1 sets *on (an option
+ * may have set it already); -1 for anything else. */
+static int env_flag(const char *name, int *on)
+{
+    const char *v = getenv(name);
+    if (v != NULL && v[0] != '\0' && strcmp(v, "0") != 0 && strcmp(v, "1") != 0)
+        return -1;
+    if (v != NULL && strcmp(v, "1") == 0)
+        *on = 1;
+    return 0;
+}
+
 static int bad(const char *what)
 {
     fprintf(stderr, "fencelockd: %s\n", what);
@@ -228,17 +240,11 @@ static int parse_args(int argc, char **argv, struct config *c)
     }
     if (c->ttl_ms > c->max_ttl_ms)
         return bad("--ttl is above --max-ttl");
-    /* As the fencelock command reads it. */
-    const char *ft = getenv("FENCELOCK_FENCE_TRANSITION");
-    if (ft != NULL && ft[0] != '\0' && strcmp(ft, "0") != 0 && strcmp(ft, "1") != 0)
+    /* As the fencelock command reads them; an option given turns it on. */
+    if (env_flag("FENCELOCK_FENCE_TRANSITION", &c->fence_transition) < 0)
         return bad("FENCELOCK_FENCE_TRANSITION must be 0 or 1");
-    if (ft != NULL && strcmp(ft, "1") == 0)
-        c->fence_transition = 1;
-    const char *rf = getenv("FENCELOCK_REDIS_FUNCTIONS");
-    if (rf != NULL && rf[0] != '\0' && strcmp(rf, "0") != 0 && strcmp(rf, "1") != 0)
+    if (env_flag("FENCELOCK_REDIS_FUNCTIONS", &c->redis_functions) < 0)
         return bad("FENCELOCK_REDIS_FUNCTIONS must be 0 or 1");
-    if (rf != NULL && strcmp(rf, "1") == 0)
-        c->redis_functions = 1;
     return -1; /* go on */
 }
 

@@ -138,6 +138,19 @@ static int read_password(const char *path, char *buf, size_t cap)
     return 0;
 }
 
+/* An environment variable that is 0, 1 or unset (0); anything else is
+ * refused with a message. */
+static int env_flag(const char *prog, const char *name, int *out)
+{
+    const char *v = getenv(name);
+    if (v != NULL && v[0] != '\0' && strcmp(v, "0") != 0 && strcmp(v, "1") != 0) {
+        fprintf(stderr, "%s: %s must be 0 or 1, not '%s'\n", prog, name, v);
+        return -1;
+    }
+    *out = v != NULL && strcmp(v, "1") == 0;
+    return 0;
+}
+
 static lockcore_client *make_client(const struct args *a, const char *holder_info, int *exit_code)
 {
     /* A password from a file or the environment stays out of argv (ps)
@@ -195,22 +208,13 @@ static lockcore_client *make_client(const struct args *a, const char *holder_inf
     o.wait_mode = a->wait_mode;
     o.backoff = a->backoff;
     /* While clients of the layout before fence buckets share resources
-     * (docs/fencing.md, "Upgrading"). */
-    const char *ft = getenv("FENCELOCK_FENCE_TRANSITION");
-    if (ft != NULL && ft[0] != '\0' && strcmp(ft, "0") != 0 && strcmp(ft, "1") != 0) {
-        fprintf(stderr, "%s: FENCELOCK_FENCE_TRANSITION must be 0 or 1, not '%s'\n", prog, ft);
+     * (docs/fencing.md, "Upgrading"); scripts as functions of a library on
+     * the nodes (docs/security.md). */
+    if (env_flag(prog, "FENCELOCK_FENCE_TRANSITION", &o.fence_transition) < 0 ||
+        env_flag(prog, "FENCELOCK_REDIS_FUNCTIONS", &o.redis_functions) < 0) {
         *exit_code = EXIT_USAGE;
         goto out;
     }
-    o.fence_transition = ft != NULL && strcmp(ft, "1") == 0;
-    /* Scripts as functions of a library on the nodes (docs/security.md). */
-    const char *rf = getenv("FENCELOCK_REDIS_FUNCTIONS");
-    if (rf != NULL && rf[0] != '\0' && strcmp(rf, "0") != 0 && strcmp(rf, "1") != 0) {
-        fprintf(stderr, "%s: FENCELOCK_REDIS_FUNCTIONS must be 0 or 1, not '%s'\n", prog, rf);
-        *exit_code = EXIT_USAGE;
-        goto out;
-    }
-    o.redis_functions = rf != NULL && strcmp(rf, "1") == 0;
     if (a->retry_delay_max_ms)
         o.retry_delay_max_ms = a->retry_delay_max_ms;
     if (o.retry_delay_max_ms < o.retry_delay_ms)
