@@ -145,7 +145,7 @@ def all_block_functions(dirs):
     return names
 
 
-def hoistable(path, dirs, memo):
+def hoistable(path, dirs, known, memo):
     """A block can be made at the library's top level, where its functions
     live from one call to the next: it defines functions only (above), it
     never assigns to a function's name (a new binding would outlive the
@@ -157,21 +157,22 @@ def hoistable(path, dirs, memo):
         memo[path] = False  # a cycle is refused by compose()
         code = block_code(path)
         own = defined(path, dirs)
-        others = memo.setdefault(None, all_block_functions(dirs)) - own
+        others = known - own
         assigns = re.compile(r'(?<![\w.])(' + '|'.join(map(re.escape, sorted(own | others))) + r')\s*=(?!=)')
         calls_other = re.compile(r'(?<![\w.])(' + '|'.join(map(re.escape, sorted(others))) + r')\b') \
             if others else None
         memo[path] = (only_function_lines(code) and not any(WORDS_KA.search(l) for l in code) and
                       not any(assigns.search(l) for l in code) and
                       not (calls_other and any(calls_other.search(l) for l in code)) and
-                      all(hoistable(d, dirs, memo) for d in includes(path, dirs)))
+                      all(hoistable(d, dirs, known, memo) for d in includes(path, dirs)))
     return memo[path]
 
 
 def library(prefix, scripts, dirs):
-    """The function library of scripts [(path, symbol)]: its text and the
-    function name of each symbol."""
+    """The function library of scripts [(path, symbol)]: its text, the
+    function name of each symbol, and the name of its ping."""
     memo, top, top_lines, walked = {}, set(), [], set()
+    known = all_block_functions(dirs)
 
     def hoist(path):
         for d in includes(path, dirs):
@@ -179,7 +180,7 @@ def library(prefix, scripts, dirs):
                 continue
             walked.add(d)
             hoist(d)  # what it needs first
-            if hoistable(d, dirs, memo):
+            if hoistable(d, dirs, known, memo):
                 top_lines.extend(compose(d, dirs, set(top), []))
                 top.add(d)
 
@@ -197,9 +198,7 @@ def library(prefix, scripts, dirs):
     text = '\n'.join(code) + '\n'
     tag = prefix + '_' + hashlib.sha1(text.encode('utf-8')).hexdigest()[:12]
     text = f'#!lua name={tag}\n' + text.replace("'@@_", f"'{tag}_")
-    names = {sym: f'{tag}_{sym}' for _, sym in scripts}
-    names[None] = f'{tag}_ping'
-    return text, names
+    return text, {sym: f'{tag}_{sym}' for _, sym in scripts}, f'{tag}_ping'
 
 
 def c_string(lines):
@@ -248,7 +247,7 @@ def main():
         dirs = a.include_dir
         specs = [spec.rpartition(':') for spec in a.scripts + a.extern]
         lib, _, cp = a.library.partition(':')
-        text, names = library(lib, [(os.path.realpath(src), sym) for src, _, sym in specs], dirs)
+        text, names, ping = library(lib, [(os.path.realpath(src), sym) for src, _, sym in specs], dirs)
         lines = text.rstrip('\n').split('\n')
         with open(os.path.join(a.outdir, lib + '.lua'), 'w', encoding='utf-8') as f:
             f.write(text)
@@ -258,7 +257,7 @@ def main():
         h.append(f'extern const char {cp}_fn_ping[]; /* a function that returns 1 */')
         h.append(f'const char *{cp}_fn(const char *body);')
         c.append(f'const char {cp}_library[] =\n{c_string(lines)};\n')
-        c.append(f'const char {cp}_fn_ping[] = "{names[None]}";\n')
+        c.append(f'const char {cp}_fn_ping[] = "{ping}";\n')
         c.append(f'const char *{cp}_fn(const char *body)\n{{')
         for _, _, sym in specs:
             c.append(f'    if (body == {sym})\n        return "{names[sym]}";')
