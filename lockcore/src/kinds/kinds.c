@@ -129,11 +129,11 @@ int lockcore__kinds_send(struct op *op, unsigned i, enum step step, int slot, co
     }
     /* The sha is the composer's (lockcore__lua_sha): nothing to hash here.
      * A NOSCRIPT reply resends the body by EVAL, which caches it. */
-    const char *sha = lockcore__lua_sha(body);
+    const char *sha = fn != NULL || slot < 0 || use_eval || !mine ? NULL : lockcore__lua_sha(body);
     if (fn != NULL) {
         argv[argc] = "FCALL", lens[argc++] = 5;
         argv[argc] = fn, lens[argc++] = strlen(fn);
-    } else if (slot < 0 || use_eval || !mine || sha == NULL) {
+    } else if (sha == NULL) {
         argv[argc] = "EVAL", lens[argc++] = 4;
         argv[argc] = body, lens[argc++] = strlen(body);
     } else {
