@@ -126,8 +126,7 @@ struct node {
     /* On this connection, the scripts go by FCALL (1: the library loaded),
      * or by EVALSHA (0: not known yet; -1: refused, e.g. Redis 6 or ACL). */
     int fn;
-    int reply_to_fcall; /* the reply being handed to an operation answers an FCALL */
-    struct pending *q;  /* ring buffer */
+    struct pending *q; /* ring buffer */
     size_t q_head, q_len, q_cap;
 };
 
@@ -355,7 +354,9 @@ int lockcore__queued_lock(struct op *op, unsigned i, const char *value, const ch
                           uint64_t now);
 struct op *lockcore__op_new(lockcore_client *c, enum op_kind kind, lockcore_cb cb, void *arg);
 void lockcore__op_start(struct op *op, uint64_t now);
-void lockcore__op_reply(struct op *op, unsigned node, enum step step, redisReply *r, uint64_t now);
+/* by_fcall: the step went out as an FCALL. */
+void lockcore__op_reply(struct op *op, unsigned node, enum step step, int by_fcall, redisReply *r,
+                        uint64_t now);
 void lockcore__op_node_failed(struct op *op, unsigned node, enum fail_kind kind, const char *why,
                               uint64_t now);
 void lockcore__op_check_timers(struct op *op, uint64_t now);

@@ -466,10 +466,8 @@ static int dispatch(lockcore_client *c, struct node *n, const struct pending *p,
         }
         return 0;
     default:
-        if (live(p)) {
-            n->reply_to_fcall = p->fcall;
-            lockcore__op_reply(p->op, n->index, (enum step)p->step, r, now);
-        }
+        if (live(p))
+            lockcore__op_reply(p->op, n->index, (enum step)p->step, p->fcall, r, now);
         return 0;
     }
 }

@@ -1029,14 +1029,14 @@ void lockcore__op_start(struct op *op, uint64_t now)
  * needs none). Only a reply to an FCALL counts for those two: a script's
  * own OOM may come after it wrote, and must not run it twice. Any of
  * these ends FCALL on that connection: a step is resent once for them. */
-static int is_noscript(const struct node *n, const redisReply *r)
+static int is_noscript(int by_fcall, const redisReply *r)
 {
     if (r->type != REDIS_REPLY_ERROR)
         return 0;
     if (strncmp(r->str, "NOSCRIPT", 8) == 0 || strcmp(r->str, "ERR Function not found") == 0)
         return 1;
-    return n->reply_to_fcall && (strncmp(r->str, "OOM ", 4) == 0 ||
-                                 (strncmp(r->str, "NOPERM ", 7) == 0 && strstr(r->str, "'fcall'") != NULL));
+    return by_fcall && (strncmp(r->str, "OOM ", 4) == 0 ||
+                        (strncmp(r->str, "NOPERM ", 7) == 0 && strstr(r->str, "'fcall'") != NULL));
 }
 
 static long long int_at(const redisReply *r, size_t i)
@@ -1185,11 +1185,11 @@ static void status_reply(struct op *op, unsigned i, const redisReply *r)
     op->slot[i] = SLOT_YES;
 }
 
-void lockcore__op_reply(struct op *op, unsigned i, enum step step, redisReply *r, uint64_t now)
+void lockcore__op_reply(struct op *op, unsigned i, enum step step, int by_fcall, redisReply *r, uint64_t now)
 {
     if (op->slot[i] != SLOT_OPEN)
         return;
-    if (is_noscript(&op->c->nodes[i], r)) {
+    if (is_noscript(by_fcall, r)) {
         /* Send the whole script this once; and no more FCALL on this
          * connection (the next one loads the library again). */
         op->c->nodes[i].fn = -1;
