@@ -17,7 +17,8 @@ makes every function it defines, on every call): for what only a rare
 path needs. A block the script already has is not pulled in again; one
 pulled in locally stays local, and is pulled in again where the script
 includes it outside. Full-line comments and blank lines
-are left out of what is sent to Redis; everything else goes unchanged.
+are left out of what is sent to Redis, and so are the functions the
+script never calls (prune, below); everything else goes unchanged.
 
 For every script NAME:SYMBOL given, this writes the composed script to
 OUTDIR/NAME.lua (runnable as is: redis-cli --eval OUTDIR/NAME.lua k , a)
@@ -84,6 +85,38 @@ def compose(path, dirs, seen, stack):
                 continue
             out.append(line.rstrip())
     return out
+
+
+def prune(lines):
+    """lines without the functions nothing calls: Redis runs a script's
+    whole body on every call, so a function its blocks define and it never
+    calls would be made for nothing each time. A function here is a line
+    `local function NAME(...)` at the first column through the next line
+    `end` there (or that one line, if it ends it), as blocks write them; it
+    goes if NAME is not a word of any other line that stays. Repeated until
+    nothing more goes (a function only a removed one called goes too)."""
+    while True:
+        spans, i = [], 0
+        while i < len(lines):
+            m = FUNC.match(lines[i])
+            if not m:
+                i += 1
+                continue
+            j = i
+            if not re.search(r'\bend\s*$', lines[i]):
+                j = i + 1
+                while j < len(lines) and lines[j] != 'end':
+                    j += 1
+            spans.append((m.group(1), i, j))
+            i = j + 1
+        drop = set()
+        for name, i, j in spans:
+            use = re.compile(r'(?<![\w.:])' + re.escape(name) + r'\b')
+            if not any(use.search(l) for k, l in enumerate(lines) if not i <= k <= j):
+                drop.update(range(i, j + 1))
+        if not drop:
+            return lines
+        lines = [l for k, l in enumerate(lines) if k not in drop]
 
 
 WORDS_KA = re.compile(r'\b(KEYS|ARGV)\b')
@@ -186,7 +219,7 @@ def library(prefix, scripts, dirs):
 
     for path, _ in scripts:
         hoist(path)
-    bodies = [(sym, compose(path, dirs, set(top), [])) for path, sym in scripts]
+    bodies = [(sym, prune(compose(path, dirs, set(top), []))) for path, sym in scripts]
     code = list(top_lines)
     for sym, lines in bodies:
         code.append(f"redis.register_function('@@_{sym}', function(KEYS, ARGV)")
@@ -236,7 +269,7 @@ def main():
     for spec in a.scripts:
         src, _, sym = spec.rpartition(':')
         name = os.path.splitext(os.path.basename(src))[0]
-        lines = compose(os.path.realpath(src), a.include_dir, set(), [])
+        lines = prune(compose(os.path.realpath(src), a.include_dir, set(), []))
         with open(os.path.join(a.outdir, name + '.lua'), 'w', encoding='utf-8') as f:
             f.write('\n'.join(lines) + '\n')
         h.append(f'{api}extern const char {sym}[]; /* {os.path.basename(src)} */')

@@ -63,6 +63,23 @@ if python3 "$src/scripts/lua-compose.py" --include-dir "$t/lib" --library lib:t 
 else
   echo "FAIL: lua-compose --library failed on a test block"; fail=1
 fi
+# A script keeps the functions it calls, and those they call, and loses
+# the rest (made for nothing on every call), a one-line one too.
+printf 'local function pr_helper()\n  return 2\nend\nlocal function pr_used()\n  return pr_helper()\nend\nlocal function pr_only_unused()\n  return 3\nend\nlocal function pr_unused()\n  return pr_only_unused()\nend\nlocal function pr_one() return 1 end\n' >"$t/lib/pr.lua"
+printf -- '--- @include "pr"\nreturn pr_used()\n' >"$t/prune.lua"
+if python3 "$src/scripts/lua-compose.py" --include-dir "$t/lib" --c "$t/out/p.c" --h "$t/out/p.h" \
+  --outdir "$t/out" "$t/prune.lua:t_prune" >/dev/null; then
+  for name in pr_used pr_helper; do
+    grep -q "local function $name" "$t/out/prune.lua" ||
+      { echo "FAIL: lua-compose left out $name, which the script calls"; fail=1; }
+  done
+  for name in pr_unused pr_only_unused pr_one; do
+    ! grep -q "$name" "$t/out/prune.lua" ||
+      { echo "FAIL: lua-compose kept $name, which nothing calls"; fail=1; }
+  done
+else
+  echo "FAIL: lua-compose failed on a test block"; fail=1
+fi
 rm -rf "$t"
 [ "$fail" = 0 ] && echo "ok: $n scripts"
 exit $fail
