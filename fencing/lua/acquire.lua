@@ -12,7 +12,7 @@ local f, o = fence_get(KEYS[2], ARGV[6], KEYS[3])
 if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   return {0, 0, fence_str(f), redis.call('GET', KEYS[1]) or '', redis.call('PTTL', KEYS[1])}
 end
-if fence_within(ARGV[3], ARGV[5]) and fence_raise(KEYS[2], ARGV[6], KEYS[3], f, o, ARGV[3], ARGV[4]) then
+if fence_raise(KEYS[2], ARGV[6], KEYS[3], f, o, ARGV[3], ARGV[4], ARGV[5], true) then
   return {1, 1, ARGV[3]}
 end
 return {1, 0, fence_str(f)}

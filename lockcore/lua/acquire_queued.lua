@@ -26,7 +26,7 @@ local f, o = fence_get(KEYS[2], ARGV[11], KEYS[3])
 if not granted then
   return {0, 0, fence_str(f), redis.call('GET', KEYS[1]) or '', redis.call('PTTL', KEYS[1]), head}
 end
-local acc = fence_within(ARGV[3], ARGV[10]) and fence_raise(KEYS[2], ARGV[11], KEYS[3], f, o, ARGV[3], ARGV[4])
+local acc = fence_raise(KEYS[2], ARGV[11], KEYS[3], f, o, ARGV[3], ARGV[4], ARGV[10], true)
 if KEYS[7] then
   --- @include-local "holds"
   holds_new(KEYS[7], ARGV[1], ARGV[9], acc and ARGV[3] or '0', tonumber(ARGV[2]), node_ms())

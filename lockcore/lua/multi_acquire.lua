@@ -17,7 +17,7 @@ for i = 1, k do
   if h then return {0, 0, fence_str(f), h, redis.call('PTTL', KEYS[i])} end
 end
 for i = 1, k do redis.call('SET', KEYS[i], ARGV[1], 'PX', ARGV[2]) end
-if fence_within(ARGV[3], ARGV[5]) and fence_set_raise(k, k, 2 * k, 5, f, o, ARGV[3], ARGV[4]) then
+if fence_set_raise(k, k, 2 * k, 5, f, o, ARGV[3], ARGV[4], ARGV[5], true) then
   return {1, 1, ARGV[3]}
 end
 return {1, 0, fence_str(f)}

@@ -24,7 +24,7 @@ local granted, b, head = queued_try(k, locks, qs, dls, marks, ARGV[1], ARGV[2], 
 if not granted then
   return {0, 0, fence_str(f), redis.call('GET', KEYS[b]) or '', redis.call('PTTL', KEYS[b]), head}
 end
-if fence_within(ARGV[3], ARGV[9]) and fence_set_raise(k, k, 5 * k, 9, f, o, ARGV[3], ARGV[4]) then
+if fence_set_raise(k, k, 5 * k, 9, f, o, ARGV[3], ARGV[4], ARGV[9], true) then
   return {1, 1, ARGV[3]}
 end
 return {1, 0, fence_str(f)}

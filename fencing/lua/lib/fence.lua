@@ -22,40 +22,38 @@ local function fence_str(f)
   return string.format('%.0f', f)
 end
 
--- Is v (a decimal string) more than ahead µs past this node's own clock?
+-- Is n (a number) more than ahead µs past this node's own clock?
 -- ('0' or nil: no bound; a user without TIME, from an older ACL: no.)
-local function fence_far(v, ahead)
+local function fence_far(n, ahead)
   if not ahead or ahead == '0' then return false end
   local t = redis.pcall('TIME')
   if t.err then return false end
-  return tonumber(v) > tonumber(t[1]) * 1000000 + tonumber(t[2]) + tonumber(ahead)
-end
-
--- May a first-round proposal p (the proposer's clock in µs, or the last
--- fence it saw + 1) count here? Not when it is far (fence_far): one client
--- whose clock runs fast would otherwise push the fences, and every later
--- token, that far ahead (and a resource's bound on how far ahead a token
--- may be would then refuse every honest writer). Refused here, the
--- proposer gets its token in a second round from the fences (fence_raise,
--- unbounded). Only acceptance gets rarer, so T1 and T2 hold as before
--- (docs/fencing.md).
-local function fence_within(p, ahead)
-  return not fence_far(p, ahead)
+  return n > tonumber(t[1]) * 1000000 + tonumber(t[2]) + tonumber(ahead)
 end
 
 -- "Set if greater": store the proposal p (a decimal string) if it is
 -- greater than f, the fence value fence_get gave (o: the old key's), in
 -- the bucket. lg '-': the old key goes where it was (the bucket now holds
 -- more); else, in transition mode, the old key is written too, for the
--- clients of the old layout, expiring after lg ms ('0': never). A p far
--- ahead of this node's clock (fence_far, ahead: a second round's bound;
--- nil where the caller checked fence_within) stays this resource's own:
--- in its own key, without expiry, never in the bucket, which would pass
--- it on to every resource of the bucket. True if stored. No fence value
+-- clients of the old layout, expiring after lg ms ('0': never).
+-- A p far ahead of this node's clock (fence_far, ahead '0' or nil: no
+-- bound) is, with first set (a first-round proposal: the proposer's clock
+-- in µs, or the last fence it saw + 1), not stored at all: one client
+-- whose clock runs fast would otherwise push the fences, and every later
+-- token, that far ahead (and a resource's bound on how far ahead a token
+-- may be would then refuse every honest writer); refused here, the
+-- proposer gets its token in a second round from the fences. Only
+-- acceptance gets rarer, so T1 and T2 hold as before (docs/fencing.md).
+-- Without first (a second round's proposal), a far p stays this
+-- resource's own: in its own key, without expiry, never in the bucket,
+-- which would pass it on to every resource of the bucket. The clock is
+-- read only for a p that would be stored. True if stored. No fence value
 -- ever goes down here.
-local function fence_raise(fh, fb, fk, f, o, p, lg, ahead)
-  if tonumber(p) <= f then return false end
-  if fence_far(p, ahead) then
+local function fence_raise(fh, fb, fk, f, o, p, lg, ahead, first)
+  local n = tonumber(p)
+  if n <= f then return false end
+  if fence_far(n, ahead) then
+    if first then return false end
     redis.call('SET', fk, p)
     return true
   end
@@ -82,7 +80,7 @@ local function fence_keep(fh, fb, fk, token, lg, ahead)
   if token == '0' then return end
   local t = tonumber(token)
   if t > (tonumber(redis.call('HGET', fh, fb) or '0') or 0) then
-    if fence_far(token, ahead) then
+    if fence_far(t, ahead) then
       if t > (tonumber(redis.call('GET', fk) or '0') or 0) then redis.call('SET', fk, token)
       else redis.call('PERSIST', fk) end
       return

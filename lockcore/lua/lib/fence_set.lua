@@ -15,9 +15,15 @@ end
 
 -- "Set if greater" of p over the set: stored in every member's fence if
 -- greater than f, the largest of them (fence_set_get); true if stored.
--- ahead as fence_raise's.
-local function fence_set_raise(k, lb, hb, ab, f, o, p, lg, ahead)
-  if tonumber(p) <= f then return false end
+-- ahead and first as fence_raise's: a first-round p far ahead of this
+-- node's clock is stored in none of them.
+local function fence_set_raise(k, lb, hb, ab, f, o, p, lg, ahead, first)
+  local n = tonumber(p)
+  if n <= f then return false end
+  if first then
+    if fence_far(n, ahead) then return false end
+    ahead = nil -- checked once for the whole set
+  end
   for i = 1, k do fence_raise(KEYS[hb + i], ARGV[ab + i], KEYS[lb + i], f, o[i], p, lg, ahead) end
   return true
 end
