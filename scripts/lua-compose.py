@@ -18,7 +18,9 @@ path needs. A block the script already has is not pulled in again; one
 pulled in locally stays local, and is pulled in again where the script
 includes it outside. Full-line comments and blank lines
 are left out of what is sent to Redis, and so are the functions the
-script never calls (prune, below); everything else goes unchanged.
+script never calls (prune, below); a script that ends by returning one
+function's result runs that function's body in place (in_place, below);
+everything else goes unchanged.
 
 For every script NAME:SYMBOL given, this writes the composed script to
 OUTDIR/NAME.lua (runnable as is: redis-cli --eval OUTDIR/NAME.lua k , a)
@@ -87,36 +89,99 @@ def compose(path, dirs, seen, stack):
     return out
 
 
+def spans(lines):
+    """The functions of lines: (NAME, first, last) of each line `local
+    function NAME(...)` at the first column through the line `end` there
+    that closes it (blocks write them so; one pulled in with @include-local
+    inside another is nested the same way, and listed too), or that one
+    line if it ends it."""
+    out = []
+    for i in range(len(lines)):
+        m = FUNC.match(lines[i])
+        if not m:
+            continue
+        j, depth = i, 0
+        while True:
+            if FUNC.match(lines[j]) and not re.search(r'\bend\s*$', lines[j]):
+                depth += 1
+            elif lines[j] == 'end':
+                depth -= 1
+            if depth <= 0 or j == len(lines) - 1:
+                break
+            j += 1
+        out.append((m.group(1), i, j))
+    return out
+
+
+def uses(name):
+    return re.compile(r'(?<![\w.:])' + re.escape(name) + r'\b')
+
+
 def prune(lines):
     """lines without the functions nothing calls: Redis runs a script's
     whole body on every call, so a function its blocks define and it never
-    calls would be made for nothing each time. A function here is a line
-    `local function NAME(...)` at the first column through the next line
-    `end` there (or that one line, if it ends it), as blocks write them; it
-    goes if NAME is not a word of any other line that stays. Repeated until
-    nothing more goes (a function only a removed one called goes too)."""
+    calls would be made for nothing each time. A top-level function (spans)
+    goes if its name is not a word of any other line that stays. Repeated
+    until nothing more goes (a function only a removed one called goes
+    too)."""
     while True:
-        spans, i = [], 0
-        while i < len(lines):
-            m = FUNC.match(lines[i])
-            if not m:
-                i += 1
-                continue
-            j = i
-            if not re.search(r'\bend\s*$', lines[i]):
-                j = i + 1
-                while j < len(lines) and lines[j] != 'end':
-                    j += 1
-            spans.append((m.group(1), i, j))
-            i = j + 1
         drop = set()
-        for name, i, j in spans:
-            use = re.compile(r'(?<![\w.:])' + re.escape(name) + r'\b')
-            if not any(use.search(l) for k, l in enumerate(lines) if not i <= k <= j):
+        for name, i, j in spans(lines):
+            if not drop.intersection(range(i, j + 1)) and \
+                    not any(uses(name).search(l) for k, l in enumerate(lines) if not i <= k <= j):
                 drop.update(range(i, j + 1))
         if not drop:
             return lines
         lines = [l for k, l in enumerate(lines) if k not in drop]
+
+
+TAIL = re.compile(r'^return ([A-Za-z_][A-Za-z0-9_]*)\((.*)\)$')
+ARG = re.compile(r'^(KEYS\[\d+\]|ARGV\[\d+\]|[A-Za-z_][A-Za-z0-9_]*|\d+|\'[^\',]*\')$')
+LOCALS = re.compile(r'^local (?:function )?([A-Za-z_][A-Za-z0-9_, ]*?)\s*(?:=|\(|$)')
+
+
+def in_place(lines):
+    """A script that ends by returning what one of its functions returns,
+    called only there (`return f(KEYS[1], ARGV[2])`), runs that function's
+    body in place instead: its parameters become locals set to the call's
+    arguments, and each `return` in the body returns from the script, as
+    the call's result did. The same answers, without making the function
+    and calling it on every call (the release of a lock, whose block every
+    kind's release shares, is such a call). Left as it is unless the
+    arguments are keys, arguments, names or constants, no more than the
+    parameters (a missing one is nil, as in a call), and no top-level local
+    made after the function hides a name its body uses."""
+    if not lines:
+        return lines
+    m = TAIL.match(lines[-1])
+    if not m:
+        return lines
+    name = m.group(1)
+    args = [a.strip() for a in m.group(2).split(',')] if m.group(2).strip() else []
+    for fname, i, j in spans(lines):
+        if fname != name:
+            continue
+        head = re.match(r'^local function [A-Za-z_][A-Za-z0-9_]*\s*\(([^)]*)\)\s*$', lines[i])
+        if not head or lines[j] != 'end':
+            return lines
+        params = [p.strip() for p in head.group(1).split(',')] if head.group(1).strip() else []
+        if '...' in params or len(args) > len(params) or not all(ARG.match(a) for a in args):
+            return lines
+        body = lines[i + 1:j]
+        if any(uses(name).search(l) for k, l in enumerate(lines[:-1]) if not i <= k <= j) or \
+                any(uses(name).search(l) for l in body):
+            return lines
+        later = set()
+        for l in lines[j + 1:-1]:
+            lm = LOCALS.match(l)
+            if lm:
+                later |= {n.strip() for n in lm.group(1).split(',')}
+        if any(uses(n).search(l) for n in later for l in body):
+            return lines
+        bind = [f"local {', '.join(params)} = {', '.join(args)}"] if params and args else \
+            ([f"local {', '.join(params)}"] if params else [])
+        return lines[:i] + lines[j + 1:-1] + bind + body
+    return lines
 
 
 WORDS_KA = re.compile(r'\b(KEYS|ARGV)\b')
@@ -219,7 +284,7 @@ def library(prefix, scripts, dirs):
 
     for path, _ in scripts:
         hoist(path)
-    bodies = [(sym, prune(compose(path, dirs, set(top), []))) for path, sym in scripts]
+    bodies = [(sym, in_place(prune(compose(path, dirs, set(top), [])))) for path, sym in scripts]
     code = list(top_lines)
     for sym, lines in bodies:
         code.append(f"redis.register_function('@@_{sym}', function(KEYS, ARGV)")
@@ -269,7 +334,7 @@ def main():
     for spec in a.scripts:
         src, _, sym = spec.rpartition(':')
         name = os.path.splitext(os.path.basename(src))[0]
-        lines = prune(compose(os.path.realpath(src), a.include_dir, set(), []))
+        lines = in_place(prune(compose(os.path.realpath(src), a.include_dir, set(), [])))
         with open(os.path.join(a.outdir, name + '.lua'), 'w', encoding='utf-8') as f:
             f.write('\n'.join(lines) + '\n')
         h.append(f'{api}extern const char {sym}[]; /* {os.path.basename(src)} */')

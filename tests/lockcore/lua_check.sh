@@ -66,7 +66,7 @@ fi
 # A script keeps the functions it calls, and those they call, and loses
 # the rest (made for nothing on every call), a one-line one too.
 printf 'local function pr_helper()\n  return 2\nend\nlocal function pr_used()\n  return pr_helper()\nend\nlocal function pr_only_unused()\n  return 3\nend\nlocal function pr_unused()\n  return pr_only_unused()\nend\nlocal function pr_one() return 1 end\n' >"$t/lib/pr.lua"
-printf -- '--- @include "pr"\nreturn pr_used()\n' >"$t/prune.lua"
+printf -- '--- @include "pr"\nreturn pr_used() + 0\n' >"$t/prune.lua"
 if python3 "$src/scripts/lua-compose.py" --include-dir "$t/lib" --c "$t/out/p.c" --h "$t/out/p.h" \
   --outdir "$t/out" "$t/prune.lua:t_prune" >/dev/null; then
   for name in pr_used pr_helper; do
@@ -77,6 +77,24 @@ if python3 "$src/scripts/lua-compose.py" --include-dir "$t/lib" --c "$t/out/p.c"
     ! grep -q "$name" "$t/out/prune.lua" ||
       { echo "FAIL: lua-compose kept $name, which nothing calls"; fail=1; }
   done
+else
+  echo "FAIL: lua-compose failed on a test block"; fail=1
+fi
+# A script that ends by returning one function's result runs its body in
+# place, its parameters set from the call; not where a local made after
+# the function would hide a name the body uses.
+printf 'local function ip_run(a, b)\n  if a then return b end\n  return 0\nend\n' >"$t/lib/ip.lua"
+printf 'local function ih_run(a)\n  return tostring(a)\nend\n' >"$t/lib/ih.lua"
+printf -- '--- @include "ip"\nreturn ip_run(KEYS[1], ARGV[1])\n' >"$t/inplace.lua"
+printf -- '--- @include "ih"\nlocal tostring = function() return 0 end\nreturn ih_run(1)\n' >"$t/hidden.lua"
+if python3 "$src/scripts/lua-compose.py" --include-dir "$t/lib" --c "$t/out/i.c" --h "$t/out/i.h" \
+  --outdir "$t/out" "$t/inplace.lua:t_inplace" "$t/hidden.lua:t_hidden" >/dev/null; then
+  if grep -q 'ip_run' "$t/out/inplace.lua" || ! grep -q '^local a, b = KEYS\[1\], ARGV\[1\]$' "$t/out/inplace.lua"; then
+    echo "FAIL: lua-compose did not run ip_run's body in place: $(tr '\n' ' ' <"$t/out/inplace.lua")"; fail=1
+  fi
+  "$luac" -p "$t/out/inplace.lua" || { echo "FAIL: the script run in place does not parse"; fail=1; }
+  grep -q '^local function ih_run' "$t/out/hidden.lua" ||
+    { echo "FAIL: lua-compose ran ih_run in place under a local that hides a name it uses"; fail=1; }
 else
   echo "FAIL: lua-compose failed on a test block"; fail=1
 fi
