@@ -40,22 +40,7 @@ done
 bench_workdir ab
 OUT=${OUT:-$WORK/results.jsonl}
 : >"$OUT"
-remove_tree() {
-  git -C "$ROOT" worktree remove --force "$WORK/a" >/dev/null 2>&1 || true
-  bench_cleanup
-}
-trap remove_tree EXIT
-
-# ---- build both ----
-git -C "$ROOT" worktree add --detach "$WORK/a" "$REV" >/dev/null
-meson setup "$WORK/a/build" "$WORK/a" -Dbuildtype=release -Dtests=false >/dev/null
-ninja -C "$WORK/a/build" bench/fencelock-bench >/dev/null
-if [ ! -f "$BUILD/build.ninja" ]; then
-  meson setup "$BUILD" "$ROOT" -Dbuildtype=release -Dtests=false >/dev/null
-fi
-ninja -C "$BUILD" bench/fencelock-bench >/dev/null
-A=$WORK/a/build/bench/fencelock-bench
-B=$BUILD/bench/fencelock-bench
+build_both "$REV"
 
 start_masters 5
 echo "A: $(git -C "$ROOT" rev-parse --short "$REV")  B: working tree  nodes: $NODE_LIST" >&2

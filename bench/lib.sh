@@ -18,6 +18,23 @@ bench_cleanup() {
   [ "${KEEP:-0}" = 1 ] || rm -rf "$WORK"
 }
 
+# build_both REV: fencelock-bench of REV (release, in a git worktree under
+# $WORK, removed at exit) in A, and of the working tree (in $BUILD, default
+# build-bench/) in B.
+build_both() {
+  trap 'git -C "$ROOT" worktree remove --force "$WORK/a" >/dev/null 2>&1 || true; bench_cleanup' EXIT
+  git -C "$ROOT" worktree add --detach "$WORK/a" "$1" >/dev/null
+  meson setup "$WORK/a/build" "$WORK/a" -Dbuildtype=release -Dtests=false >/dev/null
+  ninja -C "$WORK/a/build" bench/fencelock-bench >/dev/null
+  BUILD=${BUILD:-$ROOT/build-bench}
+  if [ ! -f "$BUILD/build.ninja" ]; then
+    meson setup "$BUILD" "$ROOT" -Dbuildtype=release -Dtests=false >/dev/null
+  fi
+  ninja -C "$BUILD" bench/fencelock-bench >/dev/null
+  A=$WORK/a/build/bench/fencelock-bench
+  B=$BUILD/bench/fencelock-bench
+}
+
 # install_node_redlock: node-redlock 5.0.0-beta.2 and ioredis 5 into
 # $WORK/peer (nothing is written into the source tree).
 install_node_redlock() {

@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# The nodes' work per lock cycle, counted, not timed: fencelock-bench's W1
+# (sequential acquire + release, a new resource each cycle) built from REV
+# (A) and from the working tree (B), each against one redis-server run
+# under valgrind's callgrind, which counts the instructions the node
+# executes. A run of 350 cycles (--quick) and one of 2200 differ only in
+# 1850 cycles, so their difference over 1850 is one cycle's instructions,
+# without the connection set-up, the scripts' loading and the node's own
+# start. Unlike a timed run this does not move with the machine's load:
+# it measures what "node CPU per operation" means, on a busy machine too.
+#
+#   bench/node-cost.sh REV [--fencing on|off|both]
+#
+# Prints one JSON line per side and fencing, then B / A. Needs valgrind.
+# Environment: BUILD (default build-bench/), KEEP=1 keeps the temporary folder.
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+[ $# -ge 1 ] || { echo "usage: bench/node-cost.sh REV [--fencing on|off|both]" >&2; exit 2; }
+REV=$1
+shift
+FENCING=both
+while [ $# -gt 0 ]; do
+  case $1 in
+  --fencing) FENCING=$2; shift ;;
+  *) echo "bench/node-cost.sh: unknown option $1" >&2; exit 2 ;;
+  esac
+  shift
+done
+case $FENCING in on | off) FENCINGS=$FENCING ;; both) FENCINGS="off on" ;; *) echo "node-cost.sh: --fencing on|off|both" >&2; exit 2 ;; esac
+for tool in git redis-server redis-cli meson ninja valgrind callgrind_control python3; do
+  command -v "$tool" >/dev/null || { echo "node-cost.sh: $tool not found" >&2; exit 2; }
+done
+
+. "$ROOT/bench/lib.sh"
+bench_workdir node-cost
+build_both "$REV"
+echo "A: $(git -C "$ROOT" rev-parse --short "$REV")  B: working tree" >&2
+
+# node_ir BINARY FENCING QUICK: the instructions one node ran for a W1 run
+# (from its start to its shutdown).
+node_ir() {
+  local port dir pid out ok=0
+  port=$(free_port $((30000 + RANDOM % 20000)))
+  dir=$WORK/node-$port
+  out=$dir/callgrind.out
+  mkdir -p "$dir"
+  valgrind --tool=callgrind --callgrind-out-file="$out" redis-server --port "$port" --bind 127.0.0.1 \
+    --save '' --appendonly no --dir "$dir" >"$dir/log" 2>&1 &
+  pid=$!
+  PIDS+=("$pid")
+  for _ in $(seq 300); do
+    if redis-cli -p "$port" ping >/dev/null 2>&1; then ok=1; break; fi
+    sleep 0.1
+  done
+  [ $ok = 1 ] || { echo "node-cost.sh: redis-server under valgrind did not start" >&2; exit 1; }
+  # One node under valgrind answers a step in a few milliseconds, inside
+  # the default request timeout (50 ms); W1 stops at its first error.
+  "$1" --nodes "127.0.0.1:$port" --workloads w1 --fencing "$2" $3 >"$dir/json" ||
+    { echo "node-cost.sh: the W1 run failed" >&2; exit 1; }
+  redis-cli -p "$port" shutdown nosave >/dev/null 2>&1 || true
+  wait "$pid" 2>/dev/null || true
+  awk '/^summary:/ { print $2 }' "$out"
+}
+
+for f in $FENCINGS; do
+  for side in A B; do
+    bin=$A
+    [ $side = B ] && bin=$B
+    short=$(node_ir "$bin" "$f" --quick)
+    long=$(node_ir "$bin" "$f" "")
+    echo "{\"bench\":\"node-cost\",\"side\":\"$side\",\"workload\":\"w1\",\"fencing\":\"$f\",\"node_instructions_per_cycle\":$(((long - short) / 1850))}"
+  done
+done | tee "$WORK/results.jsonl"
+
+python3 - "$WORK/results.jsonl" <<'EOF'
+import json, sys
+rows = {}
+for line in open(sys.argv[1]):
+    j = json.loads(line)
+    rows.setdefault(j['fencing'], {})[j['side']] = j['node_instructions_per_cycle']
+print('\n%-8s %14s %14s %7s' % ('fencing', 'A instr/cycle', 'B instr/cycle', 'B/A'))
+for f, s in rows.items():
+    print('%-8s %14d %14d %7.2f' % (f, s['A'], s['B'], s['B'] / s['A']))
+EOF
