@@ -106,6 +106,10 @@ def spans(lines):
                 depth += 1
             elif lines[j] == 'end':
                 depth -= 1
+            elif re.match(r'end\b', lines[j]):
+                # "end -- why" or "end)" would close the function unseen.
+                sys.exit(f'lua-compose: a line at the first column starts with "end" but is not "end" '
+                         f'alone: {lines[j]!r} (a function closes with a line "end")')
             if depth <= 0 or j == len(lines) - 1:
                 break
             j += 1
@@ -114,7 +118,10 @@ def spans(lines):
 
 
 def uses(name):
-    return re.compile(r'(?<![\w.:])' + re.escape(name) + r'\b')
+    """A word name anywhere, also after a dot (t.name, a .. name): counting
+    a field of the same name as a use keeps a function, which is harmless;
+    missing a use would lose one."""
+    return re.compile(r'(?<!\w)' + re.escape(name) + r'\b')
 
 
 def prune(lines):

@@ -80,6 +80,29 @@ if python3 "$src/scripts/lua-compose.py" --include-dir "$t/lib" --c "$t/out/p.c"
 else
   echo "FAIL: lua-compose failed on a test block"; fail=1
 fi
+# What the pruning must not be fooled by: a call after the concatenation
+# operator; a function whose block pulls another in locally, left whole
+# (here never called: it goes whole, and what stays parses); a function
+# closed by "end" and more on the line, which is refused, not cut short.
+printf 'local function cc_suffix()\n  return "x"\nend\n' >"$t/lib/cc.lua"
+printf 'local function li_inner()\n  return 1\nend\n' >"$t/lib/li.lua"
+printf 'local function li_outer()\n  if KEYS[1] then return 0 end\n  --- @include-local "li"\n  return li_inner()\nend\n' >"$t/lib/lo.lua"
+printf 'local function ec_f()\n  return 1\nend -- why\n' >"$t/lib/ec.lua"
+printf -- '--- @include "cc"\n--- @include "lo"\nreturn KEYS[1]..cc_suffix()\n' >"$t/tricky.lua"
+printf -- '--- @include "ec"\nreturn 1\n' >"$t/endcomment.lua"
+if python3 "$src/scripts/lua-compose.py" --include-dir "$t/lib" --c "$t/out/k.c" --h "$t/out/k.h" \
+  --outdir "$t/out" "$t/tricky.lua:t_tricky" >/dev/null; then
+  grep -q 'local function cc_suffix' "$t/out/tricky.lua" ||
+    { echo "FAIL: lua-compose left out cc_suffix, called after '..'"; fail=1; }
+  ! grep -q 'li_' "$t/out/tricky.lua" || { echo "FAIL: lua-compose left part of li_outer"; fail=1; }
+  "$luac" -p "$t/out/tricky.lua" || { echo "FAIL: the pruned script does not parse"; fail=1; }
+else
+  echo "FAIL: lua-compose failed on a test block"; fail=1
+fi
+if python3 "$src/scripts/lua-compose.py" --include-dir "$t/lib" --c "$t/out/e.c" --h "$t/out/e.h" \
+  --outdir "$t/out" "$t/endcomment.lua:t_ec" >/dev/null 2>&1; then
+  echo "FAIL: lua-compose took a function closed by 'end -- why'"; fail=1
+fi
 # A script that ends by returning one function's result runs its body in
 # place, its parameters set from the call; not where a local made after
 # the function would hide a name the body uses.
