@@ -39,20 +39,29 @@ echo "A: $(git -C "$ROOT" rev-parse --short "$REV")  B: working tree" >&2
 # node_ir BINARY FENCING QUICK: the instructions one node ran for a W1 run
 # (from its start to its shutdown).
 node_ir() {
-  local port dir pid out ok=0
-  port=$(free_port $((30000 + RANDOM % 20000)))
-  dir=$WORK/node-$port
-  out=$dir/callgrind.out
-  mkdir -p "$dir"
-  valgrind --tool=callgrind --callgrind-out-file="$out" redis-server --port "$port" --bind 127.0.0.1 \
-    --save '' --appendonly no --dir "$dir" >"$dir/log" 2>&1 &
-  pid=$!
-  PIDS+=("$pid")
-  for _ in $(seq 300); do
-    if redis-cli -p "$port" ping >/dev/null 2>&1; then ok=1; break; fi
-    sleep 0.1
+  local port dir pid out ok=0 try
+  # Ports below 32768, out of the kernel's range for outgoing connections,
+  # which other programs' clients may take between the check and the bind;
+  # a node that still cannot bind is started again on another.
+  for try in 1 2 3 4 5; do
+    port=$(free_port $((20000 + RANDOM % 12000)))
+    dir=$WORK/node-$port
+    out=$dir/callgrind.out
+    mkdir -p "$dir"
+    valgrind --tool=callgrind --callgrind-out-file="$out" redis-server --port "$port" --bind 127.0.0.1 \
+      --save '' --appendonly no --dir "$dir" >"$dir/log" 2>&1 &
+    pid=$!
+    PIDS+=("$pid")
+    for _ in $(seq 300); do
+      if redis-cli -p "$port" ping >/dev/null 2>&1 && kill -0 "$pid" 2>/dev/null; then ok=1; break; fi
+      kill -0 "$pid" 2>/dev/null || break
+      sleep 0.1
+    done
+    [ $ok = 1 ] && break
+    kill "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
   done
-  [ $ok = 1 ] || { echo "node-cost.sh: redis-server under valgrind did not start" >&2; exit 1; }
+  [ $ok = 1 ] || { echo "node-cost.sh: redis-server under valgrind did not start (tried 5 ports)" >&2; exit 1; }
   # One node under valgrind answers a step in a few milliseconds, inside
   # the default request timeout (50 ms); W1 stops at its first error.
   "$1" --nodes "127.0.0.1:$port" --workloads w1 --fencing "$2" $3 >"$dir/json" ||

@@ -105,6 +105,9 @@ static void op_done(struct cl *k, const char *op, int rc, uint64_t t0)
     uint64_t t = ex_now_us();
     say(k, "O %" PRIu64 " %d %s %s %s %d %" PRIu64, t, k->a->id, ex_kind_names[k->a->kind],
         ex_mode_names[k->a->mode], op, rc, t - t0);
+    if (rc < 0) /* why, in the client's own log, for a run kept with --keep */
+        fprintf(stderr, "%" PRIu64 " %s %s: %s%s%s\n", t, op, lockcore_strerror(rc), lockcore_errmsg(k->c),
+                k->c2 != NULL ? " | inner holds: " : "", k->c2 != NULL ? lockcore_errmsg(k->c2) : "");
 }
 
 /* A belief begins: the acquisition that started at a0 returned now. Its
