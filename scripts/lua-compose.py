@@ -95,6 +95,15 @@ def spans(lines):
     that closes it (blocks write them so; one pulled in with @include-local
     inside another is nested the same way, and listed too), or that one
     line if it ends it."""
+    def refuse(line, why):
+        sys.exit(f'lua-compose: {why}: {line!r} (blocks write a function as a line "local function '
+                 f'NAME(...)", its body indented, and a line "end"; or all on one line ending in "end")')
+
+    for line in lines:
+        if FUNC.match(line) and not re.search(r'\)\s*$', line) and not re.search(r'\bend\s*$', line):
+            refuse(line, 'a function line that neither ends its parameters nor the function')
+        elif re.match(r'end\b', line) and line != 'end':
+            refuse(line, 'a line at the first column starts with "end" but is not "end" alone')
     out = []
     for i in range(len(lines)):
         m = FUNC.match(lines[i])
@@ -106,10 +115,9 @@ def spans(lines):
                 depth += 1
             elif lines[j] == 'end':
                 depth -= 1
-            elif re.match(r'end\b', lines[j]):
-                # "end -- why" or "end)" would close the function unseen.
-                sys.exit(f'lua-compose: a line at the first column starts with "end" but is not "end" '
-                         f'alone: {lines[j]!r} (a function closes with a line "end")')
+            elif j > i and depth > 0 and lines[j][:1] not in ('', ' ', '\t') and not FUNC.match(lines[j]):
+                # an unindented body: its own "end"s would close the function
+                refuse(lines[j], 'a line of a function\'s body at the first column')
             if depth <= 0 or j == len(lines) - 1:
                 break
             j += 1
@@ -144,7 +152,7 @@ def prune(lines):
 
 TAIL = re.compile(r'^return ([A-Za-z_][A-Za-z0-9_]*)\((.*)\)$')
 ARG = re.compile(r'^(KEYS\[\d+\]|ARGV\[\d+\]|[A-Za-z_][A-Za-z0-9_]*|\d+|\'[^\',]*\')$')
-LOCALS = re.compile(r'^local (?:function )?([A-Za-z_][A-Za-z0-9_, ]*?)\s*(?:=|\(|$)')
+LOCALS = re.compile(r'\blocal\s+(?:function\s+)?([A-Za-z_][A-Za-z0-9_]*(?:\s*,\s*[A-Za-z_][A-Za-z0-9_]*)*)')
 
 
 def in_place(lines):
@@ -176,12 +184,11 @@ def in_place(lines):
             return lines
         body = lines[i + 1:j]
         if any(uses(name).search(l) for k, l in enumerate(lines[:-1]) if not i <= k <= j) or \
-                any(uses(name).search(l) for l in body):
+                any(uses(name).search(l) for l in body) or uses(name).search(m.group(2)):
             return lines
-        later = set()
+        later = set()  # every local made after f, wherever on its line
         for l in lines[j + 1:-1]:
-            lm = LOCALS.match(l)
-            if lm:
+            for lm in LOCALS.finditer(l):
                 later |= {n.strip() for n in lm.group(1).split(',')}
         if any(uses(n).search(l) for n in later for l in body):
             return lines
