@@ -2,7 +2,8 @@
 -- lock and every kind that frees a lock key: lock, info (holder info),
 -- q and dl (the waiters' queue), mark (anyone waits); id the releaser's
 -- lock id, qid its place in the queue (the acquisition's id, which every
--- attempt's lock id starts with); what: 'r' a rollback (of a failed
+-- attempt's lock id starts with: nil for the id with its 6 attempt digits
+-- zeroed, which saves the plain release an argument); what: 'r' a rollback (of a failed
 -- attempt: it keeps its place, tells nobody, reserves nothing), '' a
 -- release that tells nobody, or a release that names the first live
 -- waiter and keeps the lock for it (block "queue_name"). Returns 1 where
@@ -22,6 +23,7 @@ local function release(lock, info, q, dl, mark, id, qid, what)
     return 1
   end
   if held and redis.call('DEL', lock, info, mark) == 1 then return 1 end
+  if not qid then qid = string.sub(id, 1, #id - 6) .. '000000' end
   --- @include-local "queue_name"
   if not held then
     if redis.call('ZCARD', q) > 0 then queue_leave(q, dl, qid) end
