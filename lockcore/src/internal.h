@@ -99,13 +99,18 @@ enum step {
 
 struct op;
 
+/* How a step went out, which its reply is read by: a script's array by
+ * EVAL, EVALSHA or FCALL (a refused FCALL is sent again by EVAL), or the
+ * status of plain Redlock's SET NX PX. */
+enum sent_as { SENT_SCRIPT, SENT_FCALL, SENT_SET };
+
 struct pending {
     struct op *op;
     uint64_t serial;
     uint64_t sent_ms;
     uint8_t step;
     uint8_t arg;
-    uint8_t fcall; /* sent as FCALL */
+    uint8_t sent; /* enum sent_as */
 };
 
 struct node {
@@ -354,8 +359,8 @@ int lockcore__queued_lock(struct op *op, unsigned i, const char *value, const ch
                           uint64_t now);
 struct op *lockcore__op_new(lockcore_client *c, enum op_kind kind, lockcore_cb cb, void *arg);
 void lockcore__op_start(struct op *op, uint64_t now);
-/* by_fcall: the step went out as an FCALL. */
-void lockcore__op_reply(struct op *op, unsigned node, enum step step, int by_fcall, redisReply *r,
+/* how: the way the step went out (enum sent_as). */
+void lockcore__op_reply(struct op *op, unsigned node, enum step step, enum sent_as how, redisReply *r,
                         uint64_t now);
 void lockcore__op_node_failed(struct op *op, unsigned node, enum fail_kind kind, const char *why,
                               uint64_t now);

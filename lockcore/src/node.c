@@ -367,7 +367,9 @@ int lockcore__node_send(lockcore_client *c, struct node *n, int argc, const char
                         .sent_ms = now,
                         .step = (uint8_t)step,
                         .arg = arg,
-                        .fcall = argc > 0 && lens[0] == 5 && memcmp(argv[0], "FCALL", 5) == 0};
+                        .sent = argc > 0 && lens[0] == 5 && memcmp(argv[0], "FCALL", 5) == 0 ? SENT_FCALL
+                                : argc > 0 && lens[0] == 3 && memcmp(argv[0], "SET", 3) == 0 ? SENT_SET
+                                                                                             : SENT_SCRIPT};
     if (q_push(n, &p) < 0)
         return -ENOMEM;
     char buf[1024];
@@ -467,7 +469,7 @@ static int dispatch(lockcore_client *c, struct node *n, const struct pending *p,
         return 0;
     default:
         if (live(p))
-            lockcore__op_reply(p->op, n->index, (enum step)p->step, p->fcall, r, now);
+            lockcore__op_reply(p->op, n->index, (enum step)p->step, (enum sent_as)p->sent, r, now);
         return 0;
     }
 }

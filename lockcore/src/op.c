@@ -1036,14 +1036,14 @@ void lockcore__op_start(struct op *op, uint64_t now)
  * needs none). Only a reply to an FCALL counts for those two: a script's
  * own OOM may come after it wrote, and must not run it twice. Any of
  * these ends FCALL on that connection: a step is resent once for them. */
-static int is_noscript(int by_fcall, const redisReply *r)
+static int is_noscript(enum sent_as how, const redisReply *r)
 {
     if (r->type != REDIS_REPLY_ERROR)
         return 0;
     if (strncmp(r->str, "NOSCRIPT", 8) == 0 || strcmp(r->str, "ERR Function not found") == 0)
         return 1;
-    return by_fcall && (strncmp(r->str, "OOM ", 4) == 0 ||
-                        (strncmp(r->str, "NOPERM ", 7) == 0 && strstr(r->str, "'fcall'") != NULL));
+    return how == SENT_FCALL && (strncmp(r->str, "OOM ", 4) == 0 ||
+                                 (strncmp(r->str, "NOPERM ", 7) == 0 && strstr(r->str, "'fcall'") != NULL));
 }
 
 static long long int_at(const redisReply *r, size_t i)
@@ -1192,11 +1192,12 @@ static void status_reply(struct op *op, unsigned i, const redisReply *r)
     op->slot[i] = SLOT_YES;
 }
 
-void lockcore__op_reply(struct op *op, unsigned i, enum step step, int by_fcall, redisReply *r, uint64_t now)
+void lockcore__op_reply(struct op *op, unsigned i, enum step step, enum sent_as how, redisReply *r,
+                        uint64_t now)
 {
     if (op->slot[i] != SLOT_OPEN)
         return;
-    if (is_noscript(by_fcall, r)) {
+    if (is_noscript(how, r)) {
         /* Send the whole script this once; and no more FCALL on this
          * connection (the next one loads the library again). */
         op->c->nodes[i].fn = -1;
@@ -1209,7 +1210,7 @@ void lockcore__op_reply(struct op *op, unsigned i, enum step step, int by_fcall,
         op->type->lock_reply(op, i, r);
     switch (step) {
     case STEP_LOCK:
-        if (!op->c->o.fencing && !op->queued && op->type == NULL) {
+        if (how == SENT_SET) { /* plain Redlock: a plain lock's, or a kind's that takes one (a permit) */
             if (r->type == REDIS_REPLY_STATUS && strcmp(r->str, "OK") == 0)
                 op->slot[i] = SLOT_YES;
             else if (r->type == REDIS_REPLY_NIL)

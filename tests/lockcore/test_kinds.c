@@ -856,6 +856,65 @@ static void every_kind_once(lockcore_client *c)
     assert_int_equal(lockcore_release(c, &l), 0);
 }
 
+/* Released, and on every node. */
+static void released_everywhere(lockcore_client *c, struct lockcore_lock *l)
+{
+    assert_int_equal(lockcore_release(c, l), 0);
+    assert_int_equal(l->nodes_ok, NODES);
+}
+
+/* Every kind without fencing (plain Redlock: a plain lock and a
+ * semaphore's permits go by SET NX PX, the other kinds by their scripts),
+ * in every wait mode: each is granted, kept and released, a full
+ * semaphore refuses and takes again after a release, and no token is
+ * given. A permit's SET NX once answered OK where a script's array was
+ * expected: every unfenced semaphore failed. */
+static void test_kinds_every_kind_without_fencing(void **state)
+{
+    struct fixture *f = *state;
+    static const int modes[] = {LOCKCORE_WAIT_POLL, LOCKCORE_WAIT_NOTIFY, LOCKCORE_WAIT_FAIR};
+    struct tune t = {.ttl_ms = 5000, .retry_count = 0};
+    for (int m = 0; m < 3; m++) {
+        struct lockcore_options o;
+        tune_options(f->urls, f->n, &t, &o);
+        o.wait_mode = modes[m];
+        o.fencing = 0;
+        lockcore_client *c = client_new(&o);
+        assert_non_null(c);
+        char r[6][32];
+        for (int k = 0; k < 6; k++)
+            snprintf(r[k], sizeof(r[k]), "nf%d:%d", m, k);
+        const char *set[] = {r[2], r[3]};
+        struct lockcore_lock l, in, s[3];
+        assert_int_equal(lockcore_acquire(c, r[0], &l), 0);
+        assert_int_equal(l.token, 0);
+        assert_int_equal(lockcore_extend(c, &l, 3000), 0);
+        released_everywhere(c, &l);
+        assert_int_equal(lockcore_reentrant_acquire(c, r[1], NULL, &l), 0);
+        assert_int_equal(lockcore_reentrant_acquire(c, r[1], l.id, &in), 0);
+        released_everywhere(c, &in);
+        released_everywhere(c, &l);
+        assert_int_equal(lockcore_multi_acquire(c, set, 2, &l), 0);
+        assert_int_equal(lockcore_extend(c, &l, 3000), 0);
+        released_everywhere(c, &l);
+        for (int w = 0; w < 2; w++) {
+            assert_int_equal(lockcore_rw_acquire(c, r[4], w, &l), 0);
+            assert_int_equal(lockcore_extend(c, &l, 3000), 0);
+            released_everywhere(c, &l);
+        }
+        assert_int_equal(lockcore_sem_acquire(c, r[5], 2, &s[0]), 0);
+        assert_int_equal(lockcore_sem_acquire(c, r[5], 2, &s[1]), 0);
+        assert_int_equal(s[0].token, 0);
+        assert_int_equal(lockcore_sem_acquire(c, r[5], 2, &s[2]), LOCKCORE_ELOCKED);
+        assert_int_equal(lockcore_extend(c, &s[1], 3000), 0);
+        released_everywhere(c, &s[0]);
+        assert_int_equal(lockcore_sem_acquire(c, r[5], 2, &s[2]), 0);
+        released_everywhere(c, &s[1]);
+        released_everywhere(c, &s[2]);
+        lockcore_client_free(c);
+    }
+}
+
 /* How many calls of cmd ("fcall", "evalsha") node i counted. */
 static long calls_of(struct fixture *f, int i, const char *cmd)
 {
@@ -2822,6 +2881,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_kinds_checker_sees_overlap, setup, teardown),
         cmocka_unit_test_setup_teardown(test_kinds_sem_room_of_three_with_faults, setup, teardown),
         cmocka_unit_test_setup_teardown(test_kinds_sem_status_shows_permits, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_kinds_every_kind_without_fencing, setup, teardown),
         cmocka_unit_test_setup_teardown(test_kinds_sem_async_in_flight, setup, teardown),
         cmocka_unit_test_setup_teardown(test_kinds_sem_counting_would_admit_three, setup, teardown),
         cmocka_unit_test_setup_teardown(test_kinds_multi_overlapping_sets_with_faults, setup, teardown),
