@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
 # The nodes' work per lock cycle, counted, not timed: fencelock-bench's W1
-# (sequential acquire + release, a new resource each cycle) built from REV
-# (A) and from the working tree (B), each against one redis-server run
-# under valgrind's callgrind, which counts the instructions the node
-# executes. A run of 350 cycles (--quick) and one of 2200 differ only in
-# 1850 cycles, so their difference over 1850 is one cycle's instructions,
-# without the connection set-up, the scripts' loading and the node's own
-# start. Unlike a timed run this does not move with the machine's load:
-# it measures what "node CPU per operation" means, on a busy machine too.
+# (sequential acquire + release of the plain lock, a new resource each
+# cycle) and W6 (one cycle: each lock kind once, as W1 does) built from
+# REV (A) and from the working tree (B), each against one redis-server
+# run under valgrind's callgrind, which counts the instructions the node
+# executes. A W1 run of 350 cycles (--quick) and one of 2200 differ only
+# in 1850 cycles (W6: 175 and 1100, 925), so their difference over that
+# is one cycle's instructions, without the connection set-up, the
+# scripts' loading and the node's own start. Unlike a timed run this does
+# not move with the machine's load: it measures what "node CPU per
+# operation" means, on a busy machine too.
 #
-#   bench/node-cost.sh REV [--fencing on|off|both]
+#   bench/node-cost.sh REV [--fencing on|off|both] [--workloads w1,w6]
 #
 # Prints one JSON line per side and fencing, then B / A. Needs valgrind.
 # Environment: BUILD (default build-bench/), KEEP=1 keeps the temporary folder.
@@ -19,9 +21,11 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 REV=$1
 shift
 FENCING=both
+WORKLOADS=w1
 while [ $# -gt 0 ]; do
   case $1 in
   --fencing) FENCING=$2; shift ;;
+  --workloads) WORKLOADS=$2; shift ;;
   *) echo "bench/node-cost.sh: unknown option $1" >&2; exit 2 ;;
   esac
   shift
@@ -36,8 +40,8 @@ bench_workdir node-cost
 build_both "$REV"
 echo "A: $(git -C "$ROOT" rev-parse --short "$REV")  B: working tree" >&2
 
-# node_ir BINARY FENCING QUICK: the instructions one node ran for a W1 run
-# (from its start to its shutdown).
+# node_ir BINARY WORKLOAD FENCING QUICK: the instructions one node ran for
+# a run of the workload (from its start to its shutdown).
 node_ir() {
   local port dir pid out ok=0 try
   # Ports below 32768, out of the kernel's range for outgoing connections,
@@ -63,21 +67,26 @@ node_ir() {
   done
   [ $ok = 1 ] || { echo "node-cost.sh: redis-server under valgrind did not start (tried 5 ports)" >&2; exit 1; }
   # One node under valgrind answers a step in a few milliseconds, inside
-  # the default request timeout (50 ms); W1 stops at its first error.
-  "$1" --nodes "127.0.0.1:$port" --workloads w1 --fencing "$2" $3 >"$dir/json" ||
-    { echo "node-cost.sh: the W1 run failed" >&2; exit 1; }
+  # the default request timeout (50 ms); W1 stops at its first error,
+  # W6 counts them.
+  "$1" --nodes "127.0.0.1:$port" --workloads "$2" --fencing "$3" $4 >"$dir/json" ||
+    { echo "node-cost.sh: the $2 run failed" >&2; exit 1; }
+  ! grep -q '"errors":[1-9]' "$dir/json" || { echo "node-cost.sh: the $2 run had errors" >&2; exit 1; }
   redis-cli -p "$port" shutdown nosave >/dev/null 2>&1 || true
   wait "$pid" 2>/dev/null || true
   awk '/^summary:/ { print $2 }' "$out"
 }
 
-for f in $FENCINGS; do
-  for side in A B; do
-    bin=$A
-    [ $side = B ] && bin=$B
-    short=$(node_ir "$bin" "$f" --quick)
-    long=$(node_ir "$bin" "$f" "")
-    echo "{\"bench\":\"node-cost\",\"side\":\"$side\",\"workload\":\"w1\",\"fencing\":\"$f\",\"node_instructions_per_cycle\":$(((long - short) / 1850))}"
+for w in ${WORKLOADS//,/ }; do
+  case $w in w1) cycles=1850 ;; w6) cycles=925 ;; *) echo "node-cost.sh: workloads w1, w6" >&2; exit 2 ;; esac
+  for f in $FENCINGS; do
+    for side in A B; do
+      bin=$A
+      [ $side = B ] && bin=$B
+      short=$(node_ir "$bin" "$w" "$f" --quick)
+      long=$(node_ir "$bin" "$w" "$f" "")
+      echo "{\"bench\":\"node-cost\",\"side\":\"$side\",\"workload\":\"$w\",\"fencing\":\"$f\",\"node_instructions_per_cycle\":$(((long - short) / cycles))}"
+    done
   done
 done | tee "$WORK/results.jsonl"
 
@@ -86,8 +95,8 @@ import json, sys
 rows = {}
 for line in open(sys.argv[1]):
     j = json.loads(line)
-    rows.setdefault(j['fencing'], {})[j['side']] = j['node_instructions_per_cycle']
-print('\n%-8s %14s %14s %7s' % ('fencing', 'A instr/cycle', 'B instr/cycle', 'B/A'))
-for f, s in rows.items():
-    print('%-8s %14d %14d %7.2f' % (f, s['A'], s['B'], s['B'] / s['A']))
+    rows.setdefault((j['workload'], j['fencing']), {})[j['side']] = j['node_instructions_per_cycle']
+print('\n%-4s %-8s %14s %14s %7s' % ('work', 'fencing', 'A instr/cycle', 'B instr/cycle', 'B/A'))
+for (w, f), s in rows.items():
+    print('%-4s %-8s %14d %14d %7.2f' % (w, f, s['A'], s['B'], s['B'] / s['A']))
 EOF
