@@ -93,17 +93,20 @@ def spans(lines):
     """The functions of lines: (NAME, first, last) of each line `local
     function NAME(...)` at the first column through the line `end` there
     that closes it (blocks write them so; one pulled in with @include-local
-    inside another is nested the same way, and listed too), or that one
-    line if it ends it."""
+    inside another is nested the same way, and listed too). Any other shape
+    (a function on one line, a body line at the first column, a long
+    string) is a build error: what this cannot read for sure, it refuses."""
     def refuse(line, why):
         sys.exit(f'lua-compose: {why}: {line!r} (blocks write a function as a line "local function '
-                 f'NAME(...)", its body indented, and a line "end"; or all on one line ending in "end")')
+                 f'NAME(...)", its body indented, and a line "end")')
 
     for line in lines:
-        if FUNC.match(line) and not re.search(r'\)\s*$', line) and not re.search(r'\bend\s*$', line):
-            refuse(line, 'a function line that neither ends its parameters nor the function')
+        if FUNC.match(line) and not re.search(r'\)\s*$', line):
+            refuse(line, 'a function line with more than its name and parameters')
         elif re.match(r'end\b', line) and line != 'end':
             refuse(line, 'a line at the first column starts with "end" but is not "end" alone')
+        elif re.search(r'\[=*\[', line):
+            refuse(line, 'a long string or comment, whose lines this cannot tell from code')
     out = []
     for i in range(len(lines)):
         m = FUNC.match(lines[i])
@@ -111,7 +114,7 @@ def spans(lines):
             continue
         j, depth = i, 0
         while True:
-            if FUNC.match(lines[j]) and not re.search(r'\bend\s*$', lines[j]):
+            if FUNC.match(lines[j]):
                 depth += 1
             elif lines[j] == 'end':
                 depth -= 1
