@@ -2,9 +2,10 @@
 -- lock and every kind that frees a lock key: lock, info (holder info),
 -- q and dl (the waiters' queue), mark (anyone waits); id the releaser's
 -- lock id, qid its place in the queue (the acquisition's id, which every
--- attempt's lock id starts with: nil for the id with its 6 attempt digits
--- zeroed, which saves the plain release an argument); what: 'r' a rollback (of a failed
--- attempt: it keeps its place, tells nobody, reserves nothing), '' a
+-- attempt's lock id starts with; nil: the id with its 6 attempt digits
+-- zeroed, which saves the plain release an argument); what: 'r' a
+-- rollback (of a failed attempt: it keeps its place, tells nobody,
+-- reserves nothing), '' a
 -- release that tells nobody, or a release that names the first live
 -- waiter and keeps the lock for it (block "queue_name"). Returns 1 where
 -- the key held id, else 0.
