@@ -266,15 +266,16 @@ int lockcore__op_resend(struct op *op, unsigned i, enum step step, int use_eval,
     case STEP_LOCK:
         if (op->queued) /* a waiter: takes its place in the queue and tries */
             return lockcore__queued_lock(op, i, op->lock.id, NULL, use_eval, now);
-        lockcore__step_nums(op, &num);
         if (!c->o.fencing) {
             /* Plain Redlock: the classic SET NX PX, no script needed (a
              * notified waiter's first attempt too: a reservation is the lock
-             * key itself, so SET NX respects it). */
+             * key itself, so SET NX respects it). Only the TTL to write. */
+            lockcore__u64s(num.ttl, sizeof(num.ttl), op->ttl_ms);
             const char *v[] = {"SET", op->key, op->lock.id, "NX", "PX", num.ttl};
             size_t l[] = {3, op->key_len, LOCKCORE_ID_LEN, 2, 2, strlen(num.ttl)};
             return lockcore__node_send(c, n, 6, v, l, op, step, 0, now);
         }
+        lockcore__step_nums(op, &num);
         script = SCRIPT_ACQUIRE_FENCED;
         KEY(op->key, op->key_len);
         KEY(op->fhash, op->fhash_len);
@@ -721,7 +722,8 @@ static void granted(struct op *op, unsigned yes, uint64_t now)
     op->lock.nodes_ok = yes;
     op->lock.token = op->c->o.fencing ? op->proposal : 0;
     op->lock.rounds = op->c->o.fencing ? 1 + op->raises : 0;
-    fence_saw(op, op->lock.token);
+    if (op->c->o.fencing)
+        fence_saw(op, op->lock.token);
     if (op->type != NULL && op->type->granted != NULL)
         op->type->granted(op);
     op->errmsg[0] = '\0';
