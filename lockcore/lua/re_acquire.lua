@@ -13,7 +13,8 @@ local f, o = fence_get(KEYS[2], ARGV[7], KEYS[3])
 if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[3]) then
   return {0, 0, fence_str(f), redis.call('GET', KEYS[1]) or '', redis.call('PTTL', KEYS[1])}
 end
-local acc = fence_raise(KEYS[2], ARGV[7], KEYS[3], f, o, ARGV[4], ARGV[5], ARGV[6], true)
-holds_new(KEYS[4], ARGV[1], ARGV[2], acc and ARGV[4] or '0', tonumber(ARGV[3]), node_ms())
+local now = node_ms() -- one clock read for the bound and the hold
+local acc = fence_raise(KEYS[2], ARGV[7], KEYS[3], f, o, ARGV[4], ARGV[5], ARGV[6], true, now)
+holds_new(KEYS[4], ARGV[1], ARGV[2], acc and ARGV[4] or '0', tonumber(ARGV[3]), now)
 if acc then return {1, 1, ARGV[4]} end
 return {1, 0, fence_str(f)}

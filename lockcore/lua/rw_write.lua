@@ -24,5 +24,5 @@ if r[1] then
 end
 redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
 if redis.call('GET', KEYS[5]) == ARGV[5] then redis.call('DEL', KEYS[5]) end
-if fence_raise(KEYS[2], ARGV[7], KEYS[3], f, o, ARGV[3], ARGV[4], ARGV[6], true) then return {1, 1, ARGV[3]} end
+if fence_raise(KEYS[2], ARGV[7], KEYS[3], f, o, ARGV[3], ARGV[4], ARGV[6], true, now) then return {1, 1, ARGV[3]} end
 return {1, 0, fs}

@@ -30,5 +30,5 @@ if not granted then
   return {0, 0, fs, redis.call('GET', KEYS[1]) or '', redis.call('PTTL', KEYS[1]), head}
 end
 if redis.call('GET', KEYS[5]) == qid then redis.call('DEL', KEYS[5]) end
-if fence_raise(KEYS[2], ARGV[10], KEYS[3], f, o, ARGV[3], ARGV[4], ARGV[9], true) then return {1, 1, ARGV[3]} end
+if fence_raise(KEYS[2], ARGV[10], KEYS[3], f, o, ARGV[3], ARGV[4], ARGV[9], true, now) then return {1, 1, ARGV[3]} end
 return {1, 0, fs}

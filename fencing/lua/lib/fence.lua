@@ -9,10 +9,13 @@
 -- tokens stay below 2^53. They go back to the client as decimal strings,
 -- so that Redis never truncates them.
 
--- The fence value, and the old key's alone (0 if none).
+-- The fence value, and the old key's alone (0 if none). A key or field
+-- that is not there is 0 without a tonumber: the old key hardly ever is.
 local function fence_get(fh, fb, fk)
-  local f = tonumber(redis.call('HGET', fh, fb) or '0') or 0
-  local o = tonumber(redis.call('GET', fk) or '0') or 0
+  local v = redis.call('HGET', fh, fb)
+  local f = v and tonumber(v) or 0
+  v = redis.call('GET', fk)
+  local o = v and tonumber(v) or 0
   if o > f then return o, o end
   return f, o
 end
@@ -24,11 +27,19 @@ end
 
 -- Is n (a number) more than ahead µs past this node's own clock?
 -- ('0' or nil: no bound; a user without TIME, from an older ACL: no.)
-local function fence_far(n, ahead)
+-- now: the node's clock in ms (node_ms) where the script has read it
+-- already, else nil; whole ms make the bound stricter by less than 1 ms,
+-- never looser. The clock's µs within its second are turned into a
+-- number only where its whole seconds do not settle it (each tonumber
+-- costs the node about as much as a small command; every sum here stays
+-- below 2^53: exact).
+local function fence_far(n, ahead, now)
   if not ahead or ahead == '0' then return false end
+  if now then return n > now * 1000 + tonumber(ahead) end
   local t = redis.pcall('TIME')
   if t.err then return false end
-  return n > tonumber(t[1]) * 1000000 + tonumber(t[2]) + tonumber(ahead)
+  local lo = tonumber(t[1]) * 1000000 + tonumber(ahead)
+  return n > lo and n > lo + tonumber(t[2])
 end
 
 -- "Set if greater": store the proposal p (a decimal string) if it is
@@ -47,12 +58,12 @@ end
 -- Without first (a second round's proposal), a far p stays this
 -- resource's own: in its own key, without expiry, never in the bucket,
 -- which would pass it on to every resource of the bucket. The clock is
--- read only for a p that would be stored. True if stored. No fence value
--- ever goes down here.
-local function fence_raise(fh, fb, fk, f, o, p, lg, ahead, first)
+-- read only for a p that would be stored (now: as fence_far's). True if
+-- stored. No fence value ever goes down here.
+local function fence_raise(fh, fb, fk, f, o, p, lg, ahead, first, now)
   local n = tonumber(p)
   if n <= f then return false end
-  if fence_far(n, ahead) then
+  if fence_far(n, ahead, now) then
     if first then return false end
     redis.call('SET', fk, p)
     return true
