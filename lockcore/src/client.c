@@ -671,15 +671,25 @@ void lockcore__op_set_keys(struct op *op, const char *resource)
     memcpy(op->key, c->prefix, c->prefix_len);
     memcpy(op->key + c->prefix_len, resource, len + 1);
     op->key_len = c->prefix_len + len;
-    int fk = fencing_fence_key(op->key, op->key_len, op->fkey, sizeof(op->fkey));
-    op->fkey_len = fk > 0 ? (size_t)fk : 0;
-    lockcore__fence_bucket(c, resource, len, op->fhash, &op->fhash_len, op->fbucket);
+    op->fhash_len = 0; /* the fence's keys: made where a step sends them */
     /* "{" key "}:holder", in the lock key's cluster slot like the fence key. */
     op->ikey[0] = '{';
     memcpy(op->ikey + 1, op->key, op->key_len);
     memcpy(op->ikey + 1 + op->key_len, "}:holder", 9);
     op->ikey_len = op->key_len + 9;
     lockcore__op_set_queue(op, op->key, op->key_len);
+}
+
+/* A plain SET NX and a release send no fence key, and the bucket's hash
+ * costs the client as much as the rest of the keys (fencing_bucket). */
+void lockcore__op_fence_keys(struct op *op)
+{
+    if (op->fhash_len != 0)
+        return;
+    int fk = fencing_fence_key(op->key, op->key_len, op->fkey, sizeof(op->fkey));
+    op->fkey_len = fk > 0 ? (size_t)fk : 0;
+    lockcore__fence_bucket(op->c, op->lock.resource, strlen(op->lock.resource), op->fhash, &op->fhash_len,
+                           op->fbucket);
 }
 
 void lockcore__op_set_queue(struct op *op, const char *key, size_t key_len)

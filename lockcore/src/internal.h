@@ -411,6 +411,9 @@ void lockcore__keepalives_detach(lockcore_client *c);
 /* client.c */
 /* Fill the resource, the lock key and the keys and channel beside it. */
 void lockcore__op_set_keys(struct op *op, const char *resource);
+/* The fence's keys of the op's resource (fkey, fhash, fbucket), made on
+ * first use: every step that sends them calls this first. */
+void lockcore__op_fence_keys(struct op *op);
 /* Point op's waiters' queue keys and release channel at those of key. */
 void lockcore__op_set_queue(struct op *op, const char *key, size_t key_len);
 /* A new acquisition of resource (already checked), not started: its keys,

@@ -224,6 +224,7 @@ int lockcore__queued_lock(struct op *op, unsigned i, const char *value, const ch
     struct pcmd k = {.nkeys = 0};
     struct step_nums num;
     lockcore__step_nums(op, &num);
+    lockcore__op_fence_keys(op);
     KEY(op->key, op->key_len);
     KEY(op->fhash, op->fhash_len);
     KEY(op->fkey, op->fkey_len);
@@ -276,6 +277,7 @@ int lockcore__op_resend(struct op *op, unsigned i, enum step step, int use_eval,
             return lockcore__node_send(c, n, 6, v, l, op, step, 0, now);
         }
         lockcore__step_nums(op, &num);
+        lockcore__op_fence_keys(op);
         script = SCRIPT_ACQUIRE_FENCED;
         KEY(op->key, op->key_len);
         KEY(op->fhash, op->fhash_len);
@@ -289,6 +291,7 @@ int lockcore__op_resend(struct op *op, unsigned i, enum step step, int use_eval,
         break;
     case STEP_RAISE:
         lockcore__step_nums(op, &num);
+        lockcore__op_fence_keys(op);
         script = SCRIPT_RAISE;
         KEY(op->fhash, op->fhash_len);
         KEY(op->fkey, op->fkey_len);
@@ -299,6 +302,7 @@ int lockcore__op_resend(struct op *op, unsigned i, enum step step, int use_eval,
         break;
     case STEP_EXTEND:
         lockcore__step_nums(op, &num);
+        lockcore__op_fence_keys(op);
         script = SCRIPT_EXTEND;
         KEY(op->key, op->key_len);
         KEY(op->fhash, op->fhash_len);
@@ -362,6 +366,7 @@ int lockcore__op_resend(struct op *op, unsigned i, enum step step, int use_eval,
         break;
     case STEP_STATUS:
         use_eval = 1; /* rare: never loaded */
+        lockcore__op_fence_keys(op);
         if (op->repair) {
             char to[24];
             lockcore__step_nums(op, &num);
