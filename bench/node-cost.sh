@@ -11,7 +11,11 @@
 # not move with the machine's load: it measures what "node CPU per
 # operation" means, on a busy machine too.
 #
-#   bench/node-cost.sh REV [--fencing on|off|both] [--workloads w1,w6]
+#   bench/node-cost.sh REV [--fencing on|off|both] [--workloads w1,w6] [--client]
+#
+# With --client, fencelock-bench runs under callgrind too, and its own
+# instructions per cycle are counted the same way (one node: each step's
+# reply wakes the client once, so this count repeats as well).
 #
 # Prints one JSON line per side and fencing, then B / A. Needs valgrind.
 # Environment: BUILD (default build-bench/), KEEP=1 keeps the temporary folder.
@@ -22,10 +26,12 @@ REV=$1
 shift
 FENCING=both
 WORKLOADS=w1
+CLIENT=0
 while [ $# -gt 0 ]; do
   case $1 in
   --fencing) FENCING=$2; shift ;;
   --workloads) WORKLOADS=$2; shift ;;
+  --client) CLIENT=1 ;;
   *) echo "bench/node-cost.sh: unknown option $1" >&2; exit 2 ;;
   esac
   shift
@@ -41,7 +47,8 @@ build_both "$REV"
 echo "A: $(git -C "$ROOT" rev-parse --short "$REV")  B: working tree" >&2
 
 # node_ir BINARY WORKLOAD FENCING QUICK: the instructions one node ran for
-# a run of the workload (from its start to its shutdown).
+# a run of the workload (from its start to its shutdown); with --client,
+# then on the same line the client's (from its start to its exit).
 node_ir() {
   local port dir pid out ok=0 try
   # Ports below 32768, out of the kernel's range for outgoing connections,
@@ -69,12 +76,17 @@ node_ir() {
   # One node under valgrind answers a step in a few milliseconds, inside
   # the default request timeout (50 ms); W1 stops at its first error,
   # W6 counts them.
-  "$1" --nodes "127.0.0.1:$port" --workloads "$2" --fencing "$3" $4 >"$dir/json" ||
+  local run=()
+  [ "$CLIENT" = 0 ] || run=(valgrind --tool=callgrind --callgrind-out-file="$dir/client.out")
+  "${run[@]}" "$1" --nodes "127.0.0.1:$port" --workloads "$2" --fencing "$3" $4 >"$dir/json" 2>"$dir/client.log" ||
     { echo "node-cost.sh: the $2 run failed" >&2; exit 1; }
   ! grep -q '"errors":[1-9]' "$dir/json" || { echo "node-cost.sh: the $2 run had errors" >&2; exit 1; }
   redis-cli -p "$port" shutdown nosave >/dev/null 2>&1 || true
   wait "$pid" 2>/dev/null || true
-  awk '/^summary:/ { print $2 }' "$out"
+  local node client=
+  node=$(awk '/^summary:/ { print $2 }' "$out")
+  [ "$CLIENT" = 0 ] || client=$(awk '/^summary:/ { print $2 }' "$dir/client.out")
+  echo "$node $client"
 }
 
 for w in ${WORKLOADS//,/ }; do
@@ -83,9 +95,13 @@ for w in ${WORKLOADS//,/ }; do
     for side in A B; do
       bin=$A
       [ $side = B ] && bin=$B
-      short=$(node_ir "$bin" "$w" "$f" --quick)
-      long=$(node_ir "$bin" "$w" "$f" "")
-      echo "{\"bench\":\"node-cost\",\"side\":\"$side\",\"workload\":\"$w\",\"fencing\":\"$f\",\"node_instructions_per_cycle\":$(((long - short) / cycles))}"
+      out=$(node_ir "$bin" "$w" "$f" --quick)
+      read -r -a short <<<"$out"
+      out=$(node_ir "$bin" "$w" "$f" "")
+      read -r -a long <<<"$out"
+      client=
+      [ "$CLIENT" = 0 ] || client=",\"client_instructions_per_cycle\":$(((long[1] - short[1]) / cycles))"
+      echo "{\"bench\":\"node-cost\",\"side\":\"$side\",\"workload\":\"$w\",\"fencing\":\"$f\",\"node_instructions_per_cycle\":$(((long[0] - short[0]) / cycles))$client}"
     done
   done
 done | tee "$WORK/results.jsonl"
@@ -95,8 +111,10 @@ import json, sys
 rows = {}
 for line in open(sys.argv[1]):
     j = json.loads(line)
-    rows.setdefault((j['workload'], j['fencing']), {})[j['side']] = j['node_instructions_per_cycle']
-print('\n%-4s %-8s %14s %14s %7s' % ('work', 'fencing', 'A instr/cycle', 'B instr/cycle', 'B/A'))
-for (w, f), s in rows.items():
-    print('%-4s %-8s %14d %14d %7.2f' % (w, f, s['A'], s['B'], s['B'] / s['A']))
+    for who in ('node', 'client'):
+        if who + '_instructions_per_cycle' in j:
+            rows.setdefault((j['workload'], j['fencing'], who), {})[j['side']] = j[who + '_instructions_per_cycle']
+print('\n%-4s %-8s %-6s %14s %14s %7s' % ('work', 'fencing', 'who', 'A instr/cycle', 'B instr/cycle', 'B/A'))
+for (w, f, who), s in rows.items():
+    print('%-4s %-8s %-6s %14d %14d %7.2f' % (w, f, who, s['A'], s['B'], s['B'] / s['A']))
 EOF
