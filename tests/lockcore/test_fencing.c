@@ -239,6 +239,52 @@ static void test_fencing_client_clock_ahead_does_not_push_tokens_ahead(void **st
     lockcore_client_free(good);
 }
 
+/* A first hold of a reentrant lock, a writer and a set of resources, by
+ * the kind's own call; its token. */
+static uint64_t kind_grant_release(lockcore_client *c, int kind, const char *resource)
+{
+    struct lockcore_lock l;
+    const char *set[] = {resource};
+    int rc = kind == 0   ? lockcore_reentrant_acquire(c, resource, NULL, &l)
+             : kind == 1 ? lockcore_rw_acquire(c, resource, 1, &l)
+                         : lockcore_multi_acquire(c, set, 1, &l);
+    if (rc != 0)
+        fail_msg("kind %d acquire: %s", kind, lockcore_errmsg(c));
+    assert_int_equal(lockcore_release(c, &l), 0);
+    return l.token;
+}
+
+/* The same bound for the kinds whose scripts read the node's clock for
+ * their own state anyway (a reentrant lock's first hold, a writer) and
+ * give the bound that reading, in whole ms, and for a set of resources,
+ * which checks it once for the set: a client two hours fast gets tokens
+ * near the nodes' clocks, and with no bound it does not. */
+static void test_fencing_client_clock_ahead_bounded_for_every_kind(void **state)
+{
+    struct fixture *f = *state;
+    lockcore_client *good = client(f, &(struct tuning){.fencing = 1});
+    struct tuning ahead = {.fencing = 1, .clock_offset_us = 2 * 3600LL * 1000000};
+    lockcore_client *fast = client(f, &ahead);
+    struct tuning loose = {.fencing = 1, .clock_offset_us = 2 * 3600LL * 1000000, .unbounded = 1};
+    lockcore_client *unbounded = client(f, &loose);
+    for (int kind = 0; kind < 3; kind++) {
+        char name[32];
+        snprintf(name, sizeof(name), "fast-kind:%d", kind);
+        uint64_t t1 = kind_grant_release(good, kind, name);
+        uint64_t t2 = kind_grant_release(fast, kind, name);
+        assert_true(t2 > t1);
+        assert_true(t2 < wall_us() + 60ULL * 1000000);
+        uint64_t t3 = kind_grant_release(good, kind, name);
+        assert_true(t3 > t2 && t3 < wall_us() + 60ULL * 1000000);
+        uint64_t t4 = kind_grant_release(unbounded, kind, name);
+        assert_true(t4 > wall_us() + 3600ULL * 1000000); /* what the bound keeps out */
+        assert_true(kind_grant_release(good, kind, name) > t4);
+    }
+    lockcore_client_free(unbounded);
+    lockcore_client_free(fast);
+    lockcore_client_free(good);
+}
+
 /* lockcore's slot of a lock key in a client's memory of fences seen:
  * FNV-1a, mod 256 (op.c). */
 static unsigned seen_slot(const char *key)
@@ -872,6 +918,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_fencing_client_clock_behind_still_gets_larger_token, setup5,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_fencing_client_clock_ahead_does_not_push_tokens_ahead, setup5,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_fencing_client_clock_ahead_bounded_for_every_kind, setup5,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_fencing_repair_lowers_a_fence_pushed_ahead, setup5, teardown),
         cmocka_unit_test_setup_teardown(test_fencing_repair_leaves_a_bucket_within_the_bound, setup5,
