@@ -2215,6 +2215,35 @@ static void test_kinds_rw_writer_that_stops_waiting_clears_its_intent(void **sta
     lockcore_client_free(r);
 }
 
+/* A writer granted at its first attempt by a majority, while a reader on
+ * one node refused it there (and that node took its intent), clears the
+ * intent there: only a grant by every node leaves nothing to clear. */
+static void test_kinds_rw_writer_granted_by_a_majority_clears_a_minority_s_intent(void **state)
+{
+    struct fixture *f = *state;
+    struct tune t = {.ttl_ms = 10000, .request_timeout_ms = 1000};
+    lockcore_client *c = client_on(f->urls, f->n, &t);
+    assert_non_null(c);
+    const char *res = "intent:minority";
+    /* A reader on node 0 alone, live for 10 s on that node's clock. */
+    redisReply *r = rh_command(f->rc, 0, "EVAL %s 1 %s",
+                               "local t = redis.call('TIME') "
+                               "return redis.call('ZADD', KEYS[1], t[1] * 1000 + 10000, 'planted')",
+                               "{intent:minority}:readers");
+    assert_non_null(r);
+    assert_int_equal(r->type, REDIS_REPLY_INTEGER);
+    freeReplyObject(r);
+    struct lockcore_lock wl;
+    assert_int_equal(lockcore_rw_acquire(c, res, 1, &wl), 0);
+    assert_int_equal(wl.attempts, 1);
+    assert_true(wl.nodes_ok < f->n);
+    unsigned left = intent_after(f, res, 1000);
+    if (left > 0)
+        fail_msg("the granted writer's intent left on %u nodes", left);
+    assert_int_equal(lockcore_release(c, &wl), 0);
+    lockcore_client_free(c);
+}
+
 /* Fair readers are kept out by a writer's intent when the writer does not
  * wait in their line (a polling writer): they used to look at their line
  * only, and overlapping fair readers starved such a writer (docs/lockcore.md,
@@ -2907,6 +2936,8 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_kinds_rw_writer_that_stops_waiting_clears_its_intent, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(test_kinds_rw_writer_granted_by_a_majority_clears_a_minority_s_intent,
+                                        setup, teardown),
         cmocka_unit_test_setup_teardown(test_kinds_rw_fair_readers_wait_for_a_polling_writer, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_kinds_rw_readers_in_line_wait_for_a_polling_writer, setup,
