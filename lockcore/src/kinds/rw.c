@@ -241,21 +241,18 @@ static void rw_done(lockcore_client *c, int rc, const struct lockcore_lock *lock
     struct rw_call *w = arg;
     /* Given up, or granted (a node that refused its last attempt may still
      * keep its intent, and would keep readers out for nothing): the intent
-     * goes wherever it is still this writer's. Granted by every node at
-     * the first attempt, it is nowhere: a node sets it only where it
-     * refuses, and its grant deletes it. */
+     * goes wherever it is still this writer's. */
     /* Even while the client is freed: what is queued here is sent before
      * the connections close. */
-    int everywhere = rc == 0 && lock != NULL && lock->attempts == 1 && lock->nodes_ok == c->n;
     const char *argv[] = {"EVAL", lockcore__lua_rw_intent_clear, "1", w->intent, w->id};
     size_t lens[5];
     for (int k = 0; k < 5; k++)
         lens[k] = strlen(argv[k]);
     uint64_t now = lockcore_now_ms();
-    for (unsigned i = 0; i < c->n && !everywhere; i++)
+    for (unsigned i = 0; i < c->n; i++)
         if (c->nodes[i].state != NODE_DOWN)
             lockcore__node_send(c, &c->nodes[i], 5, argv, lens, NULL, STEP_IGNORE, 0, now);
-    for (unsigned i = 0; i < c->n && !everywhere; i++) /* before the callback, however long it runs */
+    for (unsigned i = 0; i < c->n; i++) /* before the callback, however long it runs */
         lockcore__node_flush(c, &c->nodes[i]);
     lockcore_cb cb = w->cb;
     void *a = w->arg;
