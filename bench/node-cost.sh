@@ -21,7 +21,7 @@
 # Environment: BUILD (default build-bench/), KEEP=1 keeps the temporary folder.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-[ $# -ge 1 ] || { echo "usage: bench/node-cost.sh REV [--fencing on|off|both]" >&2; exit 2; }
+[ $# -ge 1 ] || { echo "usage: bench/node-cost.sh REV [--fencing on|off|both] [--workloads w1,w6] [--client]" >&2; exit 2; }
 REV=$1
 shift
 FENCING=both
