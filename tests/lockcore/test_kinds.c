@@ -2217,7 +2217,8 @@ static void test_kinds_rw_writer_that_stops_waiting_clears_its_intent(void **sta
 
 /* A writer granted at its first attempt by a majority, while a reader on
  * one node refused it there (and that node took its intent), clears the
- * intent there: only a grant by every node leaves nothing to clear. */
+ * intent there: the grant's count of nodes is not where it is known to be
+ * gone. */
 static void test_kinds_rw_writer_granted_by_a_majority_clears_a_minority_s_intent(void **state)
 {
     struct fixture *f = *state;
