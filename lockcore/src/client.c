@@ -11,8 +11,8 @@
 #include "internal.h"
 #include "kinds/kind.h"
 
-#define TTL_MAX_MS (24ULL * 3600 * 1000) /* a lock that needs longer is extended */
-#define WAIT_MAX_MS (365ULL * 24 * 3600 * 1000)
+#define TTL_MAX_MS LOCKCORE__TTL_MAX_MS
+#define WAIT_MAX_MS LOCKCORE__WAIT_MAX_MS
 
 int lockcore_options_init(struct lockcore_options *o)
 {
@@ -778,16 +778,36 @@ int lockcore_lock_from_id(lockcore_client *c, const char *resource, const char *
     return 0;
 }
 
-struct op *lockcore__acquire_op(lockcore_client *c, const char *resource, const char *id, lockcore_cb cb,
-                                void *arg, int *rcp)
+int lockcore__new_qid(lockcore_client *c, const char *tag, char *out)
+{
+    /* The 9 bytes (18 digits) after the prefix: random, or the owner's
+     * tag (4 bytes) and 5 random bytes. */
+    unsigned char raw[9];
+    size_t tl = tag != NULL ? strlen(tag) : 0;
+    int rc = lockcore__id_bytes(c->idpool, raw, sizeof(raw) - tl / 2);
+    if (rc < 0)
+        return rc;
+    memcpy(out, c->id_prefix, 16);
+    memcpy(out + 16, tag, tl);
+    lockcore__hex(out + 16 + tl, raw, sizeof(raw) - tl / 2);
+    memset(out + LOCKCORE_ID_LEN - LOCKCORE__ATTEMPT_DIGITS, '0', LOCKCORE__ATTEMPT_DIGITS);
+    out[LOCKCORE_ID_LEN] = '\0';
+    return 0;
+}
+
+struct op *lockcore__acquire_op(lockcore_client *c, const char *resource, const char *id,
+                                const struct lockcore__call *k, lockcore_cb cb, void *arg, int *rcp)
 {
     int rc = 0;
     if (cb == NULL) {
         lockcore__fmt(c->errmsg, sizeof(c->errmsg), "callback is NULL");
         rc = -EINVAL;
     }
-    unsigned char raw[LOCKCORE_ID_LEN / 2];
-    if (rc == 0 && (rc = lockcore__id_bytes(c->idpool, raw, sizeof(raw))) < 0)
+    char qid[LOCKCORE_ID_LEN + 1];
+    /* The client's prefix, which names its release channel, then the
+     * owner's tag and random bits of this acquisition; the last digits
+     * number its attempts (attempt_begin writes each attempt's lock id). */
+    if (rc == 0 && (rc = lockcore__new_qid(c, k->tag, qid)) < 0)
         lockcore__fmt(c->errmsg, sizeof(c->errmsg), "no randomness for the lock id: %s", strerror(-rc));
     struct op *op = NULL;
     if (rc == 0 && (op = lockcore__op_new(c, OP_ACQUIRE, cb, arg)) == NULL) {
@@ -798,16 +818,13 @@ struct op *lockcore__acquire_op(lockcore_client *c, const char *resource, const 
     if (rc < 0)
         return NULL;
     lockcore__op_set_keys(op, resource);
-    /* The client's prefix, which names its release channel, then random
-     * bits of this acquisition; the last digits number its attempts
-     * (attempt_begin writes each attempt's lock id). */
-    memcpy(op->qid, c->id_prefix, 16);
-    lockcore__hex(op->qid + 16, raw + 8, sizeof(raw) - 8);
-    memset(op->qid + LOCKCORE_ID_LEN - LOCKCORE__ATTEMPT_DIGITS, '0', LOCKCORE__ATTEMPT_DIGITS);
+    memcpy(op->qid, qid, sizeof(qid));
     memcpy(op->lock.id, op->qid, LOCKCORE_ID_LEN + 1);
     if (id != NULL) /* a re-entry: the hold it joins */
         memcpy(op->kx.join, id, LOCKCORE_ID_LEN + 1);
-    op->ttl_ms = c->o.ttl_ms;
+    op->ttl_ms = k->ttl_ms;
+    op->retry_count = k->retry_count;
+    op->wait_mode = k->wait_mode;
     /* The ticket orders waiters; a fair acquisition waits its turn from the
      * first attempt on. */
     op->ticket = c->o.clock_us(c->o.clock_arg);
@@ -815,23 +832,24 @@ struct op *lockcore__acquire_op(lockcore_client *c, const char *resource, const 
     return op;
 }
 
-static struct op *start_acquire(lockcore_client *c, const char *resource, lockcore_cb cb, void *arg, int *rcp)
+struct op *lockcore__plain_start(lockcore_client *c, const char *resource, const struct lockcore__call *k,
+                                 lockcore_cb cb, void *arg, int *rcp)
 {
     int rc = check_client(c);
     if (rc == 0)
         rc = check_resource(c, resource);
     *rcp = rc;
-    struct op *op = rc == 0 ? lockcore__acquire_op(c, resource, NULL, cb, arg, rcp) : NULL;
+    struct op *op = rc == 0 ? lockcore__acquire_op(c, resource, NULL, k, cb, arg, rcp) : NULL;
     if (op == NULL)
         return NULL;
     uint64_t now = lockcore_now_ms();
-    op->wait_deadline_ms = c->o.wait_ms ? now + c->o.wait_ms : 0;
+    op->wait_deadline_ms = k->wait_ms ? now + k->wait_ms : 0;
     /* A notified waiter that will retry tries first and takes its place
      * in the queue with the same script when refused (one round, not two).
      * Without fencing its first attempt is the bare SET NX PX of a polling
      * client, and a refusal costs a second round to take the place. */
-    op->queued = c->o.wait_mode == LOCKCORE_WAIT_FAIR ||
-                 (c->o.wait_mode == LOCKCORE_WAIT_NOTIFY && c->o.retry_count != 0 && c->o.fencing);
+    op->queued = k->wait_mode == LOCKCORE_WAIT_FAIR ||
+                 (k->wait_mode == LOCKCORE_WAIT_NOTIFY && k->retry_count != 0 && c->o.fencing);
     lockcore__op_start(op, now);
     return op;
 }
@@ -840,8 +858,10 @@ int lockcore_acquire_async(lockcore_client *c, const char *resource, lockcore_cb
 {
     if (c == NULL)
         return -EINVAL;
-    int rc;
-    start_acquire(c, resource, cb, arg, &rc);
+    struct lockcore__call k;
+    int rc = lockcore__call_check(c, NULL, &k);
+    if (rc == 0)
+        lockcore__plain_start(c, resource, &k, cb, arg, &rc);
     return rc;
 }
 
@@ -959,8 +979,9 @@ static int blocking(lockcore_client *c, enum op_kind kind, const char *resource,
         return rc;
     struct waiter w = {0};
     struct op *op = NULL;
-    if (kind == OP_ACQUIRE)
-        op = start_acquire(c, resource, wake, &w, &rc);
+    struct lockcore__call k;
+    if (kind == OP_ACQUIRE && (rc = lockcore__call_check(c, NULL, &k)) == 0)
+        op = lockcore__plain_start(c, resource, &k, wake, &w, &rc);
     else if (kind == OP_STATUS) {
         if ((rc = check_client(c)) == 0 && (op = lockcore__op_new(c, OP_STATUS, wake, &w)) == NULL)
             rc = -ENOMEM;

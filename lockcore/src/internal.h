@@ -54,6 +54,8 @@ int lockcore__id_bytes(struct lockcore__idpool *pool, void *out, size_t n);
 void lockcore__qid(const char *id, char *out);
 /* Lowercase hex of n bytes into out (2n digits and a NUL). */
 void lockcore__hex(char *out, const unsigned char *in, size_t n);
+/* SHA-256 of in[0..n) into md. Returns 0 or -ENOMEM. */
+int lockcore__sha256(const void *in, size_t n, unsigned char md[32]);
 uint64_t lockcore__rand64(uint64_t *state);
 void lockcore__fmt(char *buf, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
@@ -165,6 +167,10 @@ struct op {
     char fbucket[4]; /* ... and its field there */
     uint64_t ttl_ms;
     uint64_t wait_deadline_ms; /* 0 = none */
+    /* The acquisition's own retry_count and wait_mode (lockcore_call);
+     * the client's for every other operation. */
+    int retry_count;
+    int wait_mode;
     uint64_t attempt_start_ms;
     uint64_t phase_deadline_ms;
     uint64_t retry_at_ms;
@@ -416,12 +422,30 @@ void lockcore__op_set_keys(struct op *op, const char *resource);
 void lockcore__op_fence_keys(struct op *op);
 /* Point op's waiters' queue keys and release channel at those of key. */
 void lockcore__op_set_queue(struct op *op, const char *key, size_t key_len);
+/* The longest TTL (a lock that needs longer is extended) and wait. */
+#define LOCKCORE__TTL_MAX_MS (24ULL * 3600 * 1000)
+#define LOCKCORE__WAIT_MAX_MS (365ULL * 24 * 3600 * 1000)
+
+/* A checked lockcore_call: one acquisition's options. */
+struct lockcore__call {
+    uint64_t ttl_ms, wait_ms;
+    int retry_count, wait_mode;
+    char tag[LOCKCORE_OWNER_TAG_LEN + 1]; /* the owner's tag; "" for none */
+};
+/* Check call (NULL: the client's options) into *out. Returns 0 or -EINVAL
+ * with c->errmsg set. */
+int lockcore__call_check(lockcore_client *c, const struct lockcore_call *call, struct lockcore__call *out);
 /* A new acquisition of resource (already checked), not started: its keys,
- * its lock id (id, or the client's prefix and fresh random bits), TTL and
- * ticket. NULL with *rcp and c->errmsg set (cb NULL, no randomness, no
- * memory). */
-struct op *lockcore__acquire_op(lockcore_client *c, const char *resource, const char *id, lockcore_cb cb,
-                                void *arg, int *rcp);
+ * its lock id (the client's prefix, the owner's tag if any and fresh
+ * random bits; a re-entry's hold to join is id), TTL, retries, wait mode
+ * and ticket from k. NULL with *rcp and c->errmsg set (cb NULL, no
+ * randomness, no memory). */
+struct op *lockcore__acquire_op(lockcore_client *c, const char *resource, const char *id,
+                                const struct lockcore__call *k, lockcore_cb cb, void *arg, int *rcp);
+/* An acquisition's id (qid) into out (LOCKCORE_ID_LEN + 1 bytes): the
+ * client's prefix, the tag or random digits, random digits, zeroed
+ * attempt digits. Returns 0 or the -errno of the randomness. */
+int lockcore__new_qid(lockcore_client *c, const char *tag, char *out);
 void lockcore__op_finish(struct op *op, int rc);
 int lockcore__deliver(lockcore_client *c);
 int lockcore__flush_deliver(lockcore_client *c);

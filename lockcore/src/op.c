@@ -89,6 +89,8 @@ struct op *lockcore__op_new(lockcore_client *c, enum op_kind kind, lockcore_cb c
     op->arg = arg;
     op->errmsg[0] = '\0';
     op->lock.nodes = c->n;
+    op->retry_count = c->o.retry_count;
+    op->wait_mode = c->o.wait_mode;
     op->next = c->active;
     op->prev = NULL;
     if (c->active != NULL)
@@ -144,7 +146,7 @@ void lockcore__step_nums(const struct op *op, struct step_nums *n)
     lockcore__u64s(n->tok, sizeof(n->tok), c->o.fencing ? op->lock.token : 0);
     lockcore__u64s(n->ticket, sizeof(n->ticket), op->ticket);
     lockcore__u64s(n->qttl, sizeof(n->qttl), c->o.queue_ttl_ms);
-    n->mode = c->o.wait_mode == LOCKCORE_WAIT_FAIR ? "1" : op->lock.attempts <= 1 ? "2" : "0";
+    n->mode = op->wait_mode == LOCKCORE_WAIT_FAIR ? "1" : op->lock.attempts <= 1 ? "2" : "0";
     lockcore__u64s(n->ahead, sizeof(n->ahead), c->o.proposal_ahead_max_ms * 1000);
 }
 
@@ -317,7 +319,7 @@ int lockcore__op_resend(struct op *op, unsigned i, enum step step, int use_eval,
         break;
     case STEP_RELEASE:
     case STEP_IGNORE:
-        if (c->o.wait_mode == LOCKCORE_WAIT_POLL && c->info_len == 0 &&
+        if (op->wait_mode == LOCKCORE_WAIT_POLL && c->info_len == 0 &&
             !(op->lock.flags & LOCKCORE_LOCK_FROM_ID)) {
             /* Nothing beside the key to clean, nobody of ours to tell (a
              * polling client neither queues nor reserves). A lock known by
@@ -556,7 +558,7 @@ static uint64_t wait_delay_planned(struct op *op, int rc, uint64_t now)
     uint64_t delay = backoff_delay(op);
     int refused = rc == LOCKCORE_ELOCKED;
     /* A kind that keeps no place in the nodes' queues polls (kind.h). */
-    if (c->o.wait_mode == LOCKCORE_WAIT_POLL || !refused ||
+    if (op->wait_mode == LOCKCORE_WAIT_POLL || !refused ||
         (op->type != NULL && (op->type->queues == NULL || !op->type->queues(op))))
         return delay;
     if (!op->queued) {
@@ -567,8 +569,8 @@ static uint64_t wait_delay_planned(struct op *op, int rc, uint64_t now)
         return 0;
     }
     if (c->notify_refused || lockcore__notify_want(c, op) < 0)
-        return c->o.wait_mode == LOCKCORE_WAIT_FAIR && delay > c->o.queue_ttl_ms / 3 ? c->o.queue_ttl_ms / 3
-                                                                                     : delay;
+        return op->wait_mode == LOCKCORE_WAIT_FAIR && delay > c->o.queue_ttl_ms / 3 ? c->o.queue_ttl_ms / 3
+                                                                                    : delay;
     int behind = op->behind >= c->quorum;
     if (behind && op->reserved_ahead >= c->quorum && op->holder_pttl_ms >= 0) {
         /* The waiter ahead was named: if it has died, its reservation and
@@ -616,7 +618,7 @@ static void attempt_failed(struct op *op, int rc, uint64_t now)
     if (op->free_next) {
         op->free_next = 0;
         op->free_retries++;
-    } else if (rc == LOCKCORE_ELOCKED && op->queued && c->o.wait_mode != LOCKCORE_WAIT_POLL) {
+    } else if (rc == LOCKCORE_ELOCKED && op->queued && op->wait_mode != LOCKCORE_WAIT_POLL) {
         /* In line, at most one refusal per refresh period counts: one that
          * raced a handoff (its nodes named different holders, a set's
          * members held by different clients) retries after the backoff,
@@ -628,7 +630,7 @@ static void attempt_failed(struct op *op, int rc, uint64_t now)
             op->counted_at_ms = now;
     }
     unsigned counted = op->lock.attempts - op->free_retries;
-    int retries_left = (c->o.retry_count < 0 || counted <= (unsigned)c->o.retry_count) &&
+    int retries_left = (op->retry_count < 0 || counted <= (unsigned)op->retry_count) &&
                        (op->wait_deadline_ms == 0 || now < op->wait_deadline_ms);
     /* Only an acquisition that will retry waits (takes a place, listens). */
     uint64_t delay = retries_left ? wait_delay(op, rc, now) : 0;
@@ -807,7 +809,7 @@ static void wake_local_waiter(const struct op *rel, uint64_t now)
     /* A waiter with a place in the nodes' queues is the one a notified
      * release names (and keeps the lock for) when it is first there: any
      * other would only be refused. */
-    if (queued != NULL && rel->c->o.wait_mode != LOCKCORE_WAIT_POLL)
+    if (queued != NULL && rel->wait_mode != LOCKCORE_WAIT_POLL)
         oldest = queued;
     if (oldest != NULL && oldest->retry_at_ms > now)
         oldest->retry_at_ms = now;
@@ -980,7 +982,7 @@ static void decide(struct op *op, uint64_t now)
 static int queue_behind_local(struct op *op, uint64_t now)
 {
     lockcore_client *c = op->c;
-    if (c->o.retry_count == 0)
+    if (op->retry_count == 0)
         return 0;
     int busy = 0;
     for (const struct op *o = c->active; o != NULL && !busy; o = o->next)

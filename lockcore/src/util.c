@@ -6,6 +6,8 @@
 #include <sys/random.h>
 #include <time.h>
 
+#include <openssl/evp.h>
+
 #include "internal.h"
 #include "lockcore_lua.h"
 
@@ -54,6 +56,12 @@ void lockcore__hex(char *out, const unsigned char *in, size_t n)
         out[2 * i + 1] = hex[in[i] & 15];
     }
     out[2 * n] = '\0';
+}
+
+int lockcore__sha256(const void *in, size_t n, unsigned char md[32])
+{
+    unsigned len = 0;
+    return EVP_Digest(in, n, md, &len, EVP_sha256(), NULL) == 1 && len == 32 ? 0 : -ENOMEM;
 }
 
 uint64_t lockcore_now_ms(void)

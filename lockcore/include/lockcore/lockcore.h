@@ -689,6 +689,75 @@ LOCKCORE_API int lockcore_rw_acquire_async(lockcore_client *c, const char *resou
 LOCKCORE_API int lockcore_rw_status(lockcore_client *c, const char *resource,
                                     struct lockcore_node_status *out, size_t cap);
 
+/* ---- Acquisitions with options of their own ------------------------------
+ * One client serves acquisitions with different TTLs, waits and owners:
+ * struct lockcore_call holds what the client's options would otherwise
+ * decide for one acquisition, and struct lockcore_request what to acquire,
+ * of any kind. The calls above are these with the client's options. */
+
+/* Longest owner name (lockcore_call.owner), in bytes. */
+#define LOCKCORE_OWNER_MAX 64
+/* Hex digits of an owner's tag in a lock id (digits 16..23). */
+#define LOCKCORE_OWNER_TAG_LEN 8
+
+/* One acquisition's options; lockcore_call_init copies the client's. */
+struct lockcore_call {
+    uint64_t ttl_ms;  /* as lockcore_options.ttl_ms */
+    uint64_t wait_ms; /* as lockcore_options.wait_ms: 0 = no deadline */
+    int retry_count;  /* as lockcore_options.retry_count: 0 = one attempt, -1 = no limit */
+    int wait_mode;    /* enum lockcore_wait_mode */
+    /*
+     * Whom the acquisition is for (1..LOCKCORE_OWNER_MAX bytes, copied), or
+     * NULL (default). Its lock ids then carry the owner's tag
+     * (lockcore_owner_tag) in digits 16..23, in place of random ones, so
+     * that whoever is shown an id can tell which owner took it with no
+     * other state: a service that holds locks for several users refuses
+     * one user's release of another's lock by the id alone, on any
+     * instance (fencelockd does). The id keeps its layout, and 40 random
+     * bits of its own beside the client's 64.
+     */
+    const char *owner;
+};
+
+/* Fill *call with c's options (owner NULL). Returns 0 or -EINVAL. */
+LOCKCORE_API int lockcore_call_init(const lockcore_client *c, struct lockcore_call *call);
+
+/* What to acquire. Zero it, then set the kind and its fields. */
+struct lockcore_request {
+    /* 0 (a plain lock), or one of LOCKCORE_LOCK_PERMIT (a semaphore's
+     * permit), _MULTI, _REENTRANT, _READ, _WRITE. */
+    unsigned kind;
+    const char *resource;         /* every kind but MULTI */
+    const char *const *resources; /* MULTI: n_resources names */
+    size_t n_resources;
+    unsigned permits; /* PERMIT: the semaphore's permits */
+    const char *join; /* REENTRANT: a hold's id to re-enter, or NULL */
+};
+
+/*
+ * Acquire rq (see each kind's call above for what it does and returns),
+ * with call's options, or the client's when call is NULL. Returns what the
+ * kind's own call returns; -EINVAL also for a bad kind, TTL, wait mode or
+ * owner.
+ */
+LOCKCORE_API int lockcore_acquire_call(lockcore_client *c, const struct lockcore_request *rq,
+                                       const struct lockcore_call *call, struct lockcore_lock *lock);
+LOCKCORE_API int lockcore_acquire_call_async(lockcore_client *c, const struct lockcore_request *rq,
+                                             const struct lockcore_call *call, lockcore_cb cb, void *arg);
+
+/*
+ * An owner's tag: LOCKCORE_OWNER_TAG_LEN lowercase hex digits of the
+ * SHA-256 of "lockcore owner\n" and the name, NUL-terminated in tag.
+ * Different names may share a tag (one pair in 2^32): a service that
+ * names many owners checks its names for that once. Returns 0, or
+ * -EINVAL for a name that is NULL, empty or over LOCKCORE_OWNER_MAX bytes.
+ */
+LOCKCORE_API int lockcore_owner_tag(const char *owner, char tag[LOCKCORE_OWNER_TAG_LEN + 1]);
+
+/* 1 if the lock id carries owner's tag (an acquisition for that owner, or
+ * by chance one in 2^32), 0 if not or for a bad id or owner. */
+LOCKCORE_API int lockcore_id_owned_by(const char *id, const char *owner);
+
 /* ---- Steps with undo ----------------------------------------------------- */
 
 /*

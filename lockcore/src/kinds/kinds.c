@@ -187,14 +187,15 @@ int lockcore__kinds_is_id(const char *id)
  * its kind, id NULL for a fresh one. single: one attempt, no retries (a
  * semaphore's permit; the driver retries). */
 struct op *lockcore__kinds_start(lockcore_client *c, const char *resource, unsigned flags, const char *id,
-                                 int single, lockcore_cb cb, void *arg, int *rcp)
+                                 int single, const struct lockcore__call *k, lockcore_cb cb, void *arg,
+                                 int *rcp)
 {
     int rc = lockcore__kinds_check_client(c);
     *rcp = rc;
     /* The keys of op.c name the operation for the waiters of one client and
      * for the fence values it has seen, and a reentrant waiter uses the
      * queue's; the other commands of a kind build their own. */
-    struct op *op = rc == 0 ? lockcore__acquire_op(c, resource, id, cb, arg, rcp) : NULL;
+    struct op *op = rc == 0 ? lockcore__acquire_op(c, resource, id, k, cb, arg, rcp) : NULL;
     if (op == NULL)
         return NULL;
     op->lock.flags = flags;
@@ -203,7 +204,7 @@ struct op *lockcore__kinds_start(lockcore_client *c, const char *resource, unsig
     uint64_t now = lockcore_now_ms();
     /* A deadline already past (1 ms after boot) leaves no room for a retry
      * and keeps the attempt from queueing behind the client's own. */
-    op->wait_deadline_ms = single ? 1 : (c->o.wait_ms ? now + c->o.wait_ms : 0);
+    op->wait_deadline_ms = single ? 1 : (k->wait_ms ? now + k->wait_ms : 0);
     lockcore__kinds_queue_first(op);
     lockcore__op_start(op, now);
     return op;
@@ -214,11 +215,10 @@ struct op *lockcore__kinds_start(lockcore_client *c, const char *resource, unsig
  * nothing ahead of the line). A single attempt (deadline 1) never waits. */
 void lockcore__kinds_queue_first(struct op *op)
 {
-    const lockcore_client *c = op->c;
     op->queued = op->wait_deadline_ms != 1 && op->type != NULL && op->type->queues != NULL &&
                  op->type->queues(op) &&
-                 (c->o.wait_mode == LOCKCORE_WAIT_FAIR ||
-                  (c->o.wait_mode == LOCKCORE_WAIT_NOTIFY && c->o.retry_count != 0));
+                 (op->wait_mode == LOCKCORE_WAIT_FAIR ||
+                  (op->wait_mode == LOCKCORE_WAIT_NOTIFY && op->retry_count != 0));
 }
 
 /* ---- blocking forms ---- */
@@ -265,13 +265,13 @@ void lockcore__kinds_abort_op(void *what, int err, const char *why)
 }
 
 int lockcore__kinds_blocking(lockcore_client *c, const char *what, const char *resource, unsigned flags,
-                             const char *id, struct lockcore_lock *lock)
+                             const char *id, const struct lockcore__call *k, struct lockcore_lock *lock)
 {
     int rc = lockcore__enter(c, what);
     if (rc < 0)
         return rc;
     struct lockcore__waiter w = {0};
-    struct op *op = lockcore__kinds_start(c, resource, flags, id, 0, lockcore__kinds_wake, &w, &rc);
+    struct op *op = lockcore__kinds_start(c, resource, flags, id, 0, k, lockcore__kinds_wake, &w, &rc);
     if (op == NULL) {
         lockcore__leave(c);
         return rc;

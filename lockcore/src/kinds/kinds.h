@@ -100,7 +100,8 @@ int lockcore__kinds_is_id(const char *id);
 /* Start an acquisition of a kind: resource as the lock will name it, flags
  * its kind, id NULL for a fresh one. single: one attempt, no retries. */
 struct op *lockcore__kinds_start(lockcore_client *c, const char *resource, unsigned flags, const char *id,
-                                 int single, lockcore_cb cb, void *arg, int *rcp);
+                                 int single, const struct lockcore__call *k, lockcore_cb cb, void *arg,
+                                 int *rcp);
 /* Set op->queued: whether its next attempt is the one that waits in line. */
 void lockcore__kinds_queue_first(struct op *op);
 
@@ -119,7 +120,27 @@ int lockcore__kinds_wait(lockcore_client *c, struct lockcore__waiter *w,
 void lockcore__kinds_abort_op(void *op, int err, const char *why);
 /* enter, start an acquisition of a kind, wait, leave; *lock gets the result. */
 int lockcore__kinds_blocking(lockcore_client *c, const char *what, const char *resource, unsigned flags,
-                             const char *id, struct lockcore_lock *lock);
+                             const char *id, const struct lockcore__call *k, struct lockcore_lock *lock);
+
+/* Each kind's start with one acquisition's options k (call.c calls them
+ * for lockcore_acquire_call and every kind's own call). NULL with *rcp
+ * and c->errmsg set. The plain lock's is in client.c. */
+struct op *lockcore__plain_start(lockcore_client *c, const char *resource, const struct lockcore__call *k,
+                                 lockcore_cb cb, void *arg, int *rcp);
+struct lockcore__sem *lockcore__sem_start(lockcore_client *c, const char *resource, unsigned permits,
+                                          const struct lockcore__call *k, lockcore_cb cb, void *arg,
+                                          int *rcp);
+/* End a semaphore's acquisition that the blocking call gives up. */
+void lockcore__sem_abort(void *d, int err, const char *why);
+struct op *lockcore__multi_start(lockcore_client *c, const char *const *resources, size_t n,
+                                 const struct lockcore__call *k, lockcore_cb cb, void *arg, int *rcp);
+struct op *lockcore__re_start(lockcore_client *c, const char *resource, const char *id,
+                              const struct lockcore__call *k, lockcore_cb cb, void *arg, int *rcp);
+struct op *lockcore__rw_start(lockcore_client *c, const char *resource, int write,
+                              const struct lockcore__call *k, lockcore_cb cb, void *arg, int *rcp);
+/* lockcore_acquire_call, with what naming the public call for messages. */
+int lockcore__acquire_blocking(lockcore_client *c, const char *what, const struct lockcore_request *rq,
+                               const struct lockcore_call *call, struct lockcore_lock *lock);
 
 /* lockcore_status through a kind's status script (flags name the kind). */
 int lockcore__kinds_status(lockcore_client *c, const char *what, const char *resource, unsigned flags,

@@ -223,30 +223,24 @@ static int join_set(lockcore_client *c, const char *const *resources, size_t n, 
     return 0;
 }
 
+struct op *lockcore__multi_start(lockcore_client *c, const char *const *resources, size_t n,
+                                 const struct lockcore__call *k, lockcore_cb cb, void *arg, int *rcp)
+{
+    char joined[LOCKCORE_RESOURCE_MAX + 1];
+    *rcp = join_set(c, resources, n, joined);
+    return *rcp == 0 ? lockcore__kinds_start(c, joined, LOCKCORE_LOCK_MULTI, NULL, 0, k, cb, arg, rcp) : NULL;
+}
+
 int lockcore_multi_acquire_async(lockcore_client *c, const char *const *resources, size_t n, lockcore_cb cb,
                                  void *arg)
 {
-    if (c == NULL)
-        return -EINVAL;
-    char joined[LOCKCORE_RESOURCE_MAX + 1];
-    int rc = join_set(c, resources, n, joined);
-    if (rc == 0)
-        lockcore__kinds_start(c, joined, LOCKCORE_LOCK_MULTI, NULL, 0, cb, arg, &rc);
-    return rc;
+    struct lockcore_request rq = {.kind = LOCKCORE_LOCK_MULTI, .resources = resources, .n_resources = n};
+    return lockcore_acquire_call_async(c, &rq, NULL, cb, arg);
 }
 
 int lockcore_multi_acquire(lockcore_client *c, const char *const *resources, size_t n,
                            struct lockcore_lock *lock)
 {
-    if (c == NULL)
-        return -EINVAL;
-    if (lock == NULL) {
-        lockcore__fmt(c->errmsg, sizeof(c->errmsg), "lock is NULL");
-        return -EINVAL;
-    }
-    char joined[LOCKCORE_RESOURCE_MAX + 1];
-    int rc = join_set(c, resources, n, joined);
-    if (rc < 0)
-        return rc;
-    return lockcore__kinds_blocking(c, "lockcore_multi_acquire", joined, LOCKCORE_LOCK_MULTI, NULL, lock);
+    struct lockcore_request rq = {.kind = LOCKCORE_LOCK_MULTI, .resources = resources, .n_resources = n};
+    return lockcore__acquire_blocking(c, "lockcore_multi_acquire", &rq, NULL, lock);
 }

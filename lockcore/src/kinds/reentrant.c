@@ -284,31 +284,26 @@ static int check_reentrant(lockcore_client *c, const char *resource, const char 
     return rc;
 }
 
+struct op *lockcore__re_start(lockcore_client *c, const char *resource, const char *id,
+                              const struct lockcore__call *k, lockcore_cb cb, void *arg, int *rcp)
+{
+    *rcp = check_reentrant(c, resource, id);
+    return *rcp == 0 ? lockcore__kinds_start(c, resource, LOCKCORE_LOCK_REENTRANT, id, 0, k, cb, arg, rcp)
+                     : NULL;
+}
+
 int lockcore_reentrant_acquire_async(lockcore_client *c, const char *resource, const char *id, lockcore_cb cb,
                                      void *arg)
 {
-    if (c == NULL)
-        return -EINVAL;
-    int rc = check_reentrant(c, resource, id);
-    if (rc == 0)
-        lockcore__kinds_start(c, resource, LOCKCORE_LOCK_REENTRANT, id, 0, cb, arg, &rc);
-    return rc;
+    struct lockcore_request rq = {.kind = LOCKCORE_LOCK_REENTRANT, .resource = resource, .join = id};
+    return lockcore_acquire_call_async(c, &rq, NULL, cb, arg);
 }
 
 int lockcore_reentrant_acquire(lockcore_client *c, const char *resource, const char *id,
                                struct lockcore_lock *lock)
 {
-    if (c == NULL)
-        return -EINVAL;
-    if (lock == NULL) {
-        lockcore__fmt(c->errmsg, sizeof(c->errmsg), "lock is NULL");
-        return -EINVAL;
-    }
-    int rc = check_reentrant(c, resource, id);
-    if (rc < 0)
-        return rc;
-    return lockcore__kinds_blocking(c, "lockcore_reentrant_acquire", resource, LOCKCORE_LOCK_REENTRANT, id,
-                                    lock);
+    struct lockcore_request rq = {.kind = LOCKCORE_LOCK_REENTRANT, .resource = resource, .join = id};
+    return lockcore__acquire_blocking(c, "lockcore_reentrant_acquire", &rq, NULL, lock);
 }
 
 int lockcore_reentrant_status(lockcore_client *c, const char *resource, struct lockcore_node_status *out,

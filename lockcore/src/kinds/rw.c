@@ -268,8 +268,8 @@ static int write_started_by(const struct op *op, lockcore_cb cb, void *arg)
     return op->cb == rw_done && w != NULL && w->cb == cb && w->arg == arg;
 }
 
-static struct op *rw_start(lockcore_client *c, const char *resource, int write, lockcore_cb cb, void *arg,
-                           int *rcp)
+struct op *lockcore__rw_start(lockcore_client *c, const char *resource, int write,
+                              const struct lockcore__call *k, lockcore_cb cb, void *arg, int *rcp)
 {
     int rc = lockcore__kinds_check_name(c, resource, LOCKCORE_RESOURCE_MAX);
     if (rc == 0 && cb == NULL) {
@@ -281,7 +281,7 @@ static struct op *rw_start(lockcore_client *c, const char *resource, int write, 
         return NULL;
     }
     if (!write)
-        return lockcore__kinds_start(c, resource, LOCKCORE_LOCK_READ, NULL, 0, cb, arg, rcp);
+        return lockcore__kinds_start(c, resource, LOCKCORE_LOCK_READ, NULL, 0, k, cb, arg, rcp);
     struct rw_call *w = calloc(1, sizeof(*w));
     if (w == NULL) {
         lockcore__fmt(c->errmsg, sizeof(c->errmsg), "out of memory");
@@ -290,7 +290,7 @@ static struct op *rw_start(lockcore_client *c, const char *resource, int write, 
     }
     w->cb = cb;
     w->arg = arg;
-    struct op *op = lockcore__kinds_start(c, resource, LOCKCORE_LOCK_WRITE, NULL, 0, rw_done, w, rcp);
+    struct op *op = lockcore__kinds_start(c, resource, LOCKCORE_LOCK_WRITE, NULL, 0, k, rw_done, w, rcp);
     if (op == NULL) {
         free(w);
         return NULL;
@@ -302,33 +302,16 @@ static struct op *rw_start(lockcore_client *c, const char *resource, int write, 
 
 int lockcore_rw_acquire_async(lockcore_client *c, const char *resource, int write, lockcore_cb cb, void *arg)
 {
-    if (c == NULL)
-        return -EINVAL;
-    int rc;
-    rw_start(c, resource, write, cb, arg, &rc);
-    return rc;
+    struct lockcore_request rq = {.kind = write ? LOCKCORE_LOCK_WRITE : LOCKCORE_LOCK_READ,
+                                  .resource = resource};
+    return lockcore_acquire_call_async(c, &rq, NULL, cb, arg);
 }
 
 int lockcore_rw_acquire(lockcore_client *c, const char *resource, int write, struct lockcore_lock *lock)
 {
-    if (c == NULL)
-        return -EINVAL;
-    if (lock == NULL) {
-        lockcore__fmt(c->errmsg, sizeof(c->errmsg), "lock is NULL");
-        return -EINVAL;
-    }
-    int rc = lockcore__enter(c, "lockcore_rw_acquire");
-    if (rc < 0)
-        return rc;
-    struct lockcore__waiter w = {0};
-    struct op *op = rw_start(c, resource, write, lockcore__kinds_wake, &w, &rc);
-    if (op == NULL) {
-        lockcore__leave(c);
-        return rc;
-    }
-    rc = lockcore__kinds_wait(c, &w, lockcore__kinds_abort_op, op);
-    *lock = w.lock;
-    return rc;
+    struct lockcore_request rq = {.kind = write ? LOCKCORE_LOCK_WRITE : LOCKCORE_LOCK_READ,
+                                  .resource = resource};
+    return lockcore__acquire_blocking(c, "lockcore_rw_acquire", &rq, NULL, lock);
 }
 
 int lockcore_rw_status(lockcore_client *c, const char *resource, struct lockcore_node_status *out, size_t cap)

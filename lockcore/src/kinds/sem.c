@@ -42,6 +42,7 @@ struct lockcore__sem {
     unsigned nodes_ok;
     lockcore_cb cb;
     void *arg;
+    struct lockcore__call call; /* the acquisition's options; its permits' too */
     /* Waiting in line (notified or fair): the acquisition's id and ticket,
      * shared by its permit attempts; the semaphore's release channel. */
     int line;
@@ -181,7 +182,7 @@ static int sem_try_next(struct lockcore__sem *d)
     d->attempts++;
     d->behind = 0;
     int rc = lockcore__kinds_check_client(c);
-    struct op *op = rc == 0 ? lockcore__acquire_op(c, name, NULL, sem_on_permit, d, &rc) : NULL;
+    struct op *op = rc == 0 ? lockcore__acquire_op(c, name, NULL, &d->call, sem_on_permit, d, &rc) : NULL;
     if (op == NULL)
         return rc;
     op->lock.flags = LOCKCORE_LOCK_PERMIT;
@@ -299,7 +300,7 @@ static void sem_on_permit(lockcore_client *c, int rc, const struct lockcore_lock
         }
     }
     d->hint_at = 0;
-    int more = c->o.retry_count < 0 || d->rounds - d->free_rounds <= (unsigned)c->o.retry_count;
+    int more = d->call.retry_count < 0 || d->rounds - d->free_rounds <= (unsigned)d->call.retry_count;
     if (d->deadline_ms != 0 && now + delay >= d->deadline_ms) {
         delay = d->deadline_ms > now ? d->deadline_ms - now : 0;
         more = more && d->deadline_ms > now;
@@ -317,8 +318,8 @@ static void sem_on_permit(lockcore_client *c, int rc, const struct lockcore_lock
     d->retry_at_ms = now + delay;
 }
 
-static struct lockcore__sem *sem_start(lockcore_client *c, const char *resource, unsigned permits,
-                                       lockcore_cb cb, void *arg, int *rcp)
+struct lockcore__sem *lockcore__sem_start(lockcore_client *c, const char *resource, unsigned permits,
+                                          const struct lockcore__call *k, lockcore_cb cb, void *arg, int *rcp)
 {
     int rc = lockcore__kinds_check_client(c);
     if (rc == 0 && cb == NULL) {
@@ -350,20 +351,17 @@ static struct lockcore__sem *sem_start(lockcore_client *c, const char *resource,
     d->first = permits;
     d->cb = cb;
     d->arg = arg;
-    d->line = c->o.retry_count != 0 &&
-              (c->o.wait_mode == LOCKCORE_WAIT_NOTIFY || c->o.wait_mode == LOCKCORE_WAIT_FAIR);
+    d->call = *k;
+    d->line =
+        k->retry_count != 0 && (k->wait_mode == LOCKCORE_WAIT_NOTIFY || k->wait_mode == LOCKCORE_WAIT_FAIR);
     if (d->line) {
-        unsigned char raw[9];
-        if ((rc = lockcore__id_bytes(c->idpool, raw, sizeof(raw))) < 0) {
+        if ((rc = lockcore__new_qid(c, k->tag, d->qid)) < 0) {
             lockcore__fmt(c->errmsg, sizeof(c->errmsg), "no randomness for the lock id: %s", strerror(-rc));
             free(d->order);
             free(d);
             *rcp = rc;
             return NULL;
         }
-        memcpy(d->qid, c->id_prefix, 16);
-        lockcore__hex(d->qid + 16, raw, sizeof(raw));
-        memset(d->qid + LOCKCORE_ID_LEN - LOCKCORE__ATTEMPT_DIGITS, '0', LOCKCORE__ATTEMPT_DIGITS);
         d->ticket = c->o.clock_us(c->o.clock_arg);
         char key[KEY_MAX + 1];
         size_t kl = sem_key(d, key);
@@ -371,7 +369,7 @@ static struct lockcore__sem *sem_start(lockcore_client *c, const char *resource,
         memcpy(d->chan[0] + kl + 12, c->id_prefix, 17);
         d->chan_len[0] = kl + 28;
     }
-    d->deadline_ms = c->o.wait_ms ? lockcore_now_ms() + c->o.wait_ms : 0;
+    d->deadline_ms = k->wait_ms ? lockcore_now_ms() + k->wait_ms : 0;
     d->next = c->kx.sems;
     if (d->next != NULL)
         d->next->prev = d;
@@ -389,14 +387,11 @@ static struct lockcore__sem *sem_start(lockcore_client *c, const char *resource,
 int lockcore_sem_acquire_async(lockcore_client *c, const char *resource, unsigned permits, lockcore_cb cb,
                                void *arg)
 {
-    if (c == NULL)
-        return -EINVAL;
-    int rc;
-    sem_start(c, resource, permits, cb, arg, &rc);
-    return rc;
+    struct lockcore_request rq = {.kind = LOCKCORE_LOCK_PERMIT, .resource = resource, .permits = permits};
+    return lockcore_acquire_call_async(c, &rq, NULL, cb, arg);
 }
 
-static void abort_sem(void *what, int err, const char *why)
+void lockcore__sem_abort(void *what, int err, const char *why)
 {
     struct lockcore__sem *d = what;
     d->ending = 1;
@@ -411,24 +406,8 @@ static void abort_sem(void *what, int err, const char *why)
 int lockcore_sem_acquire(lockcore_client *c, const char *resource, unsigned permits,
                          struct lockcore_lock *lock)
 {
-    if (c == NULL)
-        return -EINVAL;
-    if (lock == NULL) {
-        lockcore__fmt(c->errmsg, sizeof(c->errmsg), "lock is NULL");
-        return -EINVAL;
-    }
-    int rc = lockcore__enter(c, "lockcore_sem_acquire");
-    if (rc < 0)
-        return rc;
-    struct lockcore__waiter w = {0};
-    struct lockcore__sem *d = sem_start(c, resource, permits, lockcore__kinds_wake, &w, &rc);
-    if (d == NULL) {
-        lockcore__leave(c);
-        return rc;
-    }
-    rc = lockcore__kinds_wait(c, &w, abort_sem, d);
-    *lock = w.lock;
-    return rc;
+    struct lockcore_request rq = {.kind = LOCKCORE_LOCK_PERMIT, .resource = resource, .permits = permits};
+    return lockcore__acquire_blocking(c, "lockcore_sem_acquire", &rq, NULL, lock);
 }
 
 static uint64_t sem_next_timer(const lockcore_client *c)
