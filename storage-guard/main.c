@@ -266,6 +266,15 @@ int main(int argc, char **argv)
     char err[512] = "";
     if (fencehttp_load_secrets(c.auth_file, &auth, c.tls_cert, &tls_cert, c.tls_key, &tls_key) != 0)
         goto out;
+    /* The lock rules are fencelockd's: a file that says them here would
+     * promise limits that storage-guard does not keep. */
+    if (fencehttp_auth_rules(auth) != 0) {
+        fencehttp_log(FENCEHTTP_LOG_ERROR,
+                      "auth file %s: read-only, resource= and prefix= are fencelockd's rules; storage-guard "
+                      "takes TOKEN [NAME [admin]]",
+                      c.auth_file);
+        goto out;
+    }
     char db_name[512];
     db_name_for_log(c.db, db_name, sizeof(db_name));
     rc = sg_store_pool_open(c.db, c.threads, &pool, err, sizeof(err));

@@ -17,17 +17,101 @@ struct entry {
 struct fencehttp_auth {
     struct entry *e;
     size_t n;
+    unsigned rules; /* FENCEHTTP_RULE_* used by some line */
 };
+
+#define RULES_MAX 64
+#define RULE_VALUE_MAX 1024
+
+static void free_rules(struct fencehttp_client *cl)
+{
+    struct fencehttp_rule *r = (struct fencehttp_rule *)cl->rules;
+    for (size_t i = 0; i < cl->n_rules; i++)
+        free(r[i].value);
+    free(r);
+    cl->rules = NULL;
+    cl->n_rules = 0;
+}
 
 void fencehttp_auth_free(fencehttp_auth *a)
 {
     if (a == NULL)
         return;
+    for (size_t i = 0; i < a->n; i++)
+        free_rules(&a->e[i].client);
     /* Tokens are secrets: do not leave them in freed memory. */
     if (a->e != NULL)
         memset(a->e, 0, a->n * sizeof(*a->e));
     free(a->e);
     free(a);
+}
+
+size_t fencehttp_auth_count(const fencehttp_auth *a)
+{
+    return a ? a->n : 0;
+}
+
+const struct fencehttp_client *fencehttp_auth_client(const fencehttp_auth *a, size_t i)
+{
+    return a && i < a->n ? &a->e[i].client : NULL;
+}
+
+unsigned fencehttp_auth_rules(const fencehttp_auth *a)
+{
+    return a ? a->rules : 0;
+}
+
+int fencehttp_client_allows(const struct fencehttp_client *cl, const char *resource, size_t len)
+{
+    if (cl == NULL || resource == NULL)
+        return 0;
+    if (cl->n_rules == 0)
+        return 1;
+    for (size_t i = 0; i < cl->n_rules; i++) {
+        const struct fencehttp_rule *r = &cl->rules[i];
+        if (r->prefix ? len >= r->len && memcmp(resource, r->value, r->len) == 0
+                      : len == r->len && memcmp(resource, r->value, len) == 0)
+            return 1;
+    }
+    return 0;
+}
+
+/* One RULE of a line into cl; NULL or the reason it is refused. */
+static const char *add_rule(struct fencehttp_client *cl, const char *w, unsigned *used)
+{
+    if (strcmp(w, "admin") == 0) {
+        cl->admin = 1;
+        return NULL;
+    }
+    if (strcmp(w, "read-only") == 0) {
+        cl->read_only = 1;
+        *used |= FENCEHTTP_RULE_READ_ONLY;
+        return NULL;
+    }
+    int prefix = strncmp(w, "prefix=", 7) == 0;
+    if (!prefix && strncmp(w, "resource=", 9) != 0)
+        return "want: TOKEN [NAME [admin | read-only | resource=R | prefix=P ...]]";
+    const char *v = w + (prefix ? 7 : 9);
+    if (cl->n_rules == RULES_MAX)
+        return "at most 64 resource= and prefix= rules on a line";
+    char *d = NULL;
+    size_t n = 0;
+    int rc = fencehttp_decode(v, strlen(v), &d, &n);
+    if (rc == -ENOMEM)
+        return "out of memory";
+    if (rc != 0 || n == 0 || n > RULE_VALUE_MAX) {
+        free(d);
+        return "a resource= or prefix= value is 1..1024 bytes, percent-encoded, without NUL";
+    }
+    struct fencehttp_rule *r = realloc((void *)cl->rules, (cl->n_rules + 1) * sizeof(*r));
+    if (r == NULL) {
+        free(d);
+        return "out of memory";
+    }
+    r[cl->n_rules++] = (struct fencehttp_rule){d, n, prefix};
+    cl->rules = r;
+    *used |= FENCEHTTP_RULE_RESOURCES;
+    return NULL;
 }
 
 /* Equal bytes and equal lengths, in a time that depends only on the
@@ -114,11 +198,6 @@ int fencehttp_auth_load(const char *path, fencehttp_auth **out, char *errbuf, si
         if (tok == NULL || tok[0] == '#')
             continue;
         char *name = strtok_r(NULL, " \t\r\n", &save);
-        char *flag = name ? strtok_r(NULL, " \t\r\n", &save) : NULL;
-        if (flag != NULL && (strcmp(flag, "admin") != 0 || strtok_r(NULL, " \t\r\n", &save) != NULL)) {
-            rc = bad_line(errbuf, errcap, path, lineno, "want: TOKEN [NAME [admin]]");
-            goto out;
-        }
         size_t len = strlen(tok);
         if (len < FENCEHTTP_AUTH_TOKEN_MIN || len > FENCEHTTP_AUTH_TOKEN_MAX) {
             rc = bad_line(errbuf, errcap, path, lineno, "a token must be 16..256 bytes");
@@ -158,7 +237,15 @@ int fencehttp_auth_load(const char *path, fencehttp_auth **out, char *errbuf, si
             snprintf(e->client.name, sizeof(e->client.name), "%s", name);
         else
             snprintf(e->client.name, sizeof(e->client.name), "line-%d", lineno);
-        e->client.admin = flag != NULL;
+        for (char *w = name ? strtok_r(NULL, " \t\r\n", &save) : NULL; w != NULL;
+             w = strtok_r(NULL, " \t\r\n", &save)) {
+            const char *why = add_rule(&e->client, w, &a->rules);
+            if (why != NULL) {
+                rc =
+                    strcmp(why, "out of memory") == 0 ? -ENOMEM : bad_line(errbuf, errcap, path, lineno, why);
+                goto out;
+            }
+        }
     }
     if (errno == ENOMEM || ferror(f)) {
         rc = errno == ENOMEM ? -ENOMEM : -EIO;

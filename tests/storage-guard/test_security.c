@@ -187,6 +187,9 @@ static void test_security_auth_file_is_checked_at_start(void **state)
         ALICE " alice\n" ALICE " bob\n", /* the same token twice */
         ALICE " alice root\n",           /* an unknown flag */
         ALICE " alice admin extra\n",    /* too many fields */
+        ALICE " alice read-only\n",      /* fencelockd's rules: not kept here */
+        ALICE " alice prefix=invoice:\n",
+        ALICE " alice admin resource=x\n",
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         int st = start_with_auth(d, bad[i]);

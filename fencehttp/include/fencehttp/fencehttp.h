@@ -64,23 +64,53 @@ void fencehttp_log(enum fencehttp_log_level level, const char *fmt, ...)
 #define FENCEHTTP_AUTH_TOKEN_MAX 256
 #define FENCEHTTP_AUTH_NAME_MAX 64
 
+/* A rule of a client line: the resources it may name (fencelockd). */
+struct fencehttp_rule {
+    char *value; /* percent-decoded; NUL-terminated, may hold no NUL */
+    size_t len;
+    int prefix; /* "prefix=": any resource that starts with value; else "resource=": exactly it */
+};
+
 struct fencehttp_client {
     char name[FENCEHTTP_AUTH_NAME_MAX + 1];
-    int admin; /* the line said "admin" (an operator) */
+    int admin;     /* the line said "admin" (an operator) */
+    int read_only; /* the line said "read-only": it may only read (fencelockd) */
+    /* The line's resource= and prefix= rules; none: every resource. */
+    const struct fencehttp_rule *rules;
+    size_t n_rules;
 };
+
+/* Which of the rules above any line of a loaded file uses. */
+#define FENCEHTTP_RULE_READ_ONLY 1u
+#define FENCEHTTP_RULE_RESOURCES 2u
 
 /* A loaded set of clients; read-only once loaded, so any thread may check
  * against it. */
 typedef struct fencehttp_auth fencehttp_auth;
 
 /*
- * Load path: one client per line, "TOKEN [NAME [admin]]", separated by
+ * Load path: one client per line, "TOKEN [NAME [RULE...]]", separated by
  * spaces or tabs; empty lines and lines starting with '#' are skipped.
  * NAME defaults to "line-N". Tokens are 16..256 printable ASCII bytes
- * without spaces, each at most once. Writes *out only on success. Returns
- * 0, -ENOMEM, -EINVAL (the message names the line) or -errno of open/read.
+ * without spaces, each at most once; several tokens may name one client.
+ * A RULE is "admin", "read-only", "resource=R" or "prefix=P" (R and P
+ * percent-encoded, 1..1024 bytes decoded; at most 64 per line). Writes
+ * *out only on success. Returns 0, -ENOMEM, -EINVAL (the message names
+ * the line) or -errno of open/read.
  */
 int fencehttp_auth_load(const char *path, fencehttp_auth **out, char *errbuf, size_t errcap);
+
+/* The clients of a loaded set: their number, and the i-th (borrowed from
+ * a), in the order of the file. */
+size_t fencehttp_auth_count(const fencehttp_auth *a);
+const struct fencehttp_client *fencehttp_auth_client(const fencehttp_auth *a, size_t i);
+
+/* FENCEHTTP_RULE_* bits: the rules some line of a uses (0 for NULL). */
+unsigned fencehttp_auth_rules(const fencehttp_auth *a);
+
+/* 1 if the client's rules allow resource (len bytes): it has no resource=
+ * or prefix= rule, or one matches. 0 otherwise, and for NULL. */
+int fencehttp_client_allows(const struct fencehttp_client *cl, const char *resource, size_t len);
 
 /* Free a loaded set (its tokens are wiped). Accepts NULL. */
 void fencehttp_auth_free(fencehttp_auth *a);
