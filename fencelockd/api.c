@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include <jansson.h>
+#include <openssl/evp.h>
 
 #include "api.h"
 
@@ -414,6 +415,183 @@ int fld_api_parse(const struct fld_request *req, const struct fld_limits *lim, s
     return op->kind == FLD_KIND_MULTI ? split_names(op, resp) : 0;
 }
 
+/* ---- who may do what ---- */
+
+/* The semaphore a permit's resource ("<semaphore>:permit:<i>") belongs
+ * to: its length, or len when it is not a permit's name. */
+static size_t semaphore_len(const char *resource, size_t len)
+{
+    static const char tag[] = ":permit:";
+    for (size_t i = len; i-- > 0;) {
+        if (resource[i] < '0' || resource[i] > '9') {
+            size_t digits = len - 1 - i;
+            if (digits == 0 || i + 1 < sizeof(tag) - 1)
+                return len;
+            size_t at = i + 1 - (sizeof(tag) - 1);
+            return memcmp(resource + at, tag, sizeof(tag) - 1) == 0 ? at : len;
+        }
+    }
+    return len;
+}
+
+static int forbidden(struct fencehttp_response *resp, const struct fencehttp_client *client, const char *why,
+                     const char *what)
+{
+    fencehttp_error(resp, 403, "forbidden", "client %s: %s%.200s", client->name, why, what);
+    return 403;
+}
+
+int fld_api_authorize(const struct fld_op *op, const struct fencehttp_client *client,
+                      struct fencehttp_response *resp)
+{
+    if (op == NULL || resp == NULL)
+        return fencehttp_error(resp, 500, "internal", "fld_api_authorize: NULL argument");
+    if (client == NULL)
+        return 0;
+    int reads =
+        op->route == FLD_ROUTE_STATUS || op->route == FLD_ROUTE_HEALTH || op->route == FLD_ROUTE_METRICS;
+    if (client->read_only && !reads)
+        return forbidden(resp, client, "may only read (read-only in the auth file)", "");
+    if (op->route == FLD_ROUTE_HEALTH || op->route == FLD_ROUTE_METRICS)
+        return 0;
+    if (op->kind == FLD_KIND_MULTI && op->route != FLD_ROUTE_STATUS) {
+        for (size_t i = 0; i < op->n_names; i++)
+            if (!fencehttp_client_allows(client, op->names[i], strlen(op->names[i])))
+                return forbidden(resp, client, "the auth file does not allow the resource ", op->names[i]);
+    } else {
+        size_t len = strlen(op->resource);
+        /* A permit is the semaphore's: rules name the semaphore. */
+        if (op->kind == FLD_KIND_PERMIT && op->route != FLD_ROUTE_ACQUIRE)
+            len = semaphore_len(op->resource, len);
+        if (!fencehttp_client_allows(client, op->resource, len))
+            return forbidden(resp, client, "the auth file does not allow the resource ", op->resource);
+    }
+    /* A lock id is a credential only for the client that took it: its
+     * acquisition carries that client's owner tag. */
+    if (op->lock_id[0] != '\0' && !lockcore_id_owned_by(op->lock_id, client->name))
+        return forbidden(resp, client, "the lock is another client's (or was not taken through fencelockd)",
+                         "");
+    return 0;
+}
+
+void fld_api_ref(const char *id, char out[17])
+{
+    static const char hex[] = "0123456789abcdef";
+    unsigned char md[32];
+    unsigned len = 0;
+    /* Of the acquisition, not the attempt: its id with the attempt's six
+     * digits zeroed, which is also what a reentrant lock's key holds for
+     * its owner (the first hold's acquisition). */
+    char acq[LOCKCORE_ID_LEN + 1];
+    if (id == NULL || strlen(id) != LOCKCORE_ID_LEN) {
+        out[0] = '\0';
+        return;
+    }
+    memcpy(acq, id, LOCKCORE_ID_LEN - 6);
+    memset(acq + LOCKCORE_ID_LEN - 6, '0', 6);
+    acq[LOCKCORE_ID_LEN] = '\0';
+    if (EVP_Digest(acq, LOCKCORE_ID_LEN, md, &len, EVP_sha256(), NULL) != 1 || len != 32) {
+        out[0] = '\0';
+        return;
+    }
+    for (int i = 0; i < 8; i++) {
+        out[2 * i] = hex[md[i] >> 4];
+        out[2 * i + 1] = hex[md[i] & 15];
+    }
+    out[16] = '\0';
+}
+
+struct owner {
+    char tag[LOCKCORE_OWNER_TAG_LEN + 1];
+    char name[FENCEHTTP_AUTH_NAME_MAX + 1];
+};
+
+struct fld_owners {
+    struct owner *v; /* sorted by tag, one per name */
+    size_t n;
+};
+
+static int owner_cmp(const void *a, const void *b)
+{
+    return strcmp(((const struct owner *)a)->tag, ((const struct owner *)b)->tag);
+}
+
+void fld_owners_free(struct fld_owners *o)
+{
+    if (o == NULL)
+        return;
+    free(o->v);
+    free(o);
+}
+
+int fld_owners_new(const fencehttp_auth *a, struct fld_owners **out, char *errbuf, size_t errcap)
+{
+    if (out == NULL) {
+        snprintf(errbuf, errcap, "fld_owners_new: NULL argument");
+        return -EINVAL;
+    }
+    struct fld_owners *o = calloc(1, sizeof(*o));
+    size_t n = fencehttp_auth_count(a);
+    if (o == NULL || (n > 0 && (o->v = calloc(n, sizeof(*o->v))) == NULL)) {
+        fld_owners_free(o);
+        snprintf(errbuf, errcap, "out of memory");
+        return -ENOMEM;
+    }
+    for (size_t i = 0; i < n; i++) {
+        const char *name = fencehttp_auth_client(a, i)->name;
+        struct owner *w = &o->v[o->n];
+        if (lockcore_owner_tag(name, w->tag) != 0)
+            continue; /* an empty name cannot be: the file names every client */
+        snprintf(w->name, sizeof(w->name), "%s", name);
+        o->n++;
+    }
+    qsort(o->v, o->n, sizeof(*o->v), owner_cmp);
+    /* Lines of one name (its tokens) are one owner; two names of one tag
+     * could release each other's locks. */
+    size_t k = 0;
+    for (size_t i = 0; i < o->n; i++) {
+        if (k > 0 && strcmp(o->v[k - 1].tag, o->v[i].tag) == 0) {
+            if (strcmp(o->v[k - 1].name, o->v[i].name) == 0)
+                continue;
+            snprintf(errbuf, errcap,
+                     "the client names '%s' and '%s' have the same owner tag %s: rename one of them",
+                     o->v[k - 1].name, o->v[i].name, o->v[i].tag);
+            fld_owners_free(o);
+            return -EINVAL;
+        }
+        o->v[k++] = o->v[i];
+    }
+    o->n = k;
+    *out = o;
+    return 0;
+}
+
+const char *fld_owners_name(const struct fld_owners *o, const char *id)
+{
+    if (o == NULL || o->n == 0 || id == NULL || strlen(id) != LOCKCORE_ID_LEN)
+        return NULL;
+    struct owner key;
+    memcpy(key.tag, id + 16, LOCKCORE_OWNER_TAG_LEN);
+    key.tag[LOCKCORE_OWNER_TAG_LEN] = '\0';
+    const struct owner *w = bsearch(&key, o->v, o->n, sizeof(*o->v), owner_cmp);
+    return w != NULL && lockcore_id_owned_by(id, w->name) ? w->name : NULL;
+}
+
+/* A holder as answers show it: "<field>_client" (its client's name, or
+ * null) and "<field>_ref" (fld_api_ref), both null when id is empty. */
+static void set_holder(json_t *o, const char *field, const char *id, const struct fld_owners *owners)
+{
+    char key[64], ref[17];
+    int held = id != NULL && id[0] != '\0';
+    const char *name = held ? fld_owners_name(owners, id) : NULL;
+    snprintf(key, sizeof(key), "%s_client", field);
+    json_object_set_new(o, key, name ? json_string(name) : json_null());
+    snprintf(key, sizeof(key), "%s_ref", field);
+    if (held)
+        fld_api_ref(id, ref);
+    json_object_set_new(o, key, held && ref[0] ? json_string(ref) : json_null());
+}
+
 /* ---- answers ---- */
 
 int fld_api_http_status(int rc, const char **code)
@@ -533,7 +711,8 @@ static json_t *names_json(const struct fld_op *op)
 }
 
 void fld_api_result(const struct fld_op *op, int rc, const struct lockcore_lock *lock, const char *errmsg,
-                    const struct lockcore_node_status *status, int n, struct fencehttp_response *resp)
+                    const struct lockcore_node_status *status, int n, const struct fld_owners *owners,
+                    struct fencehttp_response *resp)
 {
     const char *code = "internal";
     if (rc != 0) {
@@ -547,7 +726,7 @@ void fld_api_result(const struct fld_op *op, int rc, const struct lockcore_lock 
         }
         if (o != NULL && status != NULL && n > 0) {
             struct majority m = majority_of(status, n);
-            json_object_set_new(o, "holder", m.holder ? json_string(m.holder) : json_null());
+            set_holder(o, "holder", m.holder, owners);
             json_object_set_new(o, "ttl_ms_left", json_integer(m.holder ? m.pttl_ms : 0));
             json_object_set_new(o, "waiters", json_integer(m.waiters));
         }
@@ -568,6 +747,11 @@ void fld_api_result(const struct fld_op *op, int rc, const struct lockcore_lock 
                   "nodes_granted", (int)lock->nodes_ok, "nodes", (int)lock->nodes);
     if (o != NULL && op->route == FLD_ROUTE_ACQUIRE)
         json_object_set_new(o, "attempts", json_integer(lock->attempts));
+    if (o != NULL) {
+        char ref[17];
+        fld_api_ref(lock->id, ref);
+        json_object_set_new(o, "ref", json_string(ref));
+    }
     /* A lock extended by its id alone: the server does not know its token
      * (the acquisition's answer gave it, and an extension keeps it). */
     if (o != NULL && op->route == FLD_ROUTE_EXTEND)
@@ -581,7 +765,8 @@ void fld_api_result(const struct fld_op *op, int rc, const struct lockcore_lock 
     fld_api_json(resp, 200, o);
 }
 
-static json_t *node_json(const struct lockcore_node_status *s, int status_kind)
+static json_t *node_json(const struct lockcore_node_status *s, int status_kind,
+                         const struct fld_owners *owners)
 {
     json_t *o = json_pack("{s:s, s:b}", "node", s->node, "reachable", s->reachable);
     if (o == NULL)
@@ -590,7 +775,7 @@ static json_t *node_json(const struct lockcore_node_status *s, int status_kind)
         json_object_set_new(o, "error", json_string(s->error));
         return o;
     }
-    json_object_set_new(o, "holder", s->holder[0] ? json_string(s->holder) : json_null());
+    set_holder(o, "holder", s->holder, owners);
     json_object_set_new(o, "ttl_ms_left", json_integer(s->pttl_ms > 0 ? s->pttl_ms : 0));
     json_object_set_new(o, "fence", json_integer((json_int_t)s->fence));
     json_object_set_new(o, "waiters", json_integer(s->waiters));
@@ -598,15 +783,14 @@ static json_t *node_json(const struct lockcore_node_status *s, int status_kind)
         json_object_set_new(o, "holds", json_integer(s->holds));
     if (status_kind == 'r') {
         json_object_set_new(o, "readers", json_integer(s->holds));
-        json_object_set_new(o, "writer_waits",
-                            s->writer_waits[0] ? json_string(s->writer_waits) : json_null());
+        set_holder(o, "writer_waits", s->writer_waits, owners);
     }
     return o;
 }
 
 void fld_api_status(const struct fld_op *op, int rc, const struct lockcore_node_status *st, int n,
                     const struct lockcore_permit_status *ps, int np, unsigned quorum, const char *errmsg,
-                    struct fencehttp_response *resp)
+                    const struct fld_owners *owners, struct fencehttp_response *resp)
 {
     if (rc < 0) {
         const char *code = "internal";
@@ -620,11 +804,13 @@ void fld_api_status(const struct fld_op *op, int rc, const struct lockcore_node_
                       (int)op->permits, "held", rc);
         json_t *a = json_array();
         for (int i = 0; o != NULL && a != NULL && i < np; i++) {
-            json_array_append_new(
-                a, json_pack("{s:i, s:b, s:o, s:I, s:I, s:i}", "permit", (int)ps[i].permit, "held",
-                             ps[i].held, "holder", ps[i].held ? json_string(ps[i].holder) : json_null(),
-                             "ttl_ms_left", (json_int_t)(ps[i].held && ps[i].pttl_ms > 0 ? ps[i].pttl_ms : 0),
-                             "fence", (json_int_t)ps[i].fence, "nodes_reachable", (int)ps[i].reachable));
+            json_t *p =
+                json_pack("{s:i, s:b, s:I, s:I, s:i}", "permit", (int)ps[i].permit, "held", ps[i].held,
+                          "ttl_ms_left", (json_int_t)(ps[i].held && ps[i].pttl_ms > 0 ? ps[i].pttl_ms : 0),
+                          "fence", (json_int_t)ps[i].fence, "nodes_reachable", (int)ps[i].reachable);
+            if (p != NULL)
+                set_holder(p, "holder", ps[i].held ? ps[i].holder : NULL, owners);
+            json_array_append_new(a, p);
         }
         if (o != NULL)
             json_object_set_new(o, "permit", a);
@@ -635,16 +821,18 @@ void fld_api_status(const struct fld_op *op, int rc, const struct lockcore_node_
     }
     struct majority m = majority_of(st, n);
     int held = m.holder != NULL && m.nodes >= quorum;
-    o = json_pack("{s:s, s:s, s:b, s:o, s:I, s:I, s:i, s:i, s:i}", "resource", op->resource, "kind",
+    o = json_pack("{s:s, s:s, s:b, s:I, s:I, s:i, s:i, s:i}", "resource", op->resource, "kind",
                   op->status_kind == 'r'   ? "rw"
                   : op->status_kind == 'e' ? "reentrant"
                                            : "plain",
-                  "held", held, "holder", held ? json_string(m.holder) : json_null(), "ttl_ms_left",
-                  (json_int_t)(held && m.pttl_ms > 0 ? m.pttl_ms : 0), "fence", (json_int_t)m.fence,
-                  "waiters", (int)m.waiters, "nodes_reachable", (int)m.reachable, "nodes_total", n);
+                  "held", held, "ttl_ms_left", (json_int_t)(held && m.pttl_ms > 0 ? m.pttl_ms : 0), "fence",
+                  (json_int_t)m.fence, "waiters", (int)m.waiters, "nodes_reachable", (int)m.reachable,
+                  "nodes_total", n);
+    if (o != NULL)
+        set_holder(o, "holder", held ? m.holder : NULL, owners);
     json_t *a = json_array();
     for (int i = 0; o != NULL && a != NULL && i < n; i++)
-        json_array_append_new(a, node_json(&st[i], op->status_kind));
+        json_array_append_new(a, node_json(&st[i], op->status_kind, owners));
     if (o != NULL && op->status_kind == 'r')
         json_object_set_new(o, "readers", json_integer(m.holds));
     if (o != NULL && op->status_kind == 'e')

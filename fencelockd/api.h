@@ -33,6 +33,9 @@ enum fld_kind {
     FLD_KIND_COUNT,
 };
 
+/* The client names of an auth file by owner tag (fld_owners_new). */
+struct fld_owners;
+
 /* The API's name of a kind ("plain", "permit", ...). */
 const char *fld_kind_name(enum fld_kind k);
 
@@ -94,15 +97,47 @@ void fld_api_json(struct fencehttp_response *resp, int status, void *obj);
  * status (may be NULL) has a view of the nodes (n entries).
  */
 void fld_api_result(const struct fld_op *op, int rc, const struct lockcore_lock *lock, const char *errmsg,
-                    const struct lockcore_node_status *status, int n, struct fencehttp_response *resp);
+                    const struct lockcore_node_status *status, int n, const struct fld_owners *owners,
+                    struct fencehttp_response *resp);
 
 /* The answer to GET /v1/locks/{resource}: n node views, or with permits
- * the permits' views (ps, np). rc: what lockcore returned. */
+ * the permits' views (ps, np). rc: what lockcore returned. A holder is
+ * shown by its client's name (from owners, may be NULL) and its ref
+ * (fld_api_ref), never by the id that would release it. */
 void fld_api_status(const struct fld_op *op, int rc, const struct lockcore_node_status *st, int n,
                     const struct lockcore_permit_status *ps, int np, unsigned quorum, const char *errmsg,
-                    struct fencehttp_response *resp);
+                    const struct fld_owners *owners, struct fencehttp_response *resp);
 
 /* The HTTP status and error code of a lockcore failure. */
 int fld_api_http_status(int rc, const char **code);
+
+/*
+ * Whether client (NULL: no auth file, anyone) may run op: its read-only
+ * and resource rules (fencehttp_client_allows), and for an extension, a
+ * release or a re-entry, that the lock id is one of its own acquisitions
+ * (lockcore_id_owned_by its name). Returns 0, or 403 with *resp filled
+ * ("forbidden").
+ */
+int fld_api_authorize(const struct fld_op *op, const struct fencehttp_client *client,
+                      struct fencehttp_response *resp);
+
+/* The non-secret form of a lock id that answers show: the first 16 hex
+ * digits of the SHA-256 of its acquisition's id (the id with its last 6
+ * digits, the attempt's number, as '0'), into out (17 bytes; "" for a bad
+ * id). Every attempt of an acquisition, and a reentrant lock's owner and
+ * its first hold, have one ref. */
+void fld_api_ref(const char *id, char out[17]);
+
+/* The client names of an auth file by their owner tags, to name a
+ * holder from its lock id. Read-only once made: any thread may look up. */
+
+/* Make the table of a's clients (NULL: an empty table). Fails with -EINVAL
+ * (errbuf names both) when two different names share a tag: one of them
+ * must be renamed. Returns 0, -EINVAL or -ENOMEM. */
+int fld_owners_new(const fencehttp_auth *a, struct fld_owners **out, char *errbuf, size_t errcap);
+void fld_owners_free(struct fld_owners *o);
+
+/* The client whose acquisition id is (borrowed from o), or NULL. */
+const char *fld_owners_name(const struct fld_owners *o, const char *id);
 
 #endif

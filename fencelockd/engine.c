@@ -2,13 +2,13 @@
  * The event loop of fencelockd's lock operations, and the thread of its
  * status reads.
  *
- * The loop thread owns every lockcore client of the operations: serving
+ * The loop thread owns the lockcore client of the operations: serving
  * threads hand it jobs through a queue and an eventfd, it starts them with
- * the _async calls and polls the clients' descriptors, an epoll set of the
+ * the _async calls and polls the client's descriptors, an epoll set of the
  * waiting requests' sockets (a client that hangs up) and the eventfd
- * together. lockcore's options ttl_ms, wait_ms and wait_mode belong to a
- * client, not to a call, so there is one client per combination in use,
- * made when first needed and freed after a minute unused.
+ * together. Each acquisition carries its own TTL, wait and wait mode
+ * (lockcore_call), and the bearer-token client it is for as its owner, so
+ * that its ids name that client (fld_api_authorize).
  *
  * A request that waits and whose client hangs up is answered (to nobody)
  * at once and its acquisition canceled (lockcore_cancel): rolled back and
@@ -34,15 +34,6 @@
 
 /* Status views read at most this many nodes. */
 #define STATUS_CAP LOCKCORE_NODES_MAX
-/* A client unused for this long is freed (the default one is kept). */
-#define CLIENT_IDLE_MS 60000
-
-struct pooled {
-    lockcore_client *c;
-    uint64_t ttl_ms, wait_ms;
-    int wait_mode;
-    uint64_t last_used_ms;
-};
 
 struct job {
     struct job *next;          /* in a queue */
@@ -50,7 +41,6 @@ struct job {
     fld_engine *e;
     struct fld_op op;
     fencehttp_conn *conn; /* NULL once answered (told or hung up) */
-    lockcore_client *c;   /* the client of its acquisition, once started */
     char client[FENCEHTTP_AUTH_NAME_MAX + 1];
     int fd;      /* the request's socket while watched, else -1 */
     int waiting; /* counted in the waiters gauge */
@@ -78,14 +68,13 @@ struct fld_engine {
     pthread_cond_t done_cv;
 
     /* The loop thread's own. */
-    struct pooled *pool;
-    int n_pool;
+    lockcore_client *c;
     int running;         /* jobs started and not ended */
     struct job *waiters; /* acquisitions that wait, for SIGTERM */
     int orphans;         /* running jobs whose request is answered already */
     lockcore_client *status_client;
     unsigned nodes, quorum;
-    atomic_int n_clients;
+    _Atomic(const struct fld_owners *) owners;
 };
 
 static uint64_t now_ms(void)
@@ -120,65 +109,17 @@ static void answer_error(struct job *j, int status, const char *code, const char
     answer(j, &r);
 }
 
-/* ---- the client pool ---- */
-
-static int client_new(fld_engine *e, uint64_t ttl_ms, uint64_t wait_ms, int mode, lockcore_client **out,
-                      char *err, size_t cap)
+static int client_new(fld_engine *e, lockcore_client **out, char *err, size_t cap)
 {
     struct lockcore_options o = *e->o.base;
-    o.ttl_ms = ttl_ms;
-    o.wait_mode = mode;
-    o.wait_ms = wait_ms;
-    /* One attempt without a wait; with one, attempts until it runs out. */
-    o.retry_count = wait_ms == 0 ? 0 : -1;
-    if (o.fence_idle_ms != 0 && o.fence_idle_ms < 2 * ttl_ms)
-        o.fence_idle_ms = 2 * ttl_ms;
+    o.ttl_ms = e->o.limits.default_ttl_ms;
+    o.wait_ms = 0;
+    o.retry_count = 0;
+    o.wait_mode = LOCKCORE_WAIT_NOTIFY;
+    /* Every acquisition's TTL may be up to max_ttl_ms. */
+    if (o.fence_idle_ms != 0 && o.fence_idle_ms < 2 * e->o.limits.max_ttl_ms)
+        o.fence_idle_ms = 2 * e->o.limits.max_ttl_ms;
     return lockcore_client_new(&o, out, err, cap);
-}
-
-/* The client for an acquisition with these options, made if needed; NULL
- * when max_clients are in use. */
-static lockcore_client *client_for(fld_engine *e, uint64_t ttl_ms, uint64_t wait_ms, int mode)
-{
-    for (int i = 0; i < e->n_pool; i++) {
-        struct pooled *p = &e->pool[i];
-        if (p->ttl_ms == ttl_ms && p->wait_ms == wait_ms && p->wait_mode == mode) {
-            p->last_used_ms = now_ms();
-            return p->c;
-        }
-    }
-    if (e->n_pool == e->o.max_clients)
-        return NULL;
-    lockcore_client *c = NULL;
-    char err[256];
-    if (client_new(e, ttl_ms, wait_ms, mode, &c, err, sizeof(err)) != 0) {
-        fencehttp_log(FENCEHTTP_LOG_ERROR, "lockcore client: %s", err);
-        return NULL;
-    }
-    e->pool[e->n_pool++] = (struct pooled){c, ttl_ms, wait_ms, mode, now_ms()};
-    atomic_store(&e->n_clients, e->n_pool);
-    return c;
-}
-
-/* The client extensions and releases use: the default TTL's, without a
- * wait (always pool[0]). */
-static lockcore_client *default_client(fld_engine *e)
-{
-    e->pool[0].last_used_ms = now_ms();
-    return e->pool[0].c;
-}
-
-static void reap_idle(fld_engine *e)
-{
-    uint64_t now = now_ms();
-    for (int i = 1; i < e->n_pool; i++) {
-        struct pooled *p = &e->pool[i];
-        if (lockcore_inflight(p->c) == 0 && now - p->last_used_ms > CLIENT_IDLE_MS) {
-            lockcore_client_free(p->c);
-            e->pool[i--] = e->pool[--e->n_pool];
-        }
-    }
-    atomic_store(&e->n_clients, e->n_pool);
 }
 
 /* ---- watching the sockets of waiting requests ---- */
@@ -254,12 +195,12 @@ static void log_op(const struct job *j, int rc, const struct lockcore_lock *lock
         return;
     static const char *const what[] = {
         [FLD_ROUTE_ACQUIRE] = "acquire", [FLD_ROUTE_EXTEND] = "extend", [FLD_ROUTE_RELEASE] = "release"};
-    fencehttp_log(FENCEHTTP_LOG_INFO, "%s%s%s%s %s '%.200s' lock %s token %llu: %s",
+    /* The ref, not the id: a log is read by more people than may release. */
+    char ref[17];
+    fld_api_ref(lock && lock->id[0] ? lock->id : j->op.lock_id, ref);
+    fencehttp_log(FENCEHTTP_LOG_INFO, "%s%s%s%s %s '%.200s' ref %s token %llu: %s",
                   j->client[0] ? "client " : "", j->client, j->client[0] ? ": " : "", what[j->op.route],
-                  fld_kind_name(j->op.kind), j->op.resource,
-                  lock && lock->id[0] ? lock->id
-                  : j->op.lock_id[0]  ? j->op.lock_id
-                                      : "-",
+                  fld_kind_name(j->op.kind), j->op.resource, ref[0] ? ref : "-",
                   (unsigned long long)(lock ? lock->token : 0), rc == 0 ? "ok" : lockcore_strerror(rc));
 }
 
@@ -300,7 +241,7 @@ static void on_done(lockcore_client *c, int rc, const struct lockcore_lock *lock
             fld_metrics_lost();
     }
     struct fencehttp_response r = {0};
-    fld_api_result(&j->op, rc, lock, rc ? lockcore_errmsg(c) : NULL, NULL, 0, &r);
+    fld_api_result(&j->op, rc, lock, rc ? lockcore_errmsg(c) : NULL, NULL, 0, NULL, &r);
     answer(j, &r);
     e->running--;
     job_free(j);
@@ -309,39 +250,35 @@ static void on_done(lockcore_client *c, int rc, const struct lockcore_lock *lock
 static int start_acquire(fld_engine *e, struct job *j)
 {
     const struct fld_op *op = &j->op;
-    lockcore_client *c =
-        op->ttl_ms == e->o.limits.default_ttl_ms && op->wait_ms == 0 && op->wait_mode == LOCKCORE_WAIT_NOTIFY
-            ? default_client(e)
-            : client_for(e, op->ttl_ms, op->wait_ms, op->wait_mode);
-    if (c == NULL) {
-        answer_error(j, 503, "busy",
-                     "too many distinct (ttl_ms, wait_ms, wait) combinations in use at once; use fewer");
-        return -1;
-    }
-    int rc;
-    j->c = c;
+    lockcore_client *c = e->c;
+    struct lockcore_call call;
+    lockcore_call_init(c, &call);
+    call.ttl_ms = op->ttl_ms;
+    call.wait_ms = op->wait_ms;
+    /* One attempt without a wait; with one, attempts until it runs out. */
+    call.retry_count = op->wait_ms == 0 ? 0 : -1;
+    call.wait_mode = op->wait_mode;
+    call.owner = j->client[0] ? j->client : NULL;
+    struct lockcore_request rq = {.kind = fld_kind_flag(op->kind), .resource = op->resource};
     switch (op->kind) {
     case FLD_KIND_PERMIT:
-        rc = lockcore_sem_acquire_async(c, op->resource, op->permits, on_done, j);
+        rq.permits = op->permits;
         break;
     case FLD_KIND_MULTI:
-        rc = lockcore_multi_acquire_async(c, (const char *const *)op->names, op->n_names, on_done, j);
+        rq.resource = NULL;
+        rq.resources = (const char *const *)op->names;
+        rq.n_resources = op->n_names;
         break;
     case FLD_KIND_REENTRANT:
-        rc = lockcore_reentrant_acquire_async(c, op->resource, op->lock_id[0] ? op->lock_id : NULL, on_done,
-                                              j);
-        break;
-    case FLD_KIND_READ:
-    case FLD_KIND_WRITE:
-        rc = lockcore_rw_acquire_async(c, op->resource, op->kind == FLD_KIND_WRITE, on_done, j);
+        rq.join = op->lock_id[0] ? op->lock_id : NULL;
         break;
     default:
-        rc = lockcore_acquire_async(c, op->resource, on_done, j);
         break;
     }
+    int rc = lockcore_acquire_call_async(c, &rq, &call, on_done, j);
     if (rc != 0) {
         struct fencehttp_response r = {0};
-        fld_api_result(op, rc, NULL, lockcore_errmsg(c), NULL, 0, &r);
+        fld_api_result(op, rc, NULL, lockcore_errmsg(c), NULL, 0, NULL, &r);
         answer(j, &r);
         return -1;
     }
@@ -350,7 +287,7 @@ static int start_acquire(fld_engine *e, struct job *j)
 
 static int start_extend_release(fld_engine *e, struct job *j)
 {
-    lockcore_client *c = default_client(e);
+    lockcore_client *c = e->c;
     struct lockcore_lock lock;
     int rc = lockcore_lock_from_id(c, j->op.resource, j->op.lock_id, &lock);
     if (rc == 0) {
@@ -360,7 +297,7 @@ static int start_extend_release(fld_engine *e, struct job *j)
     }
     if (rc != 0) {
         struct fencehttp_response r = {0};
-        fld_api_result(&j->op, rc, NULL, lockcore_errmsg(c), NULL, 0, &r);
+        fld_api_result(&j->op, rc, NULL, lockcore_errmsg(c), NULL, 0, NULL, &r);
         answer(j, &r);
         return -1;
     }
@@ -400,7 +337,7 @@ static void start(fld_engine *e, struct job *j, int stopping)
 static void reap_hangups(fld_engine *e)
 {
     struct epoll_event ev[256];
-    lockcore_client *cs[256];
+    int cancel[256];
     int n = epoll_wait(e->epfd, ev, 256, 0);
     for (int i = 0; i < n; i++) {
         struct job *j = ev[i].data.ptr;
@@ -409,14 +346,14 @@ static void reap_hangups(fld_engine *e)
             fencehttp_log(FENCEHTTP_LOG_DEBUG, "a waiter for '%.200s' hung up", j->op.resource);
         answer_error(j, 499, "client_closed", "the client hung up");
         e->orphans++;
-        cs[i] = j->op.route == FLD_ROUTE_ACQUIRE ? j->c : NULL;
+        cancel[i] = j->op.route == FLD_ROUTE_ACQUIRE;
     }
     /* Then cancel them: each one's callback runs inside lockcore_cancel
      * and frees its job (and may end others of the batch: only the
      * pointers are compared from here on). */
     for (int i = 0; i < n; i++)
-        if (cs[i] != NULL)
-            lockcore_cancel(cs[i], on_done, ev[i].data.ptr);
+        if (cancel[i])
+            lockcore_cancel(e->c, on_done, ev[i].data.ptr);
 }
 
 /* SIGTERM: tell every waiter now. */
@@ -443,16 +380,9 @@ static struct job *take_queue(fld_engine *e, int *stopping)
 static void *loop_main(void *arg)
 {
     fld_engine *e = arg;
-    size_t cap = 2 + (size_t)e->o.max_clients * LOCKCORE_POLLFDS_MAX;
-    struct pollfd *fds = calloc(cap, sizeof(*fds));
-    int *off = calloc((size_t)e->o.max_clients + 1, sizeof(*off));
-    int *cnt = calloc((size_t)e->o.max_clients + 1, sizeof(*cnt));
-    uint64_t next_reap = now_ms() + 1000, stop_deadline = 0;
+    struct pollfd fds[2 + LOCKCORE_POLLFDS_MAX];
+    uint64_t stop_deadline = 0;
     int told = 0;
-    if (fds == NULL || off == NULL || cnt == NULL) {
-        fencehttp_log(FENCEHTTP_LOG_ERROR, "out of memory starting the lock loop");
-        goto out;
-    }
     for (;;) {
         int stopping = 0;
         struct job *q = take_queue(e, &stopping);
@@ -467,25 +397,18 @@ static void *loop_main(void *arg)
             stop_deadline = now_ms() + (uint64_t)e->drain_ms;
         }
         /* Stop once only acquisitions nobody waits for are left: freeing
-         * the clients rolls them back. */
+         * the client rolls them back. */
         if (stopping && (e->running == e->orphans || now_ms() >= stop_deadline))
             break;
         fds[0] = (struct pollfd){.fd = e->efd, .events = POLLIN};
         fds[1] = (struct pollfd){.fd = e->epfd, .events = POLLIN};
-        size_t k = 2;
-        int timeout = 1000;
-        for (int i = 0; i < e->n_pool; i++) {
-            int t = -1;
-            int n = lockcore_pollfds(e->pool[i].c, fds + k, cap - k, &t);
-            off[i] = (int)k;
-            cnt[i] = n > 0 ? n : 0;
-            k += (size_t)cnt[i];
-            if (t >= 0 && t < timeout)
-                timeout = t;
-        }
+        int timeout = 1000, t = -1;
+        int n = lockcore_pollfds(e->c, fds + 2, LOCKCORE_POLLFDS_MAX, &t);
+        size_t k = 2 + (size_t)(n > 0 ? n : 0);
+        if (t >= 0 && t < timeout)
+            timeout = t;
         if (stopping && timeout > 50)
             timeout = 50;
-        int n_pool = e->n_pool;
         if (poll(fds, k, timeout) < 0 && errno != EINTR) {
             fencehttp_log(FENCEHTTP_LOG_ERROR, "poll: %s", strerror(errno));
             continue;
@@ -497,22 +420,11 @@ static void *loop_main(void *arg)
         }
         if (fds[1].revents & POLLIN)
             reap_hangups(e);
-        /* Clients made while starting jobs above are processed next round. */
-        for (int i = 0; i < n_pool && i < e->n_pool; i++)
-            lockcore_process(e->pool[i].c, fds + off[i], (size_t)cnt[i]);
-        if (now_ms() >= next_reap) {
-            reap_idle(e);
-            next_reap = now_ms() + 1000;
-        }
+        lockcore_process(e->c, fds + 2, k - 2);
     }
-out:
     /* Cancel what is left: the callbacks answer 503 or release. */
-    for (int i = 0; i < e->n_pool; i++)
-        lockcore_client_free(e->pool[i].c);
-    e->n_pool = 0;
-    free(fds);
-    free(off);
-    free(cnt);
+    lockcore_client_free(e->c);
+    e->c = NULL;
     pthread_mutex_lock(&e->mu);
     e->loop_done = 1;
     pthread_cond_broadcast(&e->done_cv);
@@ -563,7 +475,7 @@ static void do_metrics(fld_engine *e, struct job *j, struct lockcore_node_status
     probe(e, st, &n);
     struct fencehttp_response r = {0};
     size_t len = 0;
-    char *text = fld_metrics_render(&len, atomic_load(&e->n_clients));
+    char *text = fld_metrics_render(&len, 2);
     if (text == NULL) {
         fencehttp_error(&r, 500, "internal", "out of memory");
     } else {
@@ -588,7 +500,8 @@ static void do_status(fld_engine *e, struct job *j, struct lockcore_node_status 
              : j->op.kind == FLD_KIND_READ || j->op.kind == FLD_KIND_WRITE
                  ? lockcore_rw_status(c, j->op.resource, st, STATUS_CAP)
                  : lockcore_status(c, j->op.resource, st, STATUS_CAP);
-        fld_api_result(&j->op, j->rc, &j->lock, j->errmsg, rc > 0 ? st : NULL, rc > 0 ? rc : 0, &r);
+        fld_api_result(&j->op, j->rc, &j->lock, j->errmsg, rc > 0 ? st : NULL, rc > 0 ? rc : 0,
+                       atomic_load(&e->owners), &r);
         answer(j, &r);
         return;
     }
@@ -603,7 +516,8 @@ static void do_status(fld_engine *e, struct job *j, struct lockcore_node_status 
         n = rc > 0 ? rc : 0;
     }
     fld_metrics_timed(FLD_T_STATUS, rc >= 0, secs_since(t0));
-    fld_api_status(&j->op, rc, st, n, ps, np, e->quorum, rc < 0 ? lockcore_errmsg(c) : NULL, &r);
+    fld_api_status(&j->op, rc, st, n, ps, np, e->quorum, rc < 0 ? lockcore_errmsg(c) : NULL,
+                   atomic_load(&e->owners), &r);
     answer(j, &r);
 }
 
@@ -678,6 +592,12 @@ void fld_engine_submit(fld_engine *e, const struct fld_op *op, fencehttp_conn *c
         fencehttp_log(FENCEHTTP_LOG_WARN, "eventfd: %s", strerror(errno));
 }
 
+void fld_engine_set_owners(fld_engine *e, const struct fld_owners *owners)
+{
+    if (e != NULL)
+        atomic_store(&e->owners, owners);
+}
+
 unsigned fld_engine_nodes(const fld_engine *e)
 {
     return e ? e->nodes : 0;
@@ -685,7 +605,7 @@ unsigned fld_engine_nodes(const fld_engine *e)
 
 int fld_engine_start(const struct fld_engine_options *o, fld_engine **out, char *errbuf, size_t errcap)
 {
-    if (o == NULL || o->base == NULL || out == NULL || o->max_clients < 1) {
+    if (o == NULL || o->base == NULL || out == NULL) {
         snprintf(errbuf, errcap, "fld_engine_start: bad options");
         return -EINVAL;
     }
@@ -697,22 +617,13 @@ int fld_engine_start(const struct fld_engine_options *o, fld_engine **out, char 
     pthread_mutex_init(&e->mu, NULL);
     pthread_cond_init(&e->status_cv, NULL);
     pthread_cond_init(&e->done_cv, NULL);
-    int rc = -ENOMEM;
-    e->pool = calloc((size_t)o->max_clients, sizeof(*e->pool));
-    if (e->pool == NULL)
+    int rc;
+    atomic_init(&e->owners, NULL);
+    if ((rc = client_new(e, &e->c, errbuf, errcap)) != 0 ||
+        (rc = client_new(e, &e->status_client, errbuf, errcap)) != 0)
         goto fail;
-    /* The default client first: it checks the options and the nodes'
-     * addresses for all the others. */
-    lockcore_client *c = NULL;
-    if ((rc = client_new(e, o->limits.default_ttl_ms, 0, LOCKCORE_WAIT_NOTIFY, &c, errbuf, errcap)) != 0)
-        goto fail;
-    e->pool[e->n_pool++] = (struct pooled){c, o->limits.default_ttl_ms, 0, LOCKCORE_WAIT_NOTIFY, now_ms()};
-    atomic_init(&e->n_clients, 1);
-    if ((rc = client_new(e, o->limits.default_ttl_ms, 0, LOCKCORE_WAIT_NOTIFY, &e->status_client, errbuf,
-                         errcap)) != 0)
-        goto fail;
-    e->nodes = lockcore_nodes(c);
-    e->quorum = lockcore_quorum(c);
+    e->nodes = lockcore_nodes(e->c);
+    e->quorum = lockcore_quorum(e->c);
     e->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     e->epfd = epoll_create1(EPOLL_CLOEXEC);
     if (e->efd < 0 || e->epfd < 0) {
@@ -783,9 +694,7 @@ void fld_engine_free(fld_engine *e)
     if (e == NULL)
         return;
     fld_engine_shutdown(e, 0);
-    for (int i = 0; i < e->n_pool; i++)
-        lockcore_client_free(e->pool[i].c);
-    free(e->pool);
+    lockcore_client_free(e->c);
     lockcore_client_free(e->status_client);
     if (e->efd >= 0)
         close(e->efd);

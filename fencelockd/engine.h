@@ -18,13 +18,11 @@
 #include "api.h"
 
 struct fld_engine_options {
-    /* lockcore options every client starts from (nodes, password, TLS,
-     * key prefix, timeouts); the strings are borrowed until
-     * fld_engine_free. ttl_ms, wait_ms, wait_mode and retry_count are set
-     * per request. */
+    /* lockcore options of the clients (nodes, password, TLS, key prefix,
+     * timeouts); the strings are borrowed until fld_engine_free. ttl_ms,
+     * wait_ms, wait_mode and retry_count are set per request. */
     const struct lockcore_options *base;
     struct fld_limits limits;
-    int max_clients; /* most lockcore clients at once (distinct TTL, wait and mode in use) */
 };
 
 typedef struct fld_engine fld_engine;
@@ -47,6 +45,11 @@ void fld_engine_shutdown(fld_engine *e, int drain_ms);
 
 /* Stop the threads and free e. Accepts NULL. */
 void fld_engine_free(fld_engine *e);
+
+/* The clients' names by owner tag that status answers name holders with
+ * (borrowed: keep it until fld_engine_free, or until another replaces it
+ * and no status answer can be under way). NULL: none. */
+void fld_engine_set_owners(fld_engine *e, const struct fld_owners *owners);
 
 /* The number of nodes and the majority. */
 unsigned fld_engine_nodes(const fld_engine *e);

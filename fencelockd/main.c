@@ -80,8 +80,7 @@ static void usage(FILE *f)
                "  --tls-cert FILE     serve HTTPS with this PEM certificate (chain); needs --tls-key\n"
                "  --tls-key FILE      the PEM private key of --tls-cert\n"
                "  --max-connections N most HTTP connections at once (default 20000)\n"
-               "  --max-clients N     most lockcore clients at once: one per distinct TTL, wait and\n"
-               "                      wait mode in use (default 64)\n"
+               "  --max-clients N     no longer used (one lockcore client serves every TTL and wait)\n"
                "  --log-level LEVEL   error, warn, info (default: every lock operation) or debug\n"
                "  --help              show this help\n"
                "  --version           show the version\n"
@@ -210,6 +209,8 @@ static int parse_args(int argc, char **argv, struct config *c)
             if (fencehttp_parse_num(optarg, 1, 1024, &n) != 0)
                 return bad("--max-clients must be 1..1024");
             c->max_clients = n;
+            fencehttp_log(FENCEHTTP_LOG_WARN,
+                          "--max-clients is no longer used: one lockcore client serves every TTL and wait");
             break;
         case 'L':
             if (fencehttp_log_parse_level(optarg, &c->level) != 0)
@@ -292,6 +293,13 @@ static int handle(void *arg, const struct fencehttp_request *r, struct fencehttp
     struct fld_op op;
     if (fld_api_parse(&req, &s->limits, &op, resp) != 0)
         return 0;
+    if (fld_api_authorize(&op, r->client, resp) != 0) {
+        fld_metrics_forbidden(op.route);
+        if (fencehttp_log_enabled(FENCEHTTP_LOG_INFO))
+            fencehttp_log(FENCEHTTP_LOG_INFO, "client %s: refused %s %.200s: forbidden", r->client->name,
+                          r->method, op.resource);
+        return 0;
+    }
     fld_engine_submit(s->engine, &op, r->conn, r->client ? r->client->name : NULL);
     return FENCEHTTP_LATER;
 }
@@ -357,11 +365,16 @@ int main(int argc, char **argv)
     char *tls_cert = NULL, *tls_key = NULL, *nodes_buf = NULL;
     const char **nodes = NULL;
     fencehttp_auth *auth = NULL;
+    struct fld_owners *owners = NULL;
     fencehttp *http = NULL;
     struct server srv = {.limits = {(uint64_t)c.ttl_ms, (uint64_t)c.max_ttl_ms, (uint64_t)c.max_wait_ms}};
     char err[512] = "", pw[257] = "";
     if (fencehttp_load_secrets(c.auth_file, &auth, c.tls_cert, &tls_cert, c.tls_key, &tls_key) != 0)
         goto out;
+    if (fld_owners_new(auth, &owners, err, sizeof(err)) != 0) {
+        fencehttp_log(FENCEHTTP_LOG_ERROR, "auth file: %s", err);
+        goto out;
+    }
     if (c.password_file != NULL && read_password(c.password_file, pw, sizeof(pw)) != 0)
         goto out;
     const char *password = pw[0] ? pw : getenv("FENCELOCK_PASSWORD");
@@ -391,11 +404,12 @@ int main(int argc, char **argv)
     lo.tls_key_file = c.key ? c.key : getenv("FENCELOCK_KEY");
     lo.tls_server_name = c.tls_server_name ? c.tls_server_name : getenv("FENCELOCK_TLS_SERVER_NAME");
     lo.holder_info = "fencelockd";
-    struct fld_engine_options eo = {.base = &lo, .limits = srv.limits, .max_clients = (int)c.max_clients};
+    struct fld_engine_options eo = {.base = &lo, .limits = srv.limits};
     if ((rc = fld_engine_start(&eo, &srv.engine, err, sizeof(err))) != 0) {
         fencehttp_log(FENCEHTTP_LOG_ERROR, "%s", err);
         goto out;
     }
+    fld_engine_set_owners(srv.engine, owners);
     static const char *const open_paths[] = {"/healthz", NULL};
     struct fencehttp_options ho = {
         .name = "fencelockd",
@@ -441,6 +455,7 @@ int main(int argc, char **argv)
 out:
     fencehttp_stop(http);
     fld_engine_free(srv.engine);
+    fld_owners_free(owners);
     fencehttp_free_secrets(auth, tls_cert, tls_key);
     memset(pw, 0, sizeof(pw));
     free(nodes);

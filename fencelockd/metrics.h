@@ -35,7 +35,8 @@ enum fld_outcome fld_metrics_outcome(int rc);
 
 void fld_metrics_acquired(enum fld_kind kind, enum fld_outcome out, double seconds);
 void fld_metrics_timed(enum fld_timed op, int ok, double seconds);
-void fld_metrics_lost(void); /* an extension that found the lock gone */
+void fld_metrics_lost(void);                      /* an extension that found the lock gone */
+void fld_metrics_forbidden(enum fld_route route); /* a request answered 403 */
 void fld_metrics_waiters(int delta);
 void fld_metrics_http(int status, double seconds);
 
@@ -50,5 +51,6 @@ char *fld_metrics_render(size_t *len, int clients);
 /* Counters for tests. */
 unsigned long long fld_metrics_get_acquired(enum fld_kind kind, enum fld_outcome out);
 long long fld_metrics_get_waiters(void);
+unsigned long long fld_metrics_get_forbidden(enum fld_route route);
 
 #endif

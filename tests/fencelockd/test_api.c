@@ -7,7 +7,9 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 #include <jansson.h>
@@ -189,10 +191,14 @@ static void api_answers(void **state)
     snprintf(lk.resource, sizeof(lk.resource), "a b");
     snprintf(lk.id, sizeof(lk.id), "%s", id40);
     struct fencehttp_response r = {0};
-    fld_api_result(&op, 0, &lk, NULL, NULL, 0, &r);
+    fld_api_result(&op, 0, &lk, NULL, NULL, 0, NULL, &r);
     assert_int_equal(r.status, 200);
     json_t *j = json_loadb(r.body, r.body_len, 0, NULL);
     assert_int_equal(json_integer_value(json_object_get(j, "token")), 42);
+    char ref[17];
+    fld_api_ref(id40, ref);
+    assert_int_equal(strlen(ref), 16);
+    assert_string_equal(json_string_value(json_object_get(j, "ref")), ref);
     const char *rel = json_string_value(json_object_get(json_object_get(j, "links"), "release"));
     assert_string_equal(rel, "/v1/locks/a%20b/0123456789abcdef0123456789abcdef01234567");
     json_decref(j);
@@ -205,11 +211,15 @@ static void api_answers(void **state)
         snprintf(st[i].holder, sizeof(st[i].holder), "%s", i < 2 ? id40 : "");
         st[i].pttl_ms = 700;
     }
-    fld_api_result(&op, LOCKCORE_ELOCKED, &lk, "held", st, 3, &r);
+    fld_api_result(&op, LOCKCORE_ELOCKED, &lk, "held", st, 3, NULL, &r);
     assert_int_equal(r.status, 409);
     j = json_loadb(r.body, r.body_len, 0, NULL);
     assert_string_equal(json_string_value(json_object_get(j, "error")), "locked");
-    assert_string_equal(json_string_value(json_object_get(j, "holder")), id40);
+    /* Its ref and client, never the id that would release it. */
+    assert_null(json_object_get(j, "holder"));
+    assert_string_equal(json_string_value(json_object_get(j, "holder_ref")), ref);
+    assert_true(json_is_null(json_object_get(j, "holder_client")));
+    assert_null(strstr(r.body, id40));
     json_decref(j);
     fencehttp_response_clear(&r);
 
@@ -230,13 +240,225 @@ static void api_answers(void **state)
     }
 }
 
+/* An id of an acquisition for owner: the layout lockcore makes. */
+static void owned_id(const char *owner, char id[LOCKCORE_ID_LEN + 1])
+{
+    char tag[LOCKCORE_OWNER_TAG_LEN + 1];
+    assert_int_equal(lockcore_owner_tag(owner, tag), 0);
+    snprintf(id, LOCKCORE_ID_LEN + 1, "0123456789abcdef%s0123456789000001", tag);
+    assert_int_equal(strlen(id), LOCKCORE_ID_LEN);
+}
+
+static int authorize(const struct fld_op *op, const struct fencehttp_client *cl, char *code, size_t cap)
+{
+    struct fencehttp_response resp = {0};
+    int rc = fld_api_authorize(op, cl, &resp);
+    code[0] = '\0';
+    if (rc != 0) {
+        json_t *j = json_loadb(resp.body, resp.body_len, 0, NULL);
+        assert_non_null(j);
+        snprintf(code, cap, "%s", json_string_value(json_object_get(j, "error")));
+        assert_int_equal(resp.status, 403);
+        json_decref(j);
+    }
+    fencehttp_response_clear(&resp);
+    return rc;
+}
+
+/* A lock id is a credential only for the client that took it; rules of
+ * the auth file bound what each client may name and do. */
+static void api_authorize(void **state)
+{
+    (void)state;
+    struct fencehttp_client alice = {.name = "alice"}, bob = {.name = "bob"};
+    char a_id[LOCKCORE_ID_LEN + 1], b_id[LOCKCORE_ID_LEN + 1], code[64];
+    owned_id("alice", a_id);
+    owned_id("bob", b_id);
+    static const enum fld_route routes[] = {FLD_ROUTE_EXTEND, FLD_ROUTE_RELEASE};
+    for (int k = 0; k < FLD_KIND_COUNT; k++) {
+        for (int r = 0; r < 2; r++) {
+            struct fld_op op = {.route = routes[r], .kind = (enum fld_kind)k};
+            snprintf(op.resource, sizeof(op.resource), "res");
+            memcpy(op.lock_id, a_id, sizeof(a_id));
+            assert_int_equal(authorize(&op, &alice, code, sizeof(code)), 0);
+            assert_int_equal(authorize(&op, &bob, code, sizeof(code)), 403);
+            assert_string_equal(code, "forbidden");
+            /* Without an auth file, the id is the only credential. */
+            assert_int_equal(authorize(&op, NULL, code, sizeof(code)), 0);
+            /* An id not made for any client (the library's, random digits). */
+            memcpy(op.lock_id, id40, sizeof(id40));
+            assert_int_equal(authorize(&op, &alice, code, sizeof(code)), 403);
+        }
+    }
+    /* A re-entry of another's hold. */
+    struct fld_op re = {.route = FLD_ROUTE_ACQUIRE, .kind = FLD_KIND_REENTRANT};
+    snprintf(re.resource, sizeof(re.resource), "doc");
+    memcpy(re.lock_id, a_id, sizeof(a_id));
+    assert_int_equal(authorize(&re, &bob, code, sizeof(code)), 403);
+    assert_int_equal(authorize(&re, &alice, code, sizeof(code)), 0);
+    memcpy(re.lock_id, b_id, sizeof(b_id));
+    assert_int_equal(authorize(&re, &bob, code, sizeof(code)), 0);
+
+    /* read-only: status, health and metrics only. */
+    struct fencehttp_client ro = {.name = "watcher", .read_only = 1};
+    static const enum fld_route reads[] = {FLD_ROUTE_STATUS, FLD_ROUTE_HEALTH, FLD_ROUTE_METRICS};
+    for (int i = 0; i < 3; i++) {
+        struct fld_op op = {.route = reads[i]};
+        snprintf(op.resource, sizeof(op.resource), "res");
+        assert_int_equal(authorize(&op, &ro, code, sizeof(code)), 0);
+    }
+    struct fld_op acq = {.route = FLD_ROUTE_ACQUIRE};
+    snprintf(acq.resource, sizeof(acq.resource), "res");
+    assert_int_equal(authorize(&acq, &ro, code, sizeof(code)), 403);
+
+    /* resource= and prefix= rules, a multi-resource lock's every name, a
+     * permit by its semaphore. */
+    struct fencehttp_rule rules[] = {{(char *)"invoice:", 8, 1}, {(char *)"pool", 4, 0}};
+    struct fencehttp_client lim_cl = {.name = "billing", .rules = rules, .n_rules = 2};
+    static const struct {
+        enum fld_route route;
+        enum fld_kind kind;
+        const char *resource;
+        int want;
+    } cases[] = {
+        {FLD_ROUTE_ACQUIRE, FLD_KIND_PLAIN, "invoice:42", 0},
+        {FLD_ROUTE_ACQUIRE, FLD_KIND_PLAIN, "invoice:", 0},
+        {FLD_ROUTE_ACQUIRE, FLD_KIND_PLAIN, "invoice", 403},
+        {FLD_ROUTE_ACQUIRE, FLD_KIND_PLAIN, "order:1", 403},
+        {FLD_ROUTE_STATUS, FLD_KIND_PLAIN, "order:1", 403},
+        {FLD_ROUTE_ACQUIRE, FLD_KIND_PERMIT, "pool", 0},
+        {FLD_ROUTE_ACQUIRE, FLD_KIND_PLAIN, "pool2", 403},
+        {FLD_ROUTE_RELEASE, FLD_KIND_PERMIT, "pool:permit:3", 0},
+        {FLD_ROUTE_RELEASE, FLD_KIND_PERMIT, "pool:permit:", 403},
+        {FLD_ROUTE_RELEASE, FLD_KIND_PLAIN, "pool:permit:3", 403},
+        {FLD_ROUTE_RELEASE, FLD_KIND_PERMIT, "other:permit:3", 403},
+    };
+    char l_id[LOCKCORE_ID_LEN + 1];
+    owned_id("billing", l_id);
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        struct fld_op op = {.route = cases[i].route, .kind = cases[i].kind};
+        snprintf(op.resource, sizeof(op.resource), "%s", cases[i].resource);
+        if (op.route == FLD_ROUTE_RELEASE)
+            memcpy(op.lock_id, l_id, sizeof(l_id));
+        if (authorize(&op, &lim_cl, code, sizeof(code)) != cases[i].want)
+            fail_msg("case %zu (%s): want %d", i, cases[i].resource, cases[i].want);
+    }
+    struct fld_op multi;
+    char c2[64];
+    assert_int_equal(parse("POST", "/v1/locks", "{\"resources\": [\"invoice:1\", \"invoice:2\"]}", NULL, 0,
+                           &multi, c2, sizeof(c2)),
+                     0);
+    assert_int_equal(authorize(&multi, &lim_cl, code, sizeof(code)), 0);
+    assert_int_equal(parse("POST", "/v1/locks", "{\"resources\": [\"invoice:1\", \"order:2\"]}", NULL, 0,
+                           &multi, c2, sizeof(c2)),
+                     0);
+    assert_int_equal(authorize(&multi, &lim_cl, code, sizeof(code)), 403);
+}
+
+/* The owners table names a holder by its id's tag; two names with one
+ * tag are refused. */
+static void api_owners(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/fld-owners-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char path[64];
+    snprintf(path, sizeof(path), "%s/tokens", dir);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fprintf(f, "aaaaaaaaaaaaaaaaaaaa alice\nbbbbbbbbbbbbbbbbbbbb bob read-only\n"
+               "cccccccccccccccccccc alice\n");
+    fclose(f);
+    fencehttp_auth *a = NULL;
+    char err[256];
+    assert_int_equal(fencehttp_auth_load(path, &a, err, sizeof(err)), 0);
+    struct fld_owners *o = NULL;
+    assert_int_equal(fld_owners_new(a, &o, err, sizeof(err)), 0);
+    char a_id[LOCKCORE_ID_LEN + 1], b_id[LOCKCORE_ID_LEN + 1], c_id[LOCKCORE_ID_LEN + 1];
+    owned_id("alice", a_id);
+    owned_id("bob", b_id);
+    owned_id("carol", c_id);
+    assert_string_equal(fld_owners_name(o, a_id), "alice");
+    assert_string_equal(fld_owners_name(o, b_id), "bob");
+    assert_null(fld_owners_name(o, c_id));
+    assert_null(fld_owners_name(o, id40));
+    assert_null(fld_owners_name(o, "short"));
+    assert_null(fld_owners_name(NULL, a_id));
+
+    /* A status names the holder by client, and carries no id. */
+    struct fld_op op = {.route = FLD_ROUTE_STATUS};
+    snprintf(op.resource, sizeof(op.resource), "res");
+    struct lockcore_node_status st[3] = {0};
+    for (int i = 0; i < 3; i++) {
+        st[i].reachable = 1;
+        snprintf(st[i].holder, sizeof(st[i].holder), "%s", a_id);
+        snprintf(st[i].node, sizeof(st[i].node), "127.0.0.1:%d", 7000 + i);
+        st[i].pttl_ms = 500;
+    }
+    struct fencehttp_response r = {0};
+    fld_api_status(&op, 3, st, 3, NULL, 0, 2, NULL, o, &r);
+    assert_int_equal(r.status, 200);
+    assert_null(strstr(r.body, a_id));
+    json_t *j = json_loadb(r.body, r.body_len, 0, NULL);
+    assert_string_equal(json_string_value(json_object_get(j, "holder_client")), "alice");
+    char ref[17];
+    fld_api_ref(a_id, ref);
+    assert_string_equal(json_string_value(json_object_get(j, "holder_ref")), ref);
+    json_t *n0 = json_array_get(json_object_get(j, "nodes"), 0);
+    assert_string_equal(json_string_value(json_object_get(n0, "holder_client")), "alice");
+    assert_null(json_object_get(n0, "holder"));
+    json_decref(j);
+    fencehttp_response_clear(&r);
+    /* rw: the waiting writer too. */
+    op.status_kind = 'r';
+    snprintf(st[0].writer_waits, sizeof(st[0].writer_waits), "%s", b_id);
+    fld_api_status(&op, 3, st, 3, NULL, 0, 2, NULL, o, &r);
+    assert_null(strstr(r.body, b_id));
+    j = json_loadb(r.body, r.body_len, 0, NULL);
+    n0 = json_array_get(json_object_get(j, "nodes"), 0);
+    assert_string_equal(json_string_value(json_object_get(n0, "writer_waits_client")), "bob");
+    json_decref(j);
+    fencehttp_response_clear(&r);
+    /* A semaphore's permits. */
+    struct lockcore_permit_status ps[2] = {{.permit = 0, .held = 1, .reachable = 3}, {.permit = 1}};
+    snprintf(ps[0].holder, sizeof(ps[0].holder), "%s", a_id);
+    op.status_kind = 's';
+    op.permits = 2;
+    fld_api_status(&op, 1, NULL, 0, ps, 2, 2, NULL, o, &r);
+    assert_null(strstr(r.body, a_id));
+    j = json_loadb(r.body, r.body_len, 0, NULL);
+    json_t *p0 = json_array_get(json_object_get(j, "permit"), 0);
+    assert_string_equal(json_string_value(json_object_get(p0, "holder_client")), "alice");
+    assert_string_equal(json_string_value(json_object_get(p0, "holder_ref")), ref);
+    assert_true(json_is_null(json_object_get(json_array_get(json_object_get(j, "permit"), 1), "holder_ref")));
+    json_decref(j);
+    fencehttp_response_clear(&r);
+    fld_owners_free(o);
+    fencehttp_auth_free(a);
+
+    /* Two names of one tag (found by a birthday search over "c0", "c1",
+     * ...): the file is refused. */
+    char t1[LOCKCORE_OWNER_TAG_LEN + 1], t2[LOCKCORE_OWNER_TAG_LEN + 1];
+    assert_int_equal(lockcore_owner_tag("c26589", t1), 0);
+    assert_int_equal(lockcore_owner_tag("c38135", t2), 0);
+    assert_string_equal(t1, t2);
+    f = fopen(path, "w");
+    assert_non_null(f);
+    fprintf(f, "aaaaaaaaaaaaaaaaaaaa c26589\nbbbbbbbbbbbbbbbbbbbb c38135\n");
+    fclose(f);
+    assert_int_equal(fencehttp_auth_load(path, &a, err, sizeof(err)), 0);
+    assert_int_equal(fld_owners_new(a, &o, err, sizeof(err)), -EINVAL);
+    assert_non_null(strstr(err, "rename"));
+    fencehttp_auth_free(a);
+    unlink(path);
+    rmdir(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(api_routes),
-        cmocka_unit_test(api_acquire_bodies),
-        cmocka_unit_test(api_refusals),
-        cmocka_unit_test(api_answers),
+        cmocka_unit_test(api_routes),  cmocka_unit_test(api_acquire_bodies), cmocka_unit_test(api_refusals),
+        cmocka_unit_test(api_answers), cmocka_unit_test(api_authorize),      cmocka_unit_test(api_owners),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

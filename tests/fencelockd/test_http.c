@@ -57,9 +57,11 @@ static void http_acquire_extend_release_status(void **state)
     struct hc_response r = {0};
     fld_call(d, "POST", "/v1/locks/invoice%3A42", "{\"ttl_ms\":5000}", NULL, &r);
     assert_int_equal(r.status, 200);
-    char id[64], path[256];
+    char id[64], path[256], ref[32];
     snprintf(id, sizeof(id), "%s", str(&r, "lock_id"));
+    snprintf(ref, sizeof(ref), "%s", str(&r, "ref"));
     assert_int_equal(strlen(id), LOCKCORE_ID_LEN);
+    assert_int_equal(strlen(ref), 16);
     assert_string_equal(str(&r, "resource"), "invoice:42");
     long long token = fld_int(&r, "token");
     assert_true(token > 0);
@@ -70,13 +72,16 @@ static void http_acquire_extend_release_status(void **state)
     fld_call(d, "POST", "/v1/locks/invoice%3A42", NULL, NULL, &r);
     assert_int_equal(r.status, 409);
     assert_string_equal(str(&r, "error"), "locked");
-    assert_string_equal(str(&r, "holder"), id);
+    assert_string_equal(str(&r, "holder_ref"), ref);
+    assert_null(strstr(r.body, id)); /* the id releases it: never shown */
     hc_response_clear(&r);
 
     fld_call(d, "GET", "/v1/locks/invoice%3A42", NULL, NULL, &r);
     assert_int_equal(r.status, 200);
     assert_true(json_is_true(json_object_get(r.json, "held")));
-    assert_string_equal(str(&r, "holder"), id);
+    assert_string_equal(str(&r, "holder_ref"), ref);
+    assert_true(json_is_null(json_object_get(r.json, "holder_client"))); /* no auth file */
+    assert_null(strstr(r.body, id));
     assert_int_equal(fld_int(&r, "fence"), token);
     assert_true(fld_int(&r, "ttl_ms_left") > 0);
     hc_response_clear(&r);
@@ -271,7 +276,8 @@ static void http_long_poll_granted_on_release(void **state)
     long long t0 = hp_now_ms();
     fld_call(d, "POST", "/v1/locks/queue2", "{\"wait_ms\":400}", NULL, &r);
     assert_int_equal(r.status, 409);
-    assert_string_equal(str(&r, "holder"), id);
+    assert_int_equal(strlen(str(&r, "holder_ref")), 16);
+    assert_null(strstr(r.body, id));
     assert_true(hp_now_ms() - t0 >= 350);
     hc_response_clear(&r);
 }
@@ -350,7 +356,8 @@ static void http_excludes_the_library(void **state)
     struct hc_response r = {0};
     fld_call(d, "POST", "/v1/locks/shared", NULL, NULL, &r);
     assert_int_equal(r.status, 409);
-    assert_string_equal(str(&r, "holder"), lk.id);
+    assert_int_equal(strlen(str(&r, "holder_ref")), 16);
+    assert_null(strstr(r.body, lk.id));
     hc_response_clear(&r);
     /* fencelockd releases the library's lock by its id: the same keys. */
     char path[256];
