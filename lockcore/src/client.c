@@ -868,6 +868,15 @@ int lockcore_acquire_async(lockcore_client *c, const char *resource, lockcore_cb
 static struct op *start_with_lock(lockcore_client *c, enum op_kind kind, const struct lockcore_lock *lock,
                                   uint64_t ttl_ms, lockcore_cb cb, void *arg, int *rcp)
 {
+    struct op *op = lockcore__op_for_lock(c, kind, lock, ttl_ms, cb, arg, rcp);
+    if (op != NULL)
+        lockcore__op_start(op, lockcore_now_ms());
+    return op;
+}
+
+struct op *lockcore__op_for_lock(lockcore_client *c, enum op_kind kind, const struct lockcore_lock *lock,
+                                 uint64_t ttl_ms, lockcore_cb cb, void *arg, int *rcp)
+{
     int rc = check_client(c);
     if (rc == 0 && cb == NULL) {
         lockcore__fmt(c->errmsg, sizeof(c->errmsg), "callback is NULL");
@@ -893,7 +902,6 @@ static struct op *start_with_lock(lockcore_client *c, enum op_kind kind, const s
     if (op->type != NULL && op->type->queue_key != NULL)
         op->type->queue_key(op);
     op->ttl_ms = ttl_ms ? ttl_ms : c->o.ttl_ms;
-    lockcore__op_start(op, lockcore_now_ms());
     return op;
 }
 

@@ -220,6 +220,10 @@ struct op {
     uint64_t repair_to;      /* ... to this (0: each node's clock) */
     unsigned lowered;        /* ... on so many nodes */
     int subscribed;          /* holds a reference on the key's release channel */
+    /* A leader's extension that proclaims (its holder info), or a
+     * resignation (""): borrowed from the election's call until op ends;
+     * NULL for every other operation (kinds/elect.c). */
+    const char *say;
     uint8_t slot[LOCKCORE_NODES_MAX];
     uint8_t accepted[LOCKCORE_NODES_MAX];
     /* The fence value each node last reported in this attempt (fence_known
@@ -295,8 +299,10 @@ struct lockcore_client {
     char errmsg[ERRMSG_MAX];
     /* What the lock kinds keep per client (kinds/). */
     struct {
-        struct lockcore__sem *sems;  /* semaphore acquisitions in flight (kinds/sem.c) */
-        struct lockcore__keyset *ks; /* the keys of ks_for, kept: a keyset is ~75 KiB */
+        struct lockcore__sem *sems;           /* semaphore acquisitions in flight (kinds/sem.c) */
+        struct lockcore__campaign *campaigns; /* campaigns in flight (kinds/elect.c) */
+        struct lockcore__observer *observers; /* observers of elections (kinds/elect.c) */
+        struct lockcore__keyset *ks;          /* the keys of ks_for, kept: a keyset is ~75 KiB */
         char *ks_for;
         /* Scripts sent whole once on a node's current connection (bit per
          * script): the first use of a script on a connection is an EVAL,
@@ -358,6 +364,8 @@ unsigned lockcore__known_fences(const struct op *op, uint64_t *v);
 void lockcore__release_arg(const struct op *op, enum step step, char *buf, size_t cap);
 /* What a release of this client does (the release's part of the above). */
 void lockcore__release_what(const lockcore_client *c, char *buf, size_t cap);
+/* The same for a release whose own wait mode is wait_mode. */
+void lockcore__release_mode(const lockcore_client *c, int wait_mode, char *buf, size_t cap);
 /* The queued acquire of a waiter for node i (SCRIPT_ACQUIRE_QUEUED): the
  * key set to value; with holds (a reentrant lock's), its first hold is the
  * attempt's lock id. */
@@ -446,6 +454,11 @@ struct op *lockcore__acquire_op(lockcore_client *c, const char *resource, const 
  * client's prefix, the tag or random digits, random digits, zeroed
  * attempt digits. Returns 0 or the -errno of the randomness. */
 int lockcore__new_qid(lockcore_client *c, const char *tag, char *out);
+/* An extension (ttl_ms 0: the lock's, else the client's) or a release of
+ * lock, checked and made, not started: the caller may set fields, then
+ * lockcore__op_start. NULL with *rcp and c->errmsg set. */
+struct op *lockcore__op_for_lock(lockcore_client *c, enum op_kind kind, const struct lockcore_lock *lock,
+                                 uint64_t ttl_ms, lockcore_cb cb, void *arg, int *rcp);
 void lockcore__op_finish(struct op *op, int rc);
 int lockcore__deliver(lockcore_client *c);
 int lockcore__flush_deliver(lockcore_client *c);

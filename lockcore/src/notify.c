@@ -276,9 +276,13 @@ void lockcore__notify_reply(lockcore_client *c, struct node *s, redisReply *r, u
     if (r->type == REDIS_REPLY_ARRAY && r->elements == 3 && r->element[0]->type == REDIS_REPLY_STRING) {
         s->backoff_ms = 0;
         if (strcmp(r->element[0]->str, "message") == 0 && r->element[1]->type == REDIS_REPLY_STRING &&
-            r->element[2]->type == REDIS_REPLY_STRING)
+            r->element[2]->type == REDIS_REPLY_STRING) {
+            for (const struct lockcore__kind *const *k = lockcore__kinds; *k != NULL; k++)
+                if ((*k)->message != NULL && (*k)->message(c, r->element[1]->str, r->element[1]->len,
+                                                           r->element[2]->str, r->element[2]->len, now))
+                    return;
             notice(c, r->element[1], r->element[2], now);
-        else if (strcmp(r->element[0]->str, "subscribe") == 0 && r->element[1]->type == REDIS_REPLY_STRING)
+        } else if (strcmp(r->element[0]->str, "subscribe") == 0 && r->element[1]->type == REDIS_REPLY_STRING)
             subscribed(c, r->element[1], now);
         return;
     }

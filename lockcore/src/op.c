@@ -162,15 +162,20 @@ void lockcore__release_arg(const struct op *op, enum step step, char *buf, size_
     if (step != STEP_RELEASE)
         lockcore__fmt(buf, cap, "r");
     else
-        lockcore__release_what(op->c, buf, cap);
+        lockcore__release_mode(op->c, op->wait_mode, buf, cap);
 }
 
 void lockcore__release_what(const lockcore_client *c, char *buf, size_t cap)
 {
+    lockcore__release_mode(c, c->o.wait_mode, buf, cap);
+}
+
+void lockcore__release_mode(const lockcore_client *c, int wait_mode, char *buf, size_t cap)
+{
     const struct lockcore_options *o = &c->o;
-    if (o->wait_mode == LOCKCORE_WAIT_POLL)
+    if (wait_mode == LOCKCORE_WAIT_POLL)
         buf[0] = '\0';
-    else if (o->wait_mode == LOCKCORE_WAIT_NOTIFY)
+    else if (wait_mode == LOCKCORE_WAIT_NOTIFY)
         lockcore__u64s(buf, cap, 2 * o->request_timeout_ms);
     else { /* fair: 'f' and the ms */
         buf[0] = 'f';

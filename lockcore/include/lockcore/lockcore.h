@@ -265,6 +265,10 @@ struct lockcore_lock {
 #define LOCKCORE_LOCK_REENTRANT 8u
 #define LOCKCORE_LOCK_READ 16u
 #define LOCKCORE_LOCK_WRITE 32u
+/* A leader's lock (lockcore_campaign): a plain lock of the election's
+ * name; extend, keep alive and release it as any lock, resign with
+ * lockcore_resign. */
+#define LOCKCORE_LOCK_LEADER 64u
 
 /* Fill *o with the defaults. Returns 0 or -EINVAL for o == NULL. */
 LOCKCORE_API int lockcore_options_init(struct lockcore_options *o);
@@ -757,6 +761,114 @@ LOCKCORE_API int lockcore_owner_tag(const char *owner, char tag[LOCKCORE_OWNER_T
 /* 1 if the lock id carries owner's tag (an acquisition for that owner, or
  * by chance one in 2^32), 0 if not or for a bad id or owner. */
 LOCKCORE_API int lockcore_id_owned_by(const char *id, const char *owner);
+
+/* ---- Leader election ----------------------------------------------------
+ * An election of a name among candidates, whose leader's epoch is its
+ * fencing token: every resource that checks tokens (storage-guard,
+ * fencestore, fenced files) refuses a deposed leader's writes as it
+ * refuses any stale holder's. Leadership is the fair lock of the
+ * resource `name`, so candidates are elected in the order they asked and
+ * a candidate that dies while it waits is passed over when its place in
+ * line lapses (queue_ttl_ms); the leader's epoch and value are kept beside
+ * the lock (its holder info, "<epoch> <value>", with the lock's TTL) and
+ * every change is told on the election's channel "{key}:leader", which
+ * observers listen to. Do not take other locks of `name`.
+ * docs/election.md has the safety argument. Fencing must be on. */
+
+/* Longest value a candidate proclaims, in bytes (no NUL). */
+#define LOCKCORE_VALUE_MAX 256
+
+/* Who leads, as a majority of the nodes say. */
+struct lockcore_leader {
+    int held;                           /* 1: a majority holds one leader's lock and its epoch */
+    uint64_t epoch;                     /* its fencing token; 0 if none */
+    char value[LOCKCORE_VALUE_MAX + 1]; /* what it proclaimed */
+    char id[LOCKCORE_ID_LEN + 1];       /* its lock id */
+    uint64_t ttl_ms_left;               /* the least time its lock has left on those nodes */
+    unsigned reachable;                 /* nodes that answered */
+};
+
+/*
+ * Campaign to lead `name` (as a resource: 1..LOCKCORE_RESOURCE_MAX bytes)
+ * proclaiming value (NULL: ""): wait in line, fair, until elected, with
+ * call's options (NULL: the client's; the wait mode is always fair, and
+ * retry_count -1 with wait_ms 0 waits until elected). Once granted, the
+ * leader's epoch (lock->token) and value are set beside the lock on a
+ * majority and observers are told, before this returns. *lock is the
+ * leader's lock (flags LOCKCORE_LOCK_LEADER): keep it alive with
+ * lockcore_keepalive_start (its loss callback is the moment leadership is
+ * lost) or extend it, and check lockcore_remaining_ms before every write
+ * under the epoch. Returns 0, or what lockcore_acquire returns
+ * (LOCKCORE_ELOCKED when the wait ran out), -EINVAL for a bad name or
+ * value or with fencing off. The _async form's callback runs once;
+ * lockcore_cancel(c, cb, arg) ends it (rolled back, out of line; a grant
+ * not yet proclaimed is released).
+ */
+LOCKCORE_API int lockcore_campaign(lockcore_client *c, const char *name, const char *value,
+                                   const struct lockcore_call *call, struct lockcore_lock *lock);
+LOCKCORE_API int lockcore_campaign_async(lockcore_client *c, const char *name, const char *value,
+                                         const struct lockcore_call *call, lockcore_cb cb, void *arg);
+
+/*
+ * Proclaim a new value (NULL: "") and extend the leader's lock to ttl_ms
+ * (0: its TTL) in one step: the epoch stays. Only where the lock is still
+ * the leader's, so a deposed leader's late proclamation changes nothing.
+ * Updates *lock's validity as lockcore_extend does. Returns what
+ * lockcore_extend returns (LOCKCORE_ELOST: no longer the leader), -EINVAL
+ * for a lock that is not a leader's or a bad value.
+ */
+LOCKCORE_API int lockcore_proclaim(lockcore_client *c, struct lockcore_lock *lock, const char *value,
+                                   uint64_t ttl_ms);
+LOCKCORE_API int lockcore_proclaim_async(lockcore_client *c, const struct lockcore_lock *lock,
+                                         const char *value, uint64_t ttl_ms, lockcore_cb cb, void *arg);
+
+/*
+ * Resign: release the leader's lock so that the next candidate in line is
+ * elected at once (the release names it and keeps the lock for it), and
+ * tell observers. Returns what lockcore_release returns. Stop a
+ * keep-alive of the lock first.
+ */
+LOCKCORE_API int lockcore_resign(lockcore_client *c, struct lockcore_lock *lock);
+LOCKCORE_API int lockcore_resign_async(lockcore_client *c, const struct lockcore_lock *lock, lockcore_cb cb,
+                                       void *arg);
+
+/*
+ * Read who leads `name` now into *out (anyone may: candidate or not).
+ * Returns 1 (a leader, out->held), 0 (none: a majority answered and holds
+ * no lock of the name), -EAGAIN (changing hands: a majority holds a lock
+ * of the name but not yet one leader's proclaimed epoch, as between a
+ * resignation and the next leader's proclamation), LOCKCORE_ENOQUORUM
+ * (fewer than a majority answered), -EINVAL, -EDEADLK.
+ */
+LOCKCORE_API int lockcore_leader(lockcore_client *c, const char *name, struct lockcore_leader *out);
+
+/* An observer's callback: rc as lockcore_observe returns, l borrowed for
+ * the call. */
+typedef void (*lockcore_leader_cb)(lockcore_client *c, int rc, const struct lockcore_leader *l, void *arg);
+
+/*
+ * Wait for the leader of `name` to differ from *after (NULL: answer with
+ * the first reading), up to wait_ms (0: no bound): a new leader, a new
+ * value, or no leader. Observers listen on the election's channel and
+ * read the nodes again when told (a proclamation, a resignation), and
+ * otherwise only when what they saw runs out (the leader's TTL: a leader
+ * that died tells nobody), never polling. A reading changing hands
+ * (-EAGAIN above) is not reported: the next leader's proclamation is;
+ * nor is a leader with an epoch below after's (stale keys: an observer
+ * that passes its last reading as after never sees the epoch go back).
+ * Returns 0 with *out the new reading (out->held 0: no leader),
+ * -ETIMEDOUT when wait_ms ran out first (*out the last reading), -EINVAL,
+ * -EDEADLK. The _async form's callback runs once;
+ * lockcore_observe_cancel(c, cb, arg) ends it (callback with
+ * LOCKCORE_ECANCELED before it returns).
+ */
+LOCKCORE_API int lockcore_observe(lockcore_client *c, const char *name, const struct lockcore_leader *after,
+                                  uint64_t wait_ms, struct lockcore_leader *out);
+LOCKCORE_API int lockcore_observe_async(lockcore_client *c, const char *name,
+                                        const struct lockcore_leader *after, uint64_t wait_ms,
+                                        lockcore_leader_cb cb, void *arg);
+/* Returns the number of observers ended, or -EINVAL. */
+LOCKCORE_API int lockcore_observe_cancel(lockcore_client *c, lockcore_leader_cb cb, void *arg);
 
 /* ---- Steps with undo ----------------------------------------------------- */
 

@@ -49,6 +49,11 @@ struct lockcore__kind {
      * (a driver) hears it here. */
     void (*notice)(lockcore_client *c, const char *qid, const char *key, size_t key_len, uint64_t hint,
                    uint64_t now);
+    /* Optional, per client: a message on a channel the client listens to,
+     * before it is read as a release's notice. Returns 1 if it was the
+     * kind's (an election's channel), else 0. */
+    int (*message)(lockcore_client *c, const char *chan, size_t chan_len, const char *msg, size_t msg_len,
+                   uint64_t now);
     /* Optional, per client: a node confirmed the subscription to chan. */
     void (*subscribed)(lockcore_client *c, const char *chan, size_t len, uint64_t now);
     /* Optional, per client: the kind's own timers (drivers), run from the

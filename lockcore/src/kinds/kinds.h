@@ -28,6 +28,8 @@ enum kscript {
     KS_RW_WRELEASE,
     KS_RW_READ_QUEUED,
     KS_RW_WRITE_QUEUED,
+    KS_LEADER_PROCLAIM,
+    KS_LEADER_RESIGN,
     KS_COUNT,
 };
 _Static_assert(KS_COUNT <= 8 * sizeof(((lockcore_client *)0)->kx.sent[0]), "c->kx.sent too small");
@@ -86,7 +88,7 @@ int lockcore__kinds_send(struct op *op, unsigned i, enum step step, int slot, co
 
 /* Each kind's table (kind.h), listed in kinds.c. */
 extern const struct lockcore__kind lockcore__kind_sem, lockcore__kind_multi, lockcore__kind_reentrant,
-    lockcore__kind_read, lockcore__kind_write;
+    lockcore__kind_read, lockcore__kind_write, lockcore__kind_leader;
 
 /* The client's keyset cache, freed (idempotent: every kind that uses it
  * has it as its release). */
