@@ -220,7 +220,7 @@ struct op {
     uint64_t repair_to;      /* ... to this (0: each node's clock) */
     unsigned lowered;        /* ... on so many nodes */
     int subscribed;          /* holds a reference on the key's release channel */
-    /* A leader's extension that proclaims (its holder info), or a
+    /* A leader's extension that proclaims (its value), or a
      * resignation (""): borrowed from the election's call until op ends;
      * NULL for every other operation (kinds/elect.c). */
     const char *say;

@@ -344,6 +344,34 @@ static void test_elect_deposed_leader_changes_nothing(void **state)
     lockcore_client_free(b);
 }
 
+/* A leader known by its id alone (another process's, as through
+ * fencelockd) proclaims and resigns: the epoch stays the node's. */
+static void test_elect_leader_by_id_proclaims_and_resigns(void **state)
+{
+    struct fixture *f = *state;
+    lockcore_client *a = client(f, 30000), *b = client(f, 30000);
+    struct lockcore_lock lead;
+    assert_int_equal(lockcore_campaign(a, "el:byid", "first", NULL, &lead), 0);
+    struct lockcore_lock by_id;
+    assert_int_equal(lockcore_lock_from_id(b, "el:byid", lead.id, &by_id), 0);
+    by_id.flags |= LOCKCORE_LOCK_LEADER;
+    if (lockcore_proclaim(b, &by_id, "second", 20000) != 0)
+        fail_msg("proclaim: %s", lockcore_errmsg(b));
+    assert_true(by_id.nodes_ok >= 2);
+    struct lockcore_leader l;
+    assert_int_equal(lockcore_leader(b, "el:byid", &l), 1);
+    assert_int_equal(l.epoch, lead.token);
+    assert_string_equal(l.value, "second");
+    /* Without the leader flag it is no leader's lock. */
+    struct lockcore_lock plain;
+    assert_int_equal(lockcore_lock_from_id(b, "el:byid", lead.id, &plain), 0);
+    assert_int_equal(lockcore_proclaim(b, &plain, "x", 0), -EINVAL);
+    assert_int_equal(lockcore_resign(b, &by_id), 0);
+    assert_int_equal(lockcore_leader(b, "el:byid", &l), 0);
+    lockcore_client_free(a);
+    lockcore_client_free(b);
+}
+
 static long long zcard(struct fixture *f, int node, const char *key)
 {
     redisReply *r = rh_command(f->rc, node, "ZCARD %s", key);
@@ -438,6 +466,7 @@ int main(void)
         cmocka_unit_test(test_elect_observers_are_told_of_every_change),
         cmocka_unit_test(test_elect_observer_sees_a_dead_leader_replaced),
         cmocka_unit_test(test_elect_deposed_leader_changes_nothing),
+        cmocka_unit_test(test_elect_leader_by_id_proclaims_and_resigns),
         cmocka_unit_test(test_elect_cancel_and_wait_bound),
         cmocka_unit_test(test_elect_refuses_bad_arguments),
     };

@@ -813,6 +813,8 @@ LOCKCORE_API int lockcore_campaign_async(lockcore_client *c, const char *name, c
  * Proclaim a new value (NULL: "") and extend the leader's lock to ttl_ms
  * (0: its TTL) in one step: the epoch stays. Only where the lock is still
  * the leader's, so a deposed leader's late proclamation changes nothing.
+ * A leader's lock known by its id alone (lockcore_lock_from_id with
+ * LOCKCORE_LOCK_LEADER added: token 0) keeps the epoch each node has.
  * Updates *lock's validity as lockcore_extend does. Returns what
  * lockcore_extend returns (LOCKCORE_ELOST: no longer the leader), -EINVAL
  * for a lock that is not a leader's or a bad value.

@@ -71,6 +71,9 @@ static int leader_resend(struct op *op, unsigned i, enum step step, int use_eval
         A(num.tok);
         A(op->fbucket);
         A(num.ahead);
+        char epoch[24];
+        lockcore__u64s(epoch, sizeof(epoch), op->lock.token);
+        A(epoch);
         A(op->say);
         A(chan);
         return lockcore__kinds_send(op, i, step, KS_LEADER_PROCLAIM, lockcore__lua_leader_proclaim, use_eval,
@@ -109,7 +112,6 @@ struct lockcore__campaign {
     struct op *op; /* the acquisition, then the proclamation */
     int canceled;
     char value[LOCKCORE_VALUE_MAX + 1];
-    char info[LOCKCORE_INFO_MAX + 1]; /* "<epoch> <value>" once granted */
 };
 
 static void campaign_unlink(struct lockcore__campaign *g)
@@ -174,14 +176,13 @@ static void campaign_granted(lockcore_client *c, int rc, const struct lockcore_l
     }
     struct lockcore_lock l = *lock;
     l.flags |= LOCKCORE_LOCK_LEADER;
-    lockcore__fmt(g->info, sizeof(g->info), "%llu %s", (unsigned long long)l.token, g->value);
     int src = 0;
     struct op *op = lockcore__op_for_lock(c, OP_EXTEND, &l, l.ttl_ms, campaign_proclaimed, g, &src);
     if (op == NULL) {
         campaign_end(g, src, &l, 1);
         return;
     }
-    op->say = g->info;
+    op->say = g->value;
     g->op = op;
     lockcore__op_start(op, lockcore_now_ms());
 }
@@ -319,7 +320,7 @@ static unsigned leader_cancel_calls(lockcore_client *c, lockcore_cb cb, void *ar
 struct say {
     lockcore_cb cb;
     void *arg;
-    char info[LOCKCORE_INFO_MAX + 1];
+    char value[LOCKCORE_VALUE_MAX + 1];
 };
 
 static void said(lockcore_client *c, int rc, const struct lockcore_lock *lock, void *arg)
@@ -336,10 +337,6 @@ static int check_leader_lock(lockcore_client *c, const struct lockcore_lock *loc
     int rc = lockcore__check_lock(c, lock);
     if (rc == 0 && !(lock->flags & LOCKCORE_LOCK_LEADER)) {
         lockcore__fmt(c->errmsg, sizeof(c->errmsg), "not a leader's lock (lockcore_campaign gives one)");
-        rc = -EINVAL;
-    }
-    if (rc == 0 && lock->token == 0) {
-        lockcore__fmt(c->errmsg, sizeof(c->errmsg), "a leader's lock has its epoch as its token");
         rc = -EINVAL;
     }
     return rc;
@@ -368,15 +365,13 @@ static struct op *say_start(lockcore_client *c, enum op_kind kind, const struct 
         return NULL;
     s->cb = cb;
     s->arg = arg;
-    if (kind == OP_EXTEND)
-        lockcore__fmt(s->info, sizeof(s->info), "%llu %s", (unsigned long long)lock->token,
-                      value ? value : "");
+    snprintf(s->value, sizeof(s->value), "%s", value ? value : "");
     struct op *op = lockcore__op_for_lock(c, kind, lock, ttl_ms ? ttl_ms : lock->ttl_ms, said, s, rcp);
     if (op == NULL) {
         free(s);
         return NULL;
     }
-    op->say = s->info;
+    op->say = s->value;
     /* A resignation names the next candidate and keeps its place. */
     if (kind == OP_RELEASE)
         op->wait_mode = LOCKCORE_WAIT_FAIR;
