@@ -15,6 +15,7 @@
 static const char *const kind_names[FLD_KIND_COUNT] = {
     [FLD_KIND_PLAIN] = "plain",         [FLD_KIND_PERMIT] = "permit", [FLD_KIND_MULTI] = "multi",
     [FLD_KIND_REENTRANT] = "reentrant", [FLD_KIND_READ] = "read",     [FLD_KIND_WRITE] = "write",
+    [FLD_KIND_LEADER] = "leader",
 };
 
 const char *fld_kind_name(enum fld_kind k)
@@ -35,9 +36,18 @@ unsigned fld_kind_flag(enum fld_kind k)
         return LOCKCORE_LOCK_READ;
     case FLD_KIND_WRITE:
         return LOCKCORE_LOCK_WRITE;
+    case FLD_KIND_LEADER:
+        return LOCKCORE_LOCK_LEADER;
     default:
         return 0;
     }
+}
+
+void fld_op_copy(struct fld_op *dst, const struct fld_op *src)
+{
+    memcpy(dst, src, sizeof(*dst));
+    for (size_t i = 0; i < src->n_names; i++)
+        dst->names[i] = dst->names_buf + (src->names[i] - src->names_buf);
 }
 
 int fld_api_is_lock_id(const char *s)
@@ -320,6 +330,143 @@ static int method_not_allowed(struct fencehttp_response *resp, const char *allow
     return 405;
 }
 
+/* A value (a campaign's, a proclamation's): a string of at most
+ * LOCKCORE_VALUE_MAX bytes without NUL. */
+static int get_value(json_t *v, const char *name, char *out, struct fencehttp_response *resp)
+{
+    const char *s = json_string_value(v);
+    size_t n = s ? json_string_length(v) : 0;
+    if (s == NULL || n > LOCKCORE_VALUE_MAX || strlen(s) != n)
+        return fencehttp_error(resp, 400, "bad_body", "%s must be a string of at most %d bytes without NUL",
+                               name, LOCKCORE_VALUE_MAX);
+    memcpy(out, s, n + 1);
+    return 0;
+}
+
+/* The body of a campaign (value, ttl_ms, wait_ms) or a proclamation
+ * (value, ttl_ms): every field optional, none unknown. */
+static int parse_election_body(const struct fld_request *req, const struct fld_limits *lim, struct fld_op *op,
+                               struct fencehttp_response *resp)
+{
+    if (req->body_too_large)
+        return fencehttp_error(resp, 413, "body_too_large", "the body is over the limit");
+    if (req->body_len == 0)
+        return 0;
+    json_error_t jerr;
+    json_t *o = json_loadb(req->body, req->body_len, JSON_REJECT_DUPLICATES, &jerr);
+    if (o == NULL)
+        return fencehttp_error(resp, 400, "bad_json", "the body is not JSON: %s", jerr.text);
+    int rc = json_is_object(o) ? 0 : body_error(resp, "%s", "the body must be a JSON object");
+    const char *key;
+    json_t *v;
+    json_object_foreach(o, key, v)
+    {
+        if (rc != 0)
+            break;
+        if (strcmp(key, "value") == 0 && op->route != FLD_ROUTE_EXTEND)
+            rc = get_value(v, "value", op->value, resp);
+        else if (strcmp(key, "ttl_ms") == 0)
+            rc = get_uint(v, "ttl_ms", 1, lim->max_ttl_ms, &op->ttl_ms, resp);
+        else if (strcmp(key, "wait_ms") == 0 && op->route == FLD_ROUTE_CAMPAIGN)
+            rc = get_uint(v, "wait_ms", 0, lim->max_wait_ms, &op->wait_ms, resp);
+        else
+            rc = fencehttp_error(resp, 400, "bad_body", "unknown field '%.64s'", key);
+    }
+    json_decref(o);
+    return rc;
+}
+
+/* A reading's query: after=EPOCH, value=V (with after), wait_ms=N. */
+static int parse_leader_args(const struct fld_request *req, const struct fld_limits *lim, struct fld_op *op,
+                             struct fencehttp_response *resp)
+{
+    for (size_t i = 0; i < req->n_args; i++) {
+        const char *name = req->args[i].name, *v = req->args[i].value ? req->args[i].value : "";
+        long long n;
+        if (strcmp(name, "after") == 0) {
+            if (fencehttp_parse_num(v, 0, (1LL << 53) - 1, &n) != 0)
+                return fencehttp_error(resp, 400, "bad_parameter", "after must be an epoch: 0 .. 2^53-1");
+            op->after_epoch = (uint64_t)n;
+            op->has_after = 1;
+        } else if (strcmp(name, "value") == 0) {
+            if (strlen(v) > LOCKCORE_VALUE_MAX)
+                return fencehttp_error(resp, 400, "bad_parameter", "value is at most %d bytes",
+                                       LOCKCORE_VALUE_MAX);
+            snprintf(op->after_value, sizeof(op->after_value), "%s", v);
+            op->has_after_value = 1;
+        } else if (strcmp(name, "wait_ms") == 0) {
+            if (fencehttp_parse_num(v, 0, (long long)lim->max_wait_ms, &n) != 0)
+                return fencehttp_error(resp, 400, "bad_parameter", "wait_ms must be 0..%llu",
+                                       (unsigned long long)lim->max_wait_ms);
+            op->wait_ms = (uint64_t)n;
+        } else {
+            return fencehttp_error(resp, 400, "bad_parameter", "unknown query parameter '%.64s'", name);
+        }
+    }
+    if (op->has_after_value && !op->has_after)
+        return fencehttp_error(resp, 400, "bad_parameter", "value is compared only with after");
+    if (op->wait_ms > 0 && !op->has_after)
+        return fencehttp_error(resp, 400, "bad_parameter",
+                               "wait_ms waits for a change after an epoch: give after");
+    return 0;
+}
+
+/* /v1/elections/{name}[/{lock_id}[/extend|/proclaim]]. */
+static int parse_election(const struct fld_request *req, const struct fld_limits *lim, const char *rest,
+                          struct fld_op *op, struct fencehttp_response *resp)
+{
+    const char *m = req->method;
+    int post = strcmp(m, "POST") == 0, get = strcmp(m, "GET") == 0 || strcmp(m, "HEAD") == 0;
+    op->kind = FLD_KIND_LEADER;
+    op->ttl_ms = lim->default_ttl_ms;
+    if (*rest != '/' || rest[1] == '\0')
+        return fencehttp_error(resp, 404, "not_found", "an election is /v1/elections/{name}");
+    rest++;
+    const char *slash = strchr(rest, '/');
+    size_t rlen = slash ? (size_t)(slash - rest) : strlen(rest);
+    int rc = segment(rest, rlen, op->resource, LOCKCORE_RESOURCE_MAX, "resource", resp);
+    if (rc != 0)
+        return rc;
+    if (slash == NULL) {
+        if (post) {
+            op->route = FLD_ROUTE_CAMPAIGN;
+            if (req->n_args)
+                return fencehttp_error(resp, 400, "bad_parameter",
+                                       "a campaign takes its options in the body");
+            return parse_election_body(req, lim, op, resp);
+        }
+        if (!get)
+            return method_not_allowed(resp, "GET, HEAD, POST");
+        op->route = FLD_ROUTE_LEADER;
+        return parse_leader_args(req, lim, op, resp);
+    }
+    const char *id = slash + 1;
+    const char *slash2 = strchr(id, '/');
+    size_t idlen = slash2 ? (size_t)(slash2 - id) : strlen(id);
+    if ((rc = segment(id, idlen, op->lock_id, LOCKCORE_ID_LEN, "lock id", resp)) != 0)
+        return rc;
+    if (!fld_api_is_lock_id(op->lock_id))
+        return fencehttp_error(resp, 400, "bad_lock_id", "a lock id is %d lowercase hex digits",
+                               LOCKCORE_ID_LEN);
+    if (req->n_args)
+        return fencehttp_error(resp, 400, "bad_parameter", "no query parameters here");
+    if (slash2 == NULL) {
+        if (strcmp(m, "DELETE") != 0)
+            return method_not_allowed(resp, "DELETE");
+        op->route = FLD_ROUTE_RESIGN;
+        return 0;
+    }
+    if (strcmp(slash2, "/extend") == 0)
+        op->route = FLD_ROUTE_EXTEND;
+    else if (strcmp(slash2, "/proclaim") == 0)
+        op->route = FLD_ROUTE_PROCLAIM;
+    else
+        return fencehttp_error(resp, 404, "not_found", "no such route (see docs/fencelockd.md)");
+    if (!post)
+        return method_not_allowed(resp, "POST");
+    return parse_election_body(req, lim, op, resp);
+}
+
 int fld_api_parse(const struct fld_request *req, const struct fld_limits *lim, struct fld_op *op,
                   struct fencehttp_response *resp)
 {
@@ -334,6 +481,10 @@ int fld_api_parse(const struct fld_request *req, const struct fld_limits *lim, s
         op->route = p[1] == 'h' ? FLD_ROUTE_HEALTH : FLD_ROUTE_METRICS;
         return req->n_args ? fencehttp_error(resp, 400, "bad_parameter", "no query parameters here") : 0;
     }
+    static const char elections[] = "/v1/elections";
+    if (strncmp(p, elections, sizeof(elections) - 1) == 0 &&
+        (p[sizeof(elections) - 1] == '\0' || p[sizeof(elections) - 1] == '/'))
+        return parse_election(req, lim, p + sizeof(elections) - 1, op, resp);
     static const char prefix[] = "/v1/locks";
     if (strncmp(p, prefix, sizeof(prefix) - 1) != 0 ||
         (p[sizeof(prefix) - 1] != '\0' && p[sizeof(prefix) - 1] != '/'))
@@ -448,8 +599,8 @@ int fld_api_authorize(const struct fld_op *op, const struct fencehttp_client *cl
         return fencehttp_error(resp, 500, "internal", "fld_api_authorize: NULL argument");
     if (client == NULL)
         return 0;
-    int reads =
-        op->route == FLD_ROUTE_STATUS || op->route == FLD_ROUTE_HEALTH || op->route == FLD_ROUTE_METRICS;
+    int reads = op->route == FLD_ROUTE_STATUS || op->route == FLD_ROUTE_HEALTH ||
+                op->route == FLD_ROUTE_METRICS || op->route == FLD_ROUTE_LEADER;
     if (client->read_only && !reads)
         return forbidden(resp, client, "may only read (read-only in the auth file)", "");
     if (op->route == FLD_ROUTE_HEALTH || op->route == FLD_ROUTE_METRICS)
@@ -651,6 +802,13 @@ static json_t *links(const char *resource, const char *id, enum fld_kind kind)
 {
     char enc[3 * LOCKCORE_RESOURCE_MAX + 1];
     escape(resource, enc, sizeof(enc));
+    if (kind == FLD_KIND_LEADER) {
+        char ext[sizeof(enc) + 128], pro[sizeof(enc) + 128], res[sizeof(enc) + 128];
+        snprintf(ext, sizeof(ext), "/v1/elections/%s/%s/extend", enc, id);
+        snprintf(pro, sizeof(pro), "/v1/elections/%s/%s/proclaim", enc, id);
+        snprintf(res, sizeof(res), "/v1/elections/%s/%s", enc, id);
+        return json_pack("{s:s, s:s, s:s}", "extend", ext, "proclaim", pro, "resign", res);
+    }
     char q[32] = "";
     if (kind != FLD_KIND_PLAIN)
         snprintf(q, sizeof(q), "?kind=%s", fld_kind_name(kind));
@@ -717,6 +875,8 @@ void fld_api_result(const struct fld_op *op, int rc, const struct lockcore_lock 
     const char *code = "internal";
     if (rc != 0) {
         int http = fld_api_http_status(rc, &code);
+        if (rc == LOCKCORE_ELOCKED && op->route == FLD_ROUTE_CAMPAIGN)
+            code = "not_elected";
         json_t *o = json_pack("{s:s, s:s, s:s}", "error", code, "message",
                               errmsg ? errmsg : lockcore_strerror(rc), "resource", op->resource);
         if (o != NULL && lock != NULL && op->route == FLD_ROUTE_ACQUIRE) {
@@ -734,6 +894,33 @@ void fld_api_result(const struct fld_op *op, int rc, const struct lockcore_lock 
         return;
     }
     json_t *o = NULL;
+    if (op->route == FLD_ROUTE_RESIGN) {
+        o = json_pack("{s:s, s:i, s:i}", "name", op->resource, "nodes_released", (int)lock->nodes_ok, "nodes",
+                      (int)lock->nodes);
+        fld_api_json(resp, 200, o);
+        return;
+    }
+    if (op->route == FLD_ROUTE_CAMPAIGN || op->route == FLD_ROUTE_PROCLAIM ||
+        (op->route == FLD_ROUTE_EXTEND && op->kind == FLD_KIND_LEADER)) {
+        /* An election's answer: the epoch is the token (a campaign's; the
+         * others know only the id, and the epoch stays). */
+        char ref[17];
+        fld_api_ref(lock->id, ref);
+        o = json_pack("{s:s, s:s, s:s, s:I, s:I, s:i, s:i}", "name", op->resource, "lock_id", lock->id, "ref",
+                      ref, "validity_ms", (json_int_t)lock->validity_ms, "ttl_ms", (json_int_t)lock->ttl_ms,
+                      "nodes_granted", (int)lock->nodes_ok, "nodes", (int)lock->nodes);
+        if (o != NULL && op->route == FLD_ROUTE_CAMPAIGN) {
+            json_object_set_new(o, "epoch", json_integer((json_int_t)lock->token));
+            json_object_set_new(o, "token", json_integer((json_int_t)lock->token));
+            json_object_set_new(o, "attempts", json_integer(lock->attempts));
+        }
+        if (o != NULL && op->route != FLD_ROUTE_EXTEND)
+            json_object_set_new(o, "value", json_string(op->value));
+        if (o != NULL)
+            json_object_set_new(o, "links", links(op->resource, lock->id, FLD_KIND_LEADER));
+        fld_api_json(resp, 200, o);
+        return;
+    }
     if (op->route == FLD_ROUTE_RELEASE) {
         o = json_pack("{s:s, s:s, s:s, s:i, s:i}", "resource", lock->resource, "kind",
                       fld_kind_name(op->kind), "lock_id", lock->id, "nodes_released", (int)lock->nodes_ok,
@@ -841,5 +1028,41 @@ void fld_api_status(const struct fld_op *op, int rc, const struct lockcore_node_
         json_object_set_new(o, "nodes", a);
     else
         json_decref(a);
+    fld_api_json(resp, 200, o);
+}
+
+int fld_api_leader_changed(const struct fld_op *op, const struct lockcore_leader *l)
+{
+    if (!op->has_after)
+        return 1;
+    if ((op->after_epoch != 0) != (l->held != 0) || (l->held && l->epoch != op->after_epoch))
+        return 1;
+    return l->held && op->has_after_value && strcmp(l->value, op->after_value) != 0;
+}
+
+void fld_api_leader(const struct fld_op *op, int rc, const struct lockcore_leader *l, int changed,
+                    const struct fld_owners *owners, struct fencehttp_response *resp)
+{
+    if (rc < 0 && rc != -ETIMEDOUT) {
+        const char *code = "internal";
+        int http = fld_api_http_status(rc, &code);
+        fencehttp_error(resp, http, code, "leader of '%.200s': %s", op->resource, lockcore_strerror(rc));
+        return;
+    }
+    /* Without a wait, a reading that did not come (no majority, or still
+     * changing hands) is not an answer. */
+    if (rc == -ETIMEDOUT && !op->has_after) {
+        fencehttp_error(resp, 503, "no_quorum", "leader of '%.200s': no majority agreed on a leader in time",
+                        op->resource);
+        return;
+    }
+    json_t *o = json_pack("{s:s, s:b, s:b}", "name", op->resource, "leader", l->held, "changed", changed);
+    if (o != NULL && l->held) {
+        json_object_set_new(o, "epoch", json_integer((json_int_t)l->epoch));
+        json_object_set_new(o, "value", json_string(l->value));
+        json_object_set_new(o, "ttl_ms_left", json_integer((json_int_t)l->ttl_ms_left));
+    }
+    if (o != NULL)
+        set_holder(o, "leader", l->held ? l->id : NULL, owners);
     fld_api_json(resp, 200, o);
 }

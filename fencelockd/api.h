@@ -20,6 +20,14 @@ enum fld_route {
     FLD_ROUTE_STATUS,
     FLD_ROUTE_HEALTH,
     FLD_ROUTE_METRICS,
+    /* Elections (/v1/elections): campaign, proclaim, resign, read or
+     * observe the leader; a leader's extension is FLD_ROUTE_EXTEND of
+     * kind FLD_KIND_LEADER. */
+    FLD_ROUTE_CAMPAIGN,
+    FLD_ROUTE_PROCLAIM,
+    FLD_ROUTE_RESIGN,
+    FLD_ROUTE_LEADER,
+    FLD_ROUTE_COUNT,
 };
 
 /* A lock's kind, as the API names it. */
@@ -30,6 +38,7 @@ enum fld_kind {
     FLD_KIND_REENTRANT, /* holds of one owner */
     FLD_KIND_READ,      /* the read side of a read-write lock */
     FLD_KIND_WRITE,     /* its write side */
+    FLD_KIND_LEADER,    /* an election's leader */
     FLD_KIND_COUNT,
 };
 
@@ -64,7 +73,18 @@ struct fld_op {
     int wait_mode;                     /* enum lockcore_wait_mode */
     unsigned permits;                  /* semaphore acquire and status */
     int status_kind;                   /* status: 0 plain, 'r' rw, 'e' reentrant, 's' semaphore */
+    /* Elections: the value a campaign or proclamation gives; a reading's
+     * "after" (observe: answer when the leader's epoch differs from
+     * after_epoch, 0 none, or with after_value its value does). */
+    char value[LOCKCORE_VALUE_MAX + 1];
+    int has_after, has_after_value;
+    uint64_t after_epoch;
+    char after_value[LOCKCORE_VALUE_MAX + 1];
 };
+
+/* Copy src into dst: a multi-resource lock's names point into the op's
+ * own names_buf, so a plain struct copy would point into src. */
+void fld_op_copy(struct fld_op *dst, const struct fld_op *src);
 
 /* What the handler is given: every pointer borrowed. */
 struct fld_request {
@@ -107,6 +127,15 @@ void fld_api_result(const struct fld_op *op, int rc, const struct lockcore_lock 
 void fld_api_status(const struct fld_op *op, int rc, const struct lockcore_node_status *st, int n,
                     const struct lockcore_permit_status *ps, int np, unsigned quorum, const char *errmsg,
                     const struct fld_owners *owners, struct fencehttp_response *resp);
+
+/* The answer to an election's reading (FLD_ROUTE_LEADER): rc what
+ * lockcore_observe gave for l; changed whether it differs from the
+ * request's after. */
+void fld_api_leader(const struct fld_op *op, int rc, const struct lockcore_leader *l, int changed,
+                    const struct fld_owners *owners, struct fencehttp_response *resp);
+
+/* Whether reading l differs from op's after (always, without one). */
+int fld_api_leader_changed(const struct fld_op *op, const struct lockcore_leader *l);
 
 /* The HTTP status and error code of a lockcore failure. */
 int fld_api_http_status(int rc, const char **code);

@@ -45,6 +45,10 @@ struct job {
     int fd;      /* the request's socket while watched, else -1 */
     int waiting; /* counted in the waiters gauge */
     uint64_t t0_ms;
+    /* An election's reading (FLD_ROUTE_LEADER): the first, which a
+     * long poll then waits to change. */
+    struct lockcore_leader leader;
+    int second; /* the long poll's wait after its first reading */
     /* A refused acquisition on its way to the status thread for its
      * holder: its outcome. */
     int rc;
@@ -193,8 +197,9 @@ static void log_op(const struct job *j, int rc, const struct lockcore_lock *lock
 {
     if (!fencehttp_log_enabled(FENCEHTTP_LOG_INFO))
         return;
-    static const char *const what[] = {
-        [FLD_ROUTE_ACQUIRE] = "acquire", [FLD_ROUTE_EXTEND] = "extend", [FLD_ROUTE_RELEASE] = "release"};
+    static const char *const what[FLD_ROUTE_COUNT] = {
+        [FLD_ROUTE_ACQUIRE] = "acquire",   [FLD_ROUTE_EXTEND] = "extend",     [FLD_ROUTE_RELEASE] = "release",
+        [FLD_ROUTE_CAMPAIGN] = "campaign", [FLD_ROUTE_PROCLAIM] = "proclaim", [FLD_ROUTE_RESIGN] = "resign"};
     /* The ref, not the id: a log is read by more people than may release. */
     char ref[17];
     fld_api_ref(lock && lock->id[0] ? lock->id : j->op.lock_id, ref);
@@ -212,12 +217,16 @@ static void on_done(lockcore_client *c, int rc, const struct lockcore_lock *lock
     unwatch(e, j);
     double secs = secs_since(j->t0_ms);
     log_op(j, rc, lock);
-    if (j->op.route == FLD_ROUTE_ACQUIRE) {
+    int campaign = j->op.route == FLD_ROUTE_CAMPAIGN;
+    if (j->op.route == FLD_ROUTE_ACQUIRE || campaign) {
         if (j->conn == NULL) {
-            /* Its client hung up, or was told the server stops. */
+            /* Its client hung up, or was told the server stops: a grant
+             * nobody will use goes back (an election's to the next
+             * candidate in line). */
             fld_metrics_acquired(j->op.kind, FLD_OUT_ABANDONED, secs);
             if (rc == 0) {
-                if (lockcore_release_async(c, lock, on_orphan_released, j) == 0)
+                if ((campaign ? lockcore_resign_async(c, lock, on_orphan_released, j)
+                              : lockcore_release_async(c, lock, on_orphan_released, j)) == 0)
                     return;
             }
             e->running--;
@@ -226,7 +235,8 @@ static void on_done(lockcore_client *c, int rc, const struct lockcore_lock *lock
             return;
         }
         fld_metrics_acquired(j->op.kind, fld_metrics_outcome(rc), secs);
-        if (rc == LOCKCORE_ELOCKED && j->op.kind != FLD_KIND_PERMIT && j->op.kind != FLD_KIND_MULTI) {
+        if (rc == LOCKCORE_ELOCKED && !campaign && j->op.kind != FLD_KIND_PERMIT &&
+            j->op.kind != FLD_KIND_MULTI) {
             /* Name the holder: a status read, on the status thread. */
             j->rc = rc;
             j->lock = *lock;
@@ -236,7 +246,11 @@ static void on_done(lockcore_client *c, int rc, const struct lockcore_lock *lock
             return;
         }
     } else {
-        fld_metrics_timed(j->op.route == FLD_ROUTE_EXTEND ? FLD_T_EXTEND : FLD_T_RELEASE, rc == 0, secs);
+        fld_metrics_timed(j->op.route == FLD_ROUTE_EXTEND     ? FLD_T_EXTEND
+                          : j->op.route == FLD_ROUTE_PROCLAIM ? FLD_T_PROCLAIM
+                          : j->op.route == FLD_ROUTE_RESIGN   ? FLD_T_RESIGN
+                                                              : FLD_T_RELEASE,
+                          rc == 0, secs);
         if (rc == LOCKCORE_ELOST)
             fld_metrics_lost();
     }
@@ -285,6 +299,86 @@ static int start_acquire(fld_engine *e, struct job *j)
     return 0;
 }
 
+/* An acquisition's or a campaign's options of its own. */
+static void call_of(fld_engine *e, const struct job *j, struct lockcore_call *call)
+{
+    const struct fld_op *op = &j->op;
+    lockcore_call_init(e->c, call);
+    call->ttl_ms = op->ttl_ms;
+    call->wait_ms = op->wait_ms;
+    /* One attempt without a wait; with one, attempts until it runs out. */
+    call->retry_count = op->wait_ms == 0 ? 0 : -1;
+    call->wait_mode = op->wait_mode;
+    call->owner = j->client[0] ? j->client : NULL;
+}
+
+static int start_campaign(fld_engine *e, struct job *j)
+{
+    struct lockcore_call call;
+    call_of(e, j, &call);
+    int rc = lockcore_campaign_async(e->c, j->op.resource, j->op.value, &call, on_done, j);
+    if (rc != 0) {
+        struct fencehttp_response r = {0};
+        fld_api_result(&j->op, rc, NULL, lockcore_errmsg(e->c), NULL, 0, NULL, &r);
+        answer(j, &r);
+        return -1;
+    }
+    return 0;
+}
+
+/* How long a reading without a wait may take to come: a majority that
+ * answers, and a handoff's reservation (two request timeouts). */
+#define LEADER_READ_MS 2000
+
+static void on_leader(lockcore_client *c, int rc, const struct lockcore_leader *l, void *arg);
+
+/* Read who leads (after NULL), or wait up to wait_ms for a reading that
+ * differs from after. */
+static int start_leader(fld_engine *e, struct job *j, const struct lockcore_leader *after, uint64_t wait_ms)
+{
+    int rc =
+        lockcore_observe_async(e->c, j->op.resource, after, wait_ms ? wait_ms : LEADER_READ_MS, on_leader, j);
+    if (rc != 0) {
+        struct fencehttp_response r = {0};
+        fld_api_leader(&j->op, rc, NULL, 0, NULL, &r);
+        answer(j, &r);
+        return -1;
+    }
+    return 0;
+}
+
+/* A reading came: the answer, or (a long poll whose first reading is what
+ * the caller already has) the wait for the next one. */
+static void on_leader(lockcore_client *c, int rc, const struct lockcore_leader *l, void *arg)
+{
+    (void)c;
+    struct job *j = arg;
+    fld_engine *e = j->e;
+    int orphan = j->conn == NULL; /* answered already: hung up, or the server stops */
+    if (!orphan && !j->second && rc == 0 && j->op.has_after && !fld_api_leader_changed(&j->op, l)) {
+        uint64_t spent = now_ms() - j->t0_ms;
+        j->leader = *l;
+        if (spent < j->op.wait_ms) {
+            j->second = 1;
+            if (lockcore_observe_async(e->c, j->op.resource, &j->leader, j->op.wait_ms - spent, on_leader,
+                                       j) == 0)
+                return;
+        }
+        rc = -ETIMEDOUT;
+    }
+    unwatch(e, j);
+    fld_metrics_timed(FLD_T_LEADER, rc == 0 || rc == -ETIMEDOUT, secs_since(j->t0_ms));
+    /* The second reading differs from the first: a new leader, value, or none. */
+    int changed = rc == 0 && (j->second || fld_api_leader_changed(&j->op, l));
+    struct fencehttp_response r = {0};
+    fld_api_leader(&j->op, rc, l, changed, atomic_load(&e->owners), &r);
+    answer(j, &r);
+    e->running--;
+    if (orphan)
+        e->orphans--;
+    job_free(j);
+}
+
 static int start_extend_release(fld_engine *e, struct job *j)
 {
     lockcore_client *c = e->c;
@@ -292,8 +386,20 @@ static int start_extend_release(fld_engine *e, struct job *j)
     int rc = lockcore_lock_from_id(c, j->op.resource, j->op.lock_id, &lock);
     if (rc == 0) {
         lock.flags |= fld_kind_flag(j->op.kind);
-        rc = j->op.route == FLD_ROUTE_EXTEND ? lockcore_extend_async(c, &lock, j->op.ttl_ms, on_done, j)
-                                             : lockcore_release_async(c, &lock, on_done, j);
+        switch (j->op.route) {
+        case FLD_ROUTE_EXTEND:
+            rc = lockcore_extend_async(c, &lock, j->op.ttl_ms, on_done, j);
+            break;
+        case FLD_ROUTE_PROCLAIM:
+            rc = lockcore_proclaim_async(c, &lock, j->op.value, j->op.ttl_ms, on_done, j);
+            break;
+        case FLD_ROUTE_RESIGN:
+            rc = lockcore_resign_async(c, &lock, on_done, j);
+            break;
+        default:
+            rc = lockcore_release_async(c, &lock, on_done, j);
+            break;
+        }
     }
     if (rc != 0) {
         struct fencehttp_response r = {0};
@@ -316,13 +422,30 @@ static void start(fld_engine *e, struct job *j, int stopping)
     j->fd = -1;
     j->e = e;
     j->t0_ms = now_ms();
-    int rc = j->op.route == FLD_ROUTE_ACQUIRE ? start_acquire(e, j) : start_extend_release(e, j);
+    int rc;
+    switch (j->op.route) {
+    case FLD_ROUTE_ACQUIRE:
+        rc = start_acquire(e, j);
+        break;
+    case FLD_ROUTE_CAMPAIGN:
+        rc = start_campaign(e, j);
+        break;
+    case FLD_ROUTE_LEADER:
+        rc = start_leader(e, j, NULL, j->op.has_after ? j->op.wait_ms : 0);
+        break;
+    default: /* extend, release, proclaim, resign: by the lock's id */
+        rc = start_extend_release(e, j);
+        break;
+    }
     if (rc != 0) {
         job_free(j);
         return;
     }
     e->running++;
-    if (j->op.route == FLD_ROUTE_ACQUIRE && j->op.wait_ms > 0) {
+    int long_poll = (j->op.route == FLD_ROUTE_ACQUIRE || j->op.route == FLD_ROUTE_CAMPAIGN ||
+                     j->op.route == FLD_ROUTE_LEADER) &&
+                    j->op.wait_ms > 0;
+    if (long_poll) {
         j->waiting = 1;
         fld_metrics_waiters(1);
         j->wnext = e->waiters;
@@ -346,14 +469,19 @@ static void reap_hangups(fld_engine *e)
             fencehttp_log(FENCEHTTP_LOG_DEBUG, "a waiter for '%.200s' hung up", j->op.resource);
         answer_error(j, 499, "client_closed", "the client hung up");
         e->orphans++;
-        cancel[i] = j->op.route == FLD_ROUTE_ACQUIRE;
+        cancel[i] = j->op.route == FLD_ROUTE_ACQUIRE || j->op.route == FLD_ROUTE_CAMPAIGN ? 1
+                    : j->op.route == FLD_ROUTE_LEADER                                     ? 2
+                                                                                          : 0;
     }
     /* Then cancel them: each one's callback runs inside lockcore_cancel
      * and frees its job (and may end others of the batch: only the
      * pointers are compared from here on). */
-    for (int i = 0; i < n; i++)
-        if (cancel[i])
+    for (int i = 0; i < n; i++) {
+        if (cancel[i] == 1)
             lockcore_cancel(e->c, on_done, ev[i].data.ptr);
+        else if (cancel[i] == 2)
+            lockcore_observe_cancel(e->c, on_leader, ev[i].data.ptr);
+    }
 }
 
 /* SIGTERM: tell every waiter now. */
@@ -565,7 +693,7 @@ void fld_engine_submit(fld_engine *e, const struct fld_op *op, fencehttp_conn *c
         fencehttp_answer_later(conn, &r);
         return;
     }
-    j->op = *op;
+    fld_op_copy(&j->op, op);
     j->conn = conn;
     j->e = e;
     j->fd = fencehttp_conn_fd(conn);

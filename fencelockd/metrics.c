@@ -14,7 +14,7 @@ static atomic_ullong acquired[FLD_KIND_COUNT][FLD_OUT_COUNT];
 static atomic_ullong timed_ok[FLD_T_COUNT], timed_failed[FLD_T_COUNT];
 static atomic_ullong lost;
 /* Requests refused by the auth file's rules or a lock's owner, by route. */
-static atomic_ullong forbidden[FLD_ROUTE_METRICS + 1];
+static atomic_ullong forbidden[FLD_ROUTE_COUNT];
 static atomic_llong waiters;
 static atomic_ullong http_by_class[6];
 
@@ -40,7 +40,8 @@ static atomic_int node_known[NODES_SEEN];
 
 static const char *const outcome_names[FLD_OUT_COUNT] = {"granted", "locked", "no_quorum", "abandoned",
                                                          "error"};
-static const char *const timed_names[FLD_T_COUNT] = {"acquire", "extend", "release", "status"};
+static const char *const timed_names[FLD_T_COUNT] = {"acquire",  "extend", "release", "status",
+                                                     "proclaim", "resign", "leader"};
 
 enum fld_outcome fld_metrics_outcome(int rc)
 {
@@ -88,13 +89,13 @@ void fld_metrics_timed(enum fld_timed op, int ok, double seconds)
 
 void fld_metrics_forbidden(enum fld_route route)
 {
-    if ((int)route >= 0 && route <= FLD_ROUTE_METRICS)
+    if ((int)route >= 0 && route < FLD_ROUTE_COUNT)
         atomic_fetch_add(&forbidden[route], 1);
 }
 
 unsigned long long fld_metrics_get_forbidden(enum fld_route route)
 {
-    return (int)route >= 0 && route <= FLD_ROUTE_METRICS ? atomic_load(&forbidden[route]) : 0;
+    return (int)route >= 0 && route < FLD_ROUTE_COUNT ? atomic_load(&forbidden[route]) : 0;
 }
 
 void fld_metrics_lost(void)
@@ -183,17 +184,18 @@ char *fld_metrics_render(size_t *len, int clients)
                           "# TYPE fencelockd_losses_total counter\n"
                           "fencelockd_losses_total %llu\n",
                           atomic_load(&lost));
-    static const char *const route_names[] = {[FLD_ROUTE_ACQUIRE] = "acquire",
-                                              [FLD_ROUTE_EXTEND] = "extend",
-                                              [FLD_ROUTE_RELEASE] = "release",
-                                              [FLD_ROUTE_STATUS] = "status"};
+    static const char *const route_names[FLD_ROUTE_COUNT] = {
+        [FLD_ROUTE_ACQUIRE] = "acquire", [FLD_ROUTE_EXTEND] = "extend",     [FLD_ROUTE_RELEASE] = "release",
+        [FLD_ROUTE_STATUS] = "status",   [FLD_ROUTE_CAMPAIGN] = "campaign", [FLD_ROUTE_PROCLAIM] = "proclaim",
+        [FLD_ROUTE_RESIGN] = "resign",   [FLD_ROUTE_LEADER] = "leader"};
     fencehttp_text_printf(&b,
                           "# HELP fencelockd_forbidden_total Requests refused 403: another client's lock, "
                           "or a rule of the auth file.\n"
                           "# TYPE fencelockd_forbidden_total counter\n");
-    for (int r = FLD_ROUTE_ACQUIRE; r <= FLD_ROUTE_STATUS; r++)
-        fencehttp_text_printf(&b, "fencelockd_forbidden_total{op=\"%s\"} %llu\n", route_names[r],
-                              atomic_load(&forbidden[r]));
+    for (int r = FLD_ROUTE_ACQUIRE; r < FLD_ROUTE_COUNT; r++)
+        if (route_names[r] != NULL)
+            fencehttp_text_printf(&b, "fencelockd_forbidden_total{op=\"%s\"} %llu\n", route_names[r],
+                                  atomic_load(&forbidden[r]));
     fencehttp_text_printf(&b,
                           "# HELP fencelockd_waiters Acquisitions waiting for a lock now (long polls).\n"
                           "# TYPE fencelockd_waiters gauge\n"

@@ -28,6 +28,9 @@ enum fld_timed {
     FLD_T_EXTEND,
     FLD_T_RELEASE,
     FLD_T_STATUS,
+    FLD_T_PROCLAIM, /* an election's */
+    FLD_T_RESIGN,
+    FLD_T_LEADER, /* a reading of who leads, or a long poll for the next */
     FLD_T_COUNT,
 };
 

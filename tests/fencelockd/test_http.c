@@ -345,6 +345,97 @@ static void http_waiter_that_hangs_up_leaves(void **state)
     assert_int_equal(fld_acquire(d, "gone", "{\"ttl_ms\":5000}", id, sizeof(id), NULL), 200);
 }
 
+static void *status_thread(void *arg)
+{
+    const struct fld *d = arg;
+    struct hc_response r = {0};
+    hc_get(d->port, "/v1/locks/some-other-resource-with-a-long-name-to-fill-the-stack", &r);
+    hc_response_clear(&r);
+    return NULL;
+}
+
+struct multi_call {
+    const struct fld *d;
+    struct rh_cluster *rc;
+    int i, wrong;
+};
+
+/* A multi-resource acquisition with names of its own: the answer names
+ * them, and each holds the lock id on a majority. */
+static void *multi_thread(void *arg)
+{
+    struct multi_call *m = arg;
+    char names[4][32], body[256];
+    int n = 1 + m->i % 4;
+    int len = snprintf(body, sizeof(body), "{\"ttl_ms\":20000,\"resources\":[");
+    for (int k = 0; k < n; k++) {
+        snprintf(names[k], sizeof(names[k]), "mt%d-%d", m->i, k);
+        len += snprintf(body + len, sizeof(body) - (size_t)len, "%s\"%s\"", k ? "," : "", names[k]);
+    }
+    snprintf(body + len, sizeof(body) - (size_t)len, "]}");
+    struct hc_response r = {0};
+    if (hc_request(m->d->port, "POST", "/v1/locks", "", body, strlen(body), &r) != 0 || r.status != 200) {
+        m->wrong = 1;
+        hc_response_clear(&r);
+        return NULL;
+    }
+    json_t *got = json_object_get(r.json, "resources");
+    const char *id = json_string_value(json_object_get(r.json, "lock_id"));
+    if (json_array_size(got) != (size_t)n)
+        m->wrong = 1;
+    for (int k = 0; k < n && !m->wrong; k++)
+        if (strcmp(json_string_value(json_array_get(got, (size_t)k)), names[k]) != 0)
+            m->wrong = 1;
+    char rel[512];
+    snprintf(rel, sizeof(rel), "%s",
+             json_string_value(json_object_get(json_object_get(r.json, "links"), "release")));
+    char idc[64];
+    snprintf(idc, sizeof(idc), "%s", id ? id : "");
+    hc_response_clear(&r);
+    m->wrong |= idc[0] == '\0';
+    /* The keys: read with a connection of this thread's own. */
+    for (int k = 0; k < n && !m->wrong; k++) {
+        unsigned held = 0;
+        for (int node = 0; node < rh_size(m->rc); node++) {
+            redisContext *ctx = redisConnect("127.0.0.1", rh_port(m->rc, node));
+            redisReply *g = ctx && !ctx->err ? redisCommand(ctx, "GET %s", names[k]) : NULL;
+            held += g != NULL && g->type == REDIS_REPLY_STRING && strcmp(g->str, idc) == 0;
+            if (g)
+                freeReplyObject(g);
+            if (ctx)
+                redisFree(ctx);
+        }
+        m->wrong |= held < 2;
+    }
+    if (hc_request(m->d->port, "DELETE", rel, "", NULL, 0, &r) != 0 || r.status != 200)
+        m->wrong = 1;
+    hc_response_clear(&r);
+    return NULL;
+}
+
+/* Many multi-resource acquisitions at once, with other requests on the
+ * serving threads: each locks exactly its own names (its request's names
+ * once lived on a serving thread's stack only). */
+static void http_multi_names_are_the_request_s(void **state)
+{
+    struct fld_fx *f = *state;
+    enum { N = 40 };
+    struct multi_call m[N];
+    pthread_t t[N], g[N];
+    for (int i = 0; i < N; i++) {
+        m[i] = (struct multi_call){.d = &f->d, .rc = f->rc, .i = i};
+        assert_int_equal(pthread_create(&t[i], NULL, multi_thread, &m[i]), 0);
+        assert_int_equal(pthread_create(&g[i], NULL, status_thread, &f->d), 0);
+    }
+    int wrong = 0;
+    for (int i = 0; i < N; i++) {
+        pthread_join(t[i], NULL);
+        pthread_join(g[i], NULL);
+        wrong += m[i].wrong;
+    }
+    assert_int_equal(wrong, 0);
+}
+
 static void http_excludes_the_library(void **state)
 {
     struct fld_fx *f = *state;
@@ -579,6 +670,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(http_waiter_that_hangs_up_leaves, fld_fx_setup_started,
                                         fld_fx_teardown),
         cmocka_unit_test_setup_teardown(http_excludes_the_library, fld_fx_setup_started, fld_fx_teardown),
+        cmocka_unit_test_setup_teardown(http_multi_names_are_the_request_s, fld_fx_setup_started, fld_fx_teardown),
         cmocka_unit_test_setup_teardown(http_fence_transition_writes_old_fence_keys, fld_fx_setup_started,
                                         fld_fx_teardown),
         cmocka_unit_test_setup_teardown(http_two_instances_share_locks, fld_fx_setup_started,
