@@ -362,9 +362,8 @@ unsigned lockcore__known_fences(const struct op *op, uint64_t *v);
  * a polling client's release, or the ms a notified or fair release keeps
  * the lock for the waiter it names. */
 void lockcore__release_arg(const struct op *op, enum step step, char *buf, size_t cap);
-/* What a release of this client does (the release's part of the above). */
-void lockcore__release_what(const lockcore_client *c, char *buf, size_t cap);
-/* The same for a release whose own wait mode is wait_mode. */
+/* What a release (or a waiter's leaving) does, for an operation whose own
+ * wait mode is wait_mode (the release's part of the above). */
 void lockcore__release_mode(const lockcore_client *c, int wait_mode, char *buf, size_t cap);
 /* The queued acquire of a waiter for node i (SCRIPT_ACQUIRE_QUEUED): the
  * key set to value; with holds (a reentrant lock's), its first hold is the

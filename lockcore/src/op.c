@@ -165,11 +165,6 @@ void lockcore__release_arg(const struct op *op, enum step step, char *buf, size_
         lockcore__release_mode(op->c, op->wait_mode, buf, cap);
 }
 
-void lockcore__release_what(const lockcore_client *c, char *buf, size_t cap)
-{
-    lockcore__release_mode(c, c->o.wait_mode, buf, cap);
-}
-
 void lockcore__release_mode(const lockcore_client *c, int wait_mode, char *buf, size_t cap)
 {
     const struct lockcore_options *o = &c->o;
@@ -359,7 +354,7 @@ int lockcore__op_resend(struct op *op, unsigned i, enum step step, int use_eval,
         KEY(op->key, op->key_len);
         KEY(op->wkey, op->wkey_len);
         ARG(op->qid);
-        lockcore__release_what(c, reserve, sizeof(reserve));
+        lockcore__release_mode(c, op->wait_mode, reserve, sizeof(reserve));
         ARG(reserve);
         break;
     case STEP_INFO:
@@ -987,7 +982,9 @@ static void decide(struct op *op, uint64_t now)
 static int queue_behind_local(struct op *op, uint64_t now)
 {
     lockcore_client *c = op->c;
-    if (op->retry_count == 0)
+    /* A fair acquisition takes its place in the nodes' queues at once:
+     * waiting here, it would let later waiters of other clients ahead. */
+    if (op->retry_count == 0 || op->wait_mode == LOCKCORE_WAIT_FAIR)
         return 0;
     int busy = 0;
     for (const struct op *o = c->active; o != NULL && !busy; o = o->next)

@@ -210,6 +210,78 @@ static void test_call_wait_mode_is_the_acquisition_s_own(void **state)
     lockcore_client_free(holder);
 }
 
+struct order {
+    char seen[8];
+    int n;
+};
+
+struct grantee {
+    struct order *o;
+    char name;
+    int done, rc;
+};
+
+static void ignore(lockcore_client *c, int rc, const struct lockcore_lock *lock, void *arg)
+{
+    (void)c, (void)rc, (void)lock, (void)arg;
+}
+
+static void grant_then_release(lockcore_client *c, int rc, const struct lockcore_lock *lock, void *arg)
+{
+    struct grantee *g = arg;
+    g->done = 1;
+    g->rc = rc;
+    if (rc == 0) {
+        g->o->seen[g->o->n++] = g->name;
+        assert_int_equal(lockcore_release_async(c, lock, ignore, NULL), 0);
+    }
+}
+
+/* Fair waiters of one client take their places in the nodes' queues at
+ * once, so a later fair waiter of another client is not granted between
+ * them (one client serving many callers, as fencelockd does). */
+static void test_call_fair_waiters_of_one_client_keep_their_order(void **state)
+{
+    struct fixture *f = *state;
+    lockcore_client *h = client(f, LOCKCORE_WAIT_NOTIFY);
+    lockcore_client *c1 = client(f, LOCKCORE_WAIT_NOTIFY), *c2 = client(f, LOCKCORE_WAIT_NOTIFY);
+    struct lockcore_lock held;
+    assert_int_equal(lockcore_acquire(h, "call:fairq", &held), 0);
+    struct order o = {0};
+    struct grantee g[3] = {{&o, '1', 0, 0}, {&o, '2', 0, 0}, {&o, '3', 0, 0}};
+    lockcore_client *who[3] = {c1, c1, c2};
+    struct lockcore_request rq = {.resource = "call:fairq"};
+    for (int i = 0; i < 3; i++) {
+        struct lockcore_call call;
+        lockcore_call_init(who[i], &call);
+        call.wait_mode = LOCKCORE_WAIT_FAIR;
+        call.retry_count = -1;
+        call.wait_ms = 10000;
+        call.ttl_ms = 5000 + 1000 * (unsigned)i; /* different options, one client */
+        assert_int_equal(lockcore_acquire_call_async(who[i], &rq, &call, grant_then_release, &g[i]), 0);
+        uint64_t end = lockcore_now_ms() + 40;
+        while (lockcore_now_ms() < end) {
+            lockcore_run(c1, 5);
+            lockcore_run(c2, 5);
+        }
+    }
+    lockcore_release(h, &held);
+    uint64_t end = lockcore_now_ms() + 8000;
+    while (!(g[0].done && g[1].done && g[2].done) && lockcore_now_ms() < end) {
+        lockcore_run(c1, 5);
+        lockcore_run(c2, 5);
+    }
+    assert_int_equal(o.n, 3);
+    assert_memory_equal(o.seen, "123", 3);
+    for (int i = 0; i < 50; i++) { /* the releases go out */
+        lockcore_run(c1, 2);
+        lockcore_run(c2, 2);
+    }
+    lockcore_client_free(c1);
+    lockcore_client_free(c2);
+    lockcore_client_free(h);
+}
+
 /* Every kind's ids carry the owner's tag: the first hold and a re-entry,
  * a permit taken in line and without a wait, a set, a reader, a writer. */
 static void test_call_owner_tag_in_every_kind_s_ids(void **state)
@@ -327,6 +399,7 @@ int main(void)
         cmocka_unit_test(test_call_waits_where_the_client_would_not),
         cmocka_unit_test(test_call_wait_bound_ends_the_retries),
         cmocka_unit_test(test_call_wait_mode_is_the_acquisition_s_own),
+        cmocka_unit_test(test_call_fair_waiters_of_one_client_keep_their_order),
         cmocka_unit_test(test_call_owner_tag_in_every_kind_s_ids),
         cmocka_unit_test(test_call_refuses_bad_arguments),
     };

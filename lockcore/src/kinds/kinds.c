@@ -88,8 +88,13 @@ void lockcore__kinds_keyset_free(lockcore_client *c)
 
 /* Every kind: a new kind is a file of this folder and a line here. */
 const struct lockcore__kind *const lockcore__kinds[] = {
-    &lockcore__kind_sem,   &lockcore__kind_multi,  &lockcore__kind_reentrant,
-    &lockcore__kind_read,  &lockcore__kind_write,  &lockcore__kind_leader, NULL,
+    &lockcore__kind_sem,
+    &lockcore__kind_multi,
+    &lockcore__kind_reentrant,
+    &lockcore__kind_read,
+    &lockcore__kind_write,
+    &lockcore__kind_leader,
+    NULL,
 };
 
 const struct lockcore__kind *lockcore__kind_of(unsigned flags)

@@ -141,7 +141,7 @@ static int multi_resend(struct op *op, unsigned i, enum step step, int use_eval,
         KEYS_OF(lock);
         KEYS_OF(wanted);
         ARG(op->qid);
-        lockcore__release_what(c, reserve, sizeof(reserve));
+        lockcore__release_mode(c, op->wait_mode, reserve, sizeof(reserve));
         ARG(reserve);
         break;
     default:

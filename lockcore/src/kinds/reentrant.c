@@ -143,7 +143,7 @@ static int re_resend(struct op *op, unsigned i, enum step step, int use_eval, ui
         KEY(ks->wanted[0]);
         KEY(ks->holds);
         ARG(op->qid);
-        lockcore__release_what(c, reserve, sizeof(reserve));
+        lockcore__release_mode(c, op->wait_mode, reserve, sizeof(reserve));
         ARG(reserve);
         break;
     default:

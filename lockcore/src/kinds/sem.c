@@ -97,7 +97,7 @@ static void sem_leave_line(struct lockcore__sem *d, unsigned taken)
     lockcore__kinds_tagged(q, key, ":waiters");
     lockcore__kinds_tagged(dl, key, ":waiting");
     lockcore__kinds_tagged(mark, key, ":wanted");
-    lockcore__release_what(c, what, sizeof(what));
+    lockcore__release_mode(c, d->call.wait_mode, what, sizeof(what));
     const char *argv[6 + 8 + 2] = {"EVAL", lockcore__lua_sem_leave, NULL, q, dl, mark};
     int argc = 6;
     char nkeys[16];
