@@ -77,6 +77,32 @@ void fld_api_json(struct fencehttp_response *resp, int status, void *obj)
 
 /* ---- parsing ---- */
 
+/* Whether s[0..n) is UTF-8 (what JSON strings are made of). */
+static int utf8(const char *s, size_t n)
+{
+    const unsigned char *p = (const unsigned char *)s, *end = p + n;
+    while (p < end) {
+        unsigned c = *p++;
+        int more = c < 0x80             ? 0
+                   : (c & 0xe0) == 0xc0 ? 1
+                   : (c & 0xf0) == 0xe0 ? 2
+                   : (c & 0xf8) == 0xf0 ? 3
+                                        : -1;
+        if (more < 0 || (more == 1 && c < 0xc2) || end - p < more)
+            return 0;
+        unsigned cp = c & (0x3f >> more);
+        for (int k = 0; k < more; k++, p++) {
+            if ((*p & 0xc0) != 0x80)
+                return 0;
+            cp = (cp << 6) | (*p & 0x3f);
+        }
+        if ((more == 2 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) ||
+            (more == 3 && (cp < 0x10000 || cp > 0x10ffff)))
+            return 0;
+    }
+    return 1;
+}
+
 /* Decode one path segment into out (cap bytes, NUL-terminated): 1..max
  * bytes, no NUL. */
 static int segment(const char *s, size_t len, char *out, size_t max, const char *what,
@@ -95,6 +121,13 @@ static int segment(const char *s, size_t len, char *out, size_t max, const char 
         free(d);
         return fencehttp_error(resp, 400, what[0] == 'r' ? "bad_resource" : "bad_lock_id",
                                "the %s must be 1..%zu bytes, not %zu", what, max, n);
+    }
+    /* Every answer names the resource in JSON: refused before anything
+     * is locked under a name no answer could carry. */
+    if (!utf8(d, n)) {
+        free(d);
+        return fencehttp_error(resp, 400, what[0] == 'r' ? "bad_resource" : "bad_lock_id",
+                               "the %s must be UTF-8 over HTTP", what);
     }
     memcpy(out, d, n + 1);
     free(d);
@@ -605,17 +638,18 @@ int fld_api_authorize(const struct fld_op *op, const struct fencehttp_client *cl
         return forbidden(resp, client, "may only read (read-only in the auth file)", "");
     if (op->route == FLD_ROUTE_HEALTH || op->route == FLD_ROUTE_METRICS)
         return 0;
+    /* A name of a permit's form, "<sem>:permit:<i>", is the semaphore's key
+     * space whatever the kind: rules name the semaphore, so that a client
+     * allowed "pool:" cannot take the permits of another's semaphore
+     * "pool", nor one allowed "pool" be refused its own permits. */
     if (op->kind == FLD_KIND_MULTI && op->route != FLD_ROUTE_STATUS) {
         for (size_t i = 0; i < op->n_names; i++)
-            if (!fencehttp_client_allows(client, op->names[i], strlen(op->names[i])))
+            if (!fencehttp_client_allows(client, op->names[i],
+                                         semaphore_len(op->names[i], strlen(op->names[i]))))
                 return forbidden(resp, client, "the auth file does not allow the resource ", op->names[i]);
-    } else {
-        size_t len = strlen(op->resource);
-        /* A permit is the semaphore's: rules name the semaphore. */
-        if (op->kind == FLD_KIND_PERMIT && op->route != FLD_ROUTE_ACQUIRE)
-            len = semaphore_len(op->resource, len);
-        if (!fencehttp_client_allows(client, op->resource, len))
-            return forbidden(resp, client, "the auth file does not allow the resource ", op->resource);
+    } else if (!fencehttp_client_allows(client, op->resource,
+                                        semaphore_len(op->resource, strlen(op->resource)))) {
+        return forbidden(resp, client, "the auth file does not allow the resource ", op->resource);
     }
     /* A lock id is a credential only for the client that took it: its
      * acquisition carries that client's owner tag. */
@@ -689,7 +723,17 @@ int fld_owners_new(const fencehttp_auth *a, struct fld_owners **out, char *errbu
         return -ENOMEM;
     }
     for (size_t i = 0; i < n; i++) {
-        const char *name = fencehttp_auth_client(a, i)->name;
+        const struct fencehttp_client *cl = fencehttp_auth_client(a, i);
+        const char *name = cl->name;
+        /* Locks belong to names: a line's "line-N" would move with the
+         * lines above it, and answers carry names as JSON. */
+        if (!cl->named || !utf8(name, strlen(name))) {
+            snprintf(errbuf, errcap,
+                     "%s (client %zu of the file): every fencelockd client needs a NAME, in UTF-8",
+                     cl->named ? name : "an unnamed client", i + 1);
+            fld_owners_free(o);
+            return -EINVAL;
+        }
         struct owner *w = &o->v[o->n];
         if (lockcore_owner_tag(name, w->tag) != 0)
             continue; /* an empty name cannot be: the file names every client */

@@ -209,6 +209,17 @@ int fencehttp_auth_load(const char *path, fencehttp_auth **out, char *errbuf, si
                 goto out;
             }
         }
+        /* A NAME that reads as a rule or as the name of an unnamed line
+         * ("TOKEN read-only", "TOKEN line-3") would be a client of that
+         * name, without the rule or as another line. */
+        if (name != NULL && (strcmp(name, "admin") == 0 || strcmp(name, "read-only") == 0 ||
+                             strncmp(name, "resource=", 9) == 0 || strncmp(name, "prefix=", 7) == 0 ||
+                             (strncmp(name, "line-", 5) == 0 && name[5] != '\0' &&
+                              strspn(name + 5, "0123456789") == strlen(name + 5)))) {
+            rc = bad_line(errbuf, errcap, path, lineno,
+                          "a NAME comes before the rules, and line-N is the name of an unnamed line");
+            goto out;
+        }
         if (name != NULL && strlen(name) > FENCEHTTP_AUTH_NAME_MAX) {
             rc = bad_line(errbuf, errcap, path, lineno, "a name must be at most 64 bytes");
             goto out;
@@ -237,6 +248,7 @@ int fencehttp_auth_load(const char *path, fencehttp_auth **out, char *errbuf, si
             snprintf(e->client.name, sizeof(e->client.name), "%s", name);
         else
             snprintf(e->client.name, sizeof(e->client.name), "line-%d", lineno);
+        e->client.named = name != NULL;
         for (char *w = name ? strtok_r(NULL, " \t\r\n", &save) : NULL; w != NULL;
              w = strtok_r(NULL, " \t\r\n", &save)) {
             const char *why = add_rule(&e->client, w, &a->rules);

@@ -52,6 +52,11 @@ void fencehttp_log(enum fencehttp_log_level level, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(msg, sizeof(msg), fmt, ap);
     va_end(ap);
+    /* One line per message, whatever a message quotes (a resource with a
+     * newline would otherwise write a line of its own). */
+    for (char *p = msg; *p; p++)
+        if ((unsigned char)*p < 0x20 || *p == 0x7f)
+            *p = '?';
 
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);

@@ -81,7 +81,7 @@ static void mhd_logger(void *cls, const char *fm, va_list ap)
 
 struct header_scan {
     const char *te; /* Transfer-Encoding */
-    int n_te, n_content_length, n_host;
+    int n_te, n_content_length, n_host, n_authorization;
     size_t bytes;                    /* names and values of every header */
     const char *odd;                 /* why a name or value is not HTTP's, or NULL */
     int look_alike;                  /* odd is about a look-alike name */
@@ -191,6 +191,8 @@ static enum MHD_Result scan_header(void *cls, enum MHD_ValueKind kind, const cha
         h->n_content_length++;
     } else if (key != NULL && strcasecmp(key, MHD_HTTP_HEADER_HOST) == 0) {
         h->n_host++;
+    } else if (key != NULL && strcasecmp(key, MHD_HTTP_HEADER_AUTHORIZATION) == 0) {
+        h->n_authorization++;
     }
     return MHD_YES;
 }
@@ -228,6 +230,10 @@ static int check_framing(const struct header_scan *head, const char *version, st
         return fencehttp_error(resp, 400, "bad_framing", "more than one Content-Length header");
     if (strcmp(version, MHD_HTTP_VERSION_1_1) == 0 && head->n_host != 1)
         return fencehttp_error(resp, 400, "bad_host", "an HTTP/1.1 request needs exactly one Host header");
+    /* libmicrohttpd reads the first, a proxy may read the last: who asks
+     * must not depend on who reads. */
+    if (head->n_authorization > 1)
+        return fencehttp_error(resp, 400, "bad_request_head", "more than one Authorization header");
     return 0;
 }
 
@@ -356,6 +362,34 @@ static const char *odd_request_line(struct MHD_Connection *c, const char *method
     return bad ? "a blank or a control byte in the request target" : NULL;
 }
 
+/* The path with every segment of 40 lowercase hex digits (a lock id: a
+ * credential) shown as "…": a log is read by more people than may
+ * release. Cut to cap. */
+static void redact_ids(const char *url, char *out, size_t cap)
+{
+    size_t n = 0;
+    for (const char *p = url; *p && n + 4 < cap;) {
+        size_t seg = strcspn(p, "/?");
+        int id = seg == 40;
+        for (size_t i = 0; id && i < seg; i++)
+            id = (p[i] >= '0' && p[i] <= '9') || (p[i] >= 'a' && p[i] <= 'f');
+        if (id) {
+            memcpy(out + n, "\xe2\x80\xa6", 3);
+            n += 3;
+        } else {
+            size_t k = seg < cap - 4 - n ? seg : cap - 4 - n;
+            memcpy(out + n, p, k);
+            n += k;
+        }
+        p += seg;
+        if (*p && n + 4 < cap)
+            out[n++] = *p++;
+        else if (*p)
+            break;
+    }
+    out[n] = '\0';
+}
+
 /* Queue resp (its body is handed to libmicrohttpd) and count it. */
 static enum MHD_Result answer(const struct fencehttp *h, struct fencehttp_conn *st, const char *method,
                               const char *url, struct fencehttp_response *resp)
@@ -387,9 +421,12 @@ static enum MHD_Result answer(const struct fencehttp *h, struct fencehttp_conn *
     double secs = since(&st->start);
     if (h->o.on_answer != NULL)
         h->o.on_answer(h->o.handler_arg, resp->status, secs);
-    if (fencehttp_log_enabled(FENCEHTTP_LOG_DEBUG))
-        fencehttp_log(FENCEHTTP_LOG_DEBUG, "%.8s %.200s -> %d (%.1f ms)", method, url, resp->status,
+    if (fencehttp_log_enabled(FENCEHTTP_LOG_DEBUG)) {
+        char shown[256];
+        redact_ids(url, shown, sizeof(shown));
+        fencehttp_log(FENCEHTTP_LOG_DEBUG, "%.8s %s -> %d (%.1f ms)", method, shown, resp->status,
                       secs * 1e3);
+    }
     fencehttp_response_clear(resp);
     return ok;
 }

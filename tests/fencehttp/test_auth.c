@@ -62,6 +62,7 @@ static void test_auth_rules_are_read(void **state)
     assert_int_equal(alice->n_rules, 0);
     assert_false(alice->read_only);
     assert_true(fencehttp_client_allows(alice, "anything", 8));
+    assert_true(alice->named);
     const struct fencehttp_client *ops = fencehttp_auth_client(a, 1);
     assert_true(ops->admin);
     assert_false(ops->read_only);
@@ -103,6 +104,11 @@ static void test_auth_bad_lines_name_their_line(void **state)
         {"aaaaaaaaaaaaaaaaaaaa alice resource=a%00b\n", ":1: a resource= or prefix= value"},
         {"aaaaaaaaaaaaaaaaaaaa alice admin extra\n", ":1: want"},
         {"short alice\n", ":1: a token must be"},
+        /* A rule's word or an unnamed line's name as the NAME. */
+        {"aaaaaaaaaaaaaaaaaaaa read-only\n", ":1: a NAME comes before the rules"},
+        {"aaaaaaaaaaaaaaaaaaaa prefix=x\n", ":1: a NAME comes before the rules"},
+        {"aaaaaaaaaaaaaaaaaaaa admin\n", ":1: a NAME comes before the rules"},
+        {"aaaaaaaaaaaaaaaaaaaa x\nbbbbbbbbbbbbbbbbbbbb line-1\n", ":2: a NAME comes before the rules"},
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         fencehttp_auth *a = NULL;

@@ -330,7 +330,10 @@ static void api_authorize(void **state)
         {FLD_ROUTE_ACQUIRE, FLD_KIND_PLAIN, "pool2", 403},
         {FLD_ROUTE_RELEASE, FLD_KIND_PERMIT, "pool:permit:3", 0},
         {FLD_ROUTE_RELEASE, FLD_KIND_PERMIT, "pool:permit:", 403},
-        {FLD_ROUTE_RELEASE, FLD_KIND_PLAIN, "pool:permit:3", 403},
+        /* A permit's name is its semaphore's, whatever the kind. */
+        {FLD_ROUTE_RELEASE, FLD_KIND_PLAIN, "pool:permit:3", 0},
+        {FLD_ROUTE_ACQUIRE, FLD_KIND_PLAIN, "invoice:x:permit:0", 0},
+        {FLD_ROUTE_ACQUIRE, FLD_KIND_PLAIN, "pool2:permit:0", 403},
         {FLD_ROUTE_RELEASE, FLD_KIND_PERMIT, "other:permit:3", 403},
     };
     char l_id[LOCKCORE_ID_LEN + 1];
@@ -343,6 +346,11 @@ static void api_authorize(void **state)
         if (authorize(&op, &lim_cl, code, sizeof(code)) != cases[i].want)
             fail_msg("case %zu (%s): want %d", i, cases[i].resource, cases[i].want);
     }
+    struct fencehttp_rule pr[] = {{(char *)"pool:", 5, 1}};
+    struct fencehttp_client pool_prefix = {.name = "other", .rules = pr, .n_rules = 1};
+    struct fld_op perm = {.route = FLD_ROUTE_ACQUIRE, .kind = FLD_KIND_PLAIN};
+    snprintf(perm.resource, sizeof(perm.resource), "pool:permit:0");
+    assert_int_equal(authorize(&perm, &pool_prefix, code, sizeof(code)), 403);
     struct fld_op multi;
     char c2[64];
     assert_int_equal(parse("POST", "/v1/locks", "{\"resources\": [\"invoice:1\", \"invoice:2\"]}", NULL, 0,
@@ -436,6 +444,15 @@ static void api_owners(void **state)
     fld_owners_free(o);
     fencehttp_auth_free(a);
 
+    /* An unnamed line: its name would move with the lines above it. */
+    f = fopen(path, "w");
+    assert_non_null(f);
+    fprintf(f, "aaaaaaaaaaaaaaaaaaaa alice\nbbbbbbbbbbbbbbbbbbbb\n");
+    fclose(f);
+    assert_int_equal(fencehttp_auth_load(path, &a, err, sizeof(err)), 0);
+    assert_int_equal(fld_owners_new(a, &o, err, sizeof(err)), -EINVAL);
+    assert_non_null(strstr(err, "NAME"));
+    fencehttp_auth_free(a);
     /* Two names of one tag (found by a birthday search over "c0", "c1",
      * ...): the file is refused. */
     char t1[LOCKCORE_OWNER_TAG_LEN + 1], t2[LOCKCORE_OWNER_TAG_LEN + 1];

@@ -179,7 +179,7 @@ static void hostile_bearer_tokens(void **state)
     fputs("# clients\nalice-token-0123456789 alice\nbob-token-0123456789abc bob\n", fp);
     fclose(fp);
     chmod(path, 0600);
-    const char *args[] = {"--auth-file", path, NULL};
+    const char *args[] = {"--auth-file", path, "--log-level", "debug", NULL};
     fld_start(d, f->nodes, args);
     struct hc_response r = {0};
     fld_call(d, "POST", "/v1/locks/a", NULL, NULL, &r);
@@ -189,15 +189,41 @@ static void hostile_bearer_tokens(void **state)
     assert_non_null(hc_header(&r, "WWW-Authenticate", hv, sizeof(hv)));
     assert_non_null(strstr(hv, "fencelockd"));
     hc_response_clear(&r);
+    /* Two Authorization headers: who asks must not depend on which one a
+     * reader takes (a proxy may take the last). */
+    fld_call(
+        d, "POST", "/v1/locks/a", NULL,
+        "Authorization: Bearer bob-token-0123456789abc\r\nAuthorization: Bearer alice-token-0123456789\r\n",
+        &r);
+    assert_int_equal(r.status, 400);
+    assert_string_equal(json_string_value(json_object_get(r.json, "error")), "bad_request_head");
+    hc_response_clear(&r);
+    /* A resource that is not UTF-8 cannot be answered in JSON: refused
+     * before anything is locked. */
+    fld_call(d, "POST", "/v1/locks/%FF%FEx", NULL, "Authorization: Bearer alice-token-0123456789\r\n", &r);
+    assert_int_equal(r.status, 400);
+    assert_string_equal(json_string_value(json_object_get(r.json, "error")), "bad_resource");
+    assert_int_equal(rh_pttl(f->rc, 0, "\xff\xfex"), -2);
+    hc_response_clear(&r);
+    /* A newline in a resource does not write a log line of its own. */
+    fld_call(d, "POST", "/v1/locks/x%0Aclient%20alice%3A%20release%20forged", NULL,
+             "Authorization: Bearer alice-token-0123456789\r\n", &r);
+    assert_int_equal(r.status, 200);
+    hc_response_clear(&r);
     fld_call(d, "GET", "/metrics", NULL, "Authorization: Bearer not-a-known-token-123\r\n", &r);
     assert_int_equal(r.status, 401);
     hc_response_clear(&r);
     healthy(d); /* open to probes */
     fld_call(d, "POST", "/v1/locks/a", NULL, "Authorization: Bearer alice-token-0123456789\r\n", &r);
     assert_int_equal(r.status, 200);
-    char id[64], ref[32];
+    char id[64], ref[32], rel[256];
     snprintf(id, sizeof(id), "%s", json_string_value(json_object_get(r.json, "lock_id")));
     snprintf(ref, sizeof(ref), "%s", json_string_value(json_object_get(r.json, "ref")));
+    hc_response_clear(&r);
+    /* A release by id: at debug level the URL is logged, without the id. */
+    snprintf(rel, sizeof(rel), "/v1/locks/a/%s", id);
+    fld_call(d, "DELETE", rel, NULL, "Authorization: Bearer alice-token-0123456789\r\n", &r);
+    assert_int_equal(r.status, 200);
     hc_response_clear(&r);
     /* The log names the client that took the lock, and its ref, not the
      * id that would release it. */
@@ -205,14 +231,18 @@ static void hostile_bearer_tokens(void **state)
     FILE *lf = fopen(d->log, "r");
     assert_non_null(lf);
     char line[1024];
-    int named = 0, id_shown = 0;
+    int named = 0, id_shown = 0, forged = 0, logged_url = 0;
     while (fgets(line, sizeof(line), lf)) {
         named |= strstr(line, "client alice: acquire") != NULL && strstr(line, ref) != NULL;
         id_shown |= strstr(line, id) != NULL;
+        forged |= strncmp(line, "client alice: release forged", 28) == 0;
+        logged_url |= strstr(line, "DELETE /v1/locks/a/") != NULL;
     }
     fclose(lf);
     assert_true(named);
+    assert_true(logged_url);
     assert_false(id_shown);
+    assert_false(forged);
     rh_rmtree(dir);
 }
 

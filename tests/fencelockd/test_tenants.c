@@ -24,6 +24,7 @@
 #define BOB "Authorization: Bearer bob-token-0123456789abc\r\n"
 #define WATCHER "Authorization: Bearer watcher-token-0123456789\r\n"
 #define BILLING "Authorization: Bearer billing-token-0123456789\r\n"
+#define POOLS "Authorization: Bearer pools-token-0123456789\r\n"
 
 struct tfx {
     struct rh_cluster *rc;
@@ -44,6 +45,7 @@ static int setup(void **state)
     FILE *fp = fopen(path, "w");
     assert_non_null(fp);
     fputs("alice-token-0123456789 alice\n"
+          "pools-token-0123456789 pools prefix=pool:\n"
           "bob-token-0123456789abc bob\n"
           "watcher-token-0123456789 watcher read-only\n"
           "billing-token-0123456789 billing prefix=invoice: resource=pool resource=a%20b\n",
@@ -237,6 +239,11 @@ static void tenants_rules_of_the_auth_file(void **state)
     assert_int_equal(call(&f->b, BILLING, "DELETE", g.release, NULL, &r), 200);
     assert_int_equal(
         call(&f->a, BILLING, "POST", "/v1/locks/pool2", "{\"kind\":\"semaphore\",\"permits\":3}", &r), 403);
+    /* Another's prefix "pool:" does not reach into the semaphore "pool":
+     * its permits' names are the semaphore's. */
+    assert_int_equal(call(&f->a, POOLS, "POST", "/v1/locks/pool%3Apermit%3A0", NULL, &r), 403);
+    take(&f->a, POOLS, "/v1/locks/pool%3Aa", NULL, &g);
+    assert_int_equal(call(&f->a, POOLS, "DELETE", g.release, NULL, &r), 200);
     hc_response_clear(&r);
 }
 

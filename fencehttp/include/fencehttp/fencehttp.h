@@ -73,6 +73,7 @@ struct fencehttp_rule {
 
 struct fencehttp_client {
     char name[FENCEHTTP_AUTH_NAME_MAX + 1];
+    int named;     /* the line gave a NAME (else it is "line-N") */
     int admin;     /* the line said "admin" (an operator) */
     int read_only; /* the line said "read-only": it may only read (fencelockd) */
     /* The line's resource= and prefix= rules; none: every resource. */
@@ -91,7 +92,8 @@ typedef struct fencehttp_auth fencehttp_auth;
 /*
  * Load path: one client per line, "TOKEN [NAME [RULE...]]", separated by
  * spaces or tabs; empty lines and lines starting with '#' are skipped.
- * NAME defaults to "line-N". Tokens are 16..256 printable ASCII bytes
+ * NAME defaults to "line-N" (which no NAME may be, nor a rule's word).
+ * Tokens are 16..256 printable ASCII bytes
  * without spaces, each at most once; several tokens may name one client.
  * A RULE is "admin", "read-only", "resource=R" or "prefix=P" (R and P
  * percent-encoded, 1..1024 bytes decoded; at most 64 per line). Writes
