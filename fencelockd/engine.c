@@ -48,6 +48,9 @@ struct job {
     /* An election's reading (FLD_ROUTE_LEADER): the first, which a
      * long poll then waits to change. */
     struct lockcore_leader leader;
+    /* A read's arrays (status, a refused acquisition's holder, a probe). */
+    struct lockcore_node_status *st;
+    struct lockcore_permit_status *ps;
     int second; /* the long poll's wait after its first reading */
     /* A refused acquisition on its way to the status thread for its
      * holder: its outcome. */
@@ -58,17 +61,15 @@ struct job {
 
 struct fld_engine {
     struct fld_engine_options o;
-    pthread_t loop_thread, status_thread;
-    int loop_started, status_started;
+    pthread_t loop_thread;
+    int loop_started;
     int efd, epfd;
 
-    pthread_mutex_t mu; /* guards the queues and the flags below */
-    pthread_cond_t status_cv;
-    struct job *queue_head, *queue_tail;   /* for the loop */
-    struct job *status_head, *status_tail; /* for the status thread */
-    int stopping;                          /* SIGTERM: no new work */
+    pthread_mutex_t mu;                  /* guards the queues and the flags below */
+    struct job *queue_head, *queue_tail; /* for the loop */
+    int stopping;                        /* SIGTERM: no new work */
     int drain_ms;
-    int loop_done, status_quit;
+    int loop_done;
     pthread_cond_t done_cv;
 
     /* The loop thread's own. */
@@ -76,7 +77,6 @@ struct fld_engine {
     int running;         /* jobs started and not ended */
     struct job *waiters; /* acquisitions that wait, for SIGTERM */
     int orphans;         /* running jobs whose request is answered already */
-    lockcore_client *status_client;
     unsigned nodes, quorum;
     _Atomic(const struct fld_owners *) owners;
 };
@@ -93,6 +93,8 @@ static double secs_since(uint64_t t0)
 
 static void job_free(struct job *j)
 {
+    free(j->st);
+    free(j->ps);
     free(j);
 }
 
@@ -170,14 +172,6 @@ static void push_locked(struct job **head, struct job **tail, struct job *j)
     *tail = j;
 }
 
-static void status_push(fld_engine *e, struct job *j)
-{
-    pthread_mutex_lock(&e->mu);
-    push_locked(&e->status_head, &e->status_tail, j);
-    pthread_cond_signal(&e->status_cv);
-    pthread_mutex_unlock(&e->mu);
-}
-
 static void on_orphan_released(lockcore_client *c, int rc, const struct lockcore_lock *lock, void *arg)
 {
     (void)c;
@@ -209,6 +203,8 @@ static void log_op(const struct job *j, int rc, const struct lockcore_lock *lock
                   (unsigned long long)(lock ? lock->token : 0), rc == 0 ? "ok" : lockcore_strerror(rc));
 }
 
+static int read_holder(fld_engine *e, struct job *j);
+
 /* Every lock operation ends here, from lockcore_process. */
 static void on_done(lockcore_client *c, int rc, const struct lockcore_lock *lock, void *arg)
 {
@@ -237,13 +233,12 @@ static void on_done(lockcore_client *c, int rc, const struct lockcore_lock *lock
         fld_metrics_acquired(j->op.kind, fld_metrics_outcome(rc), secs);
         if (rc == LOCKCORE_ELOCKED && !campaign && j->op.kind != FLD_KIND_PERMIT &&
             j->op.kind != FLD_KIND_MULTI) {
-            /* Name the holder: a status read, on the status thread. */
+            /* Name the holder: a status read, on this loop. */
             j->rc = rc;
             j->lock = *lock;
             snprintf(j->errmsg, sizeof(j->errmsg), "%s", lockcore_errmsg(c));
-            e->running--;
-            status_push(e, j);
-            return;
+            if (read_holder(e, j) == 0)
+                return;
         }
     } else {
         fld_metrics_timed(j->op.route == FLD_ROUTE_EXTEND     ? FLD_T_EXTEND
@@ -410,6 +405,145 @@ static int start_extend_release(fld_engine *e, struct job *j)
     return 0;
 }
 
+/* ---- reads: status, health and metrics, on the loop ---- */
+
+/* Each read has arrays of its own (freed with the job): what lockcore
+ * fills until the read's callback. */
+static int job_arrays(fld_engine *e, struct job *j, unsigned permits)
+{
+    if ((j->st = calloc(e->nodes, sizeof(*j->st))) == NULL ||
+        (permits > 0 && (j->ps = calloc(permits, sizeof(*j->ps))) == NULL)) {
+        answer_error(j, 500, "internal", "out of memory");
+        return -1;
+    }
+    return 0;
+}
+
+static unsigned status_flag(const struct fld_op *op)
+{
+    if (op->route == FLD_ROUTE_ACQUIRE) /* a refused acquisition's kind */
+        return op->kind == FLD_KIND_REENTRANT                            ? LOCKCORE_LOCK_REENTRANT
+               : op->kind == FLD_KIND_READ || op->kind == FLD_KIND_WRITE ? LOCKCORE_LOCK_READ
+                                                                         : 0;
+    return op->status_kind == 'r' ? LOCKCORE_LOCK_READ : op->status_kind == 'e' ? LOCKCORE_LOCK_REENTRANT : 0;
+}
+
+/* A refused acquisition's holder was read: its answer. */
+static void on_holder(lockcore_client *c, int rc, const struct lockcore_lock *lock, void *arg)
+{
+    (void)c, (void)lock;
+    struct job *j = arg;
+    fld_engine *e = j->e;
+    struct fencehttp_response r = {0};
+    fld_api_result(&j->op, j->rc, &j->lock, j->errmsg, rc > 0 ? j->st : NULL, rc > 0 ? rc : 0,
+                   atomic_load(&e->owners), &r);
+    answer(j, &r);
+    e->running--;
+    job_free(j);
+}
+
+/* Name the holder of a refused acquisition: a status read. Returns 0
+ * (the read's callback answers) or -1 (not started: answer without). */
+static int read_holder(fld_engine *e, struct job *j)
+{
+    if ((j->st = calloc(e->nodes, sizeof(*j->st))) == NULL)
+        return -1;
+    return lockcore_status_async(e->c, j->op.resource, status_flag(&j->op), j->st, e->nodes, on_holder, j) ==
+                   0
+               ? 0
+               : -1;
+}
+
+static void on_status(lockcore_client *c, int rc, const struct lockcore_lock *lock, void *arg)
+{
+    (void)lock;
+    struct job *j = arg;
+    fld_engine *e = j->e;
+    fld_metrics_timed(FLD_T_STATUS, rc >= 0, secs_since(j->t0_ms));
+    int sem = j->op.status_kind == 's';
+    int n = !sem && rc > 0 ? rc : 0, np = sem && rc >= 0 ? (int)j->op.permits : 0;
+    struct fencehttp_response r = {0};
+    fld_api_status(&j->op, rc, j->st, n, j->ps, np, e->quorum, rc < 0 ? lockcore_errmsg(c) : NULL,
+                   atomic_load(&e->owners), &r);
+    answer(j, &r);
+    e->running--;
+    job_free(j);
+}
+
+static int start_status(fld_engine *e, struct job *j)
+{
+    int sem = j->op.status_kind == 's';
+    if (job_arrays(e, j, sem ? j->op.permits : 0) != 0)
+        return -1;
+    int rc =
+        sem ? lockcore_sem_status_async(e->c, j->op.resource, j->op.permits, j->ps, j->op.permits, on_status,
+                                        j)
+            : lockcore_status_async(e->c, j->op.resource, status_flag(&j->op), j->st, e->nodes, on_status, j);
+    if (rc != 0) {
+        struct fencehttp_response r = {0};
+        fld_api_status(&j->op, rc, NULL, 0, NULL, 0, e->quorum, lockcore_errmsg(e->c), NULL, &r);
+        answer(j, &r);
+        return -1;
+    }
+    return 0;
+}
+
+/* A health probe or a metrics scrape: which nodes answer. */
+static void on_probe(lockcore_client *c, int rc, const struct lockcore_lock *lock, void *arg)
+{
+    (void)c, (void)lock;
+    struct job *j = arg;
+    fld_engine *e = j->e;
+    int n = rc > 0 ? rc : 0, up = 0;
+    for (int i = 0; i < n; i++) {
+        fld_metrics_node((unsigned)i, j->st[i].node, j->st[i].reachable);
+        up += j->st[i].reachable != 0;
+    }
+    struct fencehttp_response r = {0};
+    if (j->op.route == FLD_ROUTE_METRICS) {
+        size_t len = 0;
+        char *text = fld_metrics_render(&len, 1);
+        if (text == NULL) {
+            fencehttp_error(&r, 500, "internal", "out of memory");
+        } else {
+            r.status = 200;
+            r.body = text;
+            r.body_len = len;
+            r.content_type = "text/plain; version=0.0.4; charset=utf-8";
+        }
+    } else {
+        json_t *nodes = json_array();
+        for (int i = 0; nodes != NULL && i < n; i++) {
+            json_t *o = json_pack("{s:s, s:b}", "node", j->st[i].node, "reachable", j->st[i].reachable);
+            if (o != NULL && !j->st[i].reachable)
+                json_object_set_new(o, "error", json_string(j->st[i].error));
+            json_array_append_new(nodes, o);
+        }
+        int ok = (unsigned)up >= e->quorum;
+        const char *status = !ok ? "no_quorum" : (unsigned)up == e->nodes ? "ok" : "degraded";
+        json_t *o =
+            json_pack("{s:s, s:i, s:i, s:i, s:o}", "status", status, "nodes", (int)e->nodes, "reachable", up,
+                      "quorum", (int)e->quorum, "node", nodes ? nodes : json_array());
+        if (o != NULL && !ok)
+            json_object_set_new(o, "error", json_string("no_quorum"));
+        fld_api_json(&r, ok ? 200 : 503, o);
+    }
+    answer(j, &r);
+    e->running--;
+    job_free(j);
+}
+
+static int start_probe(fld_engine *e, struct job *j)
+{
+    if (job_arrays(e, j, 0) != 0)
+        return -1;
+    if (lockcore_status_async(e->c, "fencelockd:healthz", 0, j->st, e->nodes, on_probe, j) != 0) {
+        answer_error(j, 500, "internal", lockcore_errmsg(e->c));
+        return -1;
+    }
+    return 0;
+}
+
 /* Start a job taken from the queue (loop thread). */
 static void start(fld_engine *e, struct job *j, int stopping)
 {
@@ -432,6 +566,13 @@ static void start(fld_engine *e, struct job *j, int stopping)
         break;
     case FLD_ROUTE_LEADER:
         rc = start_leader(e, j, NULL, j->op.has_after ? j->op.wait_ms : 0);
+        break;
+    case FLD_ROUTE_STATUS:
+        rc = start_status(e, j);
+        break;
+    case FLD_ROUTE_HEALTH:
+    case FLD_ROUTE_METRICS:
+        rc = start_probe(e, j);
         break;
     default: /* extend, release, proclaim, resign: by the lock's id */
         rc = start_extend_release(e, j);
@@ -560,128 +701,6 @@ static void *loop_main(void *arg)
     return NULL;
 }
 
-/* ---- the status thread ---- */
-
-/* A health probe: which nodes answer. Returns the number that did. */
-static int probe(fld_engine *e, struct lockcore_node_status *st, int *n)
-{
-    int rc = lockcore_status(e->status_client, "fencelockd:healthz", st, STATUS_CAP);
-    *n = rc > 0 ? rc : 0;
-    int up = 0;
-    for (int i = 0; i < *n; i++) {
-        fld_metrics_node((unsigned)i, st[i].node, st[i].reachable);
-        up += st[i].reachable != 0;
-    }
-    return up;
-}
-
-static void do_health(fld_engine *e, struct job *j, struct lockcore_node_status *st)
-{
-    int n = 0;
-    int up = probe(e, st, &n);
-    json_t *nodes = json_array();
-    for (int i = 0; nodes != NULL && i < n; i++) {
-        json_t *o = json_pack("{s:s, s:b}", "node", st[i].node, "reachable", st[i].reachable);
-        if (o != NULL && !st[i].reachable)
-            json_object_set_new(o, "error", json_string(st[i].error));
-        json_array_append_new(nodes, o);
-    }
-    int ok = (unsigned)up >= e->quorum;
-    const char *status = !ok ? "no_quorum" : (unsigned)up == e->nodes ? "ok" : "degraded";
-    json_t *o = json_pack("{s:s, s:i, s:i, s:i, s:o}", "status", status, "nodes", (int)e->nodes, "reachable",
-                          up, "quorum", (int)e->quorum, "node", nodes ? nodes : json_array());
-    if (o != NULL && !ok)
-        json_object_set_new(o, "error", json_string("no_quorum"));
-    struct fencehttp_response r = {0};
-    fld_api_json(&r, ok ? 200 : 503, o);
-    answer(j, &r);
-}
-
-static void do_metrics(fld_engine *e, struct job *j, struct lockcore_node_status *st)
-{
-    int n = 0;
-    probe(e, st, &n);
-    struct fencehttp_response r = {0};
-    size_t len = 0;
-    char *text = fld_metrics_render(&len, 2);
-    if (text == NULL) {
-        fencehttp_error(&r, 500, "internal", "out of memory");
-    } else {
-        r.status = 200;
-        r.body = text;
-        r.body_len = len;
-        r.content_type = "text/plain; version=0.0.4; charset=utf-8";
-    }
-    answer(j, &r);
-}
-
-static void do_status(fld_engine *e, struct job *j, struct lockcore_node_status *st,
-                      struct lockcore_permit_status *ps)
-{
-    lockcore_client *c = e->status_client;
-    uint64_t t0 = now_ms();
-    int rc;
-    struct fencehttp_response r = {0};
-    if (j->op.route == FLD_ROUTE_ACQUIRE) {
-        /* A refused acquisition: who holds it. */
-        rc = j->op.kind == FLD_KIND_REENTRANT ? lockcore_reentrant_status(c, j->op.resource, st, STATUS_CAP)
-             : j->op.kind == FLD_KIND_READ || j->op.kind == FLD_KIND_WRITE
-                 ? lockcore_rw_status(c, j->op.resource, st, STATUS_CAP)
-                 : lockcore_status(c, j->op.resource, st, STATUS_CAP);
-        fld_api_result(&j->op, j->rc, &j->lock, j->errmsg, rc > 0 ? st : NULL, rc > 0 ? rc : 0,
-                       atomic_load(&e->owners), &r);
-        answer(j, &r);
-        return;
-    }
-    int n = 0, np = 0;
-    if (j->op.status_kind == 's') {
-        rc = lockcore_sem_status(c, j->op.resource, j->op.permits, ps, LOCKCORE_PERMITS_MAX);
-        np = rc >= 0 ? (int)j->op.permits : 0;
-    } else {
-        rc = j->op.status_kind == 'r'   ? lockcore_rw_status(c, j->op.resource, st, STATUS_CAP)
-             : j->op.status_kind == 'e' ? lockcore_reentrant_status(c, j->op.resource, st, STATUS_CAP)
-                                        : lockcore_status(c, j->op.resource, st, STATUS_CAP);
-        n = rc > 0 ? rc : 0;
-    }
-    fld_metrics_timed(FLD_T_STATUS, rc >= 0, secs_since(t0));
-    fld_api_status(&j->op, rc, st, n, ps, np, e->quorum, rc < 0 ? lockcore_errmsg(c) : NULL,
-                   atomic_load(&e->owners), &r);
-    answer(j, &r);
-}
-
-static void *status_main(void *arg)
-{
-    fld_engine *e = arg;
-    struct lockcore_node_status *st = calloc(STATUS_CAP, sizeof(*st));
-    struct lockcore_permit_status *ps = calloc(LOCKCORE_PERMITS_MAX, sizeof(*ps));
-    for (;;) {
-        pthread_mutex_lock(&e->mu);
-        while (e->status_head == NULL && !e->status_quit)
-            pthread_cond_wait(&e->status_cv, &e->mu);
-        struct job *j = e->status_head;
-        if (j != NULL) {
-            e->status_head = j->next;
-            if (e->status_head == NULL)
-                e->status_tail = NULL;
-        }
-        pthread_mutex_unlock(&e->mu);
-        if (j == NULL)
-            break; /* status_quit and nothing left */
-        if (st == NULL || ps == NULL)
-            answer_error(j, 500, "internal", "out of memory");
-        else if (j->op.route == FLD_ROUTE_HEALTH)
-            do_health(e, j, st);
-        else if (j->op.route == FLD_ROUTE_METRICS)
-            do_metrics(e, j, st);
-        else
-            do_status(e, j, st, ps);
-        job_free(j);
-    }
-    free(st);
-    free(ps);
-    return NULL;
-}
-
 /* ---- the engine ---- */
 
 void fld_engine_submit(fld_engine *e, const struct fld_op *op, fencehttp_conn *conn, const char *client)
@@ -698,19 +717,11 @@ void fld_engine_submit(fld_engine *e, const struct fld_op *op, fencehttp_conn *c
     j->e = e;
     j->fd = fencehttp_conn_fd(conn);
     snprintf(j->client, sizeof(j->client), "%s", client ? client : "");
-    int status =
-        op->route == FLD_ROUTE_STATUS || op->route == FLD_ROUTE_HEALTH || op->route == FLD_ROUTE_METRICS;
     pthread_mutex_lock(&e->mu);
-    if (e->loop_done || (status && e->status_quit)) {
+    if (e->loop_done) {
         pthread_mutex_unlock(&e->mu);
         answer_error(j, 503, "shutting_down", "the server is stopping");
         job_free(j);
-        return;
-    }
-    if (status) {
-        push_locked(&e->status_head, &e->status_tail, j);
-        pthread_cond_signal(&e->status_cv);
-        pthread_mutex_unlock(&e->mu);
         return;
     }
     push_locked(&e->queue_head, &e->queue_tail, j);
@@ -743,12 +754,10 @@ int fld_engine_start(const struct fld_engine_options *o, fld_engine **out, char 
     e->o = *o;
     e->efd = e->epfd = -1;
     pthread_mutex_init(&e->mu, NULL);
-    pthread_cond_init(&e->status_cv, NULL);
     pthread_cond_init(&e->done_cv, NULL);
     int rc;
     atomic_init(&e->owners, NULL);
-    if ((rc = client_new(e, &e->c, errbuf, errcap)) != 0 ||
-        (rc = client_new(e, &e->status_client, errbuf, errcap)) != 0)
+    if ((rc = client_new(e, &e->c, errbuf, errcap)) != 0)
         goto fail;
     e->nodes = lockcore_nodes(e->c);
     e->quorum = lockcore_quorum(e->c);
@@ -764,13 +773,6 @@ int fld_engine_start(const struct fld_engine_options *o, fld_engine **out, char 
         goto fail;
     }
     e->loop_started = 1;
-    if ((rc = -pthread_create(&e->status_thread, NULL, status_main, e)) != 0) {
-        snprintf(errbuf, errcap, "cannot start a thread");
-        fld_engine_shutdown(e, 0);
-        fld_engine_free(e);
-        return rc;
-    }
-    e->status_started = 1;
     *out = e;
     return 0;
 fail:
@@ -795,17 +797,9 @@ void fld_engine_shutdown(fld_engine *e, int drain_ms)
         pthread_join(e->loop_thread, NULL);
         e->loop_started = 0;
     }
-    /* Refused acquisitions the loop handed over are answered before the
-     * status thread quits. */
     pthread_mutex_lock(&e->mu);
     e->loop_done = 1;
-    e->status_quit = 1;
-    pthread_cond_signal(&e->status_cv);
     pthread_mutex_unlock(&e->mu);
-    if (e->status_started) {
-        pthread_join(e->status_thread, NULL);
-        e->status_started = 0;
-    }
     /* Jobs queued between the loop's last look and loop_done. */
     struct job *q = e->queue_head;
     e->queue_head = e->queue_tail = NULL;
@@ -823,13 +817,11 @@ void fld_engine_free(fld_engine *e)
         return;
     fld_engine_shutdown(e, 0);
     lockcore_client_free(e->c);
-    lockcore_client_free(e->status_client);
     if (e->efd >= 0)
         close(e->efd);
     if (e->epfd >= 0)
         close(e->epfd);
     pthread_mutex_destroy(&e->mu);
-    pthread_cond_destroy(&e->status_cv);
     pthread_cond_destroy(&e->done_cv);
     free(e);
 }

@@ -203,7 +203,7 @@ char *fld_metrics_render(size_t *len, int clients)
                           atomic_load(&waiters));
     fencehttp_text_printf(
         &b,
-        "# HELP fencelockd_lockcore_clients lockcore clients open (the lock loop's and the status reads').\n"
+        "# HELP fencelockd_lockcore_clients lockcore clients open (the lock loop's).\n"
         "# TYPE fencelockd_lockcore_clients gauge\n"
         "fencelockd_lockcore_clients %d\n",
         clients);

@@ -336,6 +336,81 @@ static void test_call_owner_tag_in_every_kind_s_ids(void **state)
     lockcore_client_free(c);
 }
 
+struct read_done {
+    int done, rc;
+};
+
+static void on_read(lockcore_client *c, int rc, const struct lockcore_lock *lock, void *arg)
+{
+    (void)c, (void)lock;
+    struct read_done *d = arg;
+    d->done = 1;
+    d->rc = rc;
+}
+
+static void run_for(lockcore_client *c, const int *done)
+{
+    uint64_t end = lockcore_now_ms() + 3000;
+    while (!*done && lockcore_now_ms() < end)
+        lockcore_run(c, 10);
+}
+
+/* Status reads without blocking give what the blocking ones give, for
+ * the plain lock, a reentrant one, a read-write one and a semaphore. */
+static void test_call_status_without_blocking(void **state)
+{
+    struct fixture *f = *state;
+    lockcore_client *c = client(f, LOCKCORE_WAIT_NOTIFY);
+    struct lockcore_lock a, r, w, p;
+    assert_int_equal(lockcore_acquire(c, "st:plain", &a), 0);
+    assert_int_equal(lockcore_reentrant_acquire(c, "st:re", NULL, &r), 0);
+    assert_int_equal(lockcore_rw_acquire(c, "st:rw", 0, &w), 0);
+    assert_int_equal(lockcore_sem_acquire(c, "st:sem", 3, &p), 0);
+    struct lockcore_node_status sync[3], async[3];
+    struct {
+        const char *res;
+        unsigned kind;
+    } cases[] = {{"st:plain", 0}, {"st:re", LOCKCORE_LOCK_REENTRANT}, {"st:rw", LOCKCORE_LOCK_READ}};
+    for (size_t i = 0; i < 3; i++) {
+        int want = cases[i].kind == 0 ? lockcore_status(c, cases[i].res, sync, 3)
+                   : cases[i].kind == LOCKCORE_LOCK_REENTRANT
+                       ? lockcore_reentrant_status(c, cases[i].res, sync, 3)
+                       : lockcore_rw_status(c, cases[i].res, sync, 3);
+        assert_int_equal(want, 3);
+        struct read_done d = {0};
+        assert_int_equal(lockcore_status_async(c, cases[i].res, cases[i].kind, async, 3, on_read, &d), 0);
+        assert_false(d.done); /* never from inside the call */
+        run_for(c, &d.done);
+        assert_true(d.done);
+        assert_int_equal(d.rc, 3);
+        for (int n = 0; n < 3; n++) {
+            assert_string_equal(async[n].holder, sync[n].holder);
+            assert_int_equal(async[n].holds, sync[n].holds);
+            assert_int_equal(async[n].fence, sync[n].fence);
+        }
+    }
+    assert_string_equal(async[0].holder, ""); /* a reader holds no key */
+    assert_int_equal(async[0].holds, 1);
+    struct lockcore_permit_status ps[3], pa[3];
+    assert_int_equal(lockcore_sem_status(c, "st:sem", 3, ps, 3), 1);
+    struct read_done d = {0};
+    assert_int_equal(lockcore_sem_status_async(c, "st:sem", 3, pa, 3, on_read, &d), 0);
+    run_for(c, &d.done);
+    assert_int_equal(d.rc, 1);
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(pa[i].held, ps[i].held);
+        assert_string_equal(pa[i].holder, ps[i].holder);
+    }
+    assert_int_equal(lockcore_status_async(c, "st:plain", 3, async, 3, on_read, &d), -EINVAL);
+    assert_int_equal(lockcore_status_async(c, "st:plain", 0, async, 2, on_read, &d), -ENOSPC);
+    assert_int_equal(lockcore_sem_status_async(c, "st:sem", 0, pa, 3, on_read, &d), -EINVAL);
+    lockcore_release(c, &a);
+    lockcore_release(c, &r);
+    lockcore_release(c, &w);
+    lockcore_release(c, &p);
+    lockcore_client_free(c);
+}
+
 static void test_call_refuses_bad_arguments(void **state)
 {
     struct fixture *f = *state;
@@ -401,6 +476,7 @@ int main(void)
         cmocka_unit_test(test_call_wait_mode_is_the_acquisition_s_own),
         cmocka_unit_test(test_call_fair_waiters_of_one_client_keep_their_order),
         cmocka_unit_test(test_call_owner_tag_in_every_kind_s_ids),
+        cmocka_unit_test(test_call_status_without_blocking),
         cmocka_unit_test(test_call_refuses_bad_arguments),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -452,6 +452,18 @@ LOCKCORE_API int lockcore_extend_async(lockcore_client *c, const struct lockcore
                                        lockcore_cb cb, void *arg);
 LOCKCORE_API int lockcore_release_async(lockcore_client *c, const struct lockcore_lock *lock, lockcore_cb cb,
                                         void *arg);
+/*
+ * lockcore_status without blocking: kind 0 (the plain lock's view),
+ * LOCKCORE_LOCK_REENTRANT (lockcore_reentrant_status's) or
+ * LOCKCORE_LOCK_READ / _WRITE (lockcore_rw_status's). out (cap entries,
+ * at least the client's nodes) must stay valid until cb runs; cb's rc is
+ * what the blocking call returns (the number of nodes, or an error), and
+ * its lock names the resource. Returns 0, -EINVAL, -ENOSPC, -ENOMEM or
+ * LOCKCORE_ECANCELED.
+ */
+LOCKCORE_API int lockcore_status_async(lockcore_client *c, const char *resource, unsigned kind,
+                                       struct lockcore_node_status *out, size_t cap, lockcore_cb cb,
+                                       void *arg);
 
 /*
  * End the acquisitions in flight that were started with this callback and
@@ -617,6 +629,12 @@ struct lockcore_permit_status {
  */
 LOCKCORE_API int lockcore_sem_status(lockcore_client *c, const char *resource, unsigned permits,
                                      struct lockcore_permit_status *out, size_t cap);
+/* The same, non-blocking: every permit read at once; cb runs once, with
+ * what lockcore_sem_status returns as its rc. out must stay valid until
+ * then. */
+LOCKCORE_API int lockcore_sem_status_async(lockcore_client *c, const char *resource, unsigned permits,
+                                           struct lockcore_permit_status *out, size_t cap, lockcore_cb cb,
+                                           void *arg);
 
 /*
  * Multi-resource lock: resources[0..n-1] (1..LOCKCORE_MULTI_MAX distinct

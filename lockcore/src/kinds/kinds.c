@@ -286,37 +286,76 @@ int lockcore__kinds_blocking(lockcore_client *c, const char *what, const char *r
     return rc;
 }
 
+/* A status read of resource through its kind's status script (flags:
+ * 0 for the plain lock's), started. NULL with *rcp and c->errmsg set. */
+static struct op *status_start(lockcore_client *c, const char *resource, unsigned flags,
+                               struct lockcore_node_status *out, size_t cap, lockcore_cb cb, void *arg,
+                               int *rcp)
+{
+    int rc = lockcore__kinds_check_client(c);
+    if (rc == 0 && cb == NULL) {
+        lockcore__fmt(c->errmsg, sizeof(c->errmsg), "callback is NULL");
+        rc = -EINVAL;
+    }
+    if (rc == 0)
+        rc = lockcore__kinds_check_name(c, resource, LOCKCORE_RESOURCE_MAX);
+    if (rc == 0 && (out == NULL || cap < c->n)) {
+        lockcore__fmt(c->errmsg, sizeof(c->errmsg), "status needs room for %u nodes", c->n);
+        rc = out == NULL ? -EINVAL : -ENOSPC;
+    }
+    if (rc == 0 && flags != 0 && flags != LOCKCORE_LOCK_REENTRANT && flags != LOCKCORE_LOCK_READ &&
+        flags != LOCKCORE_LOCK_WRITE) {
+        lockcore__fmt(c->errmsg, sizeof(c->errmsg), "status reads a plain, reentrant or read-write lock");
+        rc = -EINVAL;
+    }
+    struct op *op = NULL;
+    if (rc == 0 && (op = lockcore__op_new(c, OP_STATUS, cb, arg)) == NULL) {
+        lockcore__fmt(c->errmsg, sizeof(c->errmsg), "out of memory");
+        rc = -ENOMEM;
+    }
+    *rcp = rc;
+    if (op == NULL)
+        return NULL;
+    if (flags == 0) {
+        lockcore__op_set_keys(op, resource);
+    } else {
+        size_t len = strlen(resource);
+        memcpy(op->lock.resource, resource, len + 1);
+        memcpy(op->key, c->prefix, c->prefix_len);
+        memcpy(op->key + c->prefix_len, resource, len + 1);
+        op->key_len = c->prefix_len + len;
+        op->lock.flags = flags;
+        op->type = lockcore__kind_of(flags);
+    }
+    op->status = out;
+    lockcore__op_start(op, lockcore_now_ms());
+    return op;
+}
+
+int lockcore_status_async(lockcore_client *c, const char *resource, unsigned kind,
+                          struct lockcore_node_status *out, size_t cap, lockcore_cb cb, void *arg)
+{
+    if (c == NULL)
+        return -EINVAL;
+    int rc;
+    status_start(c, resource, kind == LOCKCORE_LOCK_WRITE ? LOCKCORE_LOCK_READ : kind, out, cap, cb, arg,
+                 &rc);
+    return rc;
+}
+
 int lockcore__kinds_status(lockcore_client *c, const char *what, const char *resource, unsigned flags,
                            struct lockcore_node_status *out, size_t cap)
 {
     if (c == NULL)
         return -EINVAL;
-    int rc = lockcore__kinds_check_name(c, resource, LOCKCORE_RESOURCE_MAX);
+    int rc = lockcore__enter(c, what);
     if (rc < 0)
         return rc;
-    if (out == NULL || cap < c->n) {
-        lockcore__fmt(c->errmsg, sizeof(c->errmsg), "status needs room for %u nodes", c->n);
-        return out == NULL ? -EINVAL : -ENOSPC;
-    }
-    if ((rc = lockcore__enter(c, what)) < 0)
-        return rc;
     struct lockcore__waiter w = {0};
-    struct op *op = NULL;
-    if ((rc = lockcore__kinds_check_client(c)) == 0 &&
-        (op = lockcore__op_new(c, OP_STATUS, lockcore__kinds_wake, &w)) == NULL)
-        rc = -ENOMEM;
+    struct op *op = status_start(c, resource, flags, out, cap, lockcore__kinds_wake, &w, &rc);
     if (op == NULL) {
         lockcore__leave(c);
         return rc;
     }
-    size_t len = strlen(resource);
-    memcpy(op->lock.resource, resource, len + 1);
-    memcpy(op->key, c->prefix, c->prefix_len);
-    memcpy(op->key + c->prefix_len, resource, len + 1);
-    op->key_len = c->prefix_len + len;
-    op->lock.flags = flags;
-    op->type = lockcore__kind_of(flags);
-    op->status = out;
-    lockcore__op_start(op, lockcore_now_ms());
     return lockcore__kinds_wait(c, &w, lockcore__kinds_abort_op, op);
 }

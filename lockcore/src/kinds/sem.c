@@ -601,11 +601,42 @@ const struct lockcore__kind lockcore__kind_sem = {
     .cancel_calls = sem_cancel_calls,
 };
 
-int lockcore_sem_status(lockcore_client *c, const char *resource, unsigned permits,
-                        struct lockcore_permit_status *out, size_t cap)
+/* One permit's view from its nodes' (st, n of them): the id most hold. */
+static void permit_view(const lockcore_client *c, const struct lockcore_node_status *st, unsigned p,
+                        struct lockcore_permit_status *ps)
 {
-    if (c == NULL)
-        return -EINVAL;
+    memset(ps, 0, sizeof(*ps));
+    ps->permit = p;
+    ps->pttl_ms = -2;
+    for (unsigned i = 0; i < c->n; i++) {
+        if (!st[i].reachable)
+            continue;
+        ps->reachable++;
+        if (st[i].fence > ps->fence)
+            ps->fence = st[i].fence;
+        if (st[i].holder[0] == '\0')
+            continue;
+        unsigned same = 0;
+        int64_t pttl = -2;
+        for (unsigned j = 0; j < c->n; j++) {
+            if (st[j].reachable && strcmp(st[j].holder, st[i].holder) == 0) {
+                same++;
+                if (st[j].pttl_ms > pttl)
+                    pttl = st[j].pttl_ms;
+            }
+        }
+        if (same > ps->nodes) {
+            ps->nodes = same;
+            ps->pttl_ms = pttl;
+            memcpy(ps->holder, st[i].holder, sizeof(ps->holder));
+        }
+    }
+    ps->held = ps->nodes >= c->quorum;
+}
+
+static int check_sem_status(lockcore_client *c, const char *resource, unsigned permits,
+                            const struct lockcore_permit_status *out, size_t cap)
+{
     int rc = lockcore__kinds_check_name(c, resource, LOCKCORE_RESOURCE_MAX - 16);
     if (rc < 0)
         return rc;
@@ -618,6 +649,17 @@ int lockcore_sem_status(lockcore_client *c, const char *resource, unsigned permi
         lockcore__fmt(c->errmsg, sizeof(c->errmsg), "status needs room for %u permits", permits);
         return -ENOSPC;
     }
+    return 0;
+}
+
+int lockcore_sem_status(lockcore_client *c, const char *resource, unsigned permits,
+                        struct lockcore_permit_status *out, size_t cap)
+{
+    if (c == NULL)
+        return -EINVAL;
+    int rc = check_sem_status(c, resource, permits, out, cap);
+    if (rc < 0)
+        return rc;
     struct lockcore_node_status *st = calloc(c->n, sizeof(*st));
     if (st == NULL) {
         lockcore__fmt(c->errmsg, sizeof(c->errmsg), "out of memory");
@@ -629,39 +671,11 @@ int lockcore_sem_status(lockcore_client *c, const char *resource, unsigned permi
         snprintf(name, sizeof(name), "%s:permit:%u", resource, p);
         if ((rc = lockcore_status(c, name, st, c->n)) < 0)
             goto out;
-        struct lockcore_permit_status *ps = &out[p];
-        memset(ps, 0, sizeof(*ps));
-        ps->permit = p;
-        ps->pttl_ms = -2;
-        /* The id most nodes hold. */
-        for (unsigned i = 0; i < c->n; i++) {
-            if (!st[i].reachable)
-                continue;
-            ps->reachable++;
-            if (st[i].fence > ps->fence)
-                ps->fence = st[i].fence;
-            if (st[i].holder[0] == '\0')
-                continue;
-            unsigned same = 0;
-            int64_t pttl = -2;
-            for (unsigned j = 0; j < c->n; j++) {
-                if (st[j].reachable && strcmp(st[j].holder, st[i].holder) == 0) {
-                    same++;
-                    if (st[j].pttl_ms > pttl)
-                        pttl = st[j].pttl_ms;
-                }
-            }
-            if (same > ps->nodes) {
-                ps->nodes = same;
-                ps->pttl_ms = pttl;
-                memcpy(ps->holder, st[i].holder, sizeof(ps->holder));
-            }
-        }
-        ps->held = ps->nodes >= c->quorum;
-        held += ps->held;
-        if (ps->reachable < c->quorum) {
+        permit_view(c, st, p, &out[p]);
+        held += out[p].held;
+        if (out[p].reachable < c->quorum) {
             lockcore__fmt(c->errmsg, sizeof(c->errmsg), "semaphore '%s': permit %u: %u of %u nodes answered",
-                          resource, p, ps->reachable, c->n);
+                          resource, p, out[p].reachable, c->n);
             rc = LOCKCORE_ENOQUORUM;
             goto out;
         }
@@ -671,4 +685,96 @@ int lockcore_sem_status(lockcore_client *c, const char *resource, unsigned permi
 out:
     free(st);
     return rc;
+}
+
+/* A semaphore's status read without blocking: every permit's read at
+ * once, the answer when the last is in. */
+struct sem_read {
+    lockcore_client *c;
+    lockcore_cb cb;
+    void *arg;
+    char resource[LOCKCORE_RESOURCE_MAX + 1];
+    unsigned permits, left;
+    int rc;
+    struct lockcore_permit_status *out;
+    struct lockcore_node_status *st; /* permits x c->n */
+};
+
+static void sem_read_one(lockcore_client *c, int rc, const struct lockcore_lock *lock, void *arg)
+{
+    struct sem_read *r = arg;
+    unsigned p = 0;
+    /* Which permit: the resource ends in ":permit:<p>". */
+    const char *colon = strrchr(lock->resource, ':');
+    if (colon != NULL)
+        p = (unsigned)strtoul(colon + 1, NULL, 10);
+    if (rc < 0 && r->rc >= 0)
+        r->rc = rc;
+    if (rc >= 0 && p < r->permits) {
+        permit_view(c, r->st + (size_t)p * c->n, p, &r->out[p]);
+        if (r->out[p].reachable < c->quorum && r->rc >= 0)
+            r->rc = LOCKCORE_ENOQUORUM;
+        else if (r->rc >= 0)
+            r->rc += r->out[p].held;
+    }
+    if (--r->left > 0)
+        return;
+    struct lockcore_lock none;
+    memset(&none, 0, sizeof(none));
+    snprintf(none.resource, sizeof(none.resource), "%s", r->resource);
+    none.nodes = c->n;
+    lockcore_cb cb = r->cb;
+    void *a = r->arg;
+    int out_rc = r->rc;
+    free(r->st);
+    free(r);
+    cb(c, out_rc, &none, a);
+}
+
+int lockcore_sem_status_async(lockcore_client *c, const char *resource, unsigned permits,
+                              struct lockcore_permit_status *out, size_t cap, lockcore_cb cb, void *arg)
+{
+    if (c == NULL)
+        return -EINVAL;
+    int rc = lockcore__kinds_check_client(c);
+    if (rc == 0 && cb == NULL) {
+        lockcore__fmt(c->errmsg, sizeof(c->errmsg), "callback is NULL");
+        rc = -EINVAL;
+    }
+    if (rc == 0)
+        rc = check_sem_status(c, resource, permits, out, cap);
+    if (rc < 0)
+        return rc;
+    struct sem_read *r = calloc(1, sizeof(*r));
+    if (r == NULL || (r->st = calloc((size_t)permits * c->n, sizeof(*r->st))) == NULL) {
+        free(r);
+        lockcore__fmt(c->errmsg, sizeof(c->errmsg), "out of memory");
+        return -ENOMEM;
+    }
+    r->c = c;
+    r->cb = cb;
+    r->arg = arg;
+    r->permits = permits;
+    r->out = out;
+    snprintf(r->resource, sizeof(r->resource), "%s", resource);
+    /* Each read counts once it is started; the last to end answers. */
+    r->left = 1;
+    for (unsigned p = 0; p < permits; p++) {
+        char name[LOCKCORE_RESOURCE_MAX + 32];
+        snprintf(name, sizeof(name), "%s:permit:%u", resource, p);
+        r->left++;
+        if (lockcore_status_async(c, name, 0, r->st + (size_t)p * c->n, c->n, sem_read_one, r) != 0) {
+            r->left--;
+            if (r->rc >= 0)
+                r->rc = -ENOMEM;
+        }
+    }
+    /* The reads' callbacks run from a later turn of the loop: none has
+     * ended yet. */
+    if (--r->left == 0) {
+        free(r->st);
+        free(r);
+        return -ENOMEM;
+    }
+    return 0;
 }
