@@ -38,7 +38,7 @@
 struct job {
     struct job *next;          /* in a queue */
     struct job *wprev, *wnext; /* among the waiters */
-    fld_engine *e;
+    struct loop *e;            /* the loop it runs on */
     struct fld_op op;
     fencehttp_conn *conn; /* NULL once answered (told or hung up) */
     char client[FENCEHTTP_AUTH_NAME_MAX + 1];
@@ -59,7 +59,8 @@ struct job {
     char errmsg[512];
 };
 
-struct fld_engine {
+struct loop {
+    fld_engine *eng; /* what every loop shares */
     struct fld_engine_options o;
     pthread_t loop_thread;
     int loop_started;
@@ -77,6 +78,14 @@ struct fld_engine {
     int running;         /* jobs started and not ended */
     struct job *waiters; /* acquisitions that wait, for SIGTERM */
     int orphans;         /* running jobs whose request is answered already */
+    unsigned nodes, quorum;
+};
+
+/* The loops: each owns a lockcore client and the resources that hash to
+ * it, so one resource's waiters are all on one loop (and one client). */
+struct fld_engine {
+    struct loop *loops;
+    int n_loops;
     unsigned nodes, quorum;
     _Atomic(const struct fld_owners *) owners;
 };
@@ -115,7 +124,7 @@ static void answer_error(struct job *j, int status, const char *code, const char
     answer(j, &r);
 }
 
-static int client_new(fld_engine *e, lockcore_client **out, char *err, size_t cap)
+static int client_new(struct loop *e, lockcore_client **out, char *err, size_t cap)
 {
     struct lockcore_options o = *e->o.base;
     o.ttl_ms = e->o.limits.default_ttl_ms;
@@ -130,7 +139,7 @@ static int client_new(fld_engine *e, lockcore_client **out, char *err, size_t ca
 
 /* ---- watching the sockets of waiting requests ---- */
 
-static void watch(fld_engine *e, struct job *j, int fd)
+static void watch(struct loop *e, struct job *j, int fd)
 {
     if (fd < 0)
         return;
@@ -141,7 +150,7 @@ static void watch(fld_engine *e, struct job *j, int fd)
         j->fd = fd;
 }
 
-static void unwatch(fld_engine *e, struct job *j)
+static void unwatch(struct loop *e, struct job *j)
 {
     if (j->fd >= 0)
         epoll_ctl(e->epfd, EPOLL_CTL_DEL, j->fd, NULL);
@@ -177,7 +186,7 @@ static void on_orphan_released(lockcore_client *c, int rc, const struct lockcore
     (void)c;
     (void)lock;
     struct job *j = arg;
-    fld_engine *e = j->e;
+    struct loop *e = j->e;
     if (rc != 0)
         fencehttp_log(FENCEHTTP_LOG_WARN,
                       "release of an abandoned grant of '%.200s' failed: %s (it expires by its TTL)",
@@ -203,13 +212,13 @@ static void log_op(const struct job *j, int rc, const struct lockcore_lock *lock
                   (unsigned long long)(lock ? lock->token : 0), rc == 0 ? "ok" : lockcore_strerror(rc));
 }
 
-static int read_holder(fld_engine *e, struct job *j);
+static int read_holder(struct loop *e, struct job *j);
 
 /* Every lock operation ends here, from lockcore_process. */
 static void on_done(lockcore_client *c, int rc, const struct lockcore_lock *lock, void *arg)
 {
     struct job *j = arg;
-    fld_engine *e = j->e;
+    struct loop *e = j->e;
     unwatch(e, j);
     double secs = secs_since(j->t0_ms);
     log_op(j, rc, lock);
@@ -256,7 +265,7 @@ static void on_done(lockcore_client *c, int rc, const struct lockcore_lock *lock
     job_free(j);
 }
 
-static int start_acquire(fld_engine *e, struct job *j)
+static int start_acquire(struct loop *e, struct job *j)
 {
     const struct fld_op *op = &j->op;
     lockcore_client *c = e->c;
@@ -295,7 +304,7 @@ static int start_acquire(fld_engine *e, struct job *j)
 }
 
 /* An acquisition's or a campaign's options of its own. */
-static void call_of(fld_engine *e, const struct job *j, struct lockcore_call *call)
+static void call_of(struct loop *e, const struct job *j, struct lockcore_call *call)
 {
     const struct fld_op *op = &j->op;
     lockcore_call_init(e->c, call);
@@ -307,7 +316,7 @@ static void call_of(fld_engine *e, const struct job *j, struct lockcore_call *ca
     call->owner = j->client[0] ? j->client : NULL;
 }
 
-static int start_campaign(fld_engine *e, struct job *j)
+static int start_campaign(struct loop *e, struct job *j)
 {
     struct lockcore_call call;
     call_of(e, j, &call);
@@ -329,7 +338,7 @@ static void on_leader(lockcore_client *c, int rc, const struct lockcore_leader *
 
 /* Read who leads (after NULL), or wait up to wait_ms for a reading that
  * differs from after. */
-static int start_leader(fld_engine *e, struct job *j, const struct lockcore_leader *after, uint64_t wait_ms)
+static int start_leader(struct loop *e, struct job *j, const struct lockcore_leader *after, uint64_t wait_ms)
 {
     int rc =
         lockcore_observe_async(e->c, j->op.resource, after, wait_ms ? wait_ms : LEADER_READ_MS, on_leader, j);
@@ -348,7 +357,7 @@ static void on_leader(lockcore_client *c, int rc, const struct lockcore_leader *
 {
     (void)c;
     struct job *j = arg;
-    fld_engine *e = j->e;
+    struct loop *e = j->e;
     int orphan = j->conn == NULL; /* answered already: hung up, or the server stops */
     if (!orphan && !j->second && rc == 0 && j->op.has_after && !fld_api_leader_changed(&j->op, l)) {
         uint64_t spent = now_ms() - j->t0_ms;
@@ -366,7 +375,7 @@ static void on_leader(lockcore_client *c, int rc, const struct lockcore_leader *
     /* The second reading differs from the first: a new leader, value, or none. */
     int changed = rc == 0 && (j->second || fld_api_leader_changed(&j->op, l));
     struct fencehttp_response r = {0};
-    fld_api_leader(&j->op, rc, l, changed, atomic_load(&e->owners), &r);
+    fld_api_leader(&j->op, rc, l, changed, atomic_load(&e->eng->owners), &r);
     answer(j, &r);
     e->running--;
     if (orphan)
@@ -374,7 +383,7 @@ static void on_leader(lockcore_client *c, int rc, const struct lockcore_leader *
     job_free(j);
 }
 
-static int start_extend_release(fld_engine *e, struct job *j)
+static int start_extend_release(struct loop *e, struct job *j)
 {
     lockcore_client *c = e->c;
     struct lockcore_lock lock;
@@ -409,7 +418,7 @@ static int start_extend_release(fld_engine *e, struct job *j)
 
 /* Each read has arrays of its own (freed with the job): what lockcore
  * fills until the read's callback. */
-static int job_arrays(fld_engine *e, struct job *j, unsigned permits)
+static int job_arrays(struct loop *e, struct job *j, unsigned permits)
 {
     if ((j->st = calloc(e->nodes, sizeof(*j->st))) == NULL ||
         (permits > 0 && (j->ps = calloc(permits, sizeof(*j->ps))) == NULL)) {
@@ -433,10 +442,10 @@ static void on_holder(lockcore_client *c, int rc, const struct lockcore_lock *lo
 {
     (void)c, (void)lock;
     struct job *j = arg;
-    fld_engine *e = j->e;
+    struct loop *e = j->e;
     struct fencehttp_response r = {0};
     fld_api_result(&j->op, j->rc, &j->lock, j->errmsg, rc > 0 ? j->st : NULL, rc > 0 ? rc : 0,
-                   atomic_load(&e->owners), &r);
+                   atomic_load(&e->eng->owners), &r);
     answer(j, &r);
     e->running--;
     job_free(j);
@@ -444,7 +453,7 @@ static void on_holder(lockcore_client *c, int rc, const struct lockcore_lock *lo
 
 /* Name the holder of a refused acquisition: a status read. Returns 0
  * (the read's callback answers) or -1 (not started: answer without). */
-static int read_holder(fld_engine *e, struct job *j)
+static int read_holder(struct loop *e, struct job *j)
 {
     if ((j->st = calloc(e->nodes, sizeof(*j->st))) == NULL)
         return -1;
@@ -458,19 +467,19 @@ static void on_status(lockcore_client *c, int rc, const struct lockcore_lock *lo
 {
     (void)lock;
     struct job *j = arg;
-    fld_engine *e = j->e;
+    struct loop *e = j->e;
     fld_metrics_timed(FLD_T_STATUS, rc >= 0, secs_since(j->t0_ms));
     int sem = j->op.status_kind == 's';
     int n = !sem && rc > 0 ? rc : 0, np = sem && rc >= 0 ? (int)j->op.permits : 0;
     struct fencehttp_response r = {0};
     fld_api_status(&j->op, rc, j->st, n, j->ps, np, e->quorum, rc < 0 ? lockcore_errmsg(c) : NULL,
-                   atomic_load(&e->owners), &r);
+                   atomic_load(&e->eng->owners), &r);
     answer(j, &r);
     e->running--;
     job_free(j);
 }
 
-static int start_status(fld_engine *e, struct job *j)
+static int start_status(struct loop *e, struct job *j)
 {
     int sem = j->op.status_kind == 's';
     if (job_arrays(e, j, sem ? j->op.permits : 0) != 0)
@@ -493,7 +502,7 @@ static void on_probe(lockcore_client *c, int rc, const struct lockcore_lock *loc
 {
     (void)c, (void)lock;
     struct job *j = arg;
-    fld_engine *e = j->e;
+    struct loop *e = j->e;
     int n = rc > 0 ? rc : 0, up = 0;
     for (int i = 0; i < n; i++) {
         fld_metrics_node((unsigned)i, j->st[i].node, j->st[i].reachable);
@@ -533,7 +542,7 @@ static void on_probe(lockcore_client *c, int rc, const struct lockcore_lock *loc
     job_free(j);
 }
 
-static int start_probe(fld_engine *e, struct job *j)
+static int start_probe(struct loop *e, struct job *j)
 {
     if (job_arrays(e, j, 0) != 0)
         return -1;
@@ -545,7 +554,7 @@ static int start_probe(fld_engine *e, struct job *j)
 }
 
 /* Start a job taken from the queue (loop thread). */
-static void start(fld_engine *e, struct job *j, int stopping)
+static void start(struct loop *e, struct job *j, int stopping)
 {
     if (stopping) {
         answer_error(j, 503, "shutting_down", "the server is stopping");
@@ -598,7 +607,7 @@ static void start(fld_engine *e, struct job *j, int stopping)
 }
 
 /* Requests whose client hung up while they waited. */
-static void reap_hangups(fld_engine *e)
+static void reap_hangups(struct loop *e)
 {
     struct epoll_event ev[256];
     int cancel[256];
@@ -626,7 +635,7 @@ static void reap_hangups(fld_engine *e)
 }
 
 /* SIGTERM: tell every waiter now. */
-static void tell_waiters(fld_engine *e)
+static void tell_waiters(struct loop *e)
 {
     while (e->waiters != NULL) {
         struct job *j = e->waiters;
@@ -636,7 +645,7 @@ static void tell_waiters(fld_engine *e)
     }
 }
 
-static struct job *take_queue(fld_engine *e, int *stopping)
+static struct job *take_queue(struct loop *e, int *stopping)
 {
     pthread_mutex_lock(&e->mu);
     struct job *q = e->queue_head;
@@ -648,7 +657,7 @@ static struct job *take_queue(fld_engine *e, int *stopping)
 
 static void *loop_main(void *arg)
 {
-    fld_engine *e = arg;
+    struct loop *e = arg;
     struct pollfd fds[2 + LOCKCORE_POLLFDS_MAX];
     uint64_t stop_deadline = 0;
     int told = 0;
@@ -703,7 +712,25 @@ static void *loop_main(void *arg)
 
 /* ---- the engine ---- */
 
-void fld_engine_submit(fld_engine *e, const struct fld_op *op, fencehttp_conn *conn, const char *client)
+/* The loop of a resource: by a hash of its name (a multi-resource lock's
+ * first name); reads of nothing in particular go to loop 0. */
+static struct loop *loop_of(fld_engine *e, const struct fld_op *op)
+{
+    if (e->n_loops == 1 || op->route == FLD_ROUTE_HEALTH || op->route == FLD_ROUTE_METRICS)
+        return &e->loops[0];
+    const char *r = op->kind == FLD_KIND_MULTI && op->n_names > 0 ? op->names[0] : op->resource;
+    /* A permit's waiters wait in its semaphore's line: one loop for both. */
+    size_t n = strlen(r);
+    const char *perm = strstr(r, ":permit:");
+    if (perm != NULL && perm[8] != '\0' && strspn(perm + 8, "0123456789") == strlen(perm + 8))
+        n = (size_t)(perm - r);
+    uint64_t h = 1469598103934665603ULL; /* FNV-1a */
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ (unsigned char)r[i]) * 1099511628211ULL;
+    return &e->loops[h % (uint64_t)e->n_loops];
+}
+
+void fld_engine_submit(fld_engine *eng, const struct fld_op *op, fencehttp_conn *conn, const char *client)
 {
     struct job *j = calloc(1, sizeof(*j));
     if (j == NULL) {
@@ -712,6 +739,7 @@ void fld_engine_submit(fld_engine *e, const struct fld_op *op, fencehttp_conn *c
         fencehttp_answer_later(conn, &r);
         return;
     }
+    struct loop *e = loop_of(eng, op);
     fld_op_copy(&j->op, op);
     j->conn = conn;
     j->e = e;
@@ -742,48 +770,62 @@ unsigned fld_engine_nodes(const fld_engine *e)
     return e ? e->nodes : 0;
 }
 
-int fld_engine_start(const struct fld_engine_options *o, fld_engine **out, char *errbuf, size_t errcap)
+static int loop_start(fld_engine *eng, struct loop *e, const struct fld_engine_options *o, char *errbuf,
+                      size_t errcap)
 {
-    if (o == NULL || o->base == NULL || out == NULL) {
-        snprintf(errbuf, errcap, "fld_engine_start: bad options");
-        return -EINVAL;
-    }
-    fld_engine *e = calloc(1, sizeof(*e));
-    if (e == NULL)
-        return -ENOMEM;
+    e->eng = eng;
     e->o = *o;
     e->efd = e->epfd = -1;
     pthread_mutex_init(&e->mu, NULL);
     pthread_cond_init(&e->done_cv, NULL);
     int rc;
-    atomic_init(&e->owners, NULL);
     if ((rc = client_new(e, &e->c, errbuf, errcap)) != 0)
-        goto fail;
+        return rc;
     e->nodes = lockcore_nodes(e->c);
     e->quorum = lockcore_quorum(e->c);
     e->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     e->epfd = epoll_create1(EPOLL_CLOEXEC);
     if (e->efd < 0 || e->epfd < 0) {
-        rc = -errno;
         snprintf(errbuf, errcap, "eventfd/epoll: %s", strerror(errno));
-        goto fail;
+        return -errno;
     }
     if ((rc = -pthread_create(&e->loop_thread, NULL, loop_main, e)) != 0) {
         snprintf(errbuf, errcap, "cannot start a thread");
-        goto fail;
+        return rc;
     }
     e->loop_started = 1;
-    *out = e;
     return 0;
-fail:
-    fld_engine_free(e);
-    return rc;
 }
 
-void fld_engine_shutdown(fld_engine *e, int drain_ms)
+int fld_engine_start(const struct fld_engine_options *o, fld_engine **out, char *errbuf, size_t errcap)
 {
-    if (e == NULL)
-        return;
+    if (o == NULL || o->base == NULL || out == NULL || o->loops < 1 || o->loops > FLD_LOOPS_MAX) {
+        snprintf(errbuf, errcap, "fld_engine_start: bad options (loops 1..%d)", FLD_LOOPS_MAX);
+        return -EINVAL;
+    }
+    fld_engine *e = calloc(1, sizeof(*e));
+    if (e == NULL || (e->loops = calloc((size_t)o->loops, sizeof(*e->loops))) == NULL) {
+        free(e);
+        return -ENOMEM;
+    }
+    atomic_init(&e->owners, NULL);
+    int rc = 0;
+    for (int i = 0; i < o->loops && rc == 0; i++) {
+        e->n_loops = i + 1;
+        rc = loop_start(e, &e->loops[i], o, errbuf, errcap);
+    }
+    if (rc != 0) {
+        fld_engine_free(e);
+        return rc;
+    }
+    e->nodes = e->loops[0].nodes;
+    e->quorum = e->loops[0].quorum;
+    *out = e;
+    return 0;
+}
+
+static void loop_shutdown(struct loop *e, int drain_ms)
+{
     pthread_mutex_lock(&e->mu);
     if (!e->stopping) {
         e->stopping = 1;
@@ -793,6 +835,10 @@ void fld_engine_shutdown(fld_engine *e, int drain_ms)
     uint64_t one = 1;
     if (e->loop_started && write(e->efd, &one, sizeof(one)) < 0)
         fencehttp_log(FENCEHTTP_LOG_WARN, "eventfd: %s", strerror(errno));
+}
+
+static void loop_join(struct loop *e)
+{
     if (e->loop_started) {
         pthread_join(e->loop_thread, NULL);
         e->loop_started = 0;
@@ -811,17 +857,32 @@ void fld_engine_shutdown(fld_engine *e, int drain_ms)
     }
 }
 
+void fld_engine_shutdown(fld_engine *e, int drain_ms)
+{
+    if (e == NULL)
+        return;
+    /* Every loop is told first, so they drain together. */
+    for (int i = 0; i < e->n_loops; i++)
+        loop_shutdown(&e->loops[i], drain_ms);
+    for (int i = 0; i < e->n_loops; i++)
+        loop_join(&e->loops[i]);
+}
+
 void fld_engine_free(fld_engine *e)
 {
     if (e == NULL)
         return;
     fld_engine_shutdown(e, 0);
-    lockcore_client_free(e->c);
-    if (e->efd >= 0)
-        close(e->efd);
-    if (e->epfd >= 0)
-        close(e->epfd);
-    pthread_mutex_destroy(&e->mu);
-    pthread_cond_destroy(&e->done_cv);
+    for (int i = 0; i < e->n_loops; i++) {
+        struct loop *l = &e->loops[i];
+        lockcore_client_free(l->c);
+        if (l->efd >= 0)
+            close(l->efd);
+        if (l->epfd >= 0)
+            close(l->epfd);
+        pthread_mutex_destroy(&l->mu);
+        pthread_cond_destroy(&l->done_cv);
+    }
+    free(e->loops);
     free(e);
 }

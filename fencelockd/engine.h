@@ -1,9 +1,8 @@
 /*
- * The lock side of fencelockd: one thread runs every lock operation of
- * every request on lockcore's non-blocking API, from its own poll loop
- * (lockcore_pollfds / lockcore_process), so a waiting acquisition holds no
- * thread, only a few hundred bytes; a second thread answers status and
- * health reads with lockcore's blocking calls on a client of its own. Both
+ * The lock side of fencelockd: lock loops, each a thread that runs the
+ * lock operations and reads of its resources on lockcore's non-blocking
+ * API from its own poll loop (lockcore_pollfds / lockcore_process), so a
+ * waiting acquisition holds no thread, only a few hundred bytes. They
  * answer through fencehttp_answer_later.
  */
 #ifndef FLD_ENGINE_H
@@ -23,7 +22,13 @@ struct fld_engine_options {
      * wait_ms, wait_mode and retry_count are set per request. */
     const struct lockcore_options *base;
     struct fld_limits limits;
+    /* Lock loops, each a thread with a lockcore client of its own:
+     * resources are spread over them by a hash of the name, so one
+     * resource's waiters are on one loop. 1..FLD_LOOPS_MAX. */
+    int loops;
 };
+
+#define FLD_LOOPS_MAX 64
 
 typedef struct fld_engine fld_engine;
 

@@ -33,6 +33,7 @@ struct config {
     const char *listen;
     const char *port_file;
     int threads;
+    int loops;
     enum fencehttp_log_level level;
     const char *auth_file;
     const char *tls_cert, *tls_key;
@@ -58,6 +59,8 @@ static void usage(FILE *f)
                "                      one; IPv6 as [::1]:7600)\n"
                "  --port-file PATH    write the bound port to PATH once listening\n"
                "  --threads N         threads serving HTTP connections (default 2, 1..64)\n"
+               "  --loops N           lock loops, each a thread and a lockcore client; resources\n"
+               "                      are spread over them (default: the number of cores, 1..64)\n"
                "  --ttl D             a lock's TTL when a request gives none (default 10s)\n"
                "  --max-ttl D         the longest TTL a request may ask for (default 1h)\n"
                "  --max-wait D        the longest a request may wait for a lock (default 60s)\n"
@@ -115,6 +118,7 @@ static int parse_args(int argc, char **argv, struct config *c)
         {"listen", required_argument, NULL, 'l'},
         {"port-file", required_argument, NULL, 'p'},
         {"threads", required_argument, NULL, 't'},
+        {"loops", required_argument, NULL, 'O'},
         {"ttl", required_argument, NULL, 'T'},
         {"max-ttl", required_argument, NULL, 'M'},
         {"max-wait", required_argument, NULL, 'W'},
@@ -154,6 +158,11 @@ static int parse_args(int argc, char **argv, struct config *c)
             if (fencehttp_parse_num(optarg, 1, 64, &n) != 0)
                 return bad("--threads must be 1..64");
             c->threads = (int)n;
+            break;
+        case 'O':
+            if (fencehttp_parse_num(optarg, 1, FLD_LOOPS_MAX, &n) != 0)
+                return bad("--loops must be 1..64");
+            c->loops = (int)n;
             break;
         case 'T':
         case 'M':
@@ -328,6 +337,7 @@ int main(int argc, char **argv)
     struct config c = {
         .listen = "127.0.0.1:7600",
         .threads = 2,
+        .loops = 0, /* the number of cores */
         .level = FENCEHTTP_LOG_INFO,
         .ttl_ms = 10000,
         .max_ttl_ms = 3600 * 1000,
@@ -404,7 +414,11 @@ int main(int argc, char **argv)
     lo.tls_key_file = c.key ? c.key : getenv("FENCELOCK_KEY");
     lo.tls_server_name = c.tls_server_name ? c.tls_server_name : getenv("FENCELOCK_TLS_SERVER_NAME");
     lo.holder_info = "fencelockd";
-    struct fld_engine_options eo = {.base = &lo, .limits = srv.limits};
+    if (c.loops == 0) {
+        long cores = sysconf(_SC_NPROCESSORS_ONLN);
+        c.loops = cores < 1 ? 1 : cores > FLD_LOOPS_MAX ? FLD_LOOPS_MAX : (int)cores;
+    }
+    struct fld_engine_options eo = {.base = &lo, .limits = srv.limits, .loops = c.loops};
     if ((rc = fld_engine_start(&eo, &srv.engine, err, sizeof(err))) != 0) {
         fencehttp_log(FENCEHTTP_LOG_ERROR, "%s", err);
         goto out;
@@ -436,9 +450,9 @@ int main(int argc, char **argv)
         fencehttp_log(FENCEHTTP_LOG_ERROR, "port file %s: %s", c.port_file, strerror(-rc));
         goto out;
     }
-    fencehttp_log(FENCEHTTP_LOG_INFO, "listening on port %u (%s), %u nodes (majority %u), %s", port,
-                  tls_cert ? "HTTPS" : "HTTP", fld_engine_nodes(srv.engine),
-                  fld_engine_nodes(srv.engine) / 2 + 1,
+    fencehttp_log(FENCEHTTP_LOG_INFO, "listening on port %u (%s), %u nodes (majority %u), %d lock loops, %s",
+                  port, tls_cert ? "HTTPS" : "HTTP", fld_engine_nodes(srv.engine),
+                  fld_engine_nodes(srv.engine) / 2 + 1, c.loops,
                   auth ? "bearer tokens required" : "no authentication");
 
     int sig = 0;

@@ -201,12 +201,11 @@ char *fld_metrics_render(size_t *len, int clients)
                           "# TYPE fencelockd_waiters gauge\n"
                           "fencelockd_waiters %lld\n",
                           atomic_load(&waiters));
-    fencehttp_text_printf(
-        &b,
-        "# HELP fencelockd_lockcore_clients lockcore clients open (the lock loop's).\n"
-        "# TYPE fencelockd_lockcore_clients gauge\n"
-        "fencelockd_lockcore_clients %d\n",
-        clients);
+    fencehttp_text_printf(&b,
+                          "# HELP fencelockd_lockcore_clients lockcore clients open (the lock loop's).\n"
+                          "# TYPE fencelockd_lockcore_clients gauge\n"
+                          "fencelockd_lockcore_clients %d\n",
+                          clients);
     fencehttp_text_printf(
         &b, "# HELP fencelockd_operation_seconds Time from the request to the lock operation's end.\n"
             "# TYPE fencelockd_operation_seconds histogram\n");

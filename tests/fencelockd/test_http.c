@@ -436,6 +436,78 @@ static void http_multi_names_are_the_request_s(void **state)
     assert_int_equal(wrong, 0);
 }
 
+/* With several lock loops, fair waiters of one resource (all on its
+ * loop, whatever thread served them) are granted in the order they came,
+ * each released at once, and resources of other loops are served
+ * meanwhile. */
+static void http_loops_keep_one_resource_s_waiters_in_order(void **state)
+{
+    struct fld_fx *f = *state;
+    struct fld *d = &f->d;
+    const char *args[] = {"--loops", "4", "--threads", "4", NULL};
+    fld_start(d, f->nodes, args);
+    char id[64], path[256];
+    assert_int_equal(fld_acquire(d, "loops", "{\"ttl_ms\":30000}", id, sizeof(id), NULL), 200);
+    enum { N = 6 };
+    struct waiter w[N];
+    pthread_t t[N];
+    int started = 0, in_line = 1;
+    for (int i = 0; i < N && in_line; i++) {
+        w[i] = (struct waiter){.d = d,
+                               .path = "/v1/locks/loops",
+                               .body = "{\"ttl_ms\":5000,\"wait_ms\":20000,\"wait\":\"fair\"}"};
+        if (pthread_create(&t[i], NULL, wait_thread, &w[i]) != 0)
+            break;
+        started++;
+        long long deadline = hp_now_ms() + 3000;
+        while (metric(d, "fencelockd_waiters") != i + 1 && hp_now_ms() < deadline)
+            hp_sleep_ms(5);
+        in_line = metric(d, "fencelockd_waiters") == i + 1;
+        hp_sleep_ms(20); /* in line on the nodes too */
+    }
+    /* Other resources, on other loops, are served while they wait. */
+    int others = 0;
+    for (int i = 0; i < 8; i++) {
+        char res[32], other[64];
+        snprintf(res, sizeof(res), "other%d", i);
+        others += fld_acquire(d, res, NULL, other, sizeof(other), NULL) == 200;
+    }
+    snprintf(path, sizeof(path), "/v1/locks/loops/%s", id);
+    struct hc_response r = {0};
+    fld_call(d, "DELETE", path, NULL, NULL, &r);
+    int released = r.status == 200;
+    hc_response_clear(&r);
+    /* Each grant is released at once, in the order granted: every thread
+     * is joined before anything is asserted (they write into w). */
+    long long last_token = 0;
+    int in_order = 1, granted = 0;
+    for (int k = 0; k < started; k++) {
+        pthread_join(t[k], NULL);
+        for (int j = k + 1; j < started; j++)
+            in_order &= w[j].answered_ms == 0; /* nobody jumped the line */
+        if (w[k].r.status == 200) {
+            granted++;
+            long long token = fld_int(&w[k].r, "token");
+            in_order &= token > last_token;
+            last_token = token;
+            const char *rel =
+                json_string_value(json_object_get(json_object_get(w[k].r.json, "links"), "release"));
+            fld_call(d, "DELETE", rel, NULL, NULL, &r);
+            if (r.status != 200)
+                fprintf(stderr, "release %d: %d %s\n", k, r.status, r.body ? r.body : "");
+            released &= r.status == 200;
+            hc_response_clear(&r);
+        }
+        hc_response_clear(&w[k].r);
+    }
+    assert_int_equal(started, N);
+    assert_true(in_line);
+    assert_int_equal(others, 8);
+    assert_true(released);
+    assert_int_equal(granted, N);
+    assert_true(in_order);
+}
+
 static void http_excludes_the_library(void **state)
 {
     struct fld_fx *f = *state;
@@ -671,6 +743,8 @@ int main(void)
                                         fld_fx_teardown),
         cmocka_unit_test_setup_teardown(http_excludes_the_library, fld_fx_setup_started, fld_fx_teardown),
         cmocka_unit_test_setup_teardown(http_multi_names_are_the_request_s, fld_fx_setup_started,
+                                        fld_fx_teardown),
+        cmocka_unit_test_setup_teardown(http_loops_keep_one_resource_s_waiters_in_order, fld_fx_setup,
                                         fld_fx_teardown),
         cmocka_unit_test_setup_teardown(http_fence_transition_writes_old_fence_keys, fld_fx_setup_started,
                                         fld_fx_teardown),
