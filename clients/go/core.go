@@ -95,7 +95,6 @@ func quote(s string) string {
 	return b.String()
 }
 
-
 func lockPath(resource, id, kind string) string {
 	q := ""
 	if kind != "plain" {

@@ -10,27 +10,27 @@ import (
 // of them with errors.Is (and ErrCanceled also matches the context's own
 // error). Test these or Error.Code, never the message.
 var (
-	ErrBadRequest      = errors.New("fencelock: bad request")        // any 400, 405, 413, 414, 431, 501
-	ErrUnauthorized    = errors.New("fencelock: unauthorized")       // 401: bearer token missing or unknown
-	ErrForbidden       = errors.New("fencelock: forbidden")          // 403: another client's lock, a route its rules forbid, a fence reset
-	ErrNotFound        = errors.New("fencelock: not found")          // 404
-	ErrLocked          = errors.New("fencelock: locked")             // 409 locked: held by another once the wait ran out
-	ErrLost            = errors.New("fencelock: lock lost")          // 409 lost, or the validity ran out (code "expired")
-	ErrStaleToken      = errors.New("fencelock: stale token")        // 409 stale_token from storage-guard
-	ErrVersionMismatch = errors.New("fencelock: version mismatch")   // 412
-	ErrMissingToken    = errors.New("fencelock: missing token")      // 428
-	ErrNode            = errors.New("fencelock: node error")         // 502 node_error
-	ErrNoQuorum        = errors.New("fencelock: no quorum")          // 503 no_quorum
-	ErrTooSlow         = errors.New("fencelock: too slow")           // 503 too_slow
-	ErrNoToken         = errors.New("fencelock: no token")           // 503 no_token
-	ErrShuttingDown    = errors.New("fencelock: shutting down")      // 503 shutting_down
-	ErrBusy            = errors.New("fencelock: busy")               // 503 busy, store_busy
-	ErrServer          = errors.New("fencelock: server error")       // 500 internal, store_error, other 5xx
-	ErrUnreachable     = errors.New("fencelock: unreachable")        // connection refused or reset, TLS refused
-	ErrTimeout         = errors.New("fencelock: timeout")            // no answer within the client's timeout
-	ErrCanceled        = errors.New("fencelock: canceled")           // the caller's context ended
-	ErrProtocol        = errors.New("fencelock: protocol error")     // an answer the API does not document
-	ErrFencelock       = errors.New("fencelock: error")              // a 409 with a code this version does not know
+	ErrBadRequest      = errors.New("fencelock: bad request")      // any 400, 405, 413, 414, 431, 501
+	ErrUnauthorized    = errors.New("fencelock: unauthorized")     // 401: bearer token missing or unknown
+	ErrForbidden       = errors.New("fencelock: forbidden")        // 403: another client's lock, a route its rules forbid, a fence reset
+	ErrNotFound        = errors.New("fencelock: not found")        // 404
+	ErrLocked          = errors.New("fencelock: locked")           // 409 locked: held by another once the wait ran out
+	ErrLost            = errors.New("fencelock: lock lost")        // 409 lost, or the validity ran out (code "expired")
+	ErrStaleToken      = errors.New("fencelock: stale token")      // 409 stale_token from storage-guard
+	ErrVersionMismatch = errors.New("fencelock: version mismatch") // 412
+	ErrMissingToken    = errors.New("fencelock: missing token")    // 428
+	ErrNode            = errors.New("fencelock: node error")       // 502 node_error
+	ErrNoQuorum        = errors.New("fencelock: no quorum")        // 503 no_quorum
+	ErrTooSlow         = errors.New("fencelock: too slow")         // 503 too_slow
+	ErrNoToken         = errors.New("fencelock: no token")         // 503 no_token
+	ErrShuttingDown    = errors.New("fencelock: shutting down")    // 503 shutting_down
+	ErrBusy            = errors.New("fencelock: busy")             // 503 busy, store_busy
+	ErrServer          = errors.New("fencelock: server error")     // 500 internal, store_error, other 5xx
+	ErrUnreachable     = errors.New("fencelock: unreachable")      // connection refused or reset, TLS refused
+	ErrTimeout         = errors.New("fencelock: timeout")          // no answer within the client's timeout
+	ErrCanceled        = errors.New("fencelock: canceled")         // the caller's context ended
+	ErrProtocol        = errors.New("fencelock: protocol error")   // an answer the API does not document
+	ErrFencelock       = errors.New("fencelock: error")            // a 409 with a code this version does not know
 )
 
 // Error is an error answer of fencelockd or storage-guard, or a request
