@@ -169,6 +169,11 @@ func (c *Client) acquire(ctx context.Context, kind, resource string, resources [
 			if err != nil {
 				return nil, err
 			}
+			if needsConfirm(sent, time.Now(), l.grantValidityMs()) {
+				if err := l.confirm(ctx); err != nil {
+					return nil, err
+				}
+			}
 			if !opt.NoKeepalive {
 				go l.keepalive()
 			}

@@ -157,6 +157,18 @@ func (v *validity) remaining(now time.Time) time.Duration {
 	return 0
 }
 
+// needsConfirm: whether a grant must be confirmed by an extension before
+// it is used. fencelockd counts a grant's validity_ms from the start of the
+// attempt that won it, which after a wait is later than the request, and
+// the client cannot know when. Counting from the request's send is safe but
+// leaves little after a wait; counting from the answer's arrival is not
+// safe. So a grant that took more than a tenth of its validity to arrive is
+// extended at once, its validity counted from that extension's send. A
+// grant without a wait costs nothing more.
+func needsConfirm(sent, received time.Time, validityMs int64) bool {
+	return received.Sub(sent) > time.Duration(validityMs)*time.Millisecond/10
+}
+
 // extendInterval: the keep-alive extends every third of the TTL.
 func extendInterval(ttl time.Duration) time.Duration { return ttl / 3 }
 

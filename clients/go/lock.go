@@ -208,6 +208,34 @@ func (l *Lock) Extend(ctx context.Context) error {
 	return l.Check()
 }
 
+func (l *Lock) grantValidityMs() int64 { n, _ := toInt(l.Grant["validity_ms"]); return n }
+
+// confirm: after a grant that waited, extend at once (see needsConfirm).
+func (l *Lock) confirm(ctx context.Context) error {
+	sent := time.Now()
+	obj, err := l.c.t.call(ctx, "POST", extendPath(l.Resource, l.ID, l.Kind), map[string]any{"ttl_ms": l.ttl.Milliseconds()},
+		fmt.Sprintf("extend %q", l.Resource), 0)
+	if err != nil {
+		_ = l.Release()
+		if fe, ok := err.(*Error); ok && keepaliveFatalCodes[fe.Code] {
+			return &Error{Status: fe.Status, Code: fe.Code, Kind: ErrLost, Body: fe.Body, cause: fe,
+				Message: fmt.Sprintf("the lock of %q was lost before its grant arrived: %s", l.Resource, fe.Message)}
+		}
+		return err
+	}
+	vms, ok := toInt(obj["validity_ms"])
+	if !ok {
+		return &Error{Status: 200, Code: "protocol", Kind: ErrProtocol, Body: obj, Message: "extend: no validity_ms"}
+	}
+	l.mu.Lock()
+	acquired := l.v.acquired
+	l.v = newValidity(sent, vms)
+	l.v.acquired = acquired
+	l.extends++
+	l.mu.Unlock()
+	return nil
+}
+
 func (l *Lock) keepalive() {
 	failures := 0
 	due := time.Now().Add(extendInterval(l.ttl))

@@ -292,13 +292,18 @@ def sc_wait_and_cancel(env, d):
             break
         expect(time.monotonic() < deadline, "the canceled waiter left the queue", st)
         time.sleep(0.05)
-    # A wait that the release ends: granted within the bound.
-    after(300, lambda: env.direct.release(g))
+    # A wait that the release ends, longer than the waiter's TTL: granted
+    # within the bound, and valid for about its TTL from then (fencelockd
+    # counts a waited grant's validity from its last attempt, not from the
+    # request: the client confirms it by an extension).
+    after(900, lambda: env.direct.release(g))
     t0 = mono_ms()
-    w = d.call("acquire", handle="w", resource=r, ttl_ms=2000, wait_ms=5000)
+    w = d.call("acquire", handle="w", resource=r, ttl_ms=600, wait_ms=5000)
     took = mono_ms() - t0
-    expect(250 <= took < 2500, "granted soon after the release", took)
+    expect(850 <= took < 3000, "granted soon after the release", took)
     expect(w["token"] > g["token"], "the next holder's token is larger", w, g)
+    v = d.call("valid", handle="w")
+    expect(v["valid"] and v["remaining_ms"] > 300, "a grant after a wait past its TTL is valid for its TTL", v)
     d.call("release", handle="w")
 
 

@@ -109,7 +109,7 @@ export declare class Lock {
     /** Extensions that succeeded. */
     extensions: number;
     private readonly client;
-    private readonly validity;
+    private validity;
     private readonly controller;
     private lostError;
     private released;

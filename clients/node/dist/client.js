@@ -105,6 +105,8 @@ export class Client {
                 if (a.status === 200) {
                     const g = grantFields(a.body, what);
                     const lock = new Lock(this, g, sent, ttlMs, o.onLost, reenter?.ownerId ?? null);
+                    if (core.needsConfirm(sent, core.nowMs(), g.validity_ms))
+                        await lock.confirm();
                     if (o.keepalive ?? true)
                         lock.startKeepalive();
                     return lock;
@@ -334,6 +336,27 @@ export class Lock {
             this.ttlMs = ttl;
         }
         this.check();
+    }
+    /** @internal After a grant that waited: extend at once (see needsConfirm in core). */
+    async confirm() {
+        const sent = core.nowMs();
+        let a;
+        try {
+            a = await this.client.call('POST', core.extendPath(this.resource, this.lockId, this.kind), { ttl_ms: this.ttlMs }, `extend ${JSON.stringify(this.resource)}`);
+        }
+        catch (e) {
+            await this.release().catch(() => { });
+            if (e instanceof FencelockError && core.KEEPALIVE_FATAL_CODES.has(e.code)) {
+                throw new LostError(`the lock of ${JSON.stringify(this.resource)} was lost before its grant arrived: ${e.message}`, e.status, e.code, e.body);
+            }
+            throw e;
+        }
+        if (typeof a.validity_ms !== 'number')
+            throw new ProtocolError('extend: the answer has no validity_ms', 200, 'protocol', a);
+        const acquired = this.validity.acquiredMs;
+        this.validity = new core.Validity(sent, a.validity_ms);
+        this.validity.acquiredMs = acquired;
+        this.extensions++;
     }
     /** @internal */
     startKeepalive() {

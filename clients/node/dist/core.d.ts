@@ -31,7 +31,7 @@ export type StatusKind = 'plain' | 'rw' | 'reentrant' | 'semaphore';
 export declare function statusPath(resource: string, kind?: StatusKind, permits?: number): string;
 /** The monotonic validity of one lock (see the module's comment). */
 export declare class Validity {
-    readonly acquiredMs: number;
+    acquiredMs: number;
     validUntilMs: number;
     constructor(sentMs: number, validityMs: number);
     /** An extension sent at sentMs answered validityMs; never moved back. */
@@ -39,6 +39,17 @@ export declare class Validity {
     remainingMs(now?: number): number;
     valid(now?: number): boolean;
 }
+/**
+ * Whether a grant must be confirmed by an extension before it is used.
+ * fencelockd counts a grant's validity_ms from the start of the attempt
+ * that won it, which after a wait is later than the request, and the client
+ * cannot know when. Counting from the request's send is safe but leaves
+ * little after a wait; counting from the answer's arrival is not safe. So a
+ * grant that took more than a tenth of its validity to arrive is extended
+ * at once, its validity counted from that extension's send. A grant without
+ * a wait costs nothing more.
+ */
+export declare function needsConfirm(sentMs: number, receivedMs: number, validityMs: number): boolean;
 /** The keep-alive extends every third of the TTL. */
 export declare function extendIntervalMs(ttlMs: number): number;
 /** After an extension that failed in a way that may pass: a tenth of the TTL (at least 20 ms), growing to a third. */

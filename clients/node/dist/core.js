@@ -135,6 +135,19 @@ export class Validity {
         return now < this.validUntilMs;
     }
 }
+/**
+ * Whether a grant must be confirmed by an extension before it is used.
+ * fencelockd counts a grant's validity_ms from the start of the attempt
+ * that won it, which after a wait is later than the request, and the client
+ * cannot know when. Counting from the request's send is safe but leaves
+ * little after a wait; counting from the answer's arrival is not safe. So a
+ * grant that took more than a tenth of its validity to arrive is extended
+ * at once, its validity counted from that extension's send. A grant without
+ * a wait costs nothing more.
+ */
+export function needsConfirm(sentMs, receivedMs, validityMs) {
+    return receivedMs - sentMs > validityMs / 10;
+}
 /** The keep-alive extends every third of the TTL. */
 export function extendIntervalMs(ttlMs) {
     return ttlMs / 3;

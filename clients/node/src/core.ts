@@ -133,7 +133,7 @@ export function statusPath(resource: string, kind: StatusKind = 'plain', permits
 
 /** The monotonic validity of one lock (see the module's comment). */
 export class Validity {
-  readonly acquiredMs: number;
+  acquiredMs: number;
   validUntilMs: number;
 
   constructor(sentMs: number, validityMs: number) {
@@ -153,6 +153,20 @@ export class Validity {
   valid(now = nowMs()): boolean {
     return now < this.validUntilMs;
   }
+}
+
+/**
+ * Whether a grant must be confirmed by an extension before it is used.
+ * fencelockd counts a grant's validity_ms from the start of the attempt
+ * that won it, which after a wait is later than the request, and the client
+ * cannot know when. Counting from the request's send is safe but leaves
+ * little after a wait; counting from the answer's arrival is not safe. So a
+ * grant that took more than a tenth of its validity to arrive is extended
+ * at once, its validity counted from that extension's send. A grant without
+ * a wait costs nothing more.
+ */
+export function needsConfirm(sentMs: number, receivedMs: number, validityMs: number): boolean {
+  return receivedMs - sentMs > validityMs / 10;
 }
 
 /** The keep-alive extends every third of the TTL. */

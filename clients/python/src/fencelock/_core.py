@@ -191,6 +191,21 @@ class Validity:
         return (now_ms() if now is None else now) < self.valid_until_ms
 
 
+def needs_confirm(sent_ms: float, received_ms: float, validity_ms: int) -> bool:
+    """Whether a grant must be confirmed by an extension before it is used.
+
+    fencelockd counts a grant's ``validity_ms`` from the start of the attempt
+    that won it, which after a wait is later than the request: the client
+    cannot know when. Counting it from the request's send is safe but, after
+    a wait, leaves little or nothing; counting it from the answer's arrival is
+    not safe. So a grant that took more than a tenth of its validity to
+    arrive is extended at once, and its validity counted from that
+    extension's send (an extension does not wait, so its validity is counted
+    from a moment after its send). A grant without a wait costs nothing more.
+    """
+    return received_ms - sent_ms > validity_ms / 10.0
+
+
 def extend_interval_ms(ttl_ms: int) -> float:
     """The keep-alive extends every third of the TTL."""
     return ttl_ms / 3.0

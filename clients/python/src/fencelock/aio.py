@@ -155,6 +155,8 @@ class AsyncClient:
         if not isinstance(grant.get("token"), int):
             raise ProtocolError("%s: the grant has no token" % what, code="protocol", body=grant)
         lock = AsyncLock(self, grant, sent, ttl_ms, on_lost, reenter.owner_id if reenter is not None else None)
+        if _core.needs_confirm(sent, _core.now_ms(), grant["validity_ms"]):
+            await lock._confirm()
         if keepalive:
             lock._start_keepalive()
         return lock
@@ -307,6 +309,29 @@ class AsyncLock:
             self.extensions += 1
             self.ttl_ms = ttl
         self.check()
+
+    async def _confirm(self) -> None:
+        """After a grant that waited: extend at once (see fencelock._core.needs_confirm)."""
+        sent = _core.now_ms()
+        try:
+            answer = await self._client._call("POST", _core.extend_path(self.resource, self.lock_id, self.kind),
+                                              {"ttl_ms": self.ttl_ms}, "extend %r" % self.resource)
+        except FencelockError as e:
+            try:
+                await self.release()
+            except FencelockError:
+                pass
+            if e.code in _core.KEEPALIVE_FATAL_CODES:
+                raise Lost("the lock of %r was lost before its grant arrived: %s" % (self.resource, e.message),
+                           status=e.status, code=e.code, body=e.body) from None
+            raise
+        v = answer.get("validity_ms")
+        if not isinstance(v, int):
+            raise ProtocolError("extend: the answer has no validity_ms", code="protocol", body=answer)
+        acquired = self._validity.acquired_ms
+        self._validity = _core.Validity(sent, v)
+        self._validity.acquired_ms = acquired
+        self.extensions += 1
 
     def _start_keepalive(self) -> None:
         self._client._locks[id(self)] = self

@@ -160,6 +160,8 @@ class Client:
         if not isinstance(grant.get("token"), int):
             raise ProtocolError("%s: the grant has no token" % what, code="protocol", body=grant)
         lock = Lock(self, grant, sent, ttl_ms, kind, on_lost, reenter.owner_id if reenter is not None else None)
+        if _core.needs_confirm(sent, _core.now_ms(), grant["validity_ms"]):
+            lock._confirm()
         if keepalive:
             self._keeper.add(lock)
         return lock
@@ -250,6 +252,7 @@ class Lock:
         self.semaphore: Optional[str] = grant.get("semaphore")
         self._requested_kind = requested_kind
         self._validity = _core.Validity(sent_ms, grant["validity_ms"])
+        self._sent_ms = sent_ms
         self._mu = threading.Lock()
         self._lost: Optional[FencelockError] = None
         self._released = False
@@ -281,7 +284,7 @@ class Lock:
     @property
     def acquired_ms(self) -> float:
         """When the acquisition was sent, on the monotonic clock in ms."""
-        return self._validity.acquired_ms
+        return self._sent_ms
 
     def remaining_ms(self) -> float:
         """Milliseconds the lock is still certainly held (0 once it is not)."""
@@ -376,6 +379,30 @@ class Lock:
                 self.extensions += 1
                 self.ttl_ms = ttl
         self.check()
+
+    def _confirm(self) -> None:
+        """After a grant that waited: extend at once, and count the validity from
+        this extension's own send (see _core.needs_confirm)."""
+        sent = _core.now_ms()
+        try:
+            answer = self._client._call("POST", _core.extend_path(self.resource, self.lock_id, self.kind),
+                                        {"ttl_ms": self.ttl_ms}, what="extend %r" % self.resource)
+        except FencelockError as e:
+            try:
+                self.release()
+            except FencelockError:
+                pass
+            if e.code in _core.KEEPALIVE_FATAL_CODES:
+                raise Lost("the lock of %r was lost before its grant arrived: %s" % (self.resource, e.message),
+                           status=e.status, code=e.code, body=e.body) from None
+            raise
+        v = answer.get("validity_ms")
+        if not isinstance(v, int):
+            raise ProtocolError("extend: the answer has no validity_ms", code="protocol", body=answer)
+        with self._mu:
+            self._validity = _core.Validity(sent, v)
+            self._validity.acquired_ms = self._sent_ms
+        self.extensions += 1
 
     def release(self) -> None:
         """Release the lock (once; later calls do nothing) and stop its keep-alive.
