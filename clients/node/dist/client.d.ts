@@ -93,8 +93,7 @@ export declare class Lock {
     /** As the server named it: plain, permit, multi, reentrant, read or write. */
     readonly kind: LockKind;
     readonly lockId: string;
-    /** The non-secret reference of lockId that a status reports as holder_ref. */
-    readonly ref: string;
+    private refCache;
     /** A reentrant lock's owner id (what a status names as holder), else null. */
     readonly ownerId: string | null;
     /** The fencing token: send it with every write the lock protects. */
@@ -103,18 +102,21 @@ export declare class Lock {
     readonly semaphore: string | null;
     /** The grant as the server sent it. */
     readonly grant: Json;
-    /** Aborted when the lock is lost (reason: the LostError) or released. */
-    readonly signal: AbortSignal;
     ttlMs: number;
     /** Extensions that succeeded. */
     extensions: number;
     private readonly client;
     private validity;
-    private readonly controller;
+    private controller;
     private lostError;
     private released;
     private timer;
     private readonly onLost?;
+    /** The non-secret reference of lockId that a status reports as holder_ref. */
+    get ref(): string;
+    /** Aborted when the lock is lost (reason: the LostError) or released. */
+    get signal(): AbortSignal;
+    private releasedError;
     /** When the acquisition was sent, on the monotonic clock (process.hrtime) in ms. */
     get acquiredMs(): number;
     /** The end of the validity, on the same clock. */

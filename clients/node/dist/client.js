@@ -214,8 +214,7 @@ export class Lock {
     /** As the server named it: plain, permit, multi, reentrant, read or write. */
     kind;
     lockId;
-    /** The non-secret reference of lockId that a status reports as holder_ref. */
-    ref;
+    refCache = null;
     /** A reentrant lock's owner id (what a status names as holder), else null. */
     ownerId;
     /** The fencing token: send it with every write the lock protects. */
@@ -224,14 +223,14 @@ export class Lock {
     semaphore;
     /** The grant as the server sent it. */
     grant;
-    /** Aborted when the lock is lost (reason: the LostError) or released. */
-    signal;
     ttlMs;
     /** Extensions that succeeded. */
     extensions = 0;
     client;
     validity;
-    controller = new AbortController();
+    // Made on first use: most locks are taken and released without anyone
+    // looking at their signal, and an AbortController is not free.
+    controller = null;
     lostError = null;
     released = false;
     timer = null;
@@ -244,14 +243,31 @@ export class Lock {
         this.resources = Array.isArray(g.resources) ? g.resources : [this.resource];
         this.kind = g.kind;
         this.lockId = core.checkLockId(g.lock_id);
-        this.ref = core.lockRef(this.lockId);
         this.ownerId = this.kind === 'reentrant' ? owner ?? core.ownerId(this.lockId) : null;
         this.token = g.token;
         this.semaphore = typeof g.semaphore === 'string' ? g.semaphore : null;
         this.ttlMs = ttlMs;
         this.validity = new core.Validity(sentMs, g.validity_ms);
         this.onLost = onLost;
-        this.signal = this.controller.signal;
+    }
+    /** The non-secret reference of lockId that a status reports as holder_ref. */
+    get ref() {
+        this.refCache ??= core.lockRef(this.lockId);
+        return this.refCache;
+    }
+    /** Aborted when the lock is lost (reason: the LostError) or released. */
+    get signal() {
+        if (!this.controller) {
+            this.controller = new AbortController();
+            if (this.lostError)
+                this.controller.abort(this.lostError);
+            else if (this.released)
+                this.controller.abort(this.releasedError());
+        }
+        return this.controller.signal;
+    }
+    releasedError() {
+        return new LostError(`the lock of ${JSON.stringify(this.resource)} was released`, 0, 'released');
     }
     /** When the acquisition was sent, on the monotonic clock (process.hrtime) in ms. */
     get acquiredMs() { return this.validity.acquiredMs; }
@@ -299,7 +315,7 @@ export class Lock {
         if (!this.lostError && !this.released) {
             this.lostError = err;
             this.stopKeepalive();
-            this.controller.abort(err);
+            this.controller?.abort(err);
             try {
                 this.onLost?.(this, err);
             }
@@ -408,7 +424,7 @@ export class Lock {
         this.stopKeepalive();
         if (!this.lostError) {
             this.released = true;
-            this.controller.abort(new LostError(`the lock of ${JSON.stringify(this.resource)} was released`, 0, 'released'));
+            this.controller?.abort(this.releasedError());
         }
         this.released = true;
         await this.client.call('DELETE', core.lockPath(this.resource, this.lockId, this.kind), undefined, `release ${JSON.stringify(this.resource)}`);

@@ -55,7 +55,7 @@ export class Transport {
         this.agent = this.https
             ? new https.Agent({ ...agentOptions, ...(o.ca !== undefined ? { ca: readFileSync(o.ca) } : {}) })
             : new http.Agent(agentOptions);
-        this.headers = { 'User-Agent': USER_AGENT, Accept: 'application/json' };
+        this.headers = { 'User-Agent': USER_AGENT };
         if (o.token)
             this.headers.Authorization = `Bearer ${o.token}`;
     }

@@ -246,8 +246,7 @@ export class Lock {
   /** As the server named it: plain, permit, multi, reentrant, read or write. */
   readonly kind: LockKind;
   readonly lockId: string;
-  /** The non-secret reference of lockId that a status reports as holder_ref. */
-  readonly ref: string;
+  private refCache: string | null = null;
   /** A reentrant lock's owner id (what a status names as holder), else null. */
   readonly ownerId: string | null;
   /** The fencing token: send it with every write the lock protects. */
@@ -256,15 +255,16 @@ export class Lock {
   readonly semaphore: string | null;
   /** The grant as the server sent it. */
   readonly grant: Json;
-  /** Aborted when the lock is lost (reason: the LostError) or released. */
-  readonly signal: AbortSignal;
+
   ttlMs: number;
   /** Extensions that succeeded. */
   extensions = 0;
 
   private readonly client: Client;
   private validity: core.Validity;
-  private readonly controller = new AbortController();
+  // Made on first use: most locks are taken and released without anyone
+  // looking at their signal, and an AbortController is not free.
+  private controller: AbortController | null = null;
   private lostError: FencelockError | null = null;
   private released = false;
   private timer: NodeJS.Timeout | null = null;
@@ -279,14 +279,32 @@ export class Lock {
     this.resources = Array.isArray(g.resources) ? (g.resources as string[]) : [this.resource];
     this.kind = g.kind as LockKind;
     this.lockId = core.checkLockId(g.lock_id);
-    this.ref = core.lockRef(this.lockId);
     this.ownerId = this.kind === 'reentrant' ? owner ?? core.ownerId(this.lockId) : null;
     this.token = g.token as number;
     this.semaphore = typeof g.semaphore === 'string' ? g.semaphore : null;
     this.ttlMs = ttlMs;
     this.validity = new core.Validity(sentMs, g.validity_ms as number);
     this.onLost = onLost;
-    this.signal = this.controller.signal;
+  }
+
+  /** The non-secret reference of lockId that a status reports as holder_ref. */
+  get ref(): string {
+    this.refCache ??= core.lockRef(this.lockId);
+    return this.refCache;
+  }
+
+  /** Aborted when the lock is lost (reason: the LostError) or released. */
+  get signal(): AbortSignal {
+    if (!this.controller) {
+      this.controller = new AbortController();
+      if (this.lostError) this.controller.abort(this.lostError);
+      else if (this.released) this.controller.abort(this.releasedError());
+    }
+    return this.controller.signal;
+  }
+
+  private releasedError(): LostError {
+    return new LostError(`the lock of ${JSON.stringify(this.resource)} was released`, 0, 'released');
   }
 
   /** When the acquisition was sent, on the monotonic clock (process.hrtime) in ms. */
@@ -335,7 +353,7 @@ export class Lock {
     if (!this.lostError && !this.released) {
       this.lostError = err;
       this.stopKeepalive();
-      this.controller.abort(err);
+      this.controller?.abort(err);
       try {
         this.onLost?.(this, err);
       } catch {
@@ -447,7 +465,7 @@ export class Lock {
     this.stopKeepalive();
     if (!this.lostError) {
       this.released = true;
-      this.controller.abort(new LostError(`the lock of ${JSON.stringify(this.resource)} was released`, 0, 'released'));
+      this.controller?.abort(this.releasedError());
     }
     this.released = true;
     await this.client.call('DELETE', core.lockPath(this.resource, this.lockId, this.kind), undefined,

@@ -45,7 +45,7 @@ class Transport:
         self.base = "%s://%s:%d" % (u.scheme, self.host, self.port)
         self.timeout_s = float(timeout_s)
         self.pool_size = pool_size
-        self.headers = {"User-Agent": user_agent, "Accept": "application/json"}
+        self.headers = {"User-Agent": user_agent}
         if token:
             self.headers["Authorization"] = "Bearer " + token
         self._ssl = ssl.create_default_context(cafile=ca_file) if self.https else None
@@ -117,7 +117,9 @@ class Transport:
                 r = conn.c.getresponse()
                 raw = r.read()
                 status = r.status
-                rh = {k.lower(): v for k, v in r.getheaders()}
+                # Only the headers the clients read (a dict of all of them costs
+                # as much as the rest of the answer).
+                rh = {"content-type": r.getheader("Content-Type", ""), "etag": r.getheader("ETag", "")}
                 keep = not r.will_close
             except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError) as e:
                 conn.c.close()

@@ -71,7 +71,7 @@ class AsyncClient:
     async context manager."""
 
     def __init__(self, url: str, *, token: Optional[str] = None, ca_file: Optional[str] = None,
-                 timeout: float = 10.0, pool_size: int = 16):
+                 timeout: float = 10.0, pool_size: int = 64):
         self._t = AsyncTransport(url, token, ca_file, timeout, pool_size, USER_AGENT)
         self._locks: Dict[int, "AsyncLock"] = {}
 

@@ -48,7 +48,7 @@ class Client:
     """
 
     def __init__(self, url: str, *, token: Optional[str] = None, ca_file: Optional[str] = None,
-                 timeout: float = 10.0, pool_size: int = 16):
+                 timeout: float = 10.0, pool_size: int = 64):
         self._t = Transport(url, token, ca_file, timeout, pool_size, USER_AGENT)
         self._keeper = _Keeper(self)
 
@@ -464,11 +464,16 @@ class _Keeper:
             if self._stopped:
                 return
             self._live[id(lock)] = lock
-            self._push(lock, _core.now_ms() + _core.extend_interval_ms(lock.ttl_ms), 0)
+            due = _core.now_ms() + _core.extend_interval_ms(lock.ttl_ms)
+            # Wake the keeper only if it must wake earlier than it would: a lock
+            # taken and released quickly then costs no thread switch.
+            wake = self._heap[0][0] if self._heap else None
+            self._push(lock, due, 0)
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, daemon=True, name="fencelock-keepalive")
                 self._thread.start()
-            self._cv.notify()
+            if wake is None or min(due, lock.valid_until_ms) < wake:
+                self._cv.notify()
 
     def remove(self, lock: Lock) -> None:
         with self._cv:

@@ -161,7 +161,7 @@ class StorageGuard:
     is sent) or ``token=`` (a token as a number, sent as it is)."""
 
     def __init__(self, url: str, *, token: Optional[str] = None, ca_file: Optional[str] = None,
-                 timeout: float = 10.0, pool_size: int = 16):
+                 timeout: float = 10.0, pool_size: int = 64):
         self._t = Transport(url, token, ca_file, timeout, pool_size, USER_AGENT)
 
     def __enter__(self) -> "StorageGuard":
@@ -233,7 +233,7 @@ class AsyncStorageGuard:
     """The asyncio form of :class:`StorageGuard`: the same methods, as coroutines."""
 
     def __init__(self, url: str, *, token: Optional[str] = None, ca_file: Optional[str] = None,
-                 timeout: float = 10.0, pool_size: int = 16):
+                 timeout: float = 10.0, pool_size: int = 64):
         self._t = AsyncTransport(url, token, ca_file, timeout, pool_size, USER_AGENT)
 
     async def __aenter__(self) -> "AsyncStorageGuard":
