@@ -578,6 +578,19 @@ def sc_errors(env, d):
     finally:
         bad.stop()
         locked_node.kill()
+    # A server that takes the connection and never answers: Timeout, within
+    # the client's timeout.
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(8)
+    try:
+        env.configure(d, name="silent", url="http://127.0.0.1:%d" % silent.getsockname()[1], timeout_ms=300)
+        t0 = mono_ms()
+        e = d.fails("acquire", "Timeout", client="silent", handle="x", resource=env.res("t"))
+        took = mono_ms() - t0
+        expect(e["status"] == 0 and 250 <= took < 2000, "no answer within 300 ms: Timeout", e, took)
+    finally:
+        silent.close()
     # Arguments are refused before any request.
     for case in ("lock_empty", "lock_ttl0", "lock_wait_neg", "lock_wait_mode", "many_empty", "semaphore_0",
                  "release_bad_id", "put_no_token", "resource_too_long"):
