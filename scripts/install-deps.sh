@@ -16,7 +16,15 @@ pkgs=(
   ca-certificates python3 jq
   # Node.js (18 in Debian 12: fetch built in) runs the fencelockd example client.
   nodejs
+  # The client packages of clients/: a venv for the Python one (Debian's pip
+  # refuses system installs), Go (1.19 in Debian 12) for the Go one.
+  python3-venv golang-go
 )
+# npm installs the Node.js client and builds it (TypeScript from the npm
+# registry). Debian's nodejs has it in the separate npm package; a nodejs
+# from elsewhere that brings its own npm conflicts with that package, so ask
+# for it only when there is no npm at all.
+command -v npm >/dev/null 2>&1 || pkgs+=(npm)
 
 missing=()
 for p in "${pkgs[@]}"; do

@@ -32,7 +32,9 @@ for s in $SUITES; do args+=(--suite "$s"); done
 # client processes it starts, and its fault proxies, one thread each and
 # run one at a time under valgrind, would slow every client's traffic
 # (the explorer's checker still runs under valgrind, in suite unit).
-[ -n "$WRAPPER" ] && args+=(--wrapper "$WRAPPER" --no-suite examples --no-suite explorer-run)
+# The client packages (suite clients) run in Python, Node.js and Go:
+# valgrind would wrap their interpreters and the harness, not the servers.
+[ -n "$WRAPPER" ] && args+=(--wrapper "$WRAPPER" --no-suite examples --no-suite explorer-run --no-suite clients)
 # Tests that size themselves down under a wrapper read this
 # (tests/fencelockd/test_idle.c: 1,000 idle connections, not 10,000).
 export FENCELOCK_TEST_WRAPPER="$WRAPPER"

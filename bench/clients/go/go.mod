@@ -1,0 +1,7 @@
+module fencelock-clients-bench
+
+go 1.19
+
+require fencelock v0.0.0
+
+replace fencelock => ../../../clients/go

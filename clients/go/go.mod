@@ -1,0 +1,3 @@
+module fencelock
+
+go 1.19

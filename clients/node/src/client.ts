@@ -1,0 +1,506 @@
+/**
+ * The lock client: {@link Client} and {@link Lock}.
+ *
+ * @module
+ */
+import * as core from './core.js';
+import type { AcquireKind, LockKind, StatusKind, WaitMode } from './core.js';
+import { CanceledError, FencelockError, LostError, ProtocolError, fromAnswer } from './errors.js';
+import type { Json } from './errors.js';
+import { Transport } from './http.js';
+import type { TransportOptions } from './http.js';
+
+// `await using` needs Symbol.asyncDispose; Node.js 18 before 18.18 lacks it.
+const symbols = Symbol as unknown as { asyncDispose?: symbol; dispose?: symbol };
+symbols.asyncDispose ??= Symbol.for('Symbol.asyncDispose');
+symbols.dispose ??= Symbol.for('Symbol.dispose');
+
+
+/** Options of every acquisition. */
+export interface LockOptions {
+  /** The lease in ms (default 10000); the keep-alive extends it every third of it. */
+  ttlMs?: number;
+  /** How long to wait while it is held (default 0: one try); at most the server's --max-wait. */
+  waitMs?: number;
+  /** How to wait: 'notify' (default), 'fair' (in arrival order) or 'poll'. */
+  wait?: WaitMode;
+  /** Keep the lock alive from this process until released (default true). */
+  keepalive?: boolean;
+  /** Cancels the acquisition (rejects with CanceledError); the server withdraws the wait. */
+  signal?: AbortSignal;
+  /** Called the moment the lock is known lost. */
+  onLost?: (lock: Lock, error: FencelockError) => void;
+}
+
+/** A status answer (GET /v1/locks/{resource}), with the holder fields read defensively. */
+export class Status {
+  /** The answer as the server sent it. */
+  readonly raw: Json;
+  constructor(raw: Json) { this.raw = raw; }
+  get held(): boolean { return Boolean(this.raw.held); }
+  /** The holder's bearer-token client name, or null (absent: null). */
+  get holderClient(): string | null { return (this.raw.holder_client as string | undefined) ?? null; }
+  /** A non-secret form of the holder's lock id, or null (absent: null). */
+  get holderRef(): string | null { return (this.raw.holder_ref as string | undefined) ?? null; }
+  /** Whether this status names `lock` as the holder. */
+  heldBy(lock: Lock): boolean {
+    return core.statusHeldBy(this.raw, lock.ownerId ? [lock.lockId, lock.ownerId] : [lock.lockId]);
+  }
+}
+
+/**
+ * A client of one fencelockd (`url` like `http://127.0.0.1:7600`). Share one
+ * client in a process; `close()` it to close its connections.
+ */
+export class Client {
+  /** @internal */ readonly t: Transport;
+  /** @internal */ readonly live = new Set<Lock>();
+
+  constructor(url: string, options: TransportOptions = {}) {
+    this.t = new Transport(url, options);
+  }
+
+  /** Stop every keep-alive and close the connections (held locks run out by their TTL). */
+  close(): void {
+    for (const l of this.live) l.stopKeepalive();
+    this.t.close();
+  }
+
+  /**
+   * Take a plain lock, waiting up to `waitMs` while it is held. Rejects with
+   * LockedError once the wait ran out, CanceledError when `signal` fires, or
+   * another FencelockError.
+   *
+   * ```ts
+   * await using lock = await client.lock('invoice:42', { waitMs: 5000 });
+   * await store.put('invoice-42', { paid: true }, { lock });
+   * ```
+   */
+  lock(resource: string, options: LockOptions = {}): Promise<Lock> {
+    core.checkResource(resource);
+    return this.acquire('plain', resource, null, null, null, options);
+  }
+
+  /** Several resources at once, all or none, under one token. */
+  lockMany(resources: string[], options: LockOptions = {}): Promise<Lock> {
+    const names = core.checkResources(resources);
+    return this.acquire('multi', null, names, null, null, options);
+  }
+
+  /** A read lock: many readers, no writer. Its token is the largest of the writes' (not new). */
+  readLock(resource: string, options: LockOptions = {}): Promise<Lock> {
+    core.checkResource(resource);
+    return this.acquire('read', resource, null, null, null, options);
+  }
+
+  /** A write lock: one writer, no reader. */
+  writeLock(resource: string, options: LockOptions = {}): Promise<Lock> {
+    core.checkResource(resource);
+    return this.acquire('write', resource, null, null, null, options);
+  }
+
+  /** One of `permits` permits (every client of it names the same number); `lock.resource` is the permit. */
+  semaphore(resource: string, permits: number, options: LockOptions = {}): Promise<Lock> {
+    core.checkResource(resource);
+    core.checkInt(permits, 'permits', 1, core.PERMITS_MAX);
+    return this.acquire('semaphore', resource, null, permits, null, options);
+  }
+
+  /** A first hold of a reentrant lock; {@link Lock.reenter} takes more. */
+  reentrant(resource: string, options: LockOptions = {}): Promise<Lock> {
+    core.checkResource(resource);
+    return this.acquire('reentrant', resource, null, null, null, options);
+  }
+
+  /** @internal */
+  async acquire(kind: AcquireKind, resource: string | null, resources: string[] | null, permits: number | null,
+    reenter: Lock | null, o: LockOptions): Promise<Lock> {
+    if (o === null || typeof o !== 'object') throw new TypeError('options must be an object');
+    const ttlMs = core.checkInt(o.ttlMs ?? 10000, 'ttlMs', 1);
+    const waitMs = core.checkInt(o.waitMs ?? 0, 'waitMs', 0);
+    const wait = core.checkWaitMode(o.wait ?? 'notify');
+    if (o.signal !== undefined && !(o.signal instanceof AbortSignal)) throw new TypeError('signal must be an AbortSignal');
+    if (o.onLost !== undefined && typeof o.onLost !== 'function') throw new TypeError('onLost must be a function');
+    const [path, body] = core.acquireRequest(kind, resource, resources, ttlMs, waitMs, wait, permits,
+      reenter ? reenter.lockId : null);
+    const what = `acquire ${JSON.stringify(resource ?? resources)}`;
+    const deadline = core.nowMs() + waitMs;
+    for (let attempt = 0; ; attempt++) {
+      const left = attempt === 0 ? waitMs : core.retryWaitMs(deadline - core.nowMs());
+      body.wait_ms = left;
+      const sent = core.nowMs();
+      let err: FencelockError;
+      try {
+        const a = await this.t.request('POST', path, body, undefined,
+          { timeoutMs: this.t.timeoutMs + left, signal: o.signal, what });
+        if (a.status === 200) {
+          const g = grantFields(a.body, what);
+          const lock = new Lock(this, g, sent, ttlMs, o.onLost, reenter?.ownerId ?? null);
+          if (core.needsConfirm(sent, core.nowMs(), g.validity_ms as number)) await lock.confirm();
+          if (o.keepalive ?? true) lock.startKeepalive();
+          return lock;
+        }
+        err = fromAnswer(a.status, a.body, what);
+      } catch (e) {
+        if (!(e instanceof FencelockError) || e instanceof CanceledError) throw e;
+        err = e;
+      }
+      // Retry what may pass (a restart, a node back) while the wait lasts.
+      if (!core.ACQUIRE_RETRY_CODES.has(err.code) || core.nowMs() >= deadline) throw err;
+      await sleep(Math.max(0, Math.min(core.acquireBackoffMs(attempt), deadline - core.nowMs())), o.signal, what);
+    }
+  }
+
+  /** Extend a lock by its id (no token in the answer). Rejects with LostError if gone. */
+  extend(resource: string, lockId: string, options: { ttlMs?: number; kind?: LockKind } = {}): Promise<Json> {
+    core.checkResource(resource);
+    core.checkLockId(lockId);
+    const ttlMs = core.checkInt(options.ttlMs ?? 10000, 'ttlMs', 1);
+    const kind = checkLockKind(options.kind ?? 'plain');
+    return this.call('POST', core.extendPath(resource, lockId, kind), { ttl_ms: ttlMs }, `extend ${JSON.stringify(resource)}`);
+  }
+
+  /** Release a lock by its id; `nodes_released` below a majority means it had run out. */
+  release(resource: string, lockId: string, options: { kind?: LockKind } = {}): Promise<Json> {
+    core.checkResource(resource);
+    core.checkLockId(lockId);
+    const kind = checkLockKind(options.kind ?? 'plain');
+    return this.call('DELETE', core.lockPath(resource, lockId, kind), undefined, `release ${JSON.stringify(resource)}`);
+  }
+
+  /** What the nodes say of a lock: kind plain, rw, reentrant, or semaphore with permits. */
+  async status(resource: string, options: { kind?: StatusKind; permits?: number } = {}): Promise<Status> {
+    core.checkResource(resource);
+    const kind = options.kind ?? 'plain';
+    if (!['plain', 'rw', 'reentrant', 'semaphore'].includes(kind)) throw new RangeError('kind must be plain, rw, reentrant or semaphore');
+    if ((kind === 'semaphore') !== (options.permits !== undefined)) {
+      throw new TypeError("a semaphore's status needs permits, and only a semaphore's");
+    }
+    if (options.permits !== undefined) core.checkInt(options.permits, 'permits', 1, core.PERMITS_MAX);
+    return new Status(await this.call('GET', core.statusPath(resource, kind, options.permits), undefined,
+      `status ${JSON.stringify(resource)}`));
+  }
+
+  /** GET /healthz. */
+  health(): Promise<Json> {
+    return this.call('GET', '/healthz', undefined, 'health');
+  }
+
+  /** @internal */
+  async call(method: string, path: string, body: unknown, what: string, timeoutMs?: number): Promise<Json> {
+    const a = await this.t.request(method, path, body, undefined, { timeoutMs, what });
+    if (a.status !== 200) throw fromAnswer(a.status, a.body, what);
+    if (a.body === null || typeof a.body !== 'object') throw new ProtocolError(`${what}: the answer is not a JSON object`, a.status, 'protocol');
+    return a.body as Json;
+  }
+}
+
+function checkLockKind(k: unknown): LockKind {
+  if (!['plain', 'permit', 'multi', 'reentrant', 'read', 'write'].includes(k as string)) {
+    throw new RangeError('kind must be plain, permit, multi, reentrant, read or write (as the grant said)');
+  }
+  return k as LockKind;
+}
+
+function grantFields(body: unknown, what: string): Json {
+  const g = body as Json;
+  if (g === null || typeof g !== 'object' || typeof g.resource !== 'string' || typeof g.kind !== 'string' ||
+      typeof g.lock_id !== 'string' || typeof g.validity_ms !== 'number' || typeof g.token !== 'number') {
+    throw new ProtocolError(`${what}: the grant lacks a field the API documents`, 200, 'protocol', g ?? null);
+  }
+  return g;
+}
+
+function sleep(ms: number, signal: AbortSignal | undefined, what: string): Promise<void> {
+  return new Promise((resolve, reject) => {
+    if (signal?.aborted) {
+      reject(new CanceledError(`${what}: canceled`, 0, 'canceled', null, { cause: signal.reason }));
+      return;
+    }
+    const onAbort = () => {
+      clearTimeout(t);
+      reject(new CanceledError(`${what}: canceled`, 0, 'canceled', null, { cause: signal?.reason }));
+    };
+    const t = setTimeout(() => {
+      signal?.removeEventListener('abort', onAbort);
+      resolve();
+    }, ms);
+    signal?.addEventListener('abort', onAbort, { once: true });
+  });
+}
+
+/**
+ * A held lock. `await using lock = await client.lock(...)` releases it on
+ * leaving the block; or call {@link Lock.release}.
+ *
+ * {@link Lock.signal} is aborted the moment the lock is lost (its reason the
+ * LostError) or released. {@link Lock.valid} and {@link Lock.check} read the
+ * monotonic clock: a lock is never reported valid past the validity the
+ * server granted, whether or not the keep-alive ran.
+ */
+export class Lock {
+  /** The resource held (a permit's own name for a semaphore). */
+  readonly resource: string;
+  /** A multi-resource lock's names (else [resource]). */
+  readonly resources: string[];
+  /** As the server named it: plain, permit, multi, reentrant, read or write. */
+  readonly kind: LockKind;
+  readonly lockId: string;
+  private refCache: string | null = null;
+  /** A reentrant lock's owner id (what a status names as holder), else null. */
+  readonly ownerId: string | null;
+  /** The fencing token: send it with every write the lock protects. */
+  readonly token: number;
+  /** The semaphore's name, for a permit. */
+  readonly semaphore: string | null;
+  /** The grant as the server sent it. */
+  readonly grant: Json;
+
+  ttlMs: number;
+  /** Extensions that succeeded. */
+  extensions = 0;
+
+  private readonly client: Client;
+  private validity: core.Validity;
+  // Made on first use: most locks are taken and released without anyone
+  // looking at their signal, and an AbortController is not free.
+  private controller: AbortController | null = null;
+  private lostError: FencelockError | null = null;
+  private released = false;
+  private timer: NodeJS.Timeout | null = null;
+  private readonly onLost?: (lock: Lock, error: FencelockError) => void;
+
+  /** @internal */
+  constructor(client: Client, g: Json, sentMs: number, ttlMs: number,
+    onLost: ((lock: Lock, error: FencelockError) => void) | undefined, owner: string | null) {
+    this.client = client;
+    this.grant = g;
+    this.resource = g.resource as string;
+    this.resources = Array.isArray(g.resources) ? (g.resources as string[]) : [this.resource];
+    this.kind = g.kind as LockKind;
+    this.lockId = core.checkLockId(g.lock_id);
+    this.ownerId = this.kind === 'reentrant' ? owner ?? core.ownerId(this.lockId) : null;
+    this.token = g.token as number;
+    this.semaphore = typeof g.semaphore === 'string' ? g.semaphore : null;
+    this.ttlMs = ttlMs;
+    this.validity = new core.Validity(sentMs, g.validity_ms as number);
+    this.onLost = onLost;
+  }
+
+  /** The non-secret reference of lockId that a status reports as holder_ref. */
+  get ref(): string {
+    this.refCache ??= core.lockRef(this.lockId);
+    return this.refCache;
+  }
+
+  /** Aborted when the lock is lost (reason: the LostError) or released. */
+  get signal(): AbortSignal {
+    if (!this.controller) {
+      this.controller = new AbortController();
+      if (this.lostError) this.controller.abort(this.lostError);
+      else if (this.released) this.controller.abort(this.releasedError());
+    }
+    return this.controller.signal;
+  }
+
+  private releasedError(): LostError {
+    return new LostError(`the lock of ${JSON.stringify(this.resource)} was released`, 0, 'released');
+  }
+
+  /** When the acquisition was sent, on the monotonic clock (process.hrtime) in ms. */
+  get acquiredMs(): number { return this.validity.acquiredMs; }
+  /** The end of the validity, on the same clock. */
+  get validUntilMs(): number { return this.validity.validUntilMs; }
+
+  /** Milliseconds the lock is still certainly held (0 once not). */
+  remainingMs(): number {
+    if (this.lostError || this.released) return 0;
+    return this.validity.remainingMs();
+  }
+
+  /** Whether the lock is still certainly held (no request). */
+  get valid(): boolean {
+    try {
+      this.check();
+      return true;
+    } catch {
+      return false;
+    }
+  }
+
+  /** Why the lock was lost, or null. */
+  get lost(): FencelockError | null {
+    try {
+      this.check();
+    } catch (e) {
+      return (e as FencelockError).code === 'released' ? null : (e as FencelockError);
+    }
+    return null;
+  }
+
+  /** Throw LostError unless still certainly held: not released, not lost, within its validity. */
+  check(): void {
+    let err = this.lostError;
+    if (!err && this.released) err = new LostError(`the lock of ${JSON.stringify(this.resource)} was released`, 0, 'released');
+    if (!err && !this.validity.valid()) {
+      err = this.markLost(new LostError(`the lock of ${JSON.stringify(this.resource)} ran past its validity without an extension`, 0, 'expired'));
+    }
+    if (err) throw err;
+  }
+
+  /** @internal */
+  markLost(err: FencelockError): FencelockError {
+    if (!this.lostError && !this.released) {
+      this.lostError = err;
+      this.stopKeepalive();
+      this.controller?.abort(err);
+      try {
+        this.onLost?.(this, err);
+      } catch {
+        // a user's callback must not break the keep-alive
+      }
+    }
+    return this.lostError ?? err;
+  }
+
+  /** Extend now (the keep-alive does it itself). Rejects with LostError if gone. */
+  async extend(ttlMs?: number): Promise<void> {
+    const ttl = ttlMs === undefined ? this.ttlMs : core.checkInt(ttlMs, 'ttlMs', 1);
+    this.check();
+    const sent = core.nowMs();
+    // No answer is worth waiting for past the validity: it could not save the lock.
+    const timeout = Math.min(this.client.t.timeoutMs, Math.max(1, this.validity.remainingMs()));
+    let a: Json;
+    try {
+      a = await this.client.call('POST', core.extendPath(this.resource, this.lockId, this.kind), { ttl_ms: ttl },
+        `extend ${JSON.stringify(this.resource)}`, timeout);
+    } catch (e) {
+      if (e instanceof FencelockError && core.KEEPALIVE_FATAL_CODES.has(e.code)) {
+        this.markLost(new LostError(`the lock of ${JSON.stringify(this.resource)} is lost: ${e.message}`, e.status, e.code, e.body));
+        this.check();
+      }
+      throw e;
+    }
+    if (typeof a.validity_ms !== 'number') throw new ProtocolError('extend: the answer has no validity_ms', 200, 'protocol', a);
+    // An answer after the validity ran out saves nothing: someone may have held it between.
+    if (!this.lostError && this.validity.valid()) {
+      this.validity.extended(sent, a.validity_ms);
+      this.extensions++;
+      this.ttlMs = ttl;
+    }
+    this.check();
+  }
+
+  /** @internal After a grant that waited: extend at once (see needsConfirm in core). */
+  async confirm(): Promise<void> {
+    const sent = core.nowMs();
+    let a: Json;
+    try {
+      a = await this.client.call('POST', core.extendPath(this.resource, this.lockId, this.kind), { ttl_ms: this.ttlMs },
+        `extend ${JSON.stringify(this.resource)}`);
+    } catch (e) {
+      await this.release().catch(() => {});
+      if (e instanceof FencelockError && core.KEEPALIVE_FATAL_CODES.has(e.code)) {
+        throw new LostError(`the lock of ${JSON.stringify(this.resource)} was lost before its grant arrived: ${e.message}`,
+          e.status, e.code, e.body);
+      }
+      throw e;
+    }
+    if (typeof a.validity_ms !== 'number') throw new ProtocolError('extend: the answer has no validity_ms', 200, 'protocol', a);
+    const acquired = this.validity.acquiredMs;
+    this.validity = new core.Validity(sent, a.validity_ms);
+    this.validity.acquiredMs = acquired;
+    this.extensions++;
+  }
+
+  /** @internal */
+  startKeepalive(): void {
+    this.client.live.add(this);
+    this.schedule(core.nowMs() + core.extendIntervalMs(this.ttlMs), 0);
+  }
+
+  /** @internal */
+  stopKeepalive(): void {
+    this.client.live.delete(this);
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = null;
+  }
+
+  private schedule(due: number, failures: number): void {
+    if (this.released || this.lostError) return;
+    // Wake for the next extension or the end of the validity, whichever comes first.
+    const wake = Math.min(due, this.validity.validUntilMs);
+    this.timer = setTimeout(() => this.tick(due, failures), Math.max(0, wake - core.nowMs()));
+    this.timer.unref();
+  }
+
+  private tick(due: number, failures: number): void {
+    this.timer = null;
+    if (!this.valid) return; // check() marked it lost, and aborted the signal
+    if (core.nowMs() < due) {
+      this.schedule(due, failures);
+      return;
+    }
+    this.extend().then(
+      () => this.schedule(core.nowMs() + core.extendIntervalMs(this.ttlMs), 0),
+      (e: unknown) => {
+        if (this.lostError || !(e instanceof FencelockError) || core.KEEPALIVE_FATAL_CODES.has(e.code)) {
+          if (!(e instanceof FencelockError)) {
+            this.markLost(new LostError(`the keep-alive of ${JSON.stringify(this.resource)} failed: ${String(e)}`, 0, 'expired'));
+          }
+          return;
+        }
+        // It may pass (no quorum, a restart): again soon, while still valid.
+        this.schedule(core.nowMs() + core.retryDelayMs(this.ttlMs, failures), failures + 1);
+      });
+  }
+
+  /**
+   * Release (once; later calls do nothing) and stop the keep-alive; the
+   * signal is aborted. A lost lock is released too, in case a majority still
+   * holds it.
+   */
+  async release(): Promise<void> {
+    if (this.released) return;
+    this.stopKeepalive();
+    if (!this.lostError) {
+      this.released = true;
+      this.controller?.abort(this.releasedError());
+    }
+    this.released = true;
+    await this.client.call('DELETE', core.lockPath(this.resource, this.lockId, this.kind), undefined,
+      `release ${JSON.stringify(this.resource)}`);
+  }
+
+  /** `await using` releases the lock. */
+  [Symbol.asyncDispose](): Promise<void> {
+    return this.release();
+  }
+
+  /** One more hold of a reentrant lock: same owner and token. */
+  reenter(options: LockOptions = {}): Promise<Lock> {
+    if (this.kind !== 'reentrant') return Promise.reject(new TypeError('only a reentrant lock is re-entered'));
+    this.check();
+    return this.client.acquire('reentrant', this.resource, null, null, this, { ttlMs: this.ttlMs, ...options });
+  }
+
+  /**
+   * Check the lock, then call `fn(token, signal)`: hand the token to your own
+   * database's fenced write (docs/guarding-your-database.md), which must
+   * refuse it if a larger token was seen.
+   */
+  async fenced<T>(fn: (token: number, signal: AbortSignal) => T | Promise<T>): Promise<T> {
+    if (typeof fn !== 'function') throw new TypeError('fn must be a function');
+    this.check();
+    return fn(this.token, this.signal);
+  }
+
+  /** The resource's status now. */
+  status(): Promise<Status> {
+    if (this.kind === 'permit') {
+      return Promise.reject(new TypeError("ask a semaphore's status with client.status(name, { kind: 'semaphore', permits })"));
+    }
+    const kind: StatusKind = this.kind === 'reentrant' ? 'reentrant' : this.kind === 'read' || this.kind === 'write' ? 'rw' : 'plain';
+    return this.client.status(this.resources[0], { kind });
+  }
+}
