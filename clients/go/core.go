@@ -20,13 +20,15 @@ const (
 
 // LockRef is the non-secret reference of a lock id that fencelockd reports
 // as holder_ref: the first 16 lowercase hex digits of SHA-256 of the
-// 40-character id in ASCII. Comparing it with a status tells whether the
+// acquisition's id (the 40-character id with its last six digits, the
+// attempt's number, as "0"), shared by every attempt of an acquisition
+// and by a reentrant lock's first hold. Comparing it with a status tells whether the
 // holder is this lock without anyone seeing the id itself.
 func LockRef(lockID string) (string, error) {
 	if err := checkLockID(lockID); err != nil {
 		return "", err
 	}
-	sum := sha256.Sum256([]byte(lockID))
+	sum := sha256.Sum256([]byte(lockID[:34] + "000000"))
 	return hex.EncodeToString(sum[:])[:16], nil
 }
 

@@ -8,7 +8,9 @@ export declare function checkLockId(id: unknown): string;
 /**
  * The non-secret reference of a lock id that fencelockd reports as
  * `holder_ref`: the first 16 lowercase hex digits of SHA-256 of the
- * 40-character id in ASCII.
+ * acquisition's id (the 40-character id, in ASCII, with its last six
+ * digits, the attempt's number, as "0"), so that every attempt of an
+ * acquisition and a reentrant lock's first hold share it.
  */
 export declare function lockRef(lockId: string): string;
 /** A reentrant hold's owner: the first hold's id with its last six digits zeroed. */

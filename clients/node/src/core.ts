@@ -35,11 +35,13 @@ export function checkLockId(id: unknown): string {
 /**
  * The non-secret reference of a lock id that fencelockd reports as
  * `holder_ref`: the first 16 lowercase hex digits of SHA-256 of the
- * 40-character id in ASCII.
+ * acquisition's id (the 40-character id, in ASCII, with its last six
+ * digits, the attempt's number, as "0"), so that every attempt of an
+ * acquisition and a reentrant lock's first hold share it.
  */
 export function lockRef(lockId: string): string {
   checkLockId(lockId);
-  return createHash('sha256').update(lockId, 'ascii').digest('hex').slice(0, 16);
+  return createHash('sha256').update(lockId.slice(0, 34) + '000000', 'ascii').digest('hex').slice(0, 16);
 }
 
 /** A reentrant hold's owner: the first hold's id with its last six digits zeroed. */

