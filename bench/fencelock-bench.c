@@ -886,8 +886,9 @@ static void w4_pg_cpu(void)
 /* Every run on PostgreSQL starts from empty tables. */
 static void w4_pg_reset(void)
 {
-    if (tk_pg_exec(w4_pg, "DO $$ BEGIN IF to_regclass('sg_log') IS NOT NULL THEN"
-                          " TRUNCATE sg_records, sg_log, sg_deleted, fencing_last_token RESTART IDENTITY;"
+    if (tk_pg_exec(w4_pg, "DO $$ BEGIN IF to_regclass('storage_guard.sg_log') IS NOT NULL THEN"
+                          " TRUNCATE storage_guard.sg_records, storage_guard.sg_log, "
+                          "storage_guard.sg_deleted, fencelock.last_token RESTART IDENTITY;"
                           " END IF; END $$; CHECKPOINT") != 0)
         exit(2);
     w4_pg_mark = pg_cpu_s();
@@ -974,14 +975,14 @@ static void w4(int shared, int instances, const char *db, int unfenced)
 
 /* storage-guard's own upsert of a record, as a client would write it. */
 #define W4_UPSERT                                                                                            \
-    "INSERT INTO sg_records (key, resource, value, token, version, updated_at_ms)"                           \
+    "INSERT INTO storage_guard.sg_records (key, resource, value, token, version, updated_at_ms)"             \
     " %s ON CONFLICT (key) DO UPDATE SET"                                                                    \
     " resource = excluded.resource, value = excluded.value, token = excluded.token,"                         \
-    " version = sg_records.version + 1, updated_at_ms = excluded.updated_at_ms"
+    " version = storage_guard.sg_records.version + 1, updated_at_ms = excluded.updated_at_ms"
 
 /* How the SQL writers write: the upsert alone; in a transaction (BEGIN;
  * the upsert; COMMIT, sent in one go in libpq's pipeline mode); guarded in
- * a transaction (BEGIN; SELECT fencelock_admit(); the upsert; COMMIT, in
+ * a transaction (BEGIN; SELECT fencelock.admit(); the upsert; COMMIT, in
  * one go); or guarded in one statement (the upsert reads from the
  * admission). Each one round trip, as prepared statements. */
 enum { W4_SQL_PLAIN, W4_SQL_PLAIN_TXN, W4_SQL_TXN, W4_SQL_ONE, W4_SQL_COUNT };
@@ -1036,7 +1037,7 @@ static int w4_sql_prepare(PGconn *c, int how)
 {
     static const char *const values = "VALUES ($1::bytea, $2::bytea, $3, $4::bigint, 1, $5::bigint)";
     static const char *const admitted = "SELECT $1::bytea, $2::bytea, $3, $4::bigint, 1, $5::bigint FROM"
-                                        " (SELECT fencelock_admit($2::bytea, $4::bigint)) AS admitted";
+                                        " (SELECT fencelock.admit($2::bytea, $4::bigint)) AS admitted";
     char upsert[1024], one[1024];
     snprintf(upsert, sizeof(upsert), W4_UPSERT, values);
     snprintf(one, sizeof(one), W4_UPSERT, admitted);
@@ -1045,7 +1046,7 @@ static int w4_sql_prepare(PGconn *c, int how)
         int used_by; /* a bit per mode */
     } st[] = {
         {"upsert", upsert, 1 << W4_SQL_PLAIN | 1 << W4_SQL_PLAIN_TXN | 1 << W4_SQL_TXN},
-        {"admit", "SELECT fencelock_admit($1::bytea, $2::bigint)", 1 << W4_SQL_TXN},
+        {"admit", "SELECT fencelock.admit($1::bytea, $2::bigint)", 1 << W4_SQL_TXN},
         {"begin", "BEGIN", 1 << W4_SQL_PLAIN_TXN | 1 << W4_SQL_TXN},
         {"commit", "COMMIT", 1 << W4_SQL_PLAIN_TXN | 1 << W4_SQL_TXN},
         {"one", one, 1 << W4_SQL_ONE},

@@ -856,6 +856,8 @@ static void store_error(struct sg_response *resp, sg_store *store, int rc)
         sg_api_error(resp, 503, "store_busy", "the database is locked; retry: %s", sg_store_errmsg(store));
     else if (rc == -ENOMEM)
         set_oom(resp);
+    else if (rc == SG_STORE_EPERM)
+        sg_api_error(resp, 403, "forbidden", "%s", sg_store_errmsg(store));
     else
         sg_api_error(resp, 500, "store_error", "%s", sg_store_errmsg(store));
 }

@@ -22,6 +22,8 @@ enum {
     SG_STORE_EBUSY = -12002, /* the database stayed locked past the busy timeout
                                 (PostgreSQL: the lock timeout), or cannot be
                                 reached; nothing was written */
+    SG_STORE_EPERM = -12003, /* the database's role may not (PostgreSQL:
+                                a fence reset without fencelock_repairer) */
 };
 
 /* How long a connection waits for a lock held by another connection or

@@ -33,7 +33,7 @@
 
 /* schema.sql's sg_schema_version(): a database with another number gets
  * the scripts again. */
-#define SCHEMA_VERSION 1
+#define SCHEMA_VERSION 2
 #define ERRMSG_MAX 512
 /* Serialization failures and deadlocks (with other clients of the fence
  * table) roll the call back entirely: it is retried this many times. */
@@ -52,24 +52,26 @@ static const struct {
 } queries[Q_COUNT] = {
     [Q_APPLY] = {"sg_apply",
                  "SELECT o_outcome, o_last, o_found, o_version, o_result, o_failed, o_failed_last, o_batch"
-                 " FROM sg_apply($1::bigint, $2::boolean, $3::boolean, $4::bigint, $5::bytea, $6::int[],"
+                 " FROM storage_guard.sg_apply($1::bigint, $2::boolean, $3::boolean, $4::bigint, $5::bytea, "
+                 "$6::int[],"
                  " $7::bytea[], $8::bytea[], $9::text[], $10::bigint[])"},
-    [Q_READ] = {"sg_read",
-                "SELECT o_outcome, o_last, o_found, o_resource, o_value, o_token, o_version, o_updated_at_ms"
-                " FROM sg_read($1::bigint, $2::boolean, $3::bigint, $4::bytea, $5::bytea, $6::bytea)"},
-    [Q_GET] = {"sg_get",
-               "SELECT resource, value, token, version, updated_at_ms FROM sg_records WHERE key = $1::bytea"},
-    [Q_CHECKED] =
-        {"sg_checked",
-         "SELECT COALESCE((SELECT f.token FROM fencing_last_token f WHERE f.resource = $2::bytea), 0),"
-         " r.key IS NOT NULL, r.resource, r.value, r.token, r.version, r.updated_at_ms"
-         " FROM (SELECT 1) AS one LEFT JOIN sg_records r ON r.key = $1::bytea"},
-    [Q_RESET] = {"sg_reset", "SELECT sg_reset($1::bytea, $2::bigint, $3::bigint, $4::bytea)"},
-    [Q_FENCE] = {"sg_fence", "SELECT fencelock_last($1::bytea)"},
-    [Q_LOG] = {NULL,
-               "SELECT seq, time_ms, op, key, resource, token, last_token, outcome, version, batch, client"
-               " FROM sg_log WHERE seq > $1::bigint AND ($2::bytea IS NULL OR resource = $2::bytea)"
-               " AND ($3::bytea IS NULL OR key = $3::bytea) ORDER BY seq LIMIT $4::int"},
+    [Q_READ] =
+        {"sg_read",
+         "SELECT o_outcome, o_last, o_found, o_resource, o_value, o_token, o_version, o_updated_at_ms"
+         " FROM storage_guard.sg_read($1::bigint, $2::boolean, $3::bigint, $4::bytea, $5::bytea, $6::bytea)"},
+    [Q_GET] = {"sg_get", "SELECT resource, value, token, version, updated_at_ms FROM "
+                         "storage_guard.sg_records WHERE key = $1::bytea"},
+    [Q_CHECKED] = {"sg_checked",
+                   "SELECT fencelock.last($2::bytea),"
+                   " r.key IS NOT NULL, r.resource, r.value, r.token, r.version, r.updated_at_ms"
+                   " FROM (SELECT 1) AS one LEFT JOIN storage_guard.sg_records r ON r.key = $1::bytea"},
+    [Q_RESET] = {"sg_reset", "SELECT storage_guard.sg_reset($1::bytea, $2::bigint, $3::bigint, $4::bytea)"},
+    [Q_FENCE] = {"sg_fence", "SELECT fencelock.last($1::bytea)"},
+    [Q_LOG] =
+        {NULL,
+         "SELECT seq, time_ms, op, key, resource, token, last_token, outcome, version, batch, client"
+         " FROM storage_guard.sg_log WHERE seq > $1::bigint AND ($2::bytea IS NULL OR resource = $2::bytea)"
+         " AND ($3::bytea IS NULL OR key = $3::bytea) ORDER BY seq LIMIT $4::int"},
     [Q_HEALTH] =
         {NULL, "SELECT current_setting('fsync') = 'on' AND current_setting('synchronous_commit') <> 'off'"},
 };
@@ -122,6 +124,13 @@ static int fail(struct sg_pg *p, const PGresult *r, const char *what, int writes
         fmt(p->errmsg, sizeof(p->errmsg), "%s: the connection to PostgreSQL was lost%s: %s", what,
             writes ? " during the call, which may or may not have been applied" : "", msg);
         return SG_STORE_EFAIL;
+    }
+    if (is_state(state, "42501")) {
+        fmt(p->errmsg, sizeof(p->errmsg),
+            "%s: storage-guard's PostgreSQL role may not: %s (a fence reset needs the role to be a member of "
+            "fencelock_repairer, calls of fencelock_writer: docs/storage-guard.md, \"On PostgreSQL\")",
+            what, msg);
+        return SG_STORE_EPERM;
     }
     if (is_state(state, "55P03") || retryable(r) || is_state(state, "57014") || is_state(state, "53300")) {
         fmt(p->errmsg, sizeof(p->errmsg), "%s: nothing was written: %s", what, msg);
@@ -180,11 +189,12 @@ static int query_text(PGconn *c, const char *sql, char *buf, size_t cap, char *e
 static int installed_version(PGconn *c, int *v, char *errbuf, size_t errcap)
 {
     char val[32];
-    int rc = query_text(c, "SELECT to_regprocedure('sg_schema_version()') IS NOT NULL", val, sizeof(val),
-                        errbuf, errcap);
+    int rc = query_text(c, "SELECT to_regprocedure('storage_guard.sg_schema_version()') IS NOT NULL", val,
+                        sizeof(val), errbuf, errcap);
     *v = 0;
     if (rc == 0 && strcmp(val, "t") == 0 &&
-        (rc = query_text(c, "SELECT sg_schema_version()", val, sizeof(val), errbuf, errcap)) == 0)
+        (rc = query_text(c, "SELECT storage_guard.sg_schema_version()", val, sizeof(val), errbuf, errcap)) ==
+            0)
         *v = atoi(val);
     return rc;
 }
@@ -209,6 +219,13 @@ static int install(PGconn *c, char *errbuf, size_t errcap)
         rc = exec_cmd(c, sg__fencelock_sql, errbuf, errcap, "install fencelock.sql");
         if (rc == 0)
             rc = exec_cmd(c, sg__schema_sql, errbuf, errcap, "install schema.sql");
+        if (rc != 0) {
+            size_t n = strlen(errbuf);
+            fmt(errbuf + n, errcap - n,
+                " (storage-guard's tables are missing or older, and this role may not install them: run "
+                "storage-guard --install --db URL as an installer once, then storage-guard as a member of "
+                "storage_guard_runner: docs/storage-guard.md, \"On PostgreSQL\")");
+        }
     }
     if (rc == 0)
         rc = exec_cmd(c, "COMMIT", errbuf, errcap, "install: commit");

@@ -10,6 +10,6 @@
 -- holder has written); nothing was written. The table:
 --   CREATE TABLE records (key text PRIMARY KEY, value text NOT NULL);
 BEGIN;
-SELECT fencelock_admit(:'resource', :token) AS previous_token \gset
+SELECT fencelock.admit(:'resource', :token) AS previous_token \gset
 UPDATE records SET value = :'value' WHERE key = :'key';
 COMMIT;

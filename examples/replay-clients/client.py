@@ -10,7 +10,7 @@ stamped with CLOCK_MONOTONIC (time.monotonic), the clock the replay reads.
 
 With --storage postgresql://... it writes to your own table instead, the
 row of --key in records (key text PRIMARY KEY, value text), guarded by
-fencelock_admit() in the same transaction (fencelock.sql, see
+fencelock.admit() in the same transaction (fencelock.sql, see
 docs/guarding-your-database.md), through psql ($PSQL, else from PATH): the
 standard library has no PostgreSQL driver. It reports 200 when the write
 committed and 409 when the token was stale.
@@ -94,7 +94,7 @@ def put_pg(args, token):
     """The fencing check and the write in one transaction. psql stops at
     the first error (FL409 for a stale token) and the transaction is
     rolled back. Values travel as psql variables, quoted by psql."""
-    admit = "SELECT fencelock_admit(:'resource', :token) \\gset\n" if args.fencing else ""
+    admit = "SELECT fencelock.admit(:'resource', :token) \\gset\n" if args.fencing else ""
     sql = ("BEGIN;\n" + admit +
            "INSERT INTO records (key, value) VALUES (:'key', :'value')\n"
            "    ON CONFLICT (key) DO UPDATE SET value = excluded.value;\n"

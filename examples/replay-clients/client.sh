@@ -7,7 +7,7 @@
 #
 # With --storage postgresql://... it writes to your own table instead, the
 # row of --key in records (key text PRIMARY KEY, value text), guarded by
-# fencelock_admit() in the same transaction (fencelock.sql, see
+# fencelock.admit() in the same transaction (fencelock.sql, see
 # docs/guarding-your-database.md), through psql ($PSQL, else from PATH);
 # it reports 200 when the write committed and 409 when the token was stale.
 #
@@ -92,7 +92,7 @@ write_http() {
 # and the transaction is rolled back. 200, 409, or 0 when it failed.
 write_pg() {
   local admit=
-  [ "$fencing" = 1 ] && admit="SELECT fencelock_admit(:'resource', :token) \\gset"
+  [ "$fencing" = 1 ] && admit="SELECT fencelock.admit(:'resource', :token) \\gset"
   if "$PSQL" -X -q -v ON_ERROR_STOP=1 -v VERBOSITY=sqlstate -d "$storage" -v resource="$resource" \
     -v token="$token" -v key="$key" -v value="$value" >/dev/null 2>"$tmp/psql" <<SQL; then
 BEGIN;

@@ -1,26 +1,58 @@
 -- fencelock's resource-side check inside PostgreSQL (15 or later), for your
 -- own tables: see docs/guarding-your-database.md.
 --
---   psql -v ON_ERROR_STOP=1 -d mydb -f fencelock.sql
+--   psql -v ON_ERROR_STOP=1 -d mydb -f fencelock.sql      (as an installer)
 --
--- Creates, in the first schema of the search_path, the table
--- fencing_last_token and the functions below. Running it again is safe (it
--- replaces the functions and keeps the table); libfencestore runs it itself
--- when it finds the functions missing.
---
--- A write is guarded by calling fencelock_admit() in the same transaction:
+-- A write is guarded by calling fencelock.admit() in the same transaction:
 --
 --   BEGIN;
---   SELECT fencelock_admit('invoice-42', 1731234567890123);
+--   SELECT fencelock.admit('invoice-42', 1731234567890123);
 --   UPDATE invoices SET total = 130 WHERE id = 42;
 --   COMMIT;
 --
--- fencelock_admit() refuses a token older than the last one admitted for
+-- fencelock.admit() refuses a token older than the last one admitted for
 -- the resource with SQLSTATE FL409, which aborts the transaction: the
 -- UPDATE never commits.
 --
+-- Who may do what. Everything here lives in the schema fencelock and
+-- belongs to the role fencelock_owner (NOLOGIN): the fence table
+-- fencelock.last_token and every function. The functions run as their
+-- owner (SECURITY DEFINER), so no caller needs, or gets, any right on the
+-- table: a buggy or late writer cannot lower a fence by hand. Callers are
+-- members of one of two roles (NOLOGIN):
+--   fencelock_writer    EXECUTE on admit, try_admit, check, try_check,
+--                       last and lock: guard writes;
+--   fencelock_repairer  EXECUTE on repair: set a fence lower or higher,
+--                       with a reason, in the audit table
+--                       fencelock.repairs (an operator's step).
+-- PUBLIC has nothing. Every function runs with search_path pg_catalog,
+-- pg_temp and names everything else by its schema, so that no object of
+-- another role (a function, an operator, a table in pg_temp) is ever
+-- picked by name: with pg_catalog first an exact match there always wins,
+-- functions and operators are never looked up in pg_temp, and no other
+-- schema is in the path.
+--
+-- The installer is a superuser, or a role with CREATEROLE and CREATE on
+-- the database: this file creates the three roles if they are missing,
+-- the schema (owned by fencelock_owner), and its objects as
+-- fencelock_owner (SET ROLE), so that any member of fencelock_owner may
+-- run it again later without owning what an earlier installer made.
+-- Running it again keeps every fence. libfencestore and storage-guard run
+-- it themselves when the functions are missing and their role may.
+--
+-- Upgrading from the layout before the schema (a table
+-- fencing_last_token and functions fencelock_admit, ... in a schema of the
+-- search_path, usually public): every fence is moved into
+-- fencelock.last_token (the greater where both have one), the old table is
+-- dropped, the old functions become thin wrappers of the new ones (so SQL
+-- that calls fencelock_admit(...) keeps working), and the roles that could
+-- write the old table become members of fencelock_writer. That needs the
+-- installer to own the old objects (or be a superuser); without, this
+-- file fails with the database's "must be owner" error and changes
+-- nothing.
+--
 -- Why it cannot admit two tokens out of order. Every function below first
--- locks the resource's row of fencing_last_token (creating it with token 0
+-- locks the resource's row of the fence table (creating it with token 0
 -- when missing): FOR UPDATE for a writer, FOR SHARE for a reader's check.
 -- The row lock is held until the transaction ends, so two writers of one
 -- resource are serialized for the rest of their transactions, and the
@@ -46,37 +78,76 @@
 -- docs/fencing.md); 0 and NULL mean "no token".
 --
 -- SQLSTATEs: FL409 stale token, FL428 no token, 22023 a bad token or
--- resource, 40001 and 40P01 retry the transaction.
+-- resource, 40001 and 40P01 retry the transaction, 42501 a caller that is
+-- not a member of the role a function needs.
 
-CREATE TABLE IF NOT EXISTS fencing_last_token (
+DO $install$
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = 'fencelock_owner') THEN
+        CREATE ROLE fencelock_owner NOLOGIN;
+    END IF;
+    IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = 'fencelock_writer') THEN
+        CREATE ROLE fencelock_writer NOLOGIN;
+    END IF;
+    IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = 'fencelock_repairer') THEN
+        CREATE ROLE fencelock_repairer NOLOGIN;
+    END IF;
+    -- The installer acts as the owner below (a superuser may anyway).
+    IF NOT pg_catalog.pg_has_role(current_user, 'fencelock_owner', 'MEMBER') THEN
+        EXECUTE pg_catalog.format('GRANT fencelock_owner TO %I', current_user);
+    END IF;
+END
+$install$;
+
+CREATE SCHEMA IF NOT EXISTS fencelock AUTHORIZATION fencelock_owner;
+
+SET ROLE fencelock_owner;
+
+REVOKE ALL ON SCHEMA fencelock FROM PUBLIC;
+GRANT USAGE ON SCHEMA fencelock TO fencelock_writer, fencelock_repairer;
+
+CREATE TABLE IF NOT EXISTS fencelock.last_token (
     resource bytea PRIMARY KEY,
     -- 0: a row made only to be locked, no token admitted yet.
     token bigint NOT NULL CHECK (token >= 0 AND token < 9007199254740992)
 );
+REVOKE ALL ON fencelock.last_token FROM PUBLIC;
+
+-- Every repair: who (the session's login role), when, which fence, from
+-- what to what, and why.
+CREATE TABLE IF NOT EXISTS fencelock.repairs (
+    at timestamptz NOT NULL DEFAULT pg_catalog.now(),
+    by_role name NOT NULL DEFAULT session_user,
+    resource bytea NOT NULL,
+    old_token bigint NOT NULL,
+    new_token bigint NOT NULL,
+    reason text NOT NULL
+);
+REVOKE ALL ON fencelock.repairs FROM PUBLIC;
+GRANT SELECT ON fencelock.repairs TO fencelock_repairer;
 
 -- Lock the resource's row (FOR UPDATE, or FOR SHARE with p_share), making
--- it first if it is missing, and return its token. Internal: call the
--- functions below (storage-guard calls this one to lock before it admits).
-CREATE OR REPLACE FUNCTION fencelock__lock(p_resource bytea, p_share boolean) RETURNS bigint
-LANGUAGE plpgsql AS $$
+-- it first if it is missing, and return its token.
+CREATE OR REPLACE FUNCTION fencelock.lock_row(p_resource bytea, p_share boolean) RETURNS bigint
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     v_last bigint;
 BEGIN
-    IF p_resource IS NULL OR length(p_resource) < 1 OR length(p_resource) > 1024 THEN
+    IF p_resource IS NULL OR pg_catalog.length(p_resource) < 1 OR pg_catalog.length(p_resource) > 1024 THEN
         RAISE EXCEPTION 'fencelock: a resource must be 1..1024 bytes' USING ERRCODE = '22023';
     END IF;
     -- Bounded: each round either finds the row or inserts it; only rows
     -- deleted by hand while we wait send it round again.
     FOR i IN 1..100 LOOP
         IF p_share THEN
-            SELECT token INTO v_last FROM fencing_last_token WHERE resource = p_resource FOR SHARE;
+            SELECT t.token INTO v_last FROM fencelock.last_token t WHERE t.resource = p_resource FOR SHARE;
         ELSE
-            SELECT token INTO v_last FROM fencing_last_token WHERE resource = p_resource FOR UPDATE;
+            SELECT t.token INTO v_last FROM fencelock.last_token t WHERE t.resource = p_resource FOR UPDATE;
         END IF;
         IF FOUND THEN
             RETURN v_last;
         END IF;
-        INSERT INTO fencing_last_token (resource, token) VALUES (p_resource, 0)
+        INSERT INTO fencelock.last_token (resource, token) VALUES (p_resource, 0)
             ON CONFLICT (resource) DO NOTHING;
     END LOOP;
     RAISE EXCEPTION 'fencelock: the row of a resource keeps disappearing' USING ERRCODE = '40001';
@@ -87,11 +158,10 @@ $$;
 -- FOR UPDATE (a writer) or FOR SHARE (p_share: a reader), making it first
 -- if it is missing; a writer raises the last token to p_token when it is
 -- newer; p_refuse refuses a stale token with SQLSTATE FL409. Returns the
--- last token before the call (0 if none). Internal: call the functions
--- below.
-CREATE OR REPLACE FUNCTION fencelock__admit(p_resource bytea, p_token bigint, p_share boolean,
-                                            p_refuse boolean) RETURNS bigint
-LANGUAGE plpgsql AS $$
+-- last token before the call (0 if none).
+CREATE OR REPLACE FUNCTION fencelock.admit_row(p_resource bytea, p_token bigint, p_share boolean,
+                                               p_refuse boolean) RETURNS bigint
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     v_last bigint;
 BEGIN
@@ -102,17 +172,17 @@ BEGIN
         RAISE EXCEPTION 'fencelock: token % is not in 1 .. 2^53-1', p_token USING ERRCODE = '22023';
     END IF;
     -- The row is there but for a resource's first use: lock it here, and
-    -- leave making it to fencelock__lock.
+    -- leave making it to lock_row.
     IF p_share THEN
-        SELECT token INTO v_last FROM fencing_last_token WHERE resource = p_resource FOR SHARE;
+        SELECT t.token INTO v_last FROM fencelock.last_token t WHERE t.resource = p_resource FOR SHARE;
     ELSE
-        SELECT token INTO v_last FROM fencing_last_token WHERE resource = p_resource FOR UPDATE;
+        SELECT t.token INTO v_last FROM fencelock.last_token t WHERE t.resource = p_resource FOR UPDATE;
     END IF;
     IF NOT FOUND THEN
-        v_last := fencelock__lock(p_resource, p_share);
+        v_last := fencelock.lock_row(p_resource, p_share);
     END IF;
     IF p_token > v_last AND NOT p_share THEN
-        UPDATE fencing_last_token SET token = p_token WHERE resource = p_resource;
+        UPDATE fencelock.last_token t SET token = p_token WHERE t.resource = p_resource;
     ELSIF p_token < v_last AND p_refuse THEN
         RAISE EXCEPTION 'fencelock: token % is older than %, the last one admitted for this resource',
             p_token, v_last USING ERRCODE = 'FL409';
@@ -126,42 +196,156 @@ $$;
 -- with SQLSTATE FL409, which aborts the caller's transaction. Returns the
 -- last token before the call (0 if none). The row stays locked until the
 -- transaction ends.
-CREATE OR REPLACE FUNCTION fencelock_admit(p_resource bytea, p_token bigint) RETURNS bigint
-LANGUAGE sql AS $$ SELECT fencelock__admit(p_resource, p_token, false, true) $$;
+CREATE OR REPLACE FUNCTION fencelock.admit(p_resource bytea, p_token bigint) RETURNS bigint
+LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$ SELECT fencelock.admit_row(p_resource, p_token, false, true) $$;
 
 -- The same without refusing: a result greater than p_token means the token
 -- was stale and nothing was raised; the caller decides (storage-guard, or
 -- fencestore_admit, commits an audit row then).
-CREATE OR REPLACE FUNCTION fencelock_try_admit(p_resource bytea, p_token bigint) RETURNS bigint
-LANGUAGE sql AS $$ SELECT fencelock__admit(p_resource, p_token, false, false) $$;
+CREATE OR REPLACE FUNCTION fencelock.try_admit(p_resource bytea, p_token bigint) RETURNS bigint
+LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$ SELECT fencelock.admit_row(p_resource, p_token, false, false) $$;
 
 -- A reader's check, for the holder of a read lock: refuse (FL409) if a
 -- token newer than p_token was admitted for the resource; never raises
 -- the fence: a reader's token is not a new token (docs/fencing.md). The
 -- row is locked FOR SHARE until the transaction ends, so no writer admits
 -- a newer token while the reader reads on; readers do not block each other.
-CREATE OR REPLACE FUNCTION fencelock_check(p_resource bytea, p_token bigint) RETURNS bigint
-LANGUAGE sql AS $$ SELECT fencelock__admit(p_resource, p_token, true, true) $$;
+CREATE OR REPLACE FUNCTION fencelock.check(p_resource bytea, p_token bigint) RETURNS bigint
+LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$ SELECT fencelock.admit_row(p_resource, p_token, true, true) $$;
 
 -- The reader's check without refusing: the last token (0 if none); the
 -- read is fenced out when it is greater than p_token.
-CREATE OR REPLACE FUNCTION fencelock_try_check(p_resource bytea, p_token bigint) RETURNS bigint
-LANGUAGE sql AS $$ SELECT fencelock__admit(p_resource, p_token, true, false) $$;
+CREATE OR REPLACE FUNCTION fencelock.try_check(p_resource bytea, p_token bigint) RETURNS bigint
+LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$ SELECT fencelock.admit_row(p_resource, p_token, true, false) $$;
 
 -- The last admitted token of a resource (0 if none), without a lock.
-CREATE OR REPLACE FUNCTION fencelock_last(p_resource bytea) RETURNS bigint
-LANGUAGE sql STABLE AS $$
-    SELECT COALESCE((SELECT token FROM fencing_last_token WHERE resource = p_resource), 0)
+CREATE OR REPLACE FUNCTION fencelock.last(p_resource bytea) RETURNS bigint
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+    SELECT COALESCE((SELECT t.token FROM fencelock.last_token t WHERE t.resource = p_resource), 0)
+$$;
+
+-- Lock the resource's row FOR UPDATE (making it if missing) and return its
+-- last token, without admitting anything: for a caller that locks several
+-- resources in one order before it admits (storage-guard's batches).
+CREATE OR REPLACE FUNCTION fencelock.lock(p_resource bytea) RETURNS bigint
+LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$ SELECT fencelock.lock_row(p_resource, false) $$;
+
+-- An operator's repair (docs/guarding-your-database.md, "Repairing a
+-- fence"): set the resource's fence to p_token, lower or higher (0 clears
+-- it), with a reason, written to fencelock.repairs with who did it.
+-- Returns the fence before. DANGEROUS as lowering any fence is: a token
+-- above p_token may be admitted again. Only for members of
+-- fencelock_repairer.
+CREATE OR REPLACE FUNCTION fencelock.repair(p_resource bytea, p_token bigint, p_reason text) RETURNS bigint
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    v_old bigint;
+BEGIN
+    IF p_token IS NULL OR p_token < 0 OR p_token >= 9007199254740992 THEN
+        RAISE EXCEPTION 'fencelock: token % is not in 0 .. 2^53-1', p_token USING ERRCODE = '22023';
+    END IF;
+    IF p_reason IS NULL OR pg_catalog.length(p_reason) = 0 THEN
+        RAISE EXCEPTION 'fencelock: a repair needs a reason' USING ERRCODE = '22023';
+    END IF;
+    v_old := fencelock.lock_row(p_resource, false);
+    UPDATE fencelock.last_token t SET token = p_token WHERE t.resource = p_resource;
+    INSERT INTO fencelock.repairs (resource, old_token, new_token, reason)
+        VALUES (p_resource, v_old, p_token, p_reason);
+    RETURN v_old;
+END
 $$;
 
 -- The same with the resource as text: its UTF-8 bytes.
-CREATE OR REPLACE FUNCTION fencelock_admit(p_resource text, p_token bigint) RETURNS bigint
-LANGUAGE sql AS $$ SELECT fencelock__admit(convert_to(p_resource, 'UTF8'), p_token, false, true) $$;
-CREATE OR REPLACE FUNCTION fencelock_try_admit(p_resource text, p_token bigint) RETURNS bigint
-LANGUAGE sql AS $$ SELECT fencelock__admit(convert_to(p_resource, 'UTF8'), p_token, false, false) $$;
-CREATE OR REPLACE FUNCTION fencelock_check(p_resource text, p_token bigint) RETURNS bigint
-LANGUAGE sql AS $$ SELECT fencelock__admit(convert_to(p_resource, 'UTF8'), p_token, true, true) $$;
-CREATE OR REPLACE FUNCTION fencelock_try_check(p_resource text, p_token bigint) RETURNS bigint
-LANGUAGE sql AS $$ SELECT fencelock__admit(convert_to(p_resource, 'UTF8'), p_token, true, false) $$;
-CREATE OR REPLACE FUNCTION fencelock_last(p_resource text) RETURNS bigint
-LANGUAGE sql STABLE AS $$ SELECT fencelock_last(convert_to(p_resource, 'UTF8')) $$;
+CREATE OR REPLACE FUNCTION fencelock.admit(p_resource text, p_token bigint) RETURNS bigint
+LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$ SELECT fencelock.admit_row(pg_catalog.convert_to(p_resource, 'UTF8'::pg_catalog.name), p_token, false, true) $$;
+CREATE OR REPLACE FUNCTION fencelock.try_admit(p_resource text, p_token bigint) RETURNS bigint
+LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$ SELECT fencelock.admit_row(pg_catalog.convert_to(p_resource, 'UTF8'::pg_catalog.name), p_token, false, false) $$;
+CREATE OR REPLACE FUNCTION fencelock.check(p_resource text, p_token bigint) RETURNS bigint
+LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$ SELECT fencelock.admit_row(pg_catalog.convert_to(p_resource, 'UTF8'::pg_catalog.name), p_token, true, true) $$;
+CREATE OR REPLACE FUNCTION fencelock.try_check(p_resource text, p_token bigint) RETURNS bigint
+LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$ SELECT fencelock.admit_row(pg_catalog.convert_to(p_resource, 'UTF8'::pg_catalog.name), p_token, true, false) $$;
+CREATE OR REPLACE FUNCTION fencelock.last(p_resource text) RETURNS bigint
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$ SELECT fencelock.last(pg_catalog.convert_to(p_resource, 'UTF8'::pg_catalog.name)) $$;
+CREATE OR REPLACE FUNCTION fencelock.repair(p_resource text, p_token bigint, p_reason text) RETURNS bigint
+LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+AS $$ SELECT fencelock.repair(pg_catalog.convert_to(p_resource, 'UTF8'::pg_catalog.name), p_token, p_reason) $$;
+
+-- Nobody but the roles below runs any of them (CREATE FUNCTION grants
+-- EXECUTE to PUBLIC).
+REVOKE ALL ON ALL FUNCTIONS IN SCHEMA fencelock FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION fencelock.admit(bytea, bigint), fencelock.admit(text, bigint),
+    fencelock.try_admit(bytea, bigint), fencelock.try_admit(text, bigint),
+    fencelock.check(bytea, bigint), fencelock.check(text, bigint),
+    fencelock.try_check(bytea, bigint), fencelock.try_check(text, bigint),
+    fencelock.last(bytea), fencelock.last(text), fencelock.lock(bytea)
+    TO fencelock_writer;
+GRANT EXECUTE ON FUNCTION fencelock.repair(bytea, bigint, text), fencelock.repair(text, bigint, text),
+    fencelock.last(bytea), fencelock.last(text)
+    TO fencelock_repairer;
+
+RESET ROLE;
+
+-- Upgrading from the layout before the schema: see the top of this file.
+DO $upgrade$
+DECLARE
+    v_old regclass := pg_catalog.to_regclass('fencing_last_token');
+    v_schema name;
+    v_grantee name;
+    v_proc regprocedure;
+    v_name name;
+    v_args text;
+BEGIN
+    IF v_old IS NULL THEN
+        RETURN;
+    END IF;
+    SELECT n.nspname INTO v_schema FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n
+        ON n.oid = c.relnamespace WHERE c.oid = v_old;
+    -- Nothing may admit against the old table while its fences move.
+    EXECUTE pg_catalog.format('LOCK TABLE %s IN ACCESS EXCLUSIVE MODE', v_old);
+    EXECUTE pg_catalog.format(
+        'INSERT INTO fencelock.last_token AS t (resource, token) SELECT o.resource, o.token FROM %s o '
+        'ON CONFLICT (resource) DO UPDATE SET token = GREATEST(t.token, excluded.token)', v_old);
+    -- Those who could write the old fences guard writes as before.
+    FOR v_grantee IN
+        SELECT DISTINCT g.grantee FROM information_schema.role_table_grants g
+         WHERE g.table_schema = v_schema AND g.table_name = 'fencing_last_token'
+           AND g.privilege_type IN ('UPDATE', 'INSERT') AND g.grantee <> 'PUBLIC'
+        UNION SELECT r.rolname FROM pg_catalog.pg_class c JOIN pg_catalog.pg_roles r ON r.oid = c.relowner
+         WHERE c.oid = v_old
+    LOOP
+        EXECUTE pg_catalog.format('GRANT fencelock_writer TO %I', v_grantee);
+    END LOOP;
+    FOR v_proc IN
+        SELECT p.oid::regprocedure FROM pg_catalog.pg_proc p
+         WHERE p.pronamespace = (SELECT oid FROM pg_catalog.pg_namespace WHERE nspname = v_schema)
+           AND p.proname IN ('fencelock__lock', 'fencelock__admit')
+    LOOP
+        EXECUTE pg_catalog.format('DROP FUNCTION %s', v_proc);
+    END LOOP;
+    EXECUTE pg_catalog.format('DROP TABLE %s', v_old);
+    -- The old names call the new functions (as their caller, who needs
+    -- fencelock_writer, as any caller does).
+    FOR v_name, v_args IN
+        SELECT p.proname, pg_catalog.pg_get_function_identity_arguments(p.oid) FROM pg_catalog.pg_proc p
+         WHERE p.pronamespace = (SELECT oid FROM pg_catalog.pg_namespace WHERE nspname = v_schema)
+           AND p.proname IN ('fencelock_admit', 'fencelock_try_admit', 'fencelock_check',
+                             'fencelock_try_check', 'fencelock_last')
+    LOOP
+        EXECUTE pg_catalog.format(
+            'CREATE OR REPLACE FUNCTION %I.%I(%s) RETURNS bigint LANGUAGE sql SET search_path = pg_catalog, pg_temp '
+            'AS %L', v_schema, v_name, v_args,
+            'SELECT fencelock.' || pg_catalog.substr(v_name, 11)
+            || CASE WHEN v_name = 'fencelock_last' THEN '($1)' ELSE '($1, $2)' END);
+    END LOOP;
+END
+$upgrade$;

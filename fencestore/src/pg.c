@@ -1,7 +1,7 @@
 /*
  * fencestore on PostgreSQL, through libpq: the check is fencelock.sql's
  * functions, run in the caller's transaction on the caller's connection.
- * fencelock_try_admit() locks the resource's row FOR UPDATE until the
+ * fencelock.try_admit() locks the resource's row FOR UPDATE until the
  * transaction ends and never raises an error for a stale token, so that a
  * refusal leaves the caller's transaction usable, as on SQLite. Every value
  * is a bound parameter (the resource as binary bytea).
@@ -19,9 +19,14 @@
 #define fmt fencestore__fmt
 
 /* Functions the calls below use: if one is missing, fencelock.sql is run. */
-static const char probe_sql[] = "SELECT to_regprocedure('fencelock_try_admit(bytea,bigint)') IS NOT NULL"
-                                " AND to_regprocedure('fencelock_try_check(bytea,bigint)') IS NOT NULL"
-                                " AND to_regprocedure('fencelock_last(bytea)') IS NOT NULL";
+static const char probe_sql[] = "SELECT to_regprocedure('fencelock.try_admit(bytea,bigint)') IS NOT NULL"
+                                " AND to_regprocedure('fencelock.try_check(bytea,bigint)') IS NOT NULL"
+                                " AND to_regprocedure('fencelock.last(bytea)') IS NOT NULL";
+
+/* What a role that cannot install, or may not call, is told to do. */
+#define ROLES_HINT                                                                                           \
+    " (fencelock.sql is installed by a superuser or a role with CREATEROLE, and callers are members of "     \
+    "fencelock_writer: docs/guarding-your-database.md, \"Roles\")"
 
 /* The message of a failed result, on one line, into buf. */
 static void result_msg(PGconn *c, const PGresult *r, const char *what, char *buf, size_t cap)
@@ -43,6 +48,10 @@ static int fail(fencestore *s, const PGresult *r, const char *what)
         return -EAGAIN;
     if (state != NULL && (strcmp(state, "22023") == 0 || strcmp(state, "FL428") == 0))
         return -EINVAL; /* our own checks ran first: not reached in practice */
+    if (state != NULL && strcmp(state, "42501") == 0) {
+        size_t n = strlen(s->errmsg);
+        fmt(s->errmsg + n, sizeof(s->errmsg) - n, "%s", ROLES_HINT);
+    }
     return FENCING_ESTORE;
 }
 
@@ -85,8 +94,11 @@ static int install(PGconn *c, char *errbuf, size_t errcap)
                      "BEGIN; SET LOCAL client_min_messages = warning;"
                      " SELECT pg_advisory_xact_lock(hashtext('fencelock.sql'))",
                      "fencestore_new_pg: begin install", errbuf, errcap);
-    if (rc == 0)
-        rc = exec_ok(c, fencestore__sql, "fencestore_new_pg: fencelock.sql", errbuf, errcap);
+    if (rc == 0 &&
+        (rc = exec_ok(c, fencestore__sql, "fencestore_new_pg: fencelock.sql", errbuf, errcap)) != 0) {
+        size_t n = strlen(errbuf);
+        fmt(errbuf + n, errcap - n, "%s", ROLES_HINT);
+    }
     if (rc == 0)
         rc = exec_ok(c, "COMMIT", "fencestore_new_pg: commit install", errbuf, errcap);
     if (rc != 0)
@@ -190,12 +202,12 @@ int fencestore__pg_admit(fencestore *s, const char *resource, size_t len, uint64
                          uint64_t *last)
 {
     return query_u64(s,
-                     share ? "SELECT fencelock_try_check($1::bytea, $2::bigint)"
-                           : "SELECT fencelock_try_admit($1::bytea, $2::bigint)",
+                     share ? "SELECT fencelock.try_check($1::bytea, $2::bigint)"
+                           : "SELECT fencelock.try_admit($1::bytea, $2::bigint)",
                      resource, len, token, last, share ? "check token" : "admit token");
 }
 
 int fencestore__pg_last(fencestore *s, const char *resource, size_t len, uint64_t *out)
 {
-    return query_u64(s, "SELECT fencelock_last($1::bytea)", resource, len, 0, out, "read last token");
+    return query_u64(s, "SELECT fencelock.last($1::bytea)", resource, len, 0, out, "read last token");
 }

@@ -119,16 +119,16 @@ static void test_pg_admits_newer_refuses_older(void **state)
     assert_true(got == 50);
     /* psql's text form names the same fence as the bytes. */
     PGconn *c = fencestore_db(s);
-    assert_int_equal(value(c, "SELECT fencelock_last('a1')"), 12);
-    assert_int_equal(value(c, "SELECT fencelock_admit('a1', 13)"), 12);
-    expect_state(c, "SELECT fencelock_admit('a1', 11)", "FL409");
-    expect_state(c, "SELECT fencelock_admit('a1', 0)", "FL428");
-    expect_state(c, "SELECT fencelock_admit('a1', NULL)", "FL428");
-    expect_state(c, "SELECT fencelock_admit('a1', 9007199254740992)", "22023");
-    expect_state(c, "SELECT fencelock_admit('a1', -5)", "22023");
-    expect_state(c, "SELECT fencelock_admit(''::bytea, 5)", "22023");
-    expect_state(c, "SELECT fencelock_admit(decode(repeat('61', 1025), 'hex'), 5)", "22023");
-    assert_int_equal(value(c, "SELECT fencelock_admit(decode(repeat('61', 1024), 'hex'), 5)"), 0);
+    assert_int_equal(value(c, "SELECT fencelock.last('a1')"), 12);
+    assert_int_equal(value(c, "SELECT fencelock.admit('a1', 13)"), 12);
+    expect_state(c, "SELECT fencelock.admit('a1', 11)", "FL409");
+    expect_state(c, "SELECT fencelock.admit('a1', 0)", "FL428");
+    expect_state(c, "SELECT fencelock.admit('a1', NULL)", "FL428");
+    expect_state(c, "SELECT fencelock.admit('a1', 9007199254740992)", "22023");
+    expect_state(c, "SELECT fencelock.admit('a1', -5)", "22023");
+    expect_state(c, "SELECT fencelock.admit(''::bytea, 5)", "22023");
+    expect_state(c, "SELECT fencelock.admit(decode(repeat('61', 1025), 'hex'), 5)", "22023");
+    assert_int_equal(value(c, "SELECT fencelock.admit(decode(repeat('61', 1024), 'hex'), 5)"), 0);
     assert_int_equal(fencestore_last(s, "a1", 2, &got), 0);
     assert_true(got == 13);
     fencestore_free(s);
@@ -290,7 +290,8 @@ static void test_pg_installs_once_when_missing(void **state)
     assert_non_null(strstr(err, "fencelock.sql"));
     exec(c, "ROLLBACK");
     assert_int_equal(fencestore_new_pg(c, &s, err, sizeof(err)), 0);
-    assert_int_equal(value(c, "SELECT count(*) FROM pg_proc WHERE proname LIKE 'fencelock%'"), 12);
+    assert_int_equal(value(c, "SELECT count(*) FROM pg_proc WHERE pronamespace = 'fencelock'::regnamespace"),
+                     15);
     /* Now present: found inside a transaction too, and the connection is
      * the caller's, left open. */
     fencestore_free(s);
@@ -592,7 +593,7 @@ static void test_pg_concurrent_writers_never_admit_out_of_order(void **state)
                               " FROM stress_writes) w WHERE token < before"),
                      0);
     assert_int_equal(value(c, "SELECT count(*) FROM (SELECT resource, max(token) AS m FROM stress_writes"
-                              " GROUP BY resource) w WHERE m <> fencelock_last(resource)"),
+                              " GROUP BY resource) w WHERE m <> fencelock.last(resource)"),
                      0);
     PQfinish(c);
 }

@@ -48,10 +48,10 @@ void sgd_backend_reset(void)
     if (backend_pg == NULL)
         return;
     /* The tables exist once a storage-guard has started on the database. */
-    int rc = tk_pg_exec(backend_pg,
-                        "DO $$ BEGIN IF to_regclass('sg_log') IS NOT NULL THEN"
-                        " TRUNCATE sg_records, sg_log, sg_deleted, fencing_last_token RESTART IDENTITY;"
-                        " END IF; END $$");
+    int rc = tk_pg_exec(backend_pg, "DO $$ BEGIN IF to_regclass('storage_guard.sg_log') IS NOT NULL THEN"
+                                    " TRUNCATE storage_guard.sg_records, storage_guard.sg_log, "
+                                    "storage_guard.sg_deleted, fencelock.last_token RESTART IDENTITY;"
+                                    " END IF; END $$");
     if (rc != 0)
         fail_msg("could not empty the tables: %s", strerror(-rc));
 }

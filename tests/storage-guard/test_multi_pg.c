@@ -219,7 +219,8 @@ static void test_multi_waiting_writers_decide_on_the_commit(void **state)
     PGconn *c = PQconnectdb(tk_pg_url(pg));
     assert_int_equal(PQstatus(c), CONNECTION_OK);
     PQclear(PQexec(c, "BEGIN"));
-    PGresult *r = PQexec(c, "SELECT token FROM fencing_last_token WHERE resource = 'wait'::bytea FOR UPDATE");
+    PGresult *r =
+        PQexec(c, "SELECT token FROM fencelock.last_token WHERE resource = 'wait'::bytea FOR UPDATE");
     assert_int_equal(PQresultStatus(r), PGRES_TUPLES_OK);
     PQclear(r);
     PGconn *watch = PQconnectdb(tk_pg_url(pg));

@@ -1,7 +1,9 @@
 /*
  * fencestore: the resource-side fencing check in your own database, SQLite
  * or PostgreSQL. It keeps the last admitted token of every resource in one
- * table of the caller's database (fencing_last_token), and admits or
+ * table of the caller's database (fencing_last_token in SQLite,
+ * fencelock.last_token in PostgreSQL, which only fencelock's functions
+ * may write), and admits or
  * refuses a token inside the caller's transaction, so that the check, the
  * new last token and the caller's own write commit or roll back together.
  *
@@ -65,9 +67,11 @@ FENCESTORE_API int fencestore_new(void *sqlite3_db, fencestore **out, char *errb
  * The same over a PostgreSQL connection: pgconn is a PGconn * (libpq),
  * borrowed like fencestore_new's db. If fencelock.sql's functions are
  * missing and the connection is not inside a transaction, installs them
- * (in a transaction of its own, one installer at a time); inside a
- * transaction it only checks. The SQL needs PostgreSQL 9.5 or later (ON
- * CONFLICT); fencelock is tested on 15.
+ * (in a transaction of its own, one installer at a time), which needs a
+ * superuser or a role with CREATEROLE; inside a transaction it only
+ * checks. The connection's role must be a member of fencelock_writer
+ * (docs/guarding-your-database.md, "Roles"). The SQL needs PostgreSQL 13
+ * or later; fencelock is tested on 15.
  * Writes *out only on success. Returns 0, -EINVAL, -ENOMEM or
  * FENCING_ESTORE (detail in errbuf).
  */
