@@ -740,7 +740,8 @@ int fld_owners_new(const fencehttp_auth *a, struct fld_owners **out, char *errbu
         snprintf(w->name, sizeof(w->name), "%s", name);
         o->n++;
     }
-    qsort(o->v, o->n, sizeof(*o->v), owner_cmp);
+    if (o->n > 1) /* qsort's base may not be NULL, even for no elements */
+        qsort(o->v, o->n, sizeof(*o->v), owner_cmp);
     /* Lines of one name (its tokens) are one owner; two names of one tag
      * could release each other's locks. */
     size_t k = 0;
