@@ -422,10 +422,21 @@ static int parse_leader_args(const struct fld_request *req, const struct fld_lim
             op->after_epoch = (uint64_t)n;
             op->has_after = 1;
         } else if (strcmp(name, "value") == 0) {
-            if (strlen(v) > LOCKCORE_VALUE_MAX)
-                return fencehttp_error(resp, 400, "bad_parameter", "value is at most %d bytes",
+            /* Compared with the value proclaimed, so decoded as the
+             * body's is (the query is kept percent-encoded). */
+            char *d = NULL;
+            size_t dn = 0;
+            int rc = fencehttp_decode(v, strlen(v), &d, &dn);
+            if (rc == -ENOMEM)
+                return fencehttp_error(resp, 500, "internal", "out of memory");
+            if (rc != 0 || dn > LOCKCORE_VALUE_MAX) {
+                free(d);
+                return fencehttp_error(resp, 400, "bad_parameter",
+                                       "value is at most %d bytes, percent-encoded, without NUL",
                                        LOCKCORE_VALUE_MAX);
-            snprintf(op->after_value, sizeof(op->after_value), "%s", v);
+            }
+            memcpy(op->after_value, d, dn + 1);
+            free(d);
             op->has_after_value = 1;
         } else if (strcmp(name, "wait_ms") == 0) {
             if (fencehttp_parse_num(v, 0, (long long)lim->max_wait_ms, &n) != 0)

@@ -201,6 +201,34 @@ static void elections_observers_long_poll(void **state)
     assert_int_equal(r.status, 200);
     assert_true(json_is_false(json_object_get(r.json, "changed")));
     hc_response_clear(&r);
+
+    /* The observer's value is compared decoded: one that needs escapes
+     * (a space, '+', '%', '&', UTF-8) is the same value, no change. */
+    struct lead e;
+    campaign(d, "obs-esc", "{\"value\":\"a b+c%d&e=\u00e9\"}", &e);
+    snprintf(path, sizeof(path),
+             "/v1/elections/obs-esc?after=%llu&value=a%%20b%%2Bc%%25d%%26e%%3D%%C3%%A9&wait_ms=300", e.epoch);
+    fld_call(d, "GET", path, NULL, NULL, &r);
+    assert_int_equal(r.status, 200);
+    assert_true(json_is_false(json_object_get(r.json, "changed")));
+    hc_response_clear(&r);
+    snprintf(path, sizeof(path), "/v1/elections/obs-esc?after=%llu&value=a%%20b&wait_ms=5000", e.epoch);
+    fld_call(d, "GET", path, NULL, NULL, &r);
+    assert_int_equal(r.status, 200);
+    assert_true(json_is_true(json_object_get(r.json, "changed")));
+    assert_string_equal(str(&r, "value"), "a b+c%d&e=\u00e9");
+    hc_response_clear(&r);
+    const char *bad[] = {"value=a%2", "value=a%00b", "value=%zz"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        snprintf(path, sizeof(path), "/v1/elections/obs-esc?after=%llu&%s", e.epoch, bad[i]);
+        fld_call(d, "GET", path, NULL, NULL, &r);
+        assert_int_equal(r.status, 400);
+        assert_string_equal(str(&r, "error"), "bad_parameter");
+        hc_response_clear(&r);
+    }
+    fld_call(d, "DELETE", e.resign, NULL, NULL, &r);
+    assert_int_equal(r.status, 200);
+    hc_response_clear(&r);
 }
 
 static int sg_put(uint16_t port, const char *key, const char *value, unsigned long long token)
