@@ -3,8 +3,8 @@
  * (tools/cmd_<name>.c, dispatched from the table in tools/fencelock.c):
  * the parsed options and their parser (cli_args.c), the client, the exit
  * codes and error messages, the JSON printer and the acquisition with its
- * wait notice (cli.c). Nothing here calls a command. Private to the
- * fencelock program.
+ * wait notice (cli.c), and a command run under a held lock (job.c). Nothing
+ * here calls a command. Private to the fencelock program.
  */
 #ifndef FENCELOCK_CLI_H
 #define FENCELOCK_CLI_H
@@ -248,5 +248,57 @@ json_t *fencelock_lock_head(const struct target *t, const char *resource, const 
 
 /* Add the members of b to a (a JSON object), release b; returns a. */
 json_t *fencelock_merged(json_t *a, json_t *b);
+
+/* ---- job.c: a command run under a held lock (run) ---- */
+
+/* What became of a job's lock while the job ran. */
+struct job_report {
+    int lost_rc;   /* 0 while held; else why it was lost */
+    int announced; /* the loss (or --max-hold) was reported while the job still ran */
+    int max_hold;  /* the job was stopped at --max-hold (the lock was not lost) */
+    char why[1200];
+};
+
+/* Catch SIGINT, SIGTERM and SIGHUP (unless ignored when fencelock
+ * started) and SIGCHLD: each wakes fencelock_wait_events at once. Returns
+ * 0, or -errno if the pipe that wakes it cannot be made. */
+int fencelock_catch_signals(void);
+
+/* The signal caught and not yet passed on to a job (0: none), cleared; and
+ * the last one caught at all. */
+int fencelock_signal_pending(void);
+int fencelock_signal_received(void);
+
+/* Wait up to timeout_ms for a node's answer, a timer of the client or a
+ * caught signal, and run what is due (keep-alives, callbacks). */
+void fencelock_wait_events(lockcore_client *c, int timeout_ms);
+
+/* A keep-alive's on_lost for a job's lock: arg is the job's report. */
+void fencelock_job_lost(lockcore_client *c, int rc, const struct lockcore_lock *l, void *arg);
+
+/* "exited with status 3" / "was killed by signal 9 (Killed)" */
+void fencelock_describe_status(int status, char *buf, size_t cap);
+
+/*
+ * Run cmd in a process group of its own with l's variables in its
+ * environment (FENCELOCK_TOKEN, ...; with undo_reason, --undo's FENCELOCK_UNDO_REASON and
+ * FENCELOCK_JOB_STATUS = job_code), a guardian that stops it if fencelock dies, and caught signals passed on
+ * to it; until it ends. k keeps l alive (NULL: nothing to watch): when it is lost (its on_lost,
+ * fencelock_job_lost with rep, or its validity run out) or at stop_at (lockcore_now_ms(); 0: never), the
+ * group gets SIGTERM, then SIGKILL after --kill-after. Then whatever is
+ * left in the group is stopped the same way. Returns 0 with *status the
+ * job's wait status, or -1 if it could not be started (said why).
+ * fencelock_catch_signals must have been called.
+ */
+int fencelock_job_run(lockcore_client *c, const struct args *a, lockcore_keepalive *k,
+                      const struct lockcore_lock *l, char **cmd, const char *undo_reason, int job_code,
+                      uint64_t stop_at, struct job_report *rep, int *status);
+
+/* After the job named name ended with status: a loss not seen while it ran
+ * into rep (*l gets k's lock), and on stderr how it ended when it failed
+ * or the lock was lost. Returns its exit code as run reports it (128 + N
+ * for signal N). */
+int fencelock_job_outcome(lockcore_client *c, lockcore_keepalive *k, struct lockcore_lock *l,
+                          const char *name, int status, struct job_report *rep);
 
 #endif
