@@ -65,6 +65,9 @@ struct args {
     const char *lock_id; /* acquire --reentrant RESOURCE LOCK_ID: the hold to re-enter */
     uint64_t repair_to;  /* repair --to TOKEN; 0 = each node's clock */
     int force;           /* repair --force: lower the fence indeed */
+    const char *value;   /* elect --value V: what the leader proclaims; NULL = "" */
+    int again;           /* elect --again: after a loss, campaign again */
+    int watch;           /* leader --watch: print every change */
 };
 
 /* args.rw */
@@ -85,7 +88,7 @@ struct cmdline {
     const char *operands[OPERANDS_MAX]; /* the command's name, then its operands */
     int nops;
     int too_many; /* more operands than OPERANDS_MAX */
-    char **cmd;   /* run: the command to run and its arguments */
+    char **cmd;   /* run, elect: the command to run and its arguments */
     struct target t;
     const char *id; /* extend, release: the LOCK_ID (the last operand) */
 };
@@ -108,17 +111,21 @@ enum {
     CMD_RUN = 4,      /* run: takes a lock for a command it runs */
     CMD_PERMITS = 8,  /* --permits applies */
     CMD_REPAIR = 16,  /* repair: --to and --force apply */
+    CMD_ELECT = 32,   /* elect: campaigns, and runs a command while it leads */
+    CMD_LEADER = 64,  /* leader: reads an election; --watch applies */
 };
 
 /* The commands (each in its own tools/cmd_<name>.c). */
 extern const char cmd_acquire_usage[], cmd_extend_usage[], cmd_release_usage[], cmd_status_usage[],
-    cmd_run_usage[], cmd_repair_usage[];
+    cmd_run_usage[], cmd_repair_usage[], cmd_elect_usage[], cmd_leader_usage[];
 int cmd_acquire(lockcore_client *c, const struct cmdline *cl);
 int cmd_extend(lockcore_client *c, const struct cmdline *cl);
 int cmd_release(lockcore_client *c, const struct cmdline *cl);
 int cmd_status(lockcore_client *c, const struct cmdline *cl);
 int cmd_run(lockcore_client *c, const struct cmdline *cl);
 int cmd_repair(lockcore_client *c, const struct cmdline *cl);
+int cmd_elect(lockcore_client *c, const struct cmdline *cl);
+int cmd_leader(lockcore_client *c, const struct cmdline *cl);
 /* How far a node's fence is ahead of its own clock, in ms; null if not
  * known (cmd_repair.c, used by status too). */
 json_t *fencelock_fence_ahead(const struct lockcore_node_status *st);
@@ -208,7 +215,7 @@ int64_t fencelock_quorum_th(int64_t *v, int m, int quorum);
 int fencelock_majority_of(const struct lockcore_node_status *st, int n, int quorum, int64_t *remaining);
 
 /* The kind of a lock, as FENCELOCK_LOCK_KIND and the JSON's "kind" name
- * it: plain, reentrant, multi, read, write, permit. */
+ * it: plain, reentrant, multi, read, write, permit, leader. */
 const char *fencelock_kind(const struct lockcore_lock *l);
 
 /* The id of a reentrant hold of resource that this process may join (the
@@ -249,10 +256,11 @@ json_t *fencelock_lock_head(const struct target *t, const char *resource, const 
 /* Add the members of b to a (a JSON object), release b; returns a. */
 json_t *fencelock_merged(json_t *a, json_t *b);
 
-/* ---- job.c: a command run under a held lock (run) ---- */
+/* ---- job.c: a command run under a held lock (run, elect) ---- */
 
 /* What became of a job's lock while the job ran. */
 struct job_report {
+    int leader;    /* elect: the messages speak of leadership, not of a lock */
     int lost_rc;   /* 0 while held; else why it was lost */
     int announced; /* the loss (or --max-hold) was reported while the job still ran */
     int max_hold;  /* the job was stopped at --max-hold (the lock was not lost) */
@@ -281,7 +289,8 @@ void fencelock_describe_status(int status, char *buf, size_t cap);
 
 /*
  * Run cmd in a process group of its own with l's variables in its
- * environment (FENCELOCK_TOKEN, ...; with undo_reason, --undo's FENCELOCK_UNDO_REASON and
+ * environment (FENCELOCK_TOKEN, ..., FENCELOCK_EPOCH for a leader's lock;
+ * with undo_reason, --undo's FENCELOCK_UNDO_REASON and
  * FENCELOCK_JOB_STATUS = job_code), a guardian that stops it if fencelock dies, and caught signals passed on
  * to it; until it ends. k keeps l alive (NULL: nothing to watch): when it is lost (its on_lost,
  * fencelock_job_lost with rep, or its validity run out) or at stop_at (lockcore_now_ms(); 0: never), the

@@ -2,7 +2,7 @@
  * fencelock run: acquire, run the job (the command) under the lock kept
  * alive, release; --undo after a failed job or a lost lock. The job's
  * supervision (its process group, the guardian, the terminal, signals, a
- * lost lock) is job.c's. See docs/cli.md, "run".
+ * lost lock) is job.c's, which elect shares. See docs/cli.md, "run".
  */
 #include <stdio.h>
 #include <string.h>

@@ -1,7 +1,8 @@
 /*
  * A command run under a held lock, and its supervision: its process group,
  * the guardian that outlives fencelock, the terminal, signals, a lost lock.
- * `run` runs its command (and --undo's) so. See docs/cli.md, "run".
+ * `run` runs its command (and --undo's) so, and `elect` its command while
+ * it leads. See docs/cli.md, "run" and "elect".
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -23,7 +24,7 @@
 static const char *prog = "fencelock";
 
 /*
- * How `run` keeps its command (the job) under the lock:
+ * How `run` and `elect` keep their command (the job) under the lock:
  *
  * - The job runs in its own process group (its pid is the group id), so a
  *   lost lock, a signal to fencelock, or the job's end reaches the job's
@@ -51,7 +52,7 @@ static const char *prog = "fencelock";
  */
 
 /* A signal not yet passed on to the job (0: none), and the last one that
- * arrived at all. */
+ * arrived at all (elect: no new campaign after it). */
 static volatile sig_atomic_t pending_signal, received_signal;
 
 /* The supervisor learns of a signal, SIGCHLD included (the job ended or
@@ -130,7 +131,8 @@ void fencelock_wait_events(lockcore_client *c, int timeout_ms)
     lockcore_process(c, fds, (size_t)n);
 }
 
-/* The reason a keep-alive gave up, said once: "lock on 'x' lost: WHY".
+/* The reason a keep-alive gave up, said once: "lock on 'x' lost: WHY"
+ * ("leadership of 'x' lost: WHY" for elect).
  * lockcore_errmsg() already reads "lock on 'x' lost: WHY" when the
  * keep-alive said why, and only WHY is taken from it; it is the detail
  * only if it says more than the code's own name (a loss seen after the job
@@ -157,8 +159,8 @@ static void set_lost(lockcore_client *c, int rc, const struct lockcore_lock *l, 
     snprintf(name, sizeof(name), "%s", l->resource);
     for (char *p = strchr(name, '\n'); p != NULL; p = strchr(p, '\n'))
         *p = ',';
-    snprintf(s->why, sizeof(s->why), "lock on '%.512s' lost: %.600s%s", name, detail,
-             ran_out ? " (was fencelock paused, or are the nodes slow?)" : "");
+    snprintf(s->why, sizeof(s->why), "%s '%.512s' lost: %.600s%s", s->leader ? "leadership of" : "lock on",
+             name, detail, ran_out ? " (was fencelock paused, or are the nodes slow?)" : "");
 }
 
 void fencelock_job_lost(lockcore_client *c, int rc, const struct lockcore_lock *l, void *arg)
@@ -311,6 +313,9 @@ static void job_child(int go_fd, const struct lockcore_lock *l, const struct job
     setenv("FENCELOCK_GRANTED_MONO_MS", e->granted_mono, 1);
     setenv("FENCELOCK_GRANTED_WALL_MS", e->granted_wall, 1);
     setenv("FENCELOCK_VALID_UNTIL_MONO_MS", e->valid_until, 1);
+    /* A leader's token is its epoch (elect). */
+    if (l->flags & LOCKCORE_LOCK_LEADER)
+        setenv("FENCELOCK_EPOCH", e->token, 1);
     if (e->undo_reason != NULL) {
         setenv("FENCELOCK_UNDO_REASON", e->undo_reason, 1);
         setenv("FENCELOCK_JOB_STATUS", e->job_status, 1);
@@ -523,11 +528,12 @@ int fencelock_job_outcome(lockcore_client *c, lockcore_keepalive *k, struct lock
     int krc = lockcore_keepalive_get(k, l);
     if (rep->lost_rc == 0 && (krc < 0 || lockcore_remaining_ms(l) == 0))
         set_lost(c, krc, l, rep);
+    const char *lost = rep->leader ? "leadership was lost" : "the lock was lost";
     if (rep->lost_rc != 0) {
         /* Whether the job was still running tells a caller whether its
          * last writes may have happened without the lock. */
         if (rep->announced)
-            fprintf(stderr, "%s: %s %s after the lock was lost\n", prog, name, how);
+            fprintf(stderr, "%s: %s %s after %s\n", prog, name, how, lost);
         else
             fprintf(stderr, "%s: %s; %s had already ended (%s) when the loss was seen\n", prog, rep->why,
                     name, how);
