@@ -621,8 +621,8 @@ static int acquire_pause(struct world *w)
 
 /* The zombie leader: leader A (epoch eA) writes, and is stopped with
  * SIGSTOP between the check of its lease and its next write; its
- * leadership runs out, and B, waiting in line since before the pause, is
- * elected (eB > eA) and writes; A goes on and writes what it was about to.
+ * leadership runs out, and B, which campaigns as A stops and waits in
+ * line, is elected (eB > eA) and writes; A goes on and writes what it was about to.
  * B resigns only after A's late write, so that B leads throughout. */
 static int zombie_leader(struct world *w)
 {
