@@ -134,13 +134,20 @@ static void on_reading(lockcore_client *c, int rc, const struct lockcore_leader 
 /* --watch: the reading *l, then each one that differs from the one
  * before, until a caught signal or deadline (0: none). Observers are told
  * by the nodes (every proclamation and resignation), and read again when
- * what they read runs out: nothing is polled. */
+ * what they read runs out: nothing is polled. lockcore never reports an
+ * epoch below that of the reading it is given; after a reading of nobody
+ * it has no epoch to hold a leader's against, so the largest epoch printed
+ * is kept here, and a leader below it (an old leader's stale keys on a
+ * majority, docs/election.md, E4) is not printed: the watch goes on from
+ * it and prints what comes after it, if that differs from the last line. */
 static int watch(lockcore_client *c, const char *name, struct lockcore_leader *l, uint64_t deadline)
 {
     int rc = fencelock_catch_signals();
     if (rc < 0)
         return fencelock_fail(c, "pipe", rc);
     print_reading(c, name, l);
+    struct lockcore_leader printed = *l;
+    uint64_t top = l->held ? l->epoch : 0;
     /* Static: an observer still in flight when this returns ends when the
      * client is freed, after it. */
     static struct observed w;
@@ -164,7 +171,16 @@ static int watch(lockcore_client *c, const char *name, struct lockcore_leader *l
         if (w.rc < 0)
             return fencelock_fail(c, "leader", w.rc);
         *l = w.l;
+        if (l->held && l->epoch < top)
+            continue; /* stale: the epoch never goes back */
+        if (l->held == printed.held &&
+            (!l->held || (l->epoch == printed.epoch && strcmp(l->id, printed.id) == 0 &&
+                          strcmp(l->value, printed.value) == 0)))
+            continue; /* what the last line said already */
         print_reading(c, name, l);
+        printed = *l;
+        if (l->held && l->epoch > top)
+            top = l->epoch;
     }
 }
 
