@@ -14,6 +14,11 @@
  * asking how long the acquisition took. The acquire-pause replay uses it to
  * show what the elapsed-time check is for.
  *
+ * With --elect it is a candidate of the election of the resource instead
+ * (lockcore_campaign): elected, it writes with its epoch as the fencing
+ * token (the Fencing-Token header), and resigns at the end. The
+ * zombie-leader replay uses it.
+ *
  * docs/testing.md ("The replay client protocol") is the contract.
  */
 #include <errno.h>
@@ -37,8 +42,10 @@ struct args {
     const char *name, *nodes, *resource, *storage, *key, *value;
     uint64_t ttl_ms, wait_ms;
     int fencing;
-    int validity_check; /* 0: --no-validity-check */
-    const char *go;     /* NULL, "before-check" or "before-write" */
+    int validity_check;      /* 0: --no-validity-check */
+    int elect;               /* --elect: campaign to lead the resource instead */
+    const char *first_value; /* --first-value V: written as soon as elected */
+    const char *go;          /* NULL, "before-check", "before-write" or "before-release" */
 };
 
 static void emit(json_t *ev)
@@ -72,7 +79,8 @@ static int parse(int argc, char **argv, struct args *a)
         {"key", required_argument, NULL, 'k'},         {"value", required_argument, NULL, 'v'},
         {"ttl", required_argument, NULL, 't'},         {"wait", required_argument, NULL, 'w'},
         {"no-fencing", no_argument, NULL, 'F'},        {"go", required_argument, NULL, 'g'},
-        {"no-validity-check", no_argument, NULL, 'V'}, {NULL, 0, NULL, 0},
+        {"no-validity-check", no_argument, NULL, 'V'}, {"elect", no_argument, NULL, 'E'},
+        {"first-value", required_argument, NULL, 'f'}, {NULL, 0, NULL, 0},
     };
     *a = (struct args){.name = "A",
                        .resource = "ledger",
@@ -116,15 +124,24 @@ static int parse(int argc, char **argv, struct args *a)
         case 'V':
             a->validity_check = 0;
             break;
+        case 'E':
+            a->elect = 1;
+            break;
+        case 'f':
+            a->first_value = optarg;
+            break;
         default:
             return -1;
         }
     }
     if (a->nodes == NULL || a->storage == NULL || a->value == NULL || a->ttl_ms == 0 ||
-        (a->go && strcmp(a->go, "before-check") != 0 && strcmp(a->go, "before-write") != 0)) {
+        (a->go && strcmp(a->go, "before-check") != 0 && strcmp(a->go, "before-write") != 0 &&
+         strcmp(a->go, "before-release") != 0) ||
+        (a->elect && !a->validity_check) || (a->first_value && !a->elect)) {
         fprintf(stderr, "usage: fencelock-scenario-client --nodes URL,... --storage HOST:PORT --value V\n"
                         "         [--name N] [--resource R] [--key K] [--ttl MS] [--wait MS] [--no-fencing]\n"
-                        "         [--no-validity-check] [--go before-check|before-write]\n"
+                        "         [--no-validity-check | --elect [--first-value V]]\n"
+                        "         [--go before-check|before-write|before-release]\n"
                         "         (--go: wait for a line on stdin there)\n");
         return -1;
     }
@@ -259,22 +276,28 @@ static unsigned naive_release(const struct args *a, redisContext **ctx, int n, c
     return deleted;
 }
 
-/* PUT the value with the token; report the answer. */
-static void write_value(const struct args *a, const struct lockcore_lock *l)
+/* PUT the value with the token (a leader's: its epoch, in the
+ * Fencing-Token header); report the answer. */
+static void write_value(const struct args *a, const struct lockcore_lock *l, const char *value)
 {
     /* storage-guard (or the proxy in front of it) is on loopback. */
     const char *colon = strrchr(a->storage, ':');
     int port = colon ? atoi(colon + 1) : 0;
-    json_t *body = json_pack("{s:s,s:s}", "value", a->value, "resource", a->resource);
-    if (a->fencing)
+    json_t *body = json_pack("{s:s,s:s}", "value", value, "resource", a->resource);
+    char header[64] = "";
+    if (a->fencing && a->elect)
+        snprintf(header, sizeof(header), "Fencing-Token: %" PRIu64 "\r\n", l->token);
+    else if (a->fencing)
         json_object_set_new(body, "token", json_integer((json_int_t)l->token));
     char *b = json_dumps(body, JSON_COMPACT);
     json_decref(body);
     char path[512];
     snprintf(path, sizeof(path), "/v1/records/%s", a->key);
-    emit(json_pack("{s:s,s:s,s:I}", "ev", "writing", "value", a->value, "token", (json_int_t)l->token));
+    uint64_t token = a->fencing ? l->token : 0;
+    emit(json_pack("{s:s,s:s,s:I}", "ev", "writing", "value", value, "token", (json_int_t)token));
     struct hc_response r;
-    int rc = port > 0 && port < 65536 ? hc_put((uint16_t)port, path, b, NULL, &r) : -EINVAL;
+    int rc =
+        port > 0 && port < 65536 ? hc_put((uint16_t)port, path, b, header[0] ? header : NULL, &r) : -EINVAL;
     free(b);
     if (rc != 0) {
         emit(json_pack("{s:s,s:i,s:s}", "ev", "written", "status", 0, "error", strerror(-rc)));
@@ -312,7 +335,9 @@ int main(int argc, char **argv)
     o.nodes = nodes;
     o.n_nodes = (size_t)n;
     o.ttl_ms = a.ttl_ms;
-    o.fencing = a.fencing;
+    /* An election's epoch is a token: a leader has one even where its
+     * writes carry none (--no-fencing). */
+    o.fencing = a.fencing || a.elect;
     o.retry_count = a.wait_ms ? -1 : 0;
     o.wait_ms = a.wait_ms;
     o.retry_delay_ms = 50;
@@ -326,16 +351,30 @@ int main(int argc, char **argv)
     }
     struct lockcore_lock l;
     int status = 4; /* stdin closed while waiting for "go" */
-    int rc = a.validity_check ? lockcore_acquire(c, a.resource, &l) : naive_acquire(&a, nodes, n, ctx, &l);
+    int rc;
+    if (a.elect) {
+        struct lockcore_call call;
+        lockcore_call_init(c, &call);
+        rc = lockcore_campaign(c, a.resource, a.name, &call, &l);
+    } else {
+        rc = a.validity_check ? lockcore_acquire(c, a.resource, &l) : naive_acquire(&a, nodes, n, ctx, &l);
+    }
     if (rc != 0) {
         const char *why = a.validity_check ? lockcore_errmsg(c) : lockcore_strerror(rc);
         emit(json_pack("{s:s,s:s}", "ev", "acquire_failed", "error", why));
         status = 3;
         goto out;
     }
-    emit(json_pack("{s:s,s:I,s:I,s:I,s:i,s:i}", "ev", "acquired", "token", (json_int_t)l.token, "validity_ms",
-                   (json_int_t)l.validity_ms, "valid_until", (json_int_t)l.valid_until_ms, "nodes_ok",
-                   (int)l.nodes_ok, "attempts", (int)l.attempts));
+    /* A leader reports its epoch, and as its token what its writes carry. */
+    json_t *got = json_pack("{s:s,s:I,s:I,s:I,s:i,s:i}", "ev", a.elect ? "elected" : "acquired", "token",
+                            (json_int_t)(a.fencing ? l.token : 0), "validity_ms", (json_int_t)l.validity_ms,
+                            "valid_until", (json_int_t)l.valid_until_ms, "nodes_ok", (int)l.nodes_ok,
+                            "attempts", (int)l.attempts);
+    if (a.elect)
+        json_object_set_new(got, "epoch", json_integer((json_int_t)l.token));
+    emit(got);
+    if (a.first_value != NULL)
+        write_value(&a, &l, a.first_value);
     /* The client checks its lease, as a careful client does, and writes
      * only if it is still valid. In the replays, the world may stop for
      * it before the check or between the check and the write. */
@@ -347,16 +386,21 @@ int main(int argc, char **argv)
         goto release;
     if (wait_go(&a, "before-write") != 0)
         goto out;
-    write_value(&a, &l);
+    write_value(&a, &l, a.value);
+    if (wait_go(&a, "before-release") != 0)
+        goto out;
 release:
-    if (a.validity_check) {
+    if (a.elect) {
+        rc = lockcore_resign(c, &l);
+    } else if (a.validity_check) {
         rc = lockcore_release(c, &l);
     } else {
         unsigned answered;
         l.nodes_ok = naive_release(&a, ctx, n, &l, &answered);
         rc = answered >= fencing_quorum((unsigned)n) ? 0 : LOCKCORE_ENOQUORUM;
     }
-    emit(json_pack("{s:s,s:i,s:i}", "ev", "released", "rc", rc, "nodes_ok", (int)l.nodes_ok));
+    emit(json_pack("{s:s,s:i,s:i,s:b}", "ev", "released", "rc", rc, "nodes_ok", (int)l.nodes_ok, "resigned",
+                   a.elect));
     status = 0;
 out:
     naive_close(ctx, n);

@@ -1,5 +1,5 @@
 /*
- * The five replays. Each run builds its own world (redis-server nodes,
+ * The six replays. Each run builds its own world (redis-server nodes,
  * storage-guard, proxies), drives two client processes through the story
  * of the critique, records what happened on one shared monotonic clock,
  * and tears everything down by PID.
@@ -28,8 +28,14 @@
 #define NODES_MAX 5
 #define RESOURCE "ledger"
 
-const char *const sc_scenarios[] = {"gc-pause",     "network-delay", "clock-jump",
-                                    "node-restart", "acquire-pause", NULL};
+const char *const sc_scenarios[] = {"gc-pause",      "network-delay", "clock-jump", "node-restart",
+                                    "acquire-pause", "zombie-leader", NULL};
+
+/* The story of an election's leaders rather than a lock's holders. */
+static int election(const char *scenario)
+{
+    return strcmp(scenario, "zombie-leader") == 0;
+}
 
 /* Scenarios whose story makes two clients hold the lock at once. */
 static int two_holders(const char *scenario)
@@ -82,6 +88,7 @@ struct client {
     char buf[8192];
     size_t len;
     char value[16];
+    char writing[64]; /* the value of the write under way */
 };
 
 struct world {
@@ -204,6 +211,15 @@ static int spawn_client(struct world *w, struct client *c, const char *name, con
         argv[k++] = "--no-fencing";
     if (careless)
         argv[k++] = "--no-validity-check";
+    /* A leader's story: A writes once as soon as it is elected, then its
+     * write of "written by A" is the one the pause makes late. */
+    if (election(w->r->scenario)) {
+        argv[k++] = "--elect";
+        if (name[0] == 'A') {
+            argv[k++] = "--first-value";
+            argv[k++] = "first write by A";
+        }
+    }
     if (go_point) {
         argv[k++] = "--go";
         argv[k++] = go_point;
@@ -216,6 +232,7 @@ static int spawn_client(struct world *w, struct client *c, const char *name, con
     }
     c->pid = pid;
     c->len = 0;
+    c->writing[0] = '\0';
     return 0;
 }
 
@@ -246,7 +263,7 @@ static void record(struct world *w, struct client *c, json_t *ev)
     struct sc_result *r = w->r;
     if (kind == NULL)
         return;
-    if (strcmp(kind, "acquired") == 0) {
+    if (strcmp(kind, "acquired") == 0 || strcmp(kind, "elected") == 0) {
         uint64_t token = (uint64_t)json_integer_value(json_object_get(ev, "token"));
         json_t *ju = json_object_get(ev, "valid_until");
         long long until = json_is_integer(ju) ? json_integer_value(ju) - w->t0
@@ -263,10 +280,17 @@ static void record(struct world *w, struct client *c, json_t *ev)
             both = r->a_valid_until > t;
         }
         r->double_grant |= both;
-        char tok[48] = "no token";
-        if (token)
+        char tok[80] = "no token";
+        json_t *epoch = json_object_get(ev, "epoch");
+        if (json_is_integer(epoch) && token == 0)
+            snprintf(tok, sizeof(tok), "epoch %llu (its writes carry none)",
+                     (unsigned long long)json_integer_value(epoch));
+        else if (json_is_integer(epoch))
+            snprintf(tok, sizeof(tok), "epoch %llu", (unsigned long long)token);
+        else if (token)
             snprintf(tok, sizeof(tok), "token %llu", (unsigned long long)token);
-        event(w, t, until, c->name, "lease", "acquires the lock (%lld/%d nodes), %s, valid %lld ms",
+        event(w, t, until, c->name, "lease", "%s (%lld/%d nodes), %s, valid %lld ms",
+              json_is_integer(epoch) ? "is elected leader" : "acquires the lock",
               (long long)json_integer_value(json_object_get(ev, "nodes_ok")), r->n_nodes, tok,
               (long long)json_integer_value(json_object_get(ev, "validity_ms")));
         if (both)
@@ -284,6 +308,8 @@ static void record(struct world *w, struct client *c, json_t *ev)
         else
             event(w, t, -1, c->name, "note", "checks its lease: expired, does not write");
     } else if (strcmp(kind, "writing") == 0) {
+        const char *v = json_string_value(json_object_get(ev, "value"));
+        snprintf(c->writing, sizeof(c->writing), "%s", v != NULL ? v : c->value);
         event(w, t, -1, c->name, "step", "sends its write");
     } else if (strcmp(kind, "written") == 0) {
         int status = (int)json_integer_value(json_object_get(ev, "status"));
@@ -295,17 +321,19 @@ static void record(struct world *w, struct client *c, json_t *ev)
         char with[48] = "";
         if (token)
             snprintf(with, sizeof(with), " with token %llu", (unsigned long long)token);
+        const char *value = c->writing[0] ? c->writing : c->value;
         if (status == 200)
-            event(w, t, -1, "storage", "write-ok", "accepts \"%s\"%s", c->value, with);
+            event(w, t, -1, "storage", "write-ok", "accepts \"%s\"%s", value, with);
         else if (status == 409)
-            event(w, t, -1, "storage", "write-refused", "refuses \"%s\": token %llu is stale (409)", c->value,
+            event(w, t, -1, "storage", "write-refused", "refuses \"%s\": token %llu is stale (409)", value,
                   (unsigned long long)token);
         else
-            event(w, t, -1, "storage", "write-refused", "answers %d to \"%s\"", status, c->value);
+            event(w, t, -1, "storage", "write-refused", "answers %d to \"%s\"", status, value);
     } else if (strcmp(kind, "released") == 0) {
         if (!is_a)
             w->b_released = 1;
-        event(w, t, -1, c->name, "step", "releases: %lld nodes still held its lock",
+        event(w, t, -1, c->name, "step", "%s: %lld nodes still held its lock",
+              json_is_true(json_object_get(ev, "resigned")) ? "resigns" : "releases",
               (long long)json_integer_value(json_object_get(ev, "nodes_ok")));
     }
 }
@@ -591,18 +619,51 @@ static int acquire_pause(struct world *w)
     return await(w, &w->a, "released", 10000);
 }
 
+/* The zombie leader: leader A (epoch eA) writes, and is stopped with
+ * SIGSTOP between the check of its lease and its next write; its
+ * leadership runs out, and B, which campaigns as A stops and waits in
+ * line, is elected (eB > eA) and writes; A goes on and writes what it was about to.
+ * B resigns only after A's late write, so that B leads throughout. */
+static int zombie_leader(struct world *w)
+{
+    int rc;
+    if ((rc = spawn_client(w, &w->a, "A", "before-write", 0, 0)) || (rc = await(w, &w->a, "checked", 10000)))
+        return rc;
+    if ((rc = spawn_client(w, &w->b, "B", "before-release", 5000, 0)) != 0)
+        return rc;
+    event(w, now_run(w), -1, "B", "note", "campaigns: waits in line while A leads");
+    long long paused = now_run(w);
+    if ((rc = stop_client(w, &w->a)) != 0)
+        return rc;
+    client_go(&w->a); /* it will write as soon as it runs again */
+    if ((rc = await(w, &w->b, "written", 10000)) != 0)
+        return rc;
+    long long resumed = now_run(w);
+    event(w, paused, resumed, "A", "pause", "stopped (SIGSTOP) for %lld ms: a GC pause", resumed - paused);
+    event(w, resumed, -1, "A", "note", "goes on, unaware that it was deposed, and writes");
+    if ((rc = hp_signal(w->a.pid, SIGCONT, 0)) != 0 || (rc = await(w, &w->a, "released", 10000)) != 0)
+        return rc;
+    client_go(&w->b);
+    rc = await(w, &w->b, "released", 10000);
+    client_end(&w->b);
+    return rc;
+}
+
 static void judge(struct sc_result *r)
 {
-    int a_first = 0;
+    /* A lost update: A's last write accepted after B's, and it stands. */
+    int a_last = -1, b_first = -1;
     for (int i = 0; i < r->n_ev; i++) {
         const struct sc_event *e = &r->ev[i];
-        if (strcmp(e->lane, "storage") == 0 && strncmp(e->kind, "write", 5) == 0) {
-            a_first = strstr(e->text, "by A") != NULL;
-            break;
-        }
+        if (strcmp(e->lane, "storage") != 0 || strncmp(e->kind, "write", 5) != 0)
+            continue;
+        if (strstr(e->text, "by A") != NULL)
+            a_last = i;
+        else if (b_first < 0)
+            b_first = i;
     }
-    r->lost_update =
-        r->status_b == 200 && r->status_a == 200 && !a_first && strcmp(r->final_value, "written by A") == 0;
+    r->lost_update = r->status_b == 200 && r->status_a == 200 && a_last > b_first && b_first >= 0 &&
+                     strcmp(r->final_value, "written by A") == 0;
     const char *grant = r->double_grant ? "two clients held the lock; " : "";
     if (r->mode == SC_CHECKED) {
         if (r->a_refused && r->status_a == 0 && !r->double_grant &&
@@ -619,9 +680,17 @@ static void judge(struct sc_result *r)
                      r->b_acquired - r->a_valid_until);
         else
             snprintf(r->verdict, sizeof(r->verdict), "delayed restart: UNEXPECTED double grant");
+    } else if (r->lost_update && election(r->scenario)) {
+        snprintf(r->verdict, sizeof(r->verdict),
+                 "%s: lost update (deposed leader A's late write overwrote leader B's)",
+                 sc_mode_name(r->mode));
     } else if (r->lost_update) {
         snprintf(r->verdict, sizeof(r->verdict), "%s: %slost update (A's late write overwrote B's)",
                  sc_mode_name(r->mode), grant);
+    } else if (r->status_a == 409 && strcmp(r->final_value, "written by B") == 0 && election(r->scenario)) {
+        snprintf(r->verdict, sizeof(r->verdict),
+                 "%s: stale write refused (deposed leader A's epoch %llu < leader B's %llu)",
+                 sc_mode_name(r->mode), (unsigned long long)r->token_a, (unsigned long long)r->token_b);
     } else if (r->status_a == 409 && strcmp(r->final_value, "written by B") == 0) {
         snprintf(r->verdict, sizeof(r->verdict), "%s: %sstale write refused (A's token %llu < B's %llu)",
                  sc_mode_name(r->mode), grant, (unsigned long long)r->token_a,
@@ -712,6 +781,8 @@ int sc_run(const char *scenario, enum sc_mode mode, const struct sc_config *cfg,
         rc = network_delay(&w);
     else if (strcmp(scenario, "acquire-pause") == 0)
         rc = acquire_pause(&w);
+    else if (election(scenario))
+        rc = zombie_leader(&w);
     else
         rc = split_majority(&w, strcmp(scenario, "node-restart") == 0);
     if (rc == 0) {

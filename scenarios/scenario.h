@@ -10,7 +10,9 @@
  * Redlock rule), and no two clients hold the lock at once. In acquire-pause
  * the UNFENCED and FENCED runs use a client that skips Redlock's
  * elapsed-time check; its CHECKED run is fencelock's own client, whose
- * check refuses the late grant.
+ * check refuses the late grant. In zombie-leader the clients are
+ * candidates of an election (lockcore_campaign) whose epoch is the token:
+ * UNFENCED, their writes carry no epoch.
  *
  * Used by the fencelock-replay program and by the scenario tests.
  */

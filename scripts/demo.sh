@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The main demo: replay Kleppmann's scenarios (GC pause, network delay,
-# clock jump, node restart) against real redis-server nodes and a real
-# storage-guard, each without fencing and with it.
+# clock jump, node restart, pause during acquisition) and a leader elected,
+# then deposed while paused (zombie leader), against real redis-server
+# nodes and a real storage-guard, each without fencing and with it.
 #   bash scripts/demo.sh                 # all scenarios
 #   bash scripts/demo.sh gc-pause        # one of them
 # Prints a timeline and a verdict per run; draws them in replay-out/replay.svg

@@ -315,6 +315,8 @@ const char *fencelock_kind(const struct lockcore_lock *l)
         return "write";
     if (l->flags & LOCKCORE_LOCK_PERMIT)
         return "permit";
+    if (l->flags & LOCKCORE_LOCK_LEADER)
+        return "leader";
     return "plain";
 }
 

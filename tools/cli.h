@@ -3,8 +3,8 @@
  * (tools/cmd_<name>.c, dispatched from the table in tools/fencelock.c):
  * the parsed options and their parser (cli_args.c), the client, the exit
  * codes and error messages, the JSON printer and the acquisition with its
- * wait notice (cli.c). Nothing here calls a command. Private to the
- * fencelock program.
+ * wait notice (cli.c), and a command run under a held lock (job.c). Nothing
+ * here calls a command. Private to the fencelock program.
  */
 #ifndef FENCELOCK_CLI_H
 #define FENCELOCK_CLI_H
@@ -65,6 +65,9 @@ struct args {
     const char *lock_id; /* acquire --reentrant RESOURCE LOCK_ID: the hold to re-enter */
     uint64_t repair_to;  /* repair --to TOKEN; 0 = each node's clock */
     int force;           /* repair --force: lower the fence indeed */
+    const char *value;   /* elect --value V: what the leader proclaims; NULL = "" */
+    int again;           /* elect --again: after a loss, campaign again */
+    int watch;           /* leader --watch: print every change */
 };
 
 /* args.rw */
@@ -85,7 +88,7 @@ struct cmdline {
     const char *operands[OPERANDS_MAX]; /* the command's name, then its operands */
     int nops;
     int too_many; /* more operands than OPERANDS_MAX */
-    char **cmd;   /* run: the command to run and its arguments */
+    char **cmd;   /* run, elect: the command to run and its arguments */
     struct target t;
     const char *id; /* extend, release: the LOCK_ID (the last operand) */
 };
@@ -108,17 +111,21 @@ enum {
     CMD_RUN = 4,      /* run: takes a lock for a command it runs */
     CMD_PERMITS = 8,  /* --permits applies */
     CMD_REPAIR = 16,  /* repair: --to and --force apply */
+    CMD_ELECT = 32,   /* elect: campaigns, and runs a command while it leads */
+    CMD_LEADER = 64,  /* leader: reads an election; --watch applies */
 };
 
 /* The commands (each in its own tools/cmd_<name>.c). */
 extern const char cmd_acquire_usage[], cmd_extend_usage[], cmd_release_usage[], cmd_status_usage[],
-    cmd_run_usage[], cmd_repair_usage[];
+    cmd_run_usage[], cmd_repair_usage[], cmd_elect_usage[], cmd_leader_usage[];
 int cmd_acquire(lockcore_client *c, const struct cmdline *cl);
 int cmd_extend(lockcore_client *c, const struct cmdline *cl);
 int cmd_release(lockcore_client *c, const struct cmdline *cl);
 int cmd_status(lockcore_client *c, const struct cmdline *cl);
 int cmd_run(lockcore_client *c, const struct cmdline *cl);
 int cmd_repair(lockcore_client *c, const struct cmdline *cl);
+int cmd_elect(lockcore_client *c, const struct cmdline *cl);
+int cmd_leader(lockcore_client *c, const struct cmdline *cl);
 /* How far a node's fence is ahead of its own clock, in ms; null if not
  * known (cmd_repair.c, used by status too). */
 json_t *fencelock_fence_ahead(const struct lockcore_node_status *st);
@@ -208,7 +215,7 @@ int64_t fencelock_quorum_th(int64_t *v, int m, int quorum);
 int fencelock_majority_of(const struct lockcore_node_status *st, int n, int quorum, int64_t *remaining);
 
 /* The kind of a lock, as FENCELOCK_LOCK_KIND and the JSON's "kind" name
- * it: plain, reentrant, multi, read, write, permit. */
+ * it: plain, reentrant, multi, read, write, permit, leader. */
 const char *fencelock_kind(const struct lockcore_lock *l);
 
 /* The id of a reentrant hold of resource that this process may join (the
@@ -248,5 +255,59 @@ json_t *fencelock_lock_head(const struct target *t, const char *resource, const 
 
 /* Add the members of b to a (a JSON object), release b; returns a. */
 json_t *fencelock_merged(json_t *a, json_t *b);
+
+/* ---- job.c: a command run under a held lock (run, elect) ---- */
+
+/* What became of a job's lock while the job ran. */
+struct job_report {
+    int leader;    /* elect: the messages speak of leadership, not of a lock */
+    int lost_rc;   /* 0 while held; else why it was lost */
+    int announced; /* the loss (or --max-hold) was reported while the job still ran */
+    int max_hold;  /* the job was stopped at --max-hold (the lock was not lost) */
+    char why[1200];
+};
+
+/* Catch SIGINT, SIGTERM and SIGHUP (unless ignored when fencelock
+ * started) and SIGCHLD: each wakes fencelock_wait_events at once. Returns
+ * 0, or -errno if the pipe that wakes it cannot be made. */
+int fencelock_catch_signals(void);
+
+/* The signal caught and not yet passed on to a job (0: none), cleared; and
+ * the last one caught at all. */
+int fencelock_signal_pending(void);
+int fencelock_signal_received(void);
+
+/* Wait up to timeout_ms for a node's answer, a timer of the client or a
+ * caught signal, and run what is due (keep-alives, callbacks). */
+void fencelock_wait_events(lockcore_client *c, int timeout_ms);
+
+/* A keep-alive's on_lost for a job's lock: arg is the job's report. */
+void fencelock_job_lost(lockcore_client *c, int rc, const struct lockcore_lock *l, void *arg);
+
+/* "exited with status 3" / "was killed by signal 9 (Killed)" */
+void fencelock_describe_status(int status, char *buf, size_t cap);
+
+/*
+ * Run cmd in a process group of its own with l's variables in its
+ * environment (FENCELOCK_TOKEN, ..., FENCELOCK_EPOCH for a leader's lock;
+ * with undo_reason, --undo's FENCELOCK_UNDO_REASON and
+ * FENCELOCK_JOB_STATUS = job_code), a guardian that stops it if fencelock dies, and caught signals passed on
+ * to it; until it ends. k keeps l alive (NULL: nothing to watch): when it is lost (its on_lost,
+ * fencelock_job_lost with rep, or its validity run out) or at stop_at (lockcore_now_ms(); 0: never), the
+ * group gets SIGTERM, then SIGKILL after --kill-after. Then whatever is
+ * left in the group is stopped the same way. Returns 0 with *status the
+ * job's wait status, or -1 if it could not be started (said why).
+ * fencelock_catch_signals must have been called.
+ */
+int fencelock_job_run(lockcore_client *c, const struct args *a, lockcore_keepalive *k,
+                      const struct lockcore_lock *l, char **cmd, const char *undo_reason, int job_code,
+                      uint64_t stop_at, struct job_report *rep, int *status);
+
+/* After the job named name ended with status: a loss not seen while it ran
+ * into rep (*l gets k's lock), and on stderr how it ended when it failed
+ * or the lock was lost. Returns its exit code as run reports it (128 + N
+ * for signal N). */
+int fencelock_job_outcome(lockcore_client *c, lockcore_keepalive *k, struct lockcore_lock *l,
+                          const char *name, int status, struct job_report *rep);
 
 #endif

@@ -61,6 +61,10 @@ static const char usage_options[] =
     "  --undo CMD           run: if the command fails, the lock is lost or --max-hold\n"
     "                       runs out, run sh -c CMD (FENCELOCK_UNDO_REASON=failed|lost|\n"
     "                       max-hold, FENCELOCK_JOB_STATUS)\n"
+    "  --value V            elect: what the leader proclaims (at most 256 bytes; default \"\")\n"
+    "  --again              elect: after leadership is lost, campaign again and rerun the\n"
+    "                       command\n"
+    "  --watch              leader: print the leader, then one line per change\n"
     "  --verbose            say on stderr what a wait waits for (the default when stderr\n"
     "                       is a terminal)\n"
     "  --quiet              never say it\n"
@@ -82,7 +86,8 @@ static const char usage_exit[] =
     "     (no validity left: slow nodes or a paused client);\n"
     "  70 server or protocol error (AUTH/ACL refused, bad reply), no fencing token, other error;\n"
     "  75 not acquired: held by another (also when --wait ran out while another held it);\n"
-    "  79 lock lost or not held (run: also stopped at --max-hold).\n";
+    "  79 lock lost or not held (run: also stopped at --max-hold; elect: leadership lost;\n"
+    "     leader: no leader).\n";
 
 static void usage(FILE *to)
 {
@@ -96,6 +101,8 @@ static void usage(FILE *to)
             "  status RESOURCE...                 each node's holder, remaining ms and fence value\n"
             "  run RESOURCE [--] CMD [ARG...]     run CMD under the lock, extending it automatically\n"
             "  run RESOURCE... -- CMD [ARG...]    the same under several resources at once\n"
+            "  elect NAME [--] CMD [ARG...]       campaign to lead NAME; run CMD while leading\n"
+            "  leader NAME                        who leads NAME: epoch, value (--watch: changes)\n"
             "\n"
             "%s\n%s",
             usage_options, usage_exit);
@@ -265,6 +272,9 @@ enum {
     O_MAX_HOLD,
     O_TO,
     O_FORCE,
+    O_VALUE,
+    O_AGAIN,
+    O_WATCH,
 };
 
 /* name: the option as "--ttl" (never the value: argv may hold "--ttl=5x"). */
@@ -355,6 +365,9 @@ static const struct option longopts[] = {
     {"max-hold", required_argument, NULL, O_MAX_HOLD},
     {"to", required_argument, NULL, O_TO},
     {"force", no_argument, NULL, O_FORCE},
+    {"value", required_argument, NULL, O_VALUE},
+    {"again", no_argument, NULL, O_AGAIN},
+    {"watch", no_argument, NULL, O_WATCH},
     {NULL, 0, NULL, 0},
 };
 
@@ -449,6 +462,15 @@ static int parse_option(struct args *a, int opt, int longindex, const char *arg,
     case O_FORCE:
         a->force = 1;
         return -1;
+    case O_VALUE:
+        a->value = arg;
+        return -1;
+    case O_AGAIN:
+        a->again = 1;
+        return -1;
+    case O_WATCH:
+        a->watch = 1;
+        return -1;
     case O_PERMITS: {
         char *end;
         errno = 0;
@@ -502,14 +524,24 @@ static int dashes_ahead(int argc, char **argv, int from)
     return 0;
 }
 
+/* Does the command name take a command to run (run, elect)? */
+static int runs_command(const char *name, const struct command *table, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(name, table[i].name) == 0)
+            return (table[i].flags & (CMD_RUN | CMD_ELECT)) != 0;
+    return 0;
+}
+
 /*
  * Options may come before, between and after the operands. `run` takes
  * its resources up to the first "--" and everything after it as the
  * command; without any "--", one resource and then the command (the form
- * fencelock always had: `run job ls --help` runs `ls --help`).
+ * fencelock always had: `run job ls --help` runs `ls --help`). `elect`
+ * takes its name and its command the same way.
  * Returns -1 to go on, or the exit code (after saying why).
  */
-static int parse_args(int argc, char **argv, struct cmdline *cl)
+static int parse_args(int argc, char **argv, const struct command *table, size_t n, struct cmdline *cl)
 {
     memset(cl, 0, sizeof(*cl));
     cl->a.retry_count = 3;
@@ -529,7 +561,7 @@ static int parse_args(int argc, char **argv, struct cmdline *cl)
             continue;
         }
         int after_dashes = optind > prev && strcmp(argv[optind - 1], "--") == 0;
-        int is_run = cl->nops > 0 && strcmp(cl->operands[0], "run") == 0;
+        int is_run = cl->nops > 0 && runs_command(cl->operands[0], table, n);
         if (is_run && cl->nops >= 2 && (after_dashes || !dashes_ahead(argc, argv, optind))) {
             cl->cmd = &argv[optind]; /* run's command starts here (NULL at the end) */
             break;
@@ -575,7 +607,7 @@ static int check_target(struct cmdline *cl, const struct command *k)
             return EXIT_USAGE;
         }
     }
-    if (nres < 1 || ((k->flags & CMD_RUN) && (cl->cmd == NULL || cl->cmd[0] == NULL))) {
+    if (nres < 1 || ((k->flags & (CMD_RUN | CMD_ELECT)) && (cl->cmd == NULL || cl->cmd[0] == NULL))) {
         fprintf(stderr, "%s: %s: wrong number of arguments\n", prog, name);
         fputs(k->usage, stderr);
         return EXIT_USAGE;
@@ -640,6 +672,47 @@ static int check_target(struct cmdline *cl, const struct command *k)
     return -1;
 }
 
+/* elect and leader: one name, the options that are theirs, and none of
+ * another kind of lock. Returns -1 to go on, or EXIT_USAGE after saying
+ * why. */
+static int check_election(const struct cmdline *cl, const struct command *k)
+{
+    const struct args *a = &cl->a;
+    int elect = (k->flags & CMD_ELECT) != 0, leader = (k->flags & CMD_LEADER) != 0;
+    if ((a->value != NULL || a->again) && !elect) {
+        fprintf(stderr, "%s: %s only applies to elect\n", prog, a->value != NULL ? "--value" : "--again");
+        return EXIT_USAGE;
+    }
+    if (a->watch && !leader) {
+        fprintf(stderr, "%s: --watch only applies to leader\n", prog);
+        return EXIT_USAGE;
+    }
+    if (!elect && !leader)
+        return -1;
+    if (cl->t.n != 1) {
+        fprintf(stderr, "%s: %s takes one NAME\n", prog, k->name);
+        fputs(k->usage, stderr);
+        return EXIT_USAGE;
+    }
+    /* An election is the fair lock of its name: candidates always wait in
+     * line, and no other kind of lock of the name is one. */
+    const char *other = a->rw == RW_READ                                                  ? "--read"
+                        : a->rw == RW_WRITE                                               ? "--write"
+                        : a->reentrant                                                    ? "--reentrant"
+                        : elect && a->wait_mode_set && a->wait_mode == LOCKCORE_WAIT_POLL ? "--no-notify"
+                                                                                          : NULL;
+    if (other != NULL) {
+        fprintf(stderr, "%s: %s: %s does not apply: an election is the fair lock of its name\n", prog,
+                k->name, other);
+        return EXIT_USAGE;
+    }
+    if (a->value != NULL && strlen(a->value) > LOCKCORE_VALUE_MAX) {
+        fprintf(stderr, "%s: --value: at most %d bytes\n", prog, LOCKCORE_VALUE_MAX);
+        return EXIT_USAGE;
+    }
+    return -1;
+}
+
 /* Help, and the checks that need the whole command line. Sets *out to the
  * command to run and returns -1, or returns the exit code. */
 static int check_args(struct cmdline *cl, const struct command *table, size_t n, const struct command **out)
@@ -665,7 +738,7 @@ static int check_args(struct cmdline *cl, const struct command *table, size_t n,
         return EXIT_USAGE;
     }
     int code = check_target(cl, k);
-    if (code >= 0)
+    if (code >= 0 || (code = check_election(cl, k)) >= 0)
         return code;
     if (cl->a.permits > 0 && !(k->flags & CMD_PERMITS)) {
         fprintf(stderr,
@@ -732,7 +805,7 @@ static int dispatch(const struct command *k, const struct cmdline *cl)
 int fencelock_lock_main(int argc, char **argv, const struct command *table, size_t n)
 {
     struct cmdline cl;
-    int code = parse_args(argc, argv, &cl);
+    int code = parse_args(argc, argv, table, n, &cl);
     if (code >= 0)
         return code;
     const struct command *k = NULL;

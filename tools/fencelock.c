@@ -1,7 +1,8 @@
 /*
  * fencelock: acquire, extend, release and inspect locks on N Redis nodes
  * from the shell, run a command under a lock that is kept alive, with its
- * fencing token in the environment, and write files fenced by that token.
+ * fencing token in the environment, run one while elected leader (its
+ * epoch the token), and write files fenced by that token.
  * Data goes to stdout as one JSON line; diagnostics go to stderr; exit
  * codes are stable (see docs/cli.md).
  *
@@ -21,6 +22,8 @@ static const struct command commands[] = {
     {"release", CMD_TAKES_ID, cmd_release_usage, cmd_release, NULL},
     {"run", CMD_RUN | CMD_PERMITS, cmd_run_usage, cmd_run, NULL},
     {"repair", CMD_REPAIR, cmd_repair_usage, cmd_repair, NULL},
+    {"elect", CMD_ELECT, cmd_elect_usage, cmd_elect, NULL},
+    {"leader", CMD_LEADER, cmd_leader_usage, cmd_leader, NULL},
     /* The file commands need no nodes and parse their own options. */
     {"write", 0, NULL, NULL, cmd_write},
     {"append", 0, NULL, NULL, cmd_append},

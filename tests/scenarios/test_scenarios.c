@@ -1,7 +1,8 @@
 /* Kleppmann's scenarios, each both ways: without fencing the late write of
  * the client whose lease ran out destroys the other's update; with fencing
- * storage-guard refuses it. Real redis-server nodes, a real storage-guard,
- * clients as real processes (SIGSTOP, TCP proxies, libfaketime). */
+ * storage-guard refuses it. The same for an elected leader deposed while it
+ * was stopped. Real redis-server nodes, a real storage-guard, clients as
+ * real processes (SIGSTOP, TCP proxies, libfaketime). */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -174,6 +175,70 @@ static void test_scenarios_acquire_pause_validity_check_refuses_late_grant(void 
     assert_true(why);
 }
 
+/* The event on lane whose text has every one of the words (NULL-
+ * terminated), or NULL. */
+static const struct sc_event *event_with(const struct sc_result *r, const char *lane, ...)
+{
+    for (int i = 0; i < r->n_ev; i++) {
+        if (strcmp(r->ev[i].lane, lane) != 0)
+            continue;
+        int all = 1;
+        va_list ap;
+        va_start(ap, lane);
+        for (const char *w = va_arg(ap, const char *); w != NULL && all; w = va_arg(ap, const char *))
+            all = strstr(r->ev[i].text, w) != NULL;
+        va_end(ap);
+        if (all)
+            return &r->ev[i];
+    }
+    return NULL;
+}
+
+/* A leader elected, deposed while stopped past its TTL, and writing when
+ * it goes on: the leader that followed it (elected once its leadership
+ * ran out, waiting in line) had written. */
+static void assert_zombie_story(const struct sc_result *r)
+{
+    assert_true(r->b_acquired >= r->a_valid_until); /* B elected once A's leadership ran out */
+    assert_false(r->double_grant);
+    assert_non_null(event_with(r, "A", "is elected leader", "epoch", NULL));
+    assert_non_null(event_with(r, "B", "is elected leader", "epoch", NULL));
+    assert_non_null(event_with(r, "storage", "accepts \"first write by A\"", NULL));
+    assert_non_null(event_with(r, "A", "stopped (SIGSTOP)", NULL));
+    assert_int_equal(r->status_b, 200);
+}
+
+static void test_scenarios_zombie_leader_unfenced_loses_update(void **state)
+{
+    (void)state;
+    struct sc_result r;
+    replay("zombie-leader", SC_UNFENCED, &r);
+    assert_zombie_story(&r);
+    /* The leaders had epochs, but their writes carried none. */
+    assert_non_null(event_with(&r, "A", "its writes carry none", NULL));
+    assert_true(r.token_a == 0 && r.token_b == 0);
+    assert_int_equal(r.status_a, 200);
+    assert_string_equal(r.final_value, "written by A");
+    assert_true(r.lost_update);
+    assert_true(sc_as_predicted(&r));
+    assert_non_null(strstr(r.verdict, "lost update"));
+}
+
+static void test_scenarios_zombie_leader_fenced_refuses_deposed_write(void **state)
+{
+    (void)state;
+    struct sc_result r;
+    replay("zombie-leader", SC_FENCED, &r);
+    assert_zombie_story(&r);
+    /* The epoch is the token: A's first write went through with it, its
+     * late write was refused with it, after B's larger one. */
+    char with[64];
+    snprintf(with, sizeof(with), "with token %llu", (unsigned long long)r.token_a);
+    assert_non_null(event_with(&r, "storage", "accepts \"first write by A\"", with, NULL));
+    assert_refused(&r, 0);
+    assert_non_null(strstr(r.verdict, "deposed leader A's epoch"));
+}
+
 static void test_scenarios_outputs_draw_every_run(void **state)
 {
     (void)state;
@@ -215,6 +280,8 @@ static void test_scenarios_unknown_scenario_is_refused(void **state)
     assert_int_equal(sc_modes("acquire-pause", m), 3);
     assert_int_equal(m[2], SC_CHECKED);
     assert_int_equal(sc_run("gc-pause", SC_CHECKED, &cfg, &r, err, sizeof(err)), -EINVAL);
+    assert_int_equal(sc_modes("zombie-leader", m), 2);
+    assert_int_equal(sc_run("zombie-leader", SC_DELAYED, &cfg, &r, err, sizeof(err)), -EINVAL);
     assert_int_equal(sc_modes(NULL, m), 0);
 }
 
@@ -240,6 +307,8 @@ int main(void)
         cmocka_unit_test(test_scenarios_acquire_pause_unfenced_loses_update),
         cmocka_unit_test(test_scenarios_acquire_pause_fenced_refuses_stale_write),
         cmocka_unit_test(test_scenarios_acquire_pause_validity_check_refuses_late_grant),
+        cmocka_unit_test(test_scenarios_zombie_leader_unfenced_loses_update),
+        cmocka_unit_test(test_scenarios_zombie_leader_fenced_refuses_deposed_write),
         cmocka_unit_test(test_scenarios_outputs_draw_every_run),
         cmocka_unit_test(test_scenarios_unknown_scenario_is_refused),
     };
