@@ -153,9 +153,8 @@ func quoteValue(s string) string {
 }
 
 // leaderPath is a reading (no after), or the next reading that differs
-// from afterEpoch (0: no leader) and afterValue (if sendValue), waiting up
-// to waitMs. A value whose encoding is over 256 bytes is left out
-// (fencelockd would refuse it).
+// from afterEpoch (0: no leader) and afterValue (if sendValue; fencelockd
+// decodes it before comparing), waiting up to waitMs.
 func leaderPath(name string, after bool, afterEpoch uint64, afterValue string, sendValue bool, waitMs int64) string {
 	p := electionPath(name)
 	if !after {
@@ -163,9 +162,7 @@ func leaderPath(name string, after bool, afterEpoch uint64, afterValue string, s
 	}
 	p += fmt.Sprintf("?after=%d", afterEpoch)
 	if sendValue {
-		if enc := quoteValue(afterValue); len(enc) <= ValueMax {
-			p += "&value=" + enc
-		}
+		p += "&value=" + quoteValue(afterValue)
 	}
 	if waitMs > 0 {
 		p += fmt.Sprintf("&wait_ms=%d", waitMs)

@@ -210,31 +210,13 @@ func (c *Client) Observe(ctx context.Context, name string, after *Reading, wait 
 		ref = &Reading{}
 	}
 	what := fmt.Sprintf("observe %q", name)
-	deadline := time.Now().Add(wait)
-	sendValue := ref.Leader
-	for {
-		left := time.Until(deadline).Milliseconds()
-		if left < 0 {
-			left = 0
-		}
-		path := leaderPath(name, true, ref.Epoch, ref.Value, sendValue, left)
-		obj, err := c.t.call(ctx, "GET", path, nil, what, c.t.timeout+time.Duration(left)*time.Millisecond)
-		if err != nil {
-			return nil, err
-		}
-		r := readingOf(obj)
-		// fencelockd compares the query's value=V still percent-encoded, so a
-		// value that needs an escape never matches, and it answers at once
-		// that the reading changed. Ask again without value=: the epoch is
-		// compared, then any change from the leader read then is waited for
-		// (a value proclaimed between the two requests is missed until the
-		// next change).
-		if sendValue && r.Changed && r.same(ref) {
-			sendValue = false
-			continue
-		}
-		return r, nil
+	ms := wait.Milliseconds()
+	path := leaderPath(name, true, ref.Epoch, ref.Value, ref.Leader, ms)
+	obj, err := c.t.call(ctx, "GET", path, nil, what, c.t.timeout+wait)
+	if err != nil {
+		return nil, err
 	}
+	return readingOf(obj), nil
 }
 
 // WatchOptions of a Watch. The zero value (or nil) is the defaults.

@@ -709,8 +709,8 @@ def sc_election(env, d):
     e = d.fails("check", "Lost", handle="a")
     expect(e["code"] == "released", "a resigned leader's check says released", e)
     # A proclamation: a new value, the same epoch, and an observer is told. The
-    # value needs escapes in a query (fencelockd compares the query's value
-    # still percent-encoded: the clients ask again without it).
+    # value needs escapes in a query, which fencelockd decodes before it
+    # compares.
     cid = d.send("watch", name=name, count=2, timeout_ms=4000, wait_ms=3000)
     first = d.wait(cid, 5, event="reading")["reading"]
     expect(first["leader"] and first["epoch"] == b["epoch"] and first["value"] == b["value"],

@@ -219,22 +219,13 @@ export class Client {
             throw new TypeError('signal must be an AbortSignal');
         const ref = o.after ?? null;
         const what = `observe ${JSON.stringify(name)}`;
-        const deadline = core.nowMs() + waitMs;
-        let sendValue = true;
-        for (;;) {
-            const left = Math.max(0, Math.floor(deadline - core.nowMs()));
-            const path = core.leaderPath(name, ref?.epoch ?? 0, ref?.leader && sendValue ? ref.value : null, left);
-            const a = await this.t.request('GET', path, undefined, undefined, { timeoutMs: this.t.timeoutMs + left, signal: o.signal, what });
-            if (a.status !== 200)
-                throw fromAnswer(a.status, a.body, what);
-            if (a.body === null || typeof a.body !== 'object')
-                throw new ProtocolError(`${what}: the answer is not a JSON object`, a.status, 'protocol');
-            if (sendValue && ref?.leader && core.bogusChange(a.body, ref.raw)) {
-                sendValue = false; // see bogusChange in core
-                continue;
-            }
-            return new Reading(a.body);
-        }
+        const path = core.leaderPath(name, ref?.epoch ?? 0, ref?.leader ? ref.value : null, waitMs);
+        const a = await this.t.request('GET', path, undefined, undefined, { timeoutMs: this.t.timeoutMs + waitMs, signal: o.signal, what });
+        if (a.status !== 200)
+            throw fromAnswer(a.status, a.body, what);
+        if (a.body === null || typeof a.body !== 'object')
+            throw new ProtocolError(`${what}: the answer is not a JSON object`, a.status, 'protocol');
+        return new Reading(a.body);
     }
     /**
      * Who leads `name`, then each change: `for await (const r of

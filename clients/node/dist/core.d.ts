@@ -48,15 +48,6 @@ export declare function quoteValue(s: string): string;
 export declare function leaderPath(name: string, afterEpoch?: number | null, afterValue?: string | null, waitMs?: number): string;
 /** Whether two readings name the same leader, epoch and value (or both none). */
 export declare function sameReading(a: Record<string, unknown>, b: Record<string, unknown>): boolean;
-/**
- * An observer's answer that says changed but names the leader, epoch and
- * value it was given: fencelockd compares the query's value=V still
- * percent-encoded, so a value that needs an escape never matches. The
- * clients then ask again without value= (the epoch is compared, then any
- * change from the leader read then is waited for: a value proclaimed between
- * the two requests is missed until the next change).
- */
-export declare function bogusChange(answer: Record<string, unknown>, after: Record<string, unknown>): boolean;
 export type StatusKind = 'plain' | 'rw' | 'reentrant' | 'semaphore';
 export declare function statusPath(resource: string, kind?: StatusKind, permits?: number): string;
 /** The monotonic validity of one lock (see the module's comment). */

@@ -143,11 +143,8 @@ export function leaderPath(name, afterEpoch = null, afterValue = null, waitMs = 
     if (afterEpoch === null)
         return path;
     let q = `?after=${afterEpoch}`;
-    if (afterValue !== null) {
-        const enc = quoteValue(afterValue);
-        if (enc.length <= VALUE_MAX)
-            q += '&value=' + enc;
-    }
+    if (afterValue !== null)
+        q += '&value=' + quoteValue(afterValue); // decoded by fencelockd
     if (waitMs)
         q += `&wait_ms=${waitMs}`;
     return path + q;
@@ -157,17 +154,6 @@ export function sameReading(a, b) {
     if (Boolean(a.leader) !== Boolean(b.leader))
         return false;
     return !a.leader || (a.epoch === b.epoch && a.value === b.value);
-}
-/**
- * An observer's answer that says changed but names the leader, epoch and
- * value it was given: fencelockd compares the query's value=V still
- * percent-encoded, so a value that needs an escape never matches. The
- * clients then ask again without value= (the epoch is compared, then any
- * change from the leader read then is waited for: a value proclaimed between
- * the two requests is missed until the next change).
- */
-export function bogusChange(answer, after) {
-    return Boolean(answer.changed) && Boolean(after.leader) && sameReading(answer, after);
 }
 export function statusPath(resource, kind = 'plain', permits) {
     const r = quote(resource);

@@ -192,29 +192,17 @@ _QUERY_SAFE = "-._~!$'()*,;:@/?"
 def leader_path(name: str, after_epoch: Optional[int] = None, after_value: Optional[str] = None,
                 wait_ms: int = 0) -> str:
     """A reading (no after), or the next reading that differs from after_epoch
-    (0: no leader) and after_value, waiting up to wait_ms. A value whose
-    encoding is over 256 bytes is left out (fencelockd would refuse it)."""
+    (0: no leader) and after_value (fencelockd decodes it before comparing),
+    waiting up to wait_ms."""
     path = election_path(name)
     if after_epoch is None:
         return path
     q = "?after=%d" % after_epoch
     if after_value is not None:
-        enc = urllib.parse.quote(after_value, safe=_QUERY_SAFE)
-        if len(enc) <= VALUE_MAX:
-            q += "&value=" + enc
+        q += "&value=" + urllib.parse.quote(after_value, safe=_QUERY_SAFE)
     if wait_ms:
         q += "&wait_ms=%d" % wait_ms
     return path + q
-
-
-def bogus_change(answer: Dict[str, Any], after: Dict[str, Any]) -> bool:
-    """An observer's answer that says changed but names the leader, epoch and
-    value it was given: fencelockd compares the query's value=V still
-    percent-encoded, so a value that needs an escape never matches. The
-    clients then ask again without value= (the epoch is compared, then any
-    change from the leader read then is waited for: a new value proclaimed
-    between the two requests is missed until the next change)."""
-    return bool(answer.get("changed")) and bool(after.get("leader")) and same_reading(answer, after)
 
 
 def election_grant_fields(answer: Any, what: str) -> Dict[str, Any]:

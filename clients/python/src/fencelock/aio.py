@@ -208,22 +208,15 @@ class AsyncClient:
             raise TypeError("after must be a Reading (or None)")
         ref = after if after is not None else Reading({"leader": False})
         what = "observe %r" % name
-        deadline = _core.now_ms() + wait_ms
-        send_value = True
-        while True:
-            left = max(0, int(deadline - _core.now_ms()))
-            path = _core.leader_path(name, ref.epoch or 0, ref.value if ref.leader and send_value else None, left)
-            status, answer, _ = await _with_cancel(
-                self._t.request("GET", path, None, timeout_s=self._t.timeout_s + left / 1000.0, what=what),
-                cancel, what)
-            if status != 200:
-                raise from_answer(status, answer, what)
-            if not isinstance(answer, dict):
-                raise ProtocolError("%s: the answer is not a JSON object" % what, code="protocol")
-            if send_value and ref.leader and _core.bogus_change(answer, ref):
-                send_value = False  # see fencelock._core.bogus_change
-                continue
-            return Reading(answer)
+        path = _core.leader_path(name, ref.epoch or 0, ref.value if ref.leader else None, wait_ms)
+        status, answer, _ = await _with_cancel(
+            self._t.request("GET", path, None, timeout_s=self._t.timeout_s + wait_ms / 1000.0, what=what),
+            cancel, what)
+        if status != 200:
+            raise from_answer(status, answer, what)
+        if not isinstance(answer, dict):
+            raise ProtocolError("%s: the answer is not a JSON object" % what, code="protocol")
+        return Reading(answer)
 
     def watch(self, name: str, *, wait_ms: int = 30000,
               cancel: Optional[asyncio.Event] = None) -> AsyncIterator[Reading]:
