@@ -154,9 +154,33 @@ func (c *Client) acquire(ctx context.Context, kind, resource string, resources [
 	if reenter != nil {
 		body["lock_id"] = reenter.ID
 	}
-	deadline := time.Now().Add(opt.Wait)
+	obj, sent, err := c.grant(ctx, path, body, opt.Wait, what)
+	if err != nil {
+		return nil, err
+	}
+	l, err := newLock(c, obj, sent, opt, ctx, reenter, what)
+	if err != nil {
+		return nil, err
+	}
+	if needsConfirm(sent, time.Now(), l.grantValidityMs()) {
+		if err := l.confirm(ctx); err != nil {
+			return nil, err
+		}
+	}
+	if !opt.NoKeepalive {
+		go l.keepalive()
+	}
+	return l, nil
+}
+
+// grant POSTs an acquisition or a campaign, retrying what may pass (a
+// restart, a node back) while its wait lasts; it returns the answer and
+// when it was sent.
+func (c *Client) grant(ctx context.Context, path string, body map[string]any, wait time.Duration,
+	what string) (map[string]any, time.Time, error) {
+	deadline := time.Now().Add(wait)
 	for attempt := 0; ; attempt++ {
-		left := opt.Wait.Milliseconds()
+		left := wait.Milliseconds()
 		if attempt > 0 {
 			left = retryWaitMs(time.Until(deadline))
 		}
@@ -165,31 +189,18 @@ func (c *Client) acquire(ctx context.Context, kind, resource string, resources [
 		status, obj, err := c.t.do(ctx, "POST", path, body, nil, c.t.timeout+time.Duration(left)*time.Millisecond, what)
 		var fe *Error
 		if err == nil && status == 200 {
-			l, err := newLock(c, obj, sent, opt, ctx, reenter, what)
-			if err != nil {
-				return nil, err
-			}
-			if needsConfirm(sent, time.Now(), l.grantValidityMs()) {
-				if err := l.confirm(ctx); err != nil {
-					return nil, err
-				}
-			}
-			if !opt.NoKeepalive {
-				go l.keepalive()
-			}
-			return l, nil
+			return obj, sent, nil
 		}
 		if err != nil {
 			var ok bool
 			if fe, ok = err.(*Error); !ok || fe.Kind == ErrCanceled {
-				return nil, err
+				return nil, sent, err
 			}
 		} else {
 			fe = FromAnswer(status, obj, what)
 		}
-		// Retry what may pass (a restart, a node back) while the wait lasts.
 		if !acquireRetryCodes[fe.Code] || !time.Now().Before(deadline) {
-			return nil, fe
+			return nil, sent, fe
 		}
 		pause := acquireBackoff(attempt)
 		if d := time.Until(deadline); d < pause {
@@ -197,16 +208,18 @@ func (c *Client) acquire(ctx context.Context, kind, resource string, resources [
 		}
 		select {
 		case <-ctx.Done():
-			return nil, clientError(ErrCanceled, "canceled", what+": canceled", ctx.Err())
+			return nil, sent, clientError(ErrCanceled, "canceled", what+": canceled", ctx.Err())
 		case <-time.After(pause):
 		}
 	}
 }
 
-var lockKinds = map[string]bool{"plain": true, "permit": true, "multi": true, "reentrant": true, "read": true, "write": true}
+var lockKinds = map[string]bool{"plain": true, "permit": true, "multi": true, "reentrant": true, "read": true, "write": true,
+	"leader": true}
 
 // Extend extends a lock by its id (kind as its grant named it; "" is
-// plain). The answer carries no token. ErrLost if it is no longer held.
+// plain; "leader" for an election's leader, resource its name). The answer
+// carries no token. ErrLost if it is no longer held.
 func (c *Client) Extend(ctx context.Context, resource, lockID string, ttl time.Duration, kind string) (map[string]any, error) {
 	if err := checkResource(resource, "resource"); err != nil {
 		return nil, err
@@ -218,7 +231,7 @@ func (c *Client) Extend(ctx context.Context, resource, lockID string, ttl time.D
 		kind = "plain"
 	}
 	if !lockKinds[kind] {
-		return nil, fmt.Errorf("fencelock: kind must be plain, permit, multi, reentrant, read or write, not %q", kind)
+		return nil, fmt.Errorf("fencelock: kind must be plain, permit, multi, reentrant, read, write or leader, not %q", kind)
 	}
 	if ttl < time.Millisecond {
 		return nil, fmt.Errorf("fencelock: ttl must be at least 1 ms")
@@ -240,7 +253,7 @@ func (c *Client) Release(ctx context.Context, resource, lockID, kind string) (ma
 		kind = "plain"
 	}
 	if !lockKinds[kind] {
-		return nil, fmt.Errorf("fencelock: kind must be plain, permit, multi, reentrant, read or write, not %q", kind)
+		return nil, fmt.Errorf("fencelock: kind must be plain, permit, multi, reentrant, read, write or leader, not %q", kind)
 	}
 	return c.t.call(ctx, "DELETE", lockPath(resource, lockID, kind), nil, fmt.Sprintf("release %q", resource), 0)
 }

@@ -13,6 +13,7 @@ import (
 // Limits of the API.
 const (
 	ResourceMax = 512
+	ValueMax    = 256 // what a leader proclaims, in bytes
 	MultiMax    = 16
 	PermitsMax  = 1024
 	TokenMax    = 1<<53 - 1 // tokens are below 2^53 (storage-guard, fencing.h)
@@ -97,7 +98,12 @@ func quote(s string) string {
 	return b.String()
 }
 
+// lockPath is a lock's own URL (release); a leader's (kind "leader") is
+// its election's, where it is resigned.
 func lockPath(resource, id, kind string) string {
+	if kind == "leader" {
+		return "/v1/elections/" + quote(resource) + "/" + id
+	}
 	q := ""
 	if kind != "plain" {
 		q = "?kind=" + kind
@@ -106,11 +112,62 @@ func lockPath(resource, id, kind string) string {
 }
 
 func extendPath(resource, id, kind string) string {
+	if kind == "leader" {
+		return "/v1/elections/" + quote(resource) + "/" + id + "/extend"
+	}
 	q := ""
 	if kind != "plain" {
 		q = "?kind=" + kind
 	}
 	return "/v1/locks/" + quote(resource) + "/" + id + "/extend" + q
+}
+
+// ---- elections ----
+
+func checkValue(v string) error {
+	if len(v) > ValueMax || strings.IndexByte(v, 0) >= 0 {
+		return fmt.Errorf("fencelock: a value must be at most %d bytes without NUL, not %d bytes", ValueMax, len(v))
+	}
+	return nil
+}
+
+func electionPath(name string) string { return "/v1/elections/" + quote(name) }
+
+func proclaimPath(name, id string) string {
+	return "/v1/elections/" + quote(name) + "/" + id + "/proclaim"
+}
+
+// quoteValue percent-encodes a query value: every byte but the unreserved
+// ones and those a query may carry as they are.
+func quoteValue(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("-._~!$'()*,;:@/?", c) >= 0 {
+			b.WriteByte(c)
+		} else {
+			fmt.Fprintf(&b, "%%%02X", c)
+		}
+	}
+	return b.String()
+}
+
+// leaderPath is a reading (no after), or the next reading that differs
+// from afterEpoch (0: no leader) and afterValue (if sendValue; fencelockd
+// decodes it before comparing), waiting up to waitMs.
+func leaderPath(name string, after bool, afterEpoch uint64, afterValue string, sendValue bool, waitMs int64) string {
+	p := electionPath(name)
+	if !after {
+		return p
+	}
+	p += fmt.Sprintf("?after=%d", afterEpoch)
+	if sendValue {
+		p += "&value=" + quoteValue(afterValue)
+	}
+	if waitMs > 0 {
+		p += fmt.Sprintf("&wait_ms=%d", waitMs)
+	}
+	return p
 }
 
 func statusPath(resource, kind string, permits int) string {

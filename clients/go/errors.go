@@ -15,6 +15,7 @@ var (
 	ErrForbidden       = errors.New("fencelock: forbidden")        // 403: another client's lock, a route its rules forbid, a fence reset
 	ErrNotFound        = errors.New("fencelock: not found")        // 404
 	ErrLocked          = errors.New("fencelock: locked")           // 409 locked: held by another once the wait ran out
+	ErrNotElected      = errors.New("fencelock: not elected")      // 409 not_elected: a campaign's wait ran out (matches ErrLocked too)
 	ErrLost            = errors.New("fencelock: lock lost")        // 409 lost, or the validity ran out (code "expired")
 	ErrStaleToken      = errors.New("fencelock: stale token")      // 409 stale_token from storage-guard
 	ErrVersionMismatch = errors.New("fencelock: version mismatch") // 412
@@ -57,8 +58,11 @@ func (e *Error) Error() string {
 	return e.Message
 }
 
-// Is matches the sentinel of the error's kind.
-func (e *Error) Is(target error) bool { return target == e.Kind }
+// Is matches the sentinel of the error's kind (and ErrNotElected matches
+// ErrLocked too: the election is its name's lock).
+func (e *Error) Is(target error) bool {
+	return target == e.Kind || e.Kind == ErrNotElected && target == ErrLocked
+}
 
 // Unwrap gives the underlying cause: the context's error for ErrCanceled,
 // the network error for ErrUnreachable.
@@ -92,7 +96,7 @@ var codes = map[string]error{
 	"body_too_large": ErrBadRequest, "uri_too_long": ErrBadRequest, "headers_too_large": ErrBadRequest,
 	"unsupported_transfer_encoding": ErrBadRequest, "node_error": ErrNode, "no_quorum": ErrNoQuorum,
 	"too_slow": ErrTooSlow, "no_token": ErrNoToken, "shutting_down": ErrShuttingDown, "busy": ErrBusy,
-	"internal": ErrServer,
+	"internal": ErrServer, "not_elected": ErrNotElected,
 	// storage-guard
 	"stale_token": ErrStaleToken, "missing_token": ErrMissingToken, "bad_token": ErrBadRequest,
 	"token_out_of_range": ErrBadRequest, "version_mismatch": ErrVersionMismatch, "bad_precondition": ErrBadRequest,

@@ -47,3 +47,39 @@ func ExampleLock_Fenced() {
 		return nil
 	})
 }
+
+// A leader elected in line, writing with its epoch as the token, and an
+// observer told of every change.
+func ExampleClient_Campaign() {
+	ctx := context.Background()
+	client, err := fencelock.New("http://127.0.0.1:7600", nil)
+	if err != nil {
+		panic(err)
+	}
+	defer client.Close()
+	store, _ := fencelock.NewStorageGuard("http://127.0.0.1:8080", nil)
+
+	leader, err := client.Campaign(ctx, "scheduler", "10.0.0.7:8080", &fencelock.CampaignOptions{Wait: time.Minute})
+	if errors.Is(err, fencelock.ErrNotElected) {
+		return // someone else leads: campaign again
+	} else if err != nil {
+		panic(err)
+	}
+	defer leader.Resign()
+	// leader.Context() is canceled the moment it is deposed; the write carries
+	// the epoch, which storage-guard refuses once a later leader has written.
+	_, _ = store.Put(leader.Context(), "schedule", map[string]any{"by": leader.Value()}, fencelock.Fence{Lock: leader.Lock})
+}
+
+func ExampleClient_Watch() {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	client, _ := fencelock.New("http://127.0.0.1:7600", nil)
+	for r := range client.Watch(ctx, "scheduler", nil) {
+		if r.Err != nil {
+			fmt.Println("watch ended:", r.Err)
+			break
+		}
+		fmt.Println(r.Leader, r.Epoch, r.Value)
+	}
+}

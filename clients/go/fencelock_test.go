@@ -8,6 +8,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
@@ -177,6 +178,70 @@ func TestBadArgumentsAreRefusedBeforeAnyRequest(t *testing.T) {
 		var fe *Error
 		if err := f(); err == nil || errors.As(err, &fe) {
 			t.Errorf("storage case %d: want an argument error, got %v", i, err)
+		}
+	}
+}
+
+func TestNotElectedIsALocked(t *testing.T) {
+	e := FromAnswer(409, map[string]any{"error": "not_elected", "message": "m"}, "")
+	if !errors.Is(e, ErrNotElected) || !errors.Is(e, ErrLocked) || errors.Is(e, ErrLost) {
+		t.Fatal(e)
+	}
+	if l := FromAnswer(409, map[string]any{"error": "locked"}, ""); errors.Is(l, ErrNotElected) {
+		t.Fatal("a locked is not a not_elected")
+	}
+}
+
+func TestObserverQueries(t *testing.T) {
+	for _, c := range []struct {
+		got, want string
+	}{
+		{leaderPath("s", false, 0, "", false, 0), "/v1/elections/s"},
+		{leaderPath("s", true, 0, "", false, 500), "/v1/elections/s?after=0&wait_ms=500"},
+		{leaderPath("s", true, 7, "10.0.0.7:8080", true, 500), "/v1/elections/s?after=7&value=10.0.0.7:8080&wait_ms=500"},
+		{leaderPath("s", true, 7, "a b&c", true, 0), "/v1/elections/s?after=7&value=a%20b%26c"},
+		{leaderPath("s", true, 7, "é+%", true, 0), "/v1/elections/s?after=7&value=%C3%A9%2B%25"},
+		{lockPath("a/b", strings.Repeat("a", 40), "leader"), "/v1/elections/a%2Fb/" + strings.Repeat("a", 40)},
+		{extendPath("s", strings.Repeat("a", 40), "leader"), "/v1/elections/s/" + strings.Repeat("a", 40) + "/extend"},
+	} {
+		if c.got != c.want {
+			t.Errorf("got %s, want %s", c.got, c.want)
+		}
+	}
+}
+
+func TestReadingsAreReadDefensively(t *testing.T) {
+	r := readingOf(map[string]any{"name": "s", "leader": false, "epoch": json.Number("9")})
+	if r.Leader || r.Epoch != 0 || r.Value != "" || r.LeaderRef != "" {
+		t.Fatal(r)
+	}
+	r = readingOf(map[string]any{"leader": true, "epoch": json.Number("9"), "value": "v", "leader_ref": "ab",
+		"ttl_ms_left": json.Number("50")})
+	if !r.Leader || r.Epoch != 9 || r.Value != "v" || r.TTLLeft != 50*time.Millisecond {
+		t.Fatal(r)
+	}
+	if !r.LedBy(&Leader{Lock: &Lock{Ref: "ab"}, Epoch: 9}) || r.LedBy(&Leader{Lock: &Lock{Ref: "ab"}, Epoch: 8}) {
+		t.Fatal("LedBy")
+	}
+}
+
+func TestBadElectionArgumentsAreRefusedBeforeAnyRequest(t *testing.T) {
+	c, _ := New("http://127.0.0.1:9", nil)
+	ctx := context.Background()
+	for i, f := range []func() error{
+		func() error { _, err := c.Campaign(ctx, "", "v", nil); return err },
+		func() error { _, err := c.Campaign(ctx, "s", strings.Repeat("x", 257), nil); return err },
+		func() error { _, err := c.Campaign(ctx, "s", "a\x00b", nil); return err },
+		func() error { _, err := c.Campaign(ctx, "s", "v", &CampaignOptions{TTL: time.Microsecond}); return err },
+		func() error { _, err := c.Campaign(ctx, "s", "v", &CampaignOptions{Wait: -1}); return err },
+		func() error { _, err := c.Observe(ctx, "s", nil, -1); return err },
+		func() error { _, err := c.Proclaim(ctx, "s", "xyz", "v", time.Second); return err },
+		func() error { _, err := c.Resign(ctx, "s", "xyz"); return err },
+		func() error { r := <-c.Watch(ctx, "", nil); return r.Err },
+	} {
+		var fe *Error
+		if err := f(); err == nil || errors.As(err, &fe) {
+			t.Errorf("case %d: want an argument error, got %v", i, err)
 		}
 	}
 }

@@ -175,6 +175,17 @@ func (l *Lock) Extend(ctx context.Context) error {
 	if err := l.Check(); err != nil {
 		return err
 	}
+	_, err := l.extendBy(ctx, extendPath(l.Resource, l.ID, l.Kind), map[string]any{"ttl_ms": l.ttl.Milliseconds()},
+		fmt.Sprintf("extend %q", l.Resource))
+	return err
+}
+
+// extendBy is an extension, or a leader's proclamation (which extends too):
+// the validity is pushed out from its send.
+func (l *Lock) extendBy(ctx context.Context, path string, body map[string]any, what string) (map[string]any, error) {
+	if err := l.Check(); err != nil {
+		return nil, err
+	}
 	sent := time.Now()
 	// No answer is worth waiting for past the validity: it could not save the lock.
 	timeout := l.Remaining()
@@ -184,19 +195,18 @@ func (l *Lock) Extend(ctx context.Context) error {
 	if timeout < time.Millisecond {
 		timeout = time.Millisecond
 	}
-	obj, err := l.c.t.call(ctx, "POST", extendPath(l.Resource, l.ID, l.Kind), map[string]any{"ttl_ms": l.ttl.Milliseconds()},
-		fmt.Sprintf("extend %q", l.Resource), timeout)
+	obj, err := l.c.t.call(ctx, "POST", path, body, what, timeout)
 	if err != nil {
 		if fe, ok := err.(*Error); ok && keepaliveFatalCodes[fe.Code] {
 			code := fe.Code
-			return l.markLost(&Error{Status: fe.Status, Code: code, Kind: ErrLost, Body: fe.Body,
+			return nil, l.markLost(&Error{Status: fe.Status, Code: code, Kind: ErrLost, Body: fe.Body,
 				Message: fmt.Sprintf("the lock of %q is lost: %s", l.Resource, fe.Message), cause: fe})
 		}
-		return err
+		return nil, err
 	}
 	vms, ok := toInt(obj["validity_ms"])
 	if !ok {
-		return &Error{Status: 200, Code: "protocol", Kind: ErrProtocol, Body: obj, Message: "extend: no validity_ms"}
+		return nil, &Error{Status: 200, Code: "protocol", Kind: ErrProtocol, Body: obj, Message: what + ": no validity_ms"}
 	}
 	l.mu.Lock()
 	// An answer after the validity ran out saves nothing: someone may have held it between.
@@ -205,7 +215,7 @@ func (l *Lock) Extend(ctx context.Context) error {
 		l.extends++
 	}
 	l.mu.Unlock()
-	return l.Check()
+	return obj, l.Check()
 }
 
 func (l *Lock) grantValidityMs() int64 { n, _ := toInt(l.Grant["validity_ms"]); return n }

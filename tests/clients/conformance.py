@@ -156,6 +156,16 @@ class Driver:
             self.pending[(msg.get("id"), msg.get("event"))] = msg
         return self.pending.pop(key)
 
+    def answered(self, cid):
+        """Whether command cid has been answered yet (without waiting)."""
+        while (cid, None) not in self.pending:
+            r, _, _ = select.select([self.p.stdout], [], [], 0)
+            if not r and b"\n" not in self.buf:
+                return False
+            msg = self._line(time.monotonic() + 1.0)
+            self.pending[(msg.get("id"), msg.get("event"))] = msg
+        return True
+
     def call(self, cmd, timeout=20.0, **args):
         """Run cmd; return its result, raise Failure if it failed."""
         msg = self.wait(self.send(cmd, **args), timeout)
@@ -222,6 +232,30 @@ class Env:
         self.direct = Direct(cluster.fld.url)
         self.new_server = None
         self.tls = None
+        self.argv = self.log_dir = None
+        self.d2 = None
+
+    def second(self):
+        """A second driver process of the same language: another candidate."""
+        if self.d2 is None or self.d2.p.poll() is not None:
+            self.d2 = Driver(self.lang, self.argv, self.log_dir)
+        return self.d2
+
+    def waiters(self, name):
+        """The waiters fencelockd reports for the lock of name. An election is a
+        fair lock, and a fair lock's holder is counted among them while it
+        holds: compare with the count under the leader alone."""
+        code, st = http_json(self.c.fld.url, "GET", "/v1/locks/" + servers_quote(name))
+        return st.get("waiters", 0) if code == 200 else 0
+
+    def wait_waiters(self, name, want, what, timeout_s=3.0):
+        deadline = time.monotonic() + timeout_s
+        while True:
+            n = self.waiters(name)
+            if n == want:
+                return
+            expect(time.monotonic() < deadline, what, name, n, want)
+            time.sleep(0.02)
 
     def res(self, name):
         return "%s:%s" % (self.lang, name)
@@ -589,7 +623,8 @@ def sc_errors(env, d):
         silent.close()
     # Arguments are refused before any request.
     for case in ("lock_empty", "lock_ttl0", "lock_wait_neg", "lock_wait_mode", "many_empty", "semaphore_0",
-                 "release_bad_id", "put_no_token", "resource_too_long"):
+                 "release_bad_id", "put_no_token", "resource_too_long", "campaign_empty_name",
+                 "campaign_value_too_long", "proclaim_bad_id"):
         d.fails("validate", "InvalidArgument", case=case)
 
 
@@ -639,6 +674,153 @@ def sc_per_client(env, d):
     v = d.call("valid", handle="t")
     expect(v["valid"], "still held by alice", v)
     d.call("release", handle="t")
+
+
+# ---- elections: a leader's epoch is its fencing token ----
+
+def sc_election(env, d):
+    """Campaign and read back; a second candidate in line elected at the first's
+    resign; a proclamation keeps the epoch and an observer is told."""
+    env.configure(d)
+    d2 = env.second()
+    env.configure(d2)
+    name = env.res("elect")
+    a = d.call("campaign", handle="a", name=name, value="10.0.0.7:8080", ttl_ms=4000)
+    expect(a["epoch"] == a["token"] and a["epoch"] > 0 and a["kind"] == "leader", "the epoch is the token", a)
+    expect(a["name"] == name and a["value"] == "10.0.0.7:8080", "the leader's name and value", a)
+    expect(a["ref"] == ref_of(a["lock_id"]), "leader.ref is its id's ref", a)
+    r = d2.call("leader", name=name)
+    expect(r["leader"] and r["epoch"] == a["epoch"] and r["value"] == a["value"], "a reading names the leader", r)
+    expect(r["leader_ref"] == a["ref"] and r["leader_client"] is None, "leader_ref, and no leader_client", r, a)
+    # A second candidate waits in line; the first's resign elects it at once,
+    # long before the first's TTL would have run out.
+    alone = env.waiters(name)
+    cid = d2.send("campaign", handle="b", name=name, value="10.0.0.8:8080", ttl_ms=4000, wait_ms=5000)
+    env.wait_waiters(name, alone + 1, "the second candidate takes its place in line")
+    expect(not d2.answered(cid), "the second candidate waits while the first leads")
+    t0 = mono_ms()
+    d.call("resign", handle="a")
+    msg = d2.wait(cid, 6)
+    took = mono_ms() - t0
+    expect(msg["ok"], "the candidate in line is elected", msg)
+    b = msg["result"]
+    expect(took < 1500, "elected at the resign, long before the first's 4 s TTL", took)
+    expect(b["epoch"] > a["epoch"], "the next epoch is larger", a, b)
+    e = d.fails("check", "Lost", handle="a")
+    expect(e["code"] == "released", "a resigned leader's check says released", e)
+    # A proclamation: a new value, the same epoch, and an observer is told. The
+    # value needs escapes in a query, which fencelockd decodes before it
+    # compares.
+    cid = d.send("watch", name=name, count=2, timeout_ms=4000, wait_ms=3000)
+    first = d.wait(cid, 5, event="reading")["reading"]
+    expect(first["leader"] and first["epoch"] == b["epoch"] and first["value"] == b["value"],
+           "a watch starts with who leads", first, b)
+    value = "10.0.0.8:9090 ready & serving"
+    p = d2.call("proclaim", handle="b", value=value)
+    expect(p["epoch"] == b["epoch"] and p["value"] == value, "a proclamation keeps the epoch", p, b)
+    w = d.wait(cid, 5)
+    expect(w["ok"] and not w["result"]["timed_out"], "the watch is told of the proclamation", w)
+    nxt = w["result"]["readings"][1]
+    expect(nxt["epoch"] == b["epoch"] and nxt["value"] == value and nxt["changed"], "the new value, same epoch", nxt)
+    # Nothing new: an observer of the latest reading waits its bound out.
+    t0 = mono_ms()
+    o = d.call("observe", name=name, after=nxt, wait_ms=300)
+    took = mono_ms() - t0
+    expect(not o["changed"] and o["value"] == value and 250 <= took < 2000, "no change: the wait runs out", o, took)
+    d2.call("resign", handle="b")
+    r = d.call("leader", name=name)
+    expect(not r["leader"] and r["epoch"] is None and r["leader_ref"] is None, "resigned: nobody leads", r)
+
+
+def sc_election_sigstop(env, d):
+    """A leader stopped (SIGSTOP) past its TTL is replaced; the new leader writes
+    with its epoch; the old leader's late write is refused as stale, and its
+    client reports the loss as it wakes."""
+    env.configure(d)
+    d2 = env.second()
+    env.configure(d2)
+    name, key = env.res("paused-leader"), env.res("paused-leader-record")
+    a = d.call("campaign", handle="a", name=name, value="old", ttl_ms=600)
+    alone = env.waiters(name)
+    cid_b = d2.send("campaign", handle="b", name=name, value="new", ttl_ms=3000, wait_ms=8000)
+    env.wait_waiters(name, alone + 1, "the candidate takes its place in line")
+    time.sleep(0.7)
+    v = d.call("valid", handle="a")
+    expect(v["valid"] and v["extensions"] >= 2, "the leader is kept alive past its TTL", v)
+    expect(not d2.answered(cid_b), "the candidate in line still waits", cid_b)
+    cid = d.send("put", handle="a", key=key, value="late", pause_after_check_ms=400)
+    d.wait(cid, 10, event="checked")
+    os.kill(d.p.pid, signal.SIGSTOP)
+    try:
+        msg = d2.wait(cid_b, 5)
+        expect(msg["ok"], "the candidate in line is elected once the stopped leader's lease runs out", msg)
+        b = msg["result"]
+        expect(b["epoch"] > a["epoch"], "the new epoch is larger", a, b)
+        w = d2.call("put", handle="b", key=key, value="new")
+        expect(w["token"] == b["epoch"], "the new leader writes with its epoch", w, b)
+    finally:
+        os.kill(d.p.pid, signal.SIGCONT)
+    msg = d.wait(cid, 10)
+    expect(not msg["ok"] and msg["error"]["type"] == "StaleToken", "the old leader's late write is refused", msg)
+    expect(msg["error"]["status"] == 409 and msg["error"]["last_token"] == b["epoch"],
+           "409 stale_token naming the new epoch", msg)
+    lost = d.call("lost", handle="a", wait_ms=1000)
+    expect(lost["lost"], "the woken leader's client reports the loss", lost)
+    d.fails("check", "Lost", handle="a")
+    d.fails("proclaim", "Lost", handle="a", value="still me")
+    code, rec = http_json(env.c.sg.url, "GET", "/v1/records/" + servers_quote(key))
+    expect(rec["value"] == "new", "the record holds the new leader's write", rec)
+    # The deposed leader's resign changes nothing.
+    d.call("resign", handle="a")
+    r = d.call("leader", name=name)
+    expect(r["leader"] and r["epoch"] == b["epoch"] and r["leader_ref"] == b["ref"], "the new leader still leads", r)
+    expect(d2.call("valid", handle="b")["valid"], "and is valid")
+    d2.call("resign", handle="b")
+
+
+def sc_election_wait(env, d):
+    """A campaign's wait bound (not_elected), and cancel of a waiting campaign."""
+    env.configure(d)
+    name = env.res("line")
+    code, g = http_json(env.c.fld.url, "POST", "/v1/elections/" + servers_quote(name),
+                        {"value": "harness", "ttl_ms": 5000})
+    expect(code == 200, "the harness leads", code, g)
+    alone = env.waiters(name)
+    e = d.fails("campaign", "NotElected", handle="x", name=name, value="v", ttl_ms=2000)
+    expect(e["status"] == 409 and e["code"] == "not_elected" and e["is_locked"], "409 not_elected, a Locked", e)
+    t0 = mono_ms()
+    d.fails("campaign", "NotElected", handle="x", name=name, value="v", ttl_ms=2000, wait_ms=400)
+    took = mono_ms() - t0
+    expect(350 <= took < 2500, "a wait bound of 400 ms is kept", took)
+    env.wait_waiters(name, alone, "a candidate whose wait ran out left the line")
+    t0 = mono_ms()
+    d.fails("campaign", "Canceled", handle="x", name=name, value="v", ttl_ms=2000, wait_ms=5000, cancel_after_ms=200)
+    took = mono_ms() - t0
+    expect(150 <= took < 1500, "a canceled campaign returns at once", took)
+    env.wait_waiters(name, alone, "the canceled candidate left the line")
+    http_json(env.c.fld.url, "DELETE", g["links"]["resign"])
+
+
+def sc_election_auth(env, d):
+    """With an auth file a leader belongs to its client: another's resign,
+    proclaim or extend is Forbidden; readings name the leader's client."""
+    t = env.tls
+    for n, tok in (("alice", t["alice"]), ("bob", t["bob"])):
+        env.configure(d, name=n, url=t["fld"].url, ca_file=t["ca"], token=tok, sg_url=t["sg"].url,
+                      sg_ca_file=t["ca"], sg_token=t["sg_alice"])
+    name = env.res("owned-election")
+    a = d.call("campaign", client="alice", handle="a", name=name, value="alice:1", ttl_ms=3000)
+    r = d.call("leader", client="bob", name=name)
+    expect(r["leader_client"] == "alice" and r["leader_ref"] == a["ref"], "the reading names alice's leader", r)
+    e = d.fails("resign_id", "Forbidden", client="bob", name=name, lock_id=a["lock_id"])
+    expect(e["status"] == 403 and e["code"] == "forbidden", "403 resigning another client's leader", e)
+    d.fails("proclaim_id", "Forbidden", client="bob", name=name, lock_id=a["lock_id"], value="bob")
+    d.fails("extend_id", "Forbidden", client="bob", resource=name, lock_id=a["lock_id"], kind="leader")
+    d.call("proclaim_id", client="alice", name=name, lock_id=a["lock_id"], value="alice:2", ttl_ms=3000)
+    r = d.call("leader", client="bob", name=name)
+    expect(r["epoch"] == a["epoch"] and r["value"] == "alice:2", "alice still leads, with her own value", r)
+    expect(d.call("valid", handle="a")["valid"], "alice's leader is still valid")
+    d.call("resign", handle="a")
 
 
 class CountingProxy:
@@ -716,6 +898,8 @@ SCENARIOS = [("basics", sc_basics), ("holder-fields", sc_holder_fields), ("wait-
              ("kinds", sc_kinds), ("keepalive", sc_keepalive), ("sigstop", sc_sigstop), ("storage", sc_storage),
              ("errors", sc_errors), ("tls-and-tokens", sc_tls_auth), ("per-client-locks", sc_per_client),
              ("connection-reuse", sc_reuse),
+             ("election", sc_election), ("election-sigstop", sc_election_sigstop),
+             ("election-wait-and-cancel", sc_election_wait), ("election-per-client", sc_election_auth),
              ("node-down", sc_node_down), ("fencelockd-restart", sc_restart)]
 ONLY = {"async": ("python", sc_async)}
 
@@ -787,6 +971,7 @@ def run_lang(lang, work, results, only=None):
     d = None
     try:
         env = Env(lang, cluster, work)
+        env.argv, env.log_dir = argv, log_dir
         env.tls = tls_setup(cluster)
         d = Driver(lang, argv, log_dir)
         scen = list(SCENARIOS) + [(n, f) for n, (l, f) in ONLY.items() if l == lang]
@@ -800,6 +985,8 @@ def run_lang(lang, work, results, only=None):
     finally:
         if d is not None:
             d.stop()
+        if env.d2 is not None:
+            env.d2.stop()
         if env.tls:
             env.tls["fld"].stop()
             env.tls["sg"].stop()
@@ -854,6 +1041,39 @@ def run_cross(work, results, rounds=12):
                                                                sections[0]["token"], sections[-1]["token"]))
 
         results.run("cross/exclusion", exclusion)
+
+        def election():
+            # Candidates of the three languages, two each, campaign on one
+            # election, lead for a moment (writing with their epoch) and
+            # resign, round after round: the beliefs must not overlap, and the
+            # epochs must grow with the order of election.
+            name, key = "cross:election", "cross:election-record"
+            cids = [(d, d.send("contend", kind="leader", resource=name, value=d.lang, iterations=rounds // 2,
+                               workers=2, ttl_ms=2000, wait_ms=15000, hold_ms=5, write_key=key)) for d in drivers]
+            sections, errors = [], []
+            for d, cid in cids:
+                msg = d.wait(cid, 90)
+                expect(msg["ok"], "%s candidates" % d.lang, msg)
+                sections += msg["result"]["sections"]
+                errors += [(d.lang, e) for e in msg["result"]["errors"]]
+            expect(not errors, "no errors among the candidates", errors[:5])
+            expect(len(sections) == (rounds // 2) * 2 * len(LANGS), "every candidate was elected each round",
+                   len(sections))
+            expect(all(s["valid_at_end"] for s in sections), "every leader resigned within its validity")
+            sections.sort(key=lambda s: s["granted"])
+            for a, b in zip(sections, sections[1:]):
+                expect(a["end"] <= b["granted"], "no two leaders believed they led at once", a, b)
+                expect(a["token"] < b["token"], "epochs grow with the order of election", a, b)
+            langs = {s["lang"] for s in sections}
+            expect(langs == set(LANGS), "candidates of all three languages led", langs)
+            code, log = http_json(cluster.sg.url, "GET", "/v1/log?key=" + servers_quote(key) + "&limit=1000")
+            outcomes = [e["outcome"] for e in log["entries"]]
+            expect(outcomes.count("accepted") == len(sections) and "stale" not in outcomes,
+                   "storage-guard admitted every leader's write with its epoch, none stale", outcomes.count("accepted"))
+            print("# cross: %d terms by %s, epochs %d..%d" % (len(sections), ",".join(sorted(langs)),
+                                                            sections[0]["token"], sections[-1]["token"]))
+
+        results.run("cross/election", election)
     finally:
         for d in drivers:
             d.stop()

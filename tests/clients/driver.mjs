@@ -30,7 +30,7 @@ function errorJson(e) {
   if (t) {
     const b = e.body ?? {};
     return { type: t, code: e.code, status: e.status, message: e.message, holder_ref: b.holder_ref ?? null,
-      holder_client: b.holder_client ?? null, last_token: b.last_token ?? null };
+      holder_client: b.holder_client ?? null, last_token: b.last_token ?? null, is_locked: e instanceof fl.LockedError };
   }
   if (e instanceof TypeError || e instanceof RangeError) return { type: 'InvalidArgument', code: '', status: 0, message: e.message };
   return { type: 'Unexpected', code: '', status: 0, message: String(e?.stack ?? e) };
@@ -38,6 +38,27 @@ function errorJson(e) {
 
 const lockJson = (h, l) => ({ handle: h, lock_id: l.lockId, ref: l.ref, token: l.token, resource: l.resource,
   resources: l.resources, kind: l.kind, acquired_mono_ms: l.acquiredMs, valid_until_mono_ms: l.validUntilMs });
+
+const leaderJson = (h, l) => ({ ...lockJson(h, l), name: l.name, epoch: l.epoch, value: l.value });
+
+const readingJson = (r) => ({ name: r.name, leader: r.leader, epoch: r.epoch, value: r.value, ttl_ms_left: r.ttlMsLeft,
+  leader_client: r.leaderClient, leader_ref: r.leaderRef, changed: r.changed, at_mono_ms: monoMs() });
+
+// A reading the harness hands back (after) as the client's own type.
+const readingOf = (j) => (j ? new fl.Reading({ leader: j.leader, epoch: j.epoch, value: j.value }) : null);
+
+function campaign(a, cl = clients.get(a.client ?? 'default')) {
+  const o = {};
+  if ('ttl_ms' in a) o.ttlMs = a.ttl_ms;
+  if ('wait_ms' in a) o.waitMs = a.wait_ms;
+  if ('keepalive' in a) o.keepalive = a.keepalive;
+  if ('cancel_after_ms' in a) {
+    const ac = new AbortController();
+    setTimeout(() => ac.abort(), a.cancel_after_ms);
+    o.signal = ac.signal;
+  }
+  return cl.campaign(a.name, a.value ?? '', o);
+}
 
 function opts(a) {
   const o = {};
@@ -56,6 +77,7 @@ function acquire(a, cl = clients.get(a.client ?? 'default')) {
     o.signal = ac.signal;
   }
   switch (a.kind ?? 'plain') {
+    case 'leader': return campaign({ ...a, name: a.resource }, cl);
     case 'plain': return cl.lock(a.resource, o);
     case 'multi': return cl.lockMany(a.resources, o);
     case 'read': return cl.readLock(a.resource, o);
@@ -87,7 +109,7 @@ async function contend(a) {
       try {
         lock = await acquire(a, cl);
       } catch (e) {
-        if (!(e instanceof fl.LockedError)) errors.push(errorJson(e));
+        if (!(e instanceof fl.LockedError)) errors.push(errorJson(e)); // NotElectedError is one too
         continue;
       }
       const granted = monoMs();
@@ -137,6 +159,38 @@ async function run(cmd, a, id) {
       locks.set(a.handle, lock);
       return { ...lockJson(a.handle, lock), elapsed_ms: monoMs() - t0 };
     }
+    case 'campaign': {
+      const t0 = monoMs();
+      const l = await campaign(a);
+      locks.set(a.handle, l);
+      return { ...leaderJson(a.handle, l), elapsed_ms: monoMs() - t0, elected_mono_ms: monoMs() };
+    }
+    case 'proclaim': {
+      const l = locks.get(a.handle);
+      await l.proclaim(a.value);
+      return { value: l.value, epoch: l.epoch, valid_until_mono_ms: l.validUntilMs };
+    }
+    case 'resign': await locks.get(a.handle).resign(); return {};
+    case 'leader': return readingJson(await cl().leader(a.name));
+    case 'observe': return readingJson(await cl().observe(a.name, { after: readingOf(a.after), waitMs: a.wait_ms ?? 30000 }));
+    case 'watch': {
+      // Readings of client.watch, each told as an event as it comes, until count of them or timeout_ms.
+      const ac = new AbortController();
+      const t = setTimeout(() => ac.abort(), a.timeout_ms ?? 5000);
+      const readings = [];
+      try {
+        for await (const r of cl().watch(a.name, { waitMs: a.wait_ms ?? 30000, signal: ac.signal })) {
+          readings.push(readingJson(r));
+          emit({ id, event: 'reading', reading: readings[readings.length - 1] });
+          if (readings.length >= a.count) break;
+        }
+      } finally {
+        clearTimeout(t);
+      }
+      return { readings, timed_out: ac.signal.aborted };
+    }
+    case 'proclaim_id': return cl().proclaim(a.name, a.lock_id, a.value, { ttlMs: a.ttl_ms ?? 10000 });
+    case 'resign_id': return cl().resign(a.name, a.lock_id);
     case 'reenter': {
       const lock = await locks.get(a.handle).reenter(opts(a));
       locks.set(a.new_handle, lock);
@@ -215,6 +269,8 @@ async function run(cmd, a, id) {
         many_empty: () => c.lockMany([]), semaphore_0: () => c.semaphore('r', 0),
         release_bad_id: () => c.release('r', 'xyz'), put_no_token: () => st().put('k', 1, {}),
         resource_too_long: () => c.lock('x'.repeat(513)),
+        campaign_empty_name: () => c.campaign('', 'v'), campaign_value_too_long: () => c.campaign('e', 'v'.repeat(257)),
+        proclaim_bad_id: () => c.proclaim('e', 'xyz', 'v'),
       };
       await cases[a.case]();
       return {};

@@ -34,7 +34,7 @@ def error_json(e):
         body = e.body if isinstance(e.body, dict) else {}
         return {"type": t, "code": e.code, "status": e.status, "message": str(e),
                 "holder_ref": body.get("holder_ref"), "holder_client": body.get("holder_client"),
-                "last_token": body.get("last_token")}
+                "last_token": body.get("last_token"), "is_locked": isinstance(e, fencelock.Locked)}
     if isinstance(e, (ValueError, TypeError)):
         return {"type": "InvalidArgument", "code": "", "status": 0, "message": str(e)}
     return {"type": "Unexpected", "code": "", "status": 0, "message": "%s: %s" % (type(e).__name__, e)}
@@ -44,6 +44,40 @@ def lock_json(h, lock):
     return {"handle": h, "lock_id": lock.lock_id, "ref": lock.ref, "token": lock.token, "resource": lock.resource,
             "resources": lock.resources, "kind": lock.kind, "acquired_mono_ms": lock.acquired_ms,
             "valid_until_mono_ms": lock.valid_until_ms}
+
+
+def leader_json(h, leader):
+    return {**lock_json(h, leader), "name": leader.name, "epoch": leader.epoch, "value": leader.value}
+
+
+def reading_json(r):
+    return {"name": r.name, "leader": r.leader, "epoch": r.epoch, "value": r.value, "ttl_ms_left": r.ttl_ms_left,
+            "leader_client": r.leader_client, "leader_ref": r.leader_ref, "changed": r.changed,
+            "at_mono_ms": mono_ms()}
+
+
+def reading_of(j):
+    """A reading the harness hands back (after=) as the client's own type."""
+    if j is None:
+        return None
+    return fencelock.Reading({"leader": j["leader"], "epoch": j.get("epoch"), "value": j.get("value")})
+
+
+def cancel_event(a):
+    if "cancel_after_ms" not in a:
+        return None
+    cancel = threading.Event()
+    threading.Timer(a["cancel_after_ms"] / 1000.0, cancel.set).start()
+    return cancel
+
+
+def do_campaign(a, cl=None):
+    cl = cl or clients[a.get("client", "default")]
+    o = {k: a[k] for k in ("ttl_ms", "wait_ms", "keepalive") if k in a}
+    cancel = cancel_event(a)
+    if cancel is not None:
+        o["cancel"] = cancel
+    return cl.campaign(a["name"], a.get("value", ""), **o)
 
 
 def opts(a):
@@ -63,6 +97,8 @@ def do_acquire(a, cl=None):
         threading.Timer(a["cancel_after_ms"] / 1000.0, cancel.set).start()
         o["cancel"] = cancel
     kind = a.get("kind", "plain")
+    if kind == "leader":
+        return do_campaign({**a, "name": a["resource"], "value": a.get("value", "")}, cl)
     if kind == "plain":
         return cl.lock(a["resource"], **o)
     if kind == "multi":
@@ -102,7 +138,7 @@ def contend(a):
         for i in range(a["iterations"]):
             try:
                 lock = do_acquire({**a, "kind": a.get("kind", "plain")}, cl)
-            except fencelock.Locked:
+            except fencelock.Locked:  # NotElected too
                 continue
             except Exception as e:  # noqa: BLE001 - reported to the harness
                 with mu:
@@ -170,6 +206,45 @@ def run(cmd, a):
         lock = do_acquire(a)
         locks[a["handle"]] = lock
         return {**lock_json(a["handle"], lock), "elapsed_ms": mono_ms() - t0}
+    if cmd == "campaign":
+        t0 = mono_ms()
+        leader = do_campaign(a)
+        locks[a["handle"]] = leader
+        return {**leader_json(a["handle"], leader), "elapsed_ms": mono_ms() - t0, "elected_mono_ms": mono_ms()}
+    if cmd == "proclaim":
+        leader = locks[a["handle"]]
+        leader.proclaim(a["value"])
+        return {"value": leader.value, "epoch": leader.epoch, "valid_until_mono_ms": leader.valid_until_ms}
+    if cmd == "resign":
+        locks[a["handle"]].resign()
+        return {}
+    if cmd == "leader":
+        return reading_json(clients[a.get("client", "default")].leader(a["name"]))
+    if cmd == "observe":
+        cl = clients[a.get("client", "default")]
+        return reading_json(cl.observe(a["name"], reading_of(a.get("after")), wait_ms=a.get("wait_ms", 30000)))
+    if cmd == "watch":
+        # Readings of client.watch, each told as an event as it comes, until
+        # count of them or timeout_ms.
+        cl = clients[a.get("client", "default")]
+        stop = threading.Event()
+        timer = threading.Timer(a.get("timeout_ms", 5000) / 1000.0, stop.set)
+        timer.start()
+        readings = []
+        try:
+            for r in cl.watch(a["name"], wait_ms=a.get("wait_ms", 30000), cancel=stop):
+                readings.append(reading_json(r))
+                emit({"id": a["_id"], "event": "reading", "reading": readings[-1]})
+                if len(readings) >= a["count"]:
+                    break
+        finally:
+            timer.cancel()
+        return {"readings": readings, "timed_out": stop.is_set()}
+    if cmd == "proclaim_id":
+        return clients[a.get("client", "default")].proclaim(a["name"], a["lock_id"], a["value"],
+                                                           ttl_ms=a.get("ttl_ms", 10000))
+    if cmd == "resign_id":
+        return clients[a.get("client", "default")].resign(a["name"], a["lock_id"])
     if cmd == "reenter":
         lock = locks[a["handle"]].reenter(**opts(a))
         locks[a["new_handle"]] = lock
@@ -262,7 +337,10 @@ def run(cmd, a):
               "many_empty": lambda: cl.lock_many([]), "semaphore_0": lambda: cl.semaphore("r", 0),
               "release_bad_id": lambda: cl.release("r", "xyz"),
               "put_no_token": lambda: stores[a.get("client", "default")].put("k", 1),
-              "resource_too_long": lambda: cl.lock("x" * 513)}[a["case"]]
+              "resource_too_long": lambda: cl.lock("x" * 513),
+              "campaign_empty_name": lambda: cl.campaign("", "v"),
+              "campaign_value_too_long": lambda: cl.campaign("e", "v" * 257),
+              "proclaim_bad_id": lambda: cl.proclaim("e", "xyz", "v")}[a["case"]]
         fn()
         return {}
     if cmd == "sleep":

@@ -30,6 +30,53 @@ export declare class Status {
     /** Whether this status names `lock` as the holder. */
     heldBy(lock: Lock): boolean;
 }
+/** Options of a campaign. */
+export interface CampaignOptions {
+    /** The lease in ms (default 10000); the keep-alive extends it every third of it. */
+    ttlMs?: number;
+    /** How long to wait in line (default 0: one attempt); at most the server's --max-wait. */
+    waitMs?: number;
+    /** Keep leading (extend) from this process until resigned (default true). */
+    keepalive?: boolean;
+    /** Cancels the campaign (rejects with CanceledError); it leaves the line. */
+    signal?: AbortSignal;
+    /** Called the moment the leader is known deposed. */
+    onLost?: (leader: Leader, error: FencelockError) => void;
+}
+/** Options of an observer. */
+export interface ObserveOptions {
+    /** The reading the caller has (default none: wait for a leader). */
+    after?: Reading | null;
+    /** How long to wait for a change (default 30000). */
+    waitMs?: number;
+    /** Cancels the wait (rejects with CanceledError). */
+    signal?: AbortSignal;
+}
+/**
+ * Who leads an election (GET /v1/elections/{name}), read defensively: the
+ * leader's fields are null when nobody leads (or the server does not say).
+ */
+export declare class Reading {
+    /** The answer as the server sent it. */
+    readonly raw: Json;
+    constructor(raw: Json);
+    get name(): string | null;
+    /** Whether someone leads. */
+    get leader(): boolean;
+    /** Whether it differs from the reading an observer gave (false when its wait ran out). */
+    get changed(): boolean;
+    /** The leader's epoch (its fencing token), or null. */
+    get epoch(): number | null;
+    /** What the leader proclaimed last, or null. */
+    get value(): string | null;
+    get ttlMsLeft(): number | null;
+    /** The bearer-token client that campaigned, or null (without an auth file). */
+    get leaderClient(): string | null;
+    /** The leader's ref (its lock id's non-secret form), or null. */
+    get leaderRef(): string | null;
+    /** Whether this reading names `leader` (by its ref and epoch). */
+    ledBy(leader: Leader): boolean;
+}
 /**
  * A client of one fencelockd (`url` like `http://127.0.0.1:7600`). Share one
  * client in a process; `close()` it to close its connections.
@@ -59,6 +106,52 @@ export declare class Client {
     semaphore(resource: string, permits: number, options?: LockOptions): Promise<Lock>;
     /** A first hold of a reentrant lock; {@link Lock.reenter} takes more. */
     reentrant(resource: string, options?: LockOptions): Promise<Lock>;
+    /**
+     * Campaign to lead the election `name`, proclaiming `value` (at most 256
+     * bytes: an address, say), waiting in line up to `waitMs` (0: one attempt;
+     * candidates are elected in the order they asked). Rejects with
+     * NotElectedError once the wait ran out, CanceledError when `signal` fires
+     * (the campaign leaves the line), or another FencelockError. The leader is
+     * kept alive as a lock; its `epoch` is its fencing token.
+     *
+     * ```ts
+     * await using leader = await client.campaign('scheduler', '10.0.0.7:8080', { waitMs: 60000 });
+     * await store.put('schedule', plan, { lock: leader });   // sent with leader.epoch
+     * ```
+     */
+    campaign(name: string, value: string, o?: CampaignOptions): Promise<Leader>;
+    /**
+     * Who leads `name` now (one request; anyone may ask). Rejects with
+     * NoQuorumError when no majority agreed on a reading (as while it changes
+     * hands) within fencelockd's 2 s.
+     */
+    leader(name: string): Promise<Reading>;
+    /**
+     * The next reading of `name` that differs from `after` (a new leader, a new
+     * value, or none; no `after`: the first leader), waiting up to `waitMs`
+     * (default 30000; a long poll answered at the change). If the wait ran
+     * out, the reading now with `changed` false.
+     */
+    observe(name: string, o?: ObserveOptions): Promise<Reading>;
+    /**
+     * Who leads `name`, then each change: `for await (const r of
+     * client.watch(name, { signal }))`. The first reading is the current one,
+     * each next one the next change (long polls of `waitMs` each, never a
+     * poll on a period). A failure that may pass (no quorum, a restart, no
+     * answer) is retried with a back-off of 50 ms to 1 s; another is thrown.
+     * Aborting `signal` (or leaving the loop) ends it. An epoch never goes
+     * back: a reading of an older leader than one already given is skipped.
+     */
+    watch(name: string, o?: {
+        waitMs?: number;
+        signal?: AbortSignal;
+    }): AsyncGenerator<Reading, void, undefined>;
+    /** Proclaim a new value for the leader of `name` known by its id (epoch kept, lease extended). */
+    proclaim(name: string, lockId: string, value: string, options?: {
+        ttlMs?: number;
+    }): Promise<Json>;
+    /** Resign the leader of `name` known by its id: the next candidate in line is elected at once. */
+    resign(name: string, lockId: string): Promise<Json>;
     /** Extend a lock by its id (no token in the answer). Rejects with LostError if gone. */
     extend(resource: string, lockId: string, options?: {
         ttlMs?: number;
@@ -105,7 +198,7 @@ export declare class Lock {
     ttlMs: number;
     /** Extensions that succeeded. */
     extensions: number;
-    private readonly client;
+    protected readonly client: Client;
     private validity;
     private controller;
     private lostError;
@@ -151,4 +244,33 @@ export declare class Lock {
     fenced<T>(fn: (token: number, signal: AbortSignal) => T | Promise<T>): Promise<T>;
     /** The resource's status now. */
     status(): Promise<Status>;
+}
+/**
+ * An elected leader: the lock of its election, whose token is its epoch.
+ * `await using leader = await client.campaign(...)` resigns on leaving the
+ * block; or call {@link Leader.resign}.
+ *
+ * It is a {@link Lock}: `check()`, `valid`, `remainingMs()`, `signal`
+ * (aborted the moment it is deposed), `fenced(fn)`, on the same monotonic
+ * validity and keep-alive; pass it as `{ lock: leader }` to storage-guard
+ * and its epoch is sent as the token.
+ */
+export declare class Leader extends Lock {
+    /** The election's name. */
+    readonly name: string;
+    /** The epoch: this leader's fencing token (== token); a later leader's is larger. */
+    readonly epoch: number;
+    private current;
+    /** What it proclaimed last. */
+    get value(): string;
+    /**
+     * Proclaim a new value under the same epoch (observers are told); it
+     * extends the lease too. Rejects with LostError (and aborts the signal)
+     * once deposed.
+     */
+    proclaim(value: string, ttlMs?: number): Promise<void>;
+    /** Resign (once) and stop the keep-alive: the next candidate in line is elected at once. */
+    resign(): Promise<void>;
+    /** Who leads this election now (one request). */
+    reading(): Promise<Reading>;
 }

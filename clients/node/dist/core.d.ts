@@ -1,4 +1,5 @@
 export declare const RESOURCE_MAX = 512;
+export declare const VALUE_MAX = 256;
 export declare const MULTI_MAX = 16;
 export declare const PERMITS_MAX = 1024;
 export declare const TOKEN_MAX: number;
@@ -24,11 +25,29 @@ export declare function checkToken(t: unknown, name?: string): number;
 /** Percent-encode a path segment: every byte but the unreserved ones. */
 export declare function quote(s: string): string;
 export type AcquireKind = 'plain' | 'multi' | 'read' | 'write' | 'semaphore' | 'reentrant';
-/** A lock's kind as the server names it in a grant (and as extend and release need it). */
-export type LockKind = 'plain' | 'permit' | 'multi' | 'reentrant' | 'read' | 'write';
+/**
+ * A lock's kind as the server names it in a grant (and as extend and release
+ * need it); 'leader' is an election's leader, extended and resigned on its
+ * election's routes.
+ */
+export type LockKind = 'plain' | 'permit' | 'multi' | 'reentrant' | 'read' | 'write' | 'leader';
 export declare function acquireRequest(kind: AcquireKind, resource: string | null, resources: string[] | null, ttlMs: number, waitMs: number, wait: WaitMode, permits: number | null, reenterId: string | null): [string, Record<string, unknown>];
 export declare function lockPath(resource: string, lockId: string, kind: string): string;
 export declare function extendPath(resource: string, lockId: string, kind: string): string;
+/** What a leader proclaims: a string of at most 256 bytes of UTF-8, without NUL. */
+export declare function checkValue(v: unknown, name?: string): string;
+export declare function electionPath(name: string): string;
+export declare function proclaimPath(name: string, lockId: string): string;
+/** A query value's encoding: every byte but the unreserved ones and those a query may carry as they are. */
+export declare function quoteValue(s: string): string;
+/**
+ * A reading (afterEpoch null), or the next one that differs from afterEpoch
+ * (0: no leader) and afterValue, waiting up to waitMs. A value whose
+ * encoding is over 256 bytes is left out (fencelockd would refuse it).
+ */
+export declare function leaderPath(name: string, afterEpoch?: number | null, afterValue?: string | null, waitMs?: number): string;
+/** Whether two readings name the same leader, epoch and value (or both none). */
+export declare function sameReading(a: Record<string, unknown>, b: Record<string, unknown>): boolean;
 export type StatusKind = 'plain' | 'rw' | 'reentrant' | 'semaphore';
 export declare function statusPath(resource: string, kind?: StatusKind, permits?: number): string;
 /** The monotonic validity of one lock (see the module's comment). */

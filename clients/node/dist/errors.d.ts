@@ -48,6 +48,13 @@ export declare class LockedError extends FencelockError {
     get waiters(): number | null;
 }
 /**
+ * 409 `not_elected`: a campaign whose wait ran out before it was elected
+ * (someone else leads, or candidates ahead of it are still in line). A
+ * LockedError, as the election is its name's lock.
+ */
+export declare class NotElectedError extends LockedError {
+}
+/**
  * The lock is no longer held: an extension answered `lost` (409), or its
  * monotonic validity ran out before an extension pushed it out (code
  * `expired`). Stop working: the token may be stale already.

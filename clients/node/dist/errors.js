@@ -51,6 +51,13 @@ export class LockedError extends FencelockError {
     get waiters() { return this.field('waiters'); }
 }
 /**
+ * 409 `not_elected`: a campaign whose wait ran out before it was elected
+ * (someone else leads, or candidates ahead of it are still in line). A
+ * LockedError, as the election is its name's lock.
+ */
+export class NotElectedError extends LockedError {
+}
+/**
  * The lock is no longer held: an extension answered `lost` (409), or its
  * monotonic validity ran out before an extension pushed it out (code
  * `expired`). Stop working: the token may be stale already.
@@ -111,6 +118,7 @@ export const CODES = Object.freeze({
     bad_request_head: BadRequestError, bad_framing: BadRequestError, bad_host: BadRequestError,
     bad_request: BadRequestError, unauthorized: UnauthorizedError, forbidden: ForbiddenError,
     not_found: NotFoundError, method_not_allowed: BadRequestError, locked: LockedError, lost: LostError,
+    not_elected: NotElectedError,
     body_too_large: BadRequestError, uri_too_long: BadRequestError, headers_too_large: BadRequestError,
     unsupported_transfer_encoding: BadRequestError, node_error: NodeError, no_quorum: NoQuorumError,
     too_slow: TooSlowError, no_token: NoTokenError, shutting_down: ShuttingDownError, busy: BusyError,

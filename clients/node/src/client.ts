@@ -48,6 +48,58 @@ export class Status {
   }
 }
 
+/** Options of a campaign. */
+export interface CampaignOptions {
+  /** The lease in ms (default 10000); the keep-alive extends it every third of it. */
+  ttlMs?: number;
+  /** How long to wait in line (default 0: one attempt); at most the server's --max-wait. */
+  waitMs?: number;
+  /** Keep leading (extend) from this process until resigned (default true). */
+  keepalive?: boolean;
+  /** Cancels the campaign (rejects with CanceledError); it leaves the line. */
+  signal?: AbortSignal;
+  /** Called the moment the leader is known deposed. */
+  onLost?: (leader: Leader, error: FencelockError) => void;
+}
+
+/** Options of an observer. */
+export interface ObserveOptions {
+  /** The reading the caller has (default none: wait for a leader). */
+  after?: Reading | null;
+  /** How long to wait for a change (default 30000). */
+  waitMs?: number;
+  /** Cancels the wait (rejects with CanceledError). */
+  signal?: AbortSignal;
+}
+
+/**
+ * Who leads an election (GET /v1/elections/{name}), read defensively: the
+ * leader's fields are null when nobody leads (or the server does not say).
+ */
+export class Reading {
+  /** The answer as the server sent it. */
+  readonly raw: Json;
+  constructor(raw: Json) { this.raw = raw; }
+  get name(): string | null { return (this.raw.name as string | undefined) ?? null; }
+  /** Whether someone leads. */
+  get leader(): boolean { return Boolean(this.raw.leader); }
+  /** Whether it differs from the reading an observer gave (false when its wait ran out). */
+  get changed(): boolean { return Boolean(this.raw.changed); }
+  /** The leader's epoch (its fencing token), or null. */
+  get epoch(): number | null { return this.leader ? (this.raw.epoch as number | undefined) ?? null : null; }
+  /** What the leader proclaimed last, or null. */
+  get value(): string | null { return this.leader ? (this.raw.value as string | undefined) ?? null : null; }
+  get ttlMsLeft(): number | null { return this.leader ? (this.raw.ttl_ms_left as number | undefined) ?? null : null; }
+  /** The bearer-token client that campaigned, or null (without an auth file). */
+  get leaderClient(): string | null { return (this.raw.leader_client as string | undefined) ?? null; }
+  /** The leader's ref (its lock id's non-secret form), or null. */
+  get leaderRef(): string | null { return (this.raw.leader_ref as string | undefined) ?? null; }
+  /** Whether this reading names `leader` (by its ref and epoch). */
+  ledBy(leader: Leader): boolean {
+    return this.leader && this.leaderRef === leader.ref && this.epoch === leader.epoch;
+  }
+}
+
 /**
  * A client of one fencelockd (`url` like `http://127.0.0.1:7600`). Share one
  * client in a process; `close()` it to close its connections.
@@ -124,6 +176,21 @@ export class Client {
     const [path, body] = core.acquireRequest(kind, resource, resources, ttlMs, waitMs, wait, permits,
       reenter ? reenter.lockId : null);
     const what = `acquire ${JSON.stringify(resource ?? resources)}`;
+    const [answer, sent] = await this.grant(path, body, waitMs, o.signal, what);
+    const g = grantFields(answer, what);
+    const lock = new Lock(this, g, sent, ttlMs, o.onLost, reenter?.ownerId ?? null);
+    if (core.needsConfirm(sent, core.nowMs(), g.validity_ms as number)) await lock.confirm();
+    if (o.keepalive ?? true) lock.startKeepalive();
+    return lock;
+  }
+
+  /**
+   * @internal POST an acquisition or a campaign, retrying what may pass (a
+   * restart, a node back) while its wait lasts; resolves with the answer and
+   * the monotonic ms it was sent at.
+   */
+  async grant(path: string, body: Record<string, unknown>, waitMs: number, signal: AbortSignal | undefined,
+    what: string): Promise<[unknown, number]> {
     const deadline = core.nowMs() + waitMs;
     for (let attempt = 0; ; attempt++) {
       const left = attempt === 0 ? waitMs : core.retryWaitMs(deadline - core.nowMs());
@@ -131,24 +198,134 @@ export class Client {
       const sent = core.nowMs();
       let err: FencelockError;
       try {
-        const a = await this.t.request('POST', path, body, undefined,
-          { timeoutMs: this.t.timeoutMs + left, signal: o.signal, what });
-        if (a.status === 200) {
-          const g = grantFields(a.body, what);
-          const lock = new Lock(this, g, sent, ttlMs, o.onLost, reenter?.ownerId ?? null);
-          if (core.needsConfirm(sent, core.nowMs(), g.validity_ms as number)) await lock.confirm();
-          if (o.keepalive ?? true) lock.startKeepalive();
-          return lock;
-        }
+        const a = await this.t.request('POST', path, body, undefined, { timeoutMs: this.t.timeoutMs + left, signal, what });
+        if (a.status === 200) return [a.body, sent];
         err = fromAnswer(a.status, a.body, what);
       } catch (e) {
         if (!(e instanceof FencelockError) || e instanceof CanceledError) throw e;
         err = e;
       }
-      // Retry what may pass (a restart, a node back) while the wait lasts.
       if (!core.ACQUIRE_RETRY_CODES.has(err.code) || core.nowMs() >= deadline) throw err;
-      await sleep(Math.max(0, Math.min(core.acquireBackoffMs(attempt), deadline - core.nowMs())), o.signal, what);
+      await sleep(Math.max(0, Math.min(core.acquireBackoffMs(attempt), deadline - core.nowMs())), signal, what);
     }
+  }
+
+  // ---- elections ----
+
+  /**
+   * Campaign to lead the election `name`, proclaiming `value` (at most 256
+   * bytes: an address, say), waiting in line up to `waitMs` (0: one attempt;
+   * candidates are elected in the order they asked). Rejects with
+   * NotElectedError once the wait ran out, CanceledError when `signal` fires
+   * (the campaign leaves the line), or another FencelockError. The leader is
+   * kept alive as a lock; its `epoch` is its fencing token.
+   *
+   * ```ts
+   * await using leader = await client.campaign('scheduler', '10.0.0.7:8080', { waitMs: 60000 });
+   * await store.put('schedule', plan, { lock: leader });   // sent with leader.epoch
+   * ```
+   */
+  async campaign(name: string, value: string, o: CampaignOptions = {}): Promise<Leader> {
+    core.checkResource(name, 'name');
+    core.checkValue(value);
+    if (o === null || typeof o !== 'object') throw new TypeError('options must be an object');
+    const ttlMs = core.checkInt(o.ttlMs ?? 10000, 'ttlMs', 1);
+    const waitMs = core.checkInt(o.waitMs ?? 0, 'waitMs', 0);
+    if (o.signal !== undefined && !(o.signal instanceof AbortSignal)) throw new TypeError('signal must be an AbortSignal');
+    if (o.onLost !== undefined && typeof o.onLost !== 'function') throw new TypeError('onLost must be a function');
+    const what = `campaign ${JSON.stringify(name)}`;
+    const [answer, sent] = await this.grant(core.electionPath(name), { value, ttl_ms: ttlMs, wait_ms: waitMs }, waitMs,
+      o.signal, what);
+    const g = electionGrantFields(answer, what);
+    const leader = new Leader(this, g, sent, ttlMs, o.onLost as LockOptions['onLost']);
+    if (core.needsConfirm(sent, core.nowMs(), g.validity_ms as number)) await leader.confirm();
+    if (o.keepalive ?? true) leader.startKeepalive();
+    return leader;
+  }
+
+  /**
+   * Who leads `name` now (one request; anyone may ask). Rejects with
+   * NoQuorumError when no majority agreed on a reading (as while it changes
+   * hands) within fencelockd's 2 s.
+   */
+  async leader(name: string): Promise<Reading> {
+    core.checkResource(name, 'name');
+    return new Reading(await this.call('GET', core.leaderPath(name), undefined, `leader ${JSON.stringify(name)}`));
+  }
+
+  /**
+   * The next reading of `name` that differs from `after` (a new leader, a new
+   * value, or none; no `after`: the first leader), waiting up to `waitMs`
+   * (default 30000; a long poll answered at the change). If the wait ran
+   * out, the reading now with `changed` false.
+   */
+  async observe(name: string, o: ObserveOptions = {}): Promise<Reading> {
+    core.checkResource(name, 'name');
+    if (o === null || typeof o !== 'object') throw new TypeError('options must be an object');
+    const waitMs = core.checkInt(o.waitMs ?? 30000, 'waitMs', 0);
+    if (o.after !== undefined && o.after !== null && !(o.after instanceof Reading)) throw new TypeError('after must be a Reading');
+    if (o.signal !== undefined && !(o.signal instanceof AbortSignal)) throw new TypeError('signal must be an AbortSignal');
+    const ref = o.after ?? null;
+    const what = `observe ${JSON.stringify(name)}`;
+    const path = core.leaderPath(name, ref?.epoch ?? 0, ref?.leader ? ref.value : null, waitMs);
+    const a = await this.t.request('GET', path, undefined, undefined, { timeoutMs: this.t.timeoutMs + waitMs, signal: o.signal, what });
+    if (a.status !== 200) throw fromAnswer(a.status, a.body, what);
+    if (a.body === null || typeof a.body !== 'object') throw new ProtocolError(`${what}: the answer is not a JSON object`, a.status, 'protocol');
+    return new Reading(a.body as Json);
+  }
+
+  /**
+   * Who leads `name`, then each change: `for await (const r of
+   * client.watch(name, { signal }))`. The first reading is the current one,
+   * each next one the next change (long polls of `waitMs` each, never a
+   * poll on a period). A failure that may pass (no quorum, a restart, no
+   * answer) is retried with a back-off of 50 ms to 1 s; another is thrown.
+   * Aborting `signal` (or leaving the loop) ends it. An epoch never goes
+   * back: a reading of an older leader than one already given is skipped.
+   */
+  async *watch(name: string, o: { waitMs?: number; signal?: AbortSignal } = {}): AsyncGenerator<Reading, void, undefined> {
+    core.checkResource(name, 'name');
+    const waitMs = core.checkInt(o.waitMs ?? 30000, 'waitMs', 1);
+    if (o.signal !== undefined && !(o.signal instanceof AbortSignal)) throw new TypeError('signal must be an AbortSignal');
+    let last: Reading | null = null;
+    let floor = 0;
+    let failures = 0;
+    while (!o.signal?.aborted) {
+      let r: Reading;
+      try {
+        r = last === null ? await this.leader(name) : await this.observe(name, { after: last, waitMs, signal: o.signal });
+        failures = 0;
+      } catch (e) {
+        if (e instanceof CanceledError) return;
+        if (!(e instanceof FencelockError) || !(core.ACQUIRE_RETRY_CODES.has(e.code) || e.code === 'timeout')) throw e;
+        try {
+          await sleep(core.acquireBackoffMs(failures++), o.signal, name);
+        } catch {
+          return;
+        }
+        continue;
+      }
+      if (last !== null && !r.changed) continue;
+      const stale = r.leader && (r.epoch ?? 0) < floor;
+      last = r;
+      if (stale) continue; // an older leader's keys, read late: wait for the next change from them
+      if (r.leader) floor = r.epoch ?? 0;
+      yield r;
+    }
+  }
+
+  /** Proclaim a new value for the leader of `name` known by its id (epoch kept, lease extended). */
+  proclaim(name: string, lockId: string, value: string, options: { ttlMs?: number } = {}): Promise<Json> {
+    core.checkResource(name, 'name');
+    core.checkLockId(lockId);
+    core.checkValue(value);
+    const ttlMs = core.checkInt(options.ttlMs ?? 10000, 'ttlMs', 1);
+    return this.call('POST', core.proclaimPath(name, lockId), { value, ttl_ms: ttlMs }, `proclaim ${JSON.stringify(name)}`);
+  }
+
+  /** Resign the leader of `name` known by its id: the next candidate in line is elected at once. */
+  resign(name: string, lockId: string): Promise<Json> {
+    return this.release(name, lockId, { kind: 'leader' });
   }
 
   /** Extend a lock by its id (no token in the answer). Rejects with LostError if gone. */
@@ -196,8 +373,8 @@ export class Client {
 }
 
 function checkLockKind(k: unknown): LockKind {
-  if (!['plain', 'permit', 'multi', 'reentrant', 'read', 'write'].includes(k as string)) {
-    throw new RangeError('kind must be plain, permit, multi, reentrant, read or write (as the grant said)');
+  if (!['plain', 'permit', 'multi', 'reentrant', 'read', 'write', 'leader'].includes(k as string)) {
+    throw new RangeError('kind must be plain, permit, multi, reentrant, read, write or leader (as the grant said)');
   }
   return k as LockKind;
 }
@@ -207,6 +384,15 @@ function grantFields(body: unknown, what: string): Json {
   if (g === null || typeof g !== 'object' || typeof g.resource !== 'string' || typeof g.kind !== 'string' ||
       typeof g.lock_id !== 'string' || typeof g.validity_ms !== 'number' || typeof g.token !== 'number') {
     throw new ProtocolError(`${what}: the grant lacks a field the API documents`, 200, 'protocol', g ?? null);
+  }
+  return g;
+}
+
+function electionGrantFields(body: unknown, what: string): Json {
+  const g = body as Json;
+  if (g === null || typeof g !== 'object' || typeof g.name !== 'string' || typeof g.lock_id !== 'string' ||
+      typeof g.validity_ms !== 'number' || typeof g.epoch !== 'number') {
+    throw new ProtocolError(`${what}: the answer lacks a field the API documents`, 200, 'protocol', g ?? null);
   }
   return g;
 }
@@ -260,7 +446,7 @@ export class Lock {
   /** Extensions that succeeded. */
   extensions = 0;
 
-  private readonly client: Client;
+  protected readonly client: Client;
   private validity: core.Validity;
   // Made on first use: most locks are taken and released without anyone
   // looking at their signal, and an AbortController is not free.
@@ -272,15 +458,16 @@ export class Lock {
 
   /** @internal */
   constructor(client: Client, g: Json, sentMs: number, ttlMs: number,
-    onLost: ((lock: Lock, error: FencelockError) => void) | undefined, owner: string | null) {
+    onLost: ((lock: Lock, error: FencelockError) => void) | undefined, owner: string | null, leader = false) {
     this.client = client;
     this.grant = g;
-    this.resource = g.resource as string;
+    // A leader's grant names its election (name) and its epoch (the token).
+    this.resource = (leader ? g.name : g.resource) as string;
     this.resources = Array.isArray(g.resources) ? (g.resources as string[]) : [this.resource];
-    this.kind = g.kind as LockKind;
+    this.kind = leader ? 'leader' : g.kind as LockKind;
     this.lockId = core.checkLockId(g.lock_id);
     this.ownerId = this.kind === 'reentrant' ? owner ?? core.ownerId(this.lockId) : null;
-    this.token = g.token as number;
+    this.token = (leader ? g.epoch : g.token) as number;
     this.semaphore = typeof g.semaphore === 'string' ? g.semaphore : null;
     this.ttlMs = ttlMs;
     this.validity = new core.Validity(sentMs, g.validity_ms as number);
@@ -366,14 +553,19 @@ export class Lock {
   /** Extend now (the keep-alive does it itself). Rejects with LostError if gone. */
   async extend(ttlMs?: number): Promise<void> {
     const ttl = ttlMs === undefined ? this.ttlMs : core.checkInt(ttlMs, 'ttlMs', 1);
+    await this.extendBy(core.extendPath(this.resource, this.lockId, this.kind), { ttl_ms: ttl }, ttl,
+      `extend ${JSON.stringify(this.resource)}`);
+  }
+
+  /** @internal An extension (or a leader's proclamation, which extends too): the validity is pushed out from its send. */
+  async extendBy(path: string, body: Json, ttl: number, what: string): Promise<Json> {
     this.check();
     const sent = core.nowMs();
     // No answer is worth waiting for past the validity: it could not save the lock.
     const timeout = Math.min(this.client.t.timeoutMs, Math.max(1, this.validity.remainingMs()));
     let a: Json;
     try {
-      a = await this.client.call('POST', core.extendPath(this.resource, this.lockId, this.kind), { ttl_ms: ttl },
-        `extend ${JSON.stringify(this.resource)}`, timeout);
+      a = await this.client.call('POST', path, body, what, timeout);
     } catch (e) {
       if (e instanceof FencelockError && core.KEEPALIVE_FATAL_CODES.has(e.code)) {
         this.markLost(new LostError(`the lock of ${JSON.stringify(this.resource)} is lost: ${e.message}`, e.status, e.code, e.body));
@@ -381,7 +573,7 @@ export class Lock {
       }
       throw e;
     }
-    if (typeof a.validity_ms !== 'number') throw new ProtocolError('extend: the answer has no validity_ms', 200, 'protocol', a);
+    if (typeof a.validity_ms !== 'number') throw new ProtocolError(`${what}: the answer has no validity_ms`, 200, 'protocol', a);
     // An answer after the validity ran out saves nothing: someone may have held it between.
     if (!this.lostError && this.validity.valid()) {
       this.validity.extended(sent, a.validity_ms);
@@ -389,6 +581,7 @@ export class Lock {
       this.ttlMs = ttl;
     }
     this.check();
+    return a;
   }
 
   /** @internal After a grant that waited: extend at once (see needsConfirm in core). */
@@ -502,5 +695,58 @@ export class Lock {
     }
     const kind: StatusKind = this.kind === 'reentrant' ? 'reentrant' : this.kind === 'read' || this.kind === 'write' ? 'rw' : 'plain';
     return this.client.status(this.resources[0], { kind });
+  }
+}
+
+/**
+ * An elected leader: the lock of its election, whose token is its epoch.
+ * `await using leader = await client.campaign(...)` resigns on leaving the
+ * block; or call {@link Leader.resign}.
+ *
+ * It is a {@link Lock}: `check()`, `valid`, `remainingMs()`, `signal`
+ * (aborted the moment it is deposed), `fenced(fn)`, on the same monotonic
+ * validity and keep-alive; pass it as `{ lock: leader }` to storage-guard
+ * and its epoch is sent as the token.
+ */
+export class Leader extends Lock {
+  /** The election's name. */
+  readonly name: string;
+  /** The epoch: this leader's fencing token (== token); a later leader's is larger. */
+  readonly epoch: number;
+  private current: string;
+
+  /** @internal */
+  constructor(client: Client, g: Json, sentMs: number, ttlMs: number,
+    onLost: ((lock: Lock, error: FencelockError) => void) | undefined) {
+    super(client, g, sentMs, ttlMs, onLost, null, true);
+    this.name = g.name as string;
+    this.epoch = g.epoch as number;
+    this.current = typeof g.value === 'string' ? g.value : '';
+  }
+
+  /** What it proclaimed last. */
+  get value(): string { return this.current; }
+
+  /**
+   * Proclaim a new value under the same epoch (observers are told); it
+   * extends the lease too. Rejects with LostError (and aborts the signal)
+   * once deposed.
+   */
+  async proclaim(value: string, ttlMs?: number): Promise<void> {
+    core.checkValue(value);
+    const ttl = ttlMs === undefined ? this.ttlMs : core.checkInt(ttlMs, 'ttlMs', 1);
+    await this.extendBy(core.proclaimPath(this.name, this.lockId), { value, ttl_ms: ttl }, ttl,
+      `proclaim ${JSON.stringify(this.name)}`);
+    this.current = value;
+  }
+
+  /** Resign (once) and stop the keep-alive: the next candidate in line is elected at once. */
+  resign(): Promise<void> {
+    return this.release();
+  }
+
+  /** Who leads this election now (one request). */
+  reading(): Promise<Reading> {
+    return this.client.leader(this.name);
   }
 }

@@ -14,6 +14,7 @@
 import { createHash } from 'node:crypto';
 
 export const RESOURCE_MAX = 512;
+export const VALUE_MAX = 256;
 export const MULTI_MAX = 16;
 export const PERMITS_MAX = 1024;
 export const TOKEN_MAX = Number.MAX_SAFE_INTEGER; // 2^53 - 1, as storage-guard and fencing.h
@@ -99,8 +100,12 @@ export function quote(s: string): string {
 }
 
 export type AcquireKind = 'plain' | 'multi' | 'read' | 'write' | 'semaphore' | 'reentrant';
-/** A lock's kind as the server names it in a grant (and as extend and release need it). */
-export type LockKind = 'plain' | 'permit' | 'multi' | 'reentrant' | 'read' | 'write';
+/**
+ * A lock's kind as the server names it in a grant (and as extend and release
+ * need it); 'leader' is an election's leader, extended and resigned on its
+ * election's routes.
+ */
+export type LockKind = 'plain' | 'permit' | 'multi' | 'reentrant' | 'read' | 'write' | 'leader';
 
 export function acquireRequest(kind: AcquireKind, resource: string | null, resources: string[] | null, ttlMs: number,
   waitMs: number, wait: WaitMode, permits: number | null, reenterId: string | null): [string, Record<string, unknown>] {
@@ -116,11 +121,56 @@ export function acquireRequest(kind: AcquireKind, resource: string | null, resou
 }
 
 export function lockPath(resource: string, lockId: string, kind: string): string {
+  if (kind === 'leader') return `/v1/elections/${quote(resource)}/${lockId}`;
   return `/v1/locks/${quote(resource)}/${lockId}${kind === 'plain' ? '' : '?kind=' + kind}`;
 }
 
 export function extendPath(resource: string, lockId: string, kind: string): string {
+  if (kind === 'leader') return `/v1/elections/${quote(resource)}/${lockId}/extend`;
   return `/v1/locks/${quote(resource)}/${lockId}/extend${kind === 'plain' ? '' : '?kind=' + kind}`;
+}
+
+// ---- elections ----
+
+/** What a leader proclaims: a string of at most 256 bytes of UTF-8, without NUL. */
+export function checkValue(v: unknown, name = 'value'): string {
+  if (typeof v !== 'string') throw new TypeError(`${name} must be a string, not ${typeof v}`);
+  const n = Buffer.byteLength(v, 'utf8');
+  if (n > VALUE_MAX || v.includes('\0')) throw new RangeError(`${name} must be at most ${VALUE_MAX} bytes without NUL, not ${n} bytes`);
+  return v;
+}
+
+export function electionPath(name: string): string {
+  return '/v1/elections/' + quote(name);
+}
+
+export function proclaimPath(name: string, lockId: string): string {
+  return `/v1/elections/${quote(name)}/${lockId}/proclaim`;
+}
+
+/** A query value's encoding: every byte but the unreserved ones and those a query may carry as they are. */
+export function quoteValue(s: string): string {
+  return encodeURIComponent(s).replace(/%(24|2C|2F|3A|3B|3F|40)/g, (m) => decodeURIComponent(m));
+}
+
+/**
+ * A reading (afterEpoch null), or the next one that differs from afterEpoch
+ * (0: no leader) and afterValue, waiting up to waitMs. A value whose
+ * encoding is over 256 bytes is left out (fencelockd would refuse it).
+ */
+export function leaderPath(name: string, afterEpoch: number | null = null, afterValue: string | null = null, waitMs = 0): string {
+  const path = electionPath(name);
+  if (afterEpoch === null) return path;
+  let q = `?after=${afterEpoch}`;
+  if (afterValue !== null) q += '&value=' + quoteValue(afterValue); // decoded by fencelockd
+  if (waitMs) q += `&wait_ms=${waitMs}`;
+  return path + q;
+}
+
+/** Whether two readings name the same leader, epoch and value (or both none). */
+export function sameReading(a: Record<string, unknown>, b: Record<string, unknown>): boolean {
+  if (Boolean(a.leader) !== Boolean(b.leader)) return false;
+  return !a.leader || (a.epoch === b.epoch && a.value === b.value);
 }
 
 export type StatusKind = 'plain' | 'rw' | 'reentrant' | 'semaphore';

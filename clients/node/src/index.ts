@@ -15,10 +15,19 @@
  * the monotonic clock, even if the process was stopped and its keep-alive
  * could not run.
  *
+ * ```ts
+ * await using leader = await client.campaign('scheduler', '10.0.0.7:8080', { waitMs: 60000 });
+ * await store.put('schedule', plan, { lock: leader });   // leader.epoch is the token
+ * for await (const r of client.watch('scheduler', { signal })) console.log(r.epoch, r.value);
+ * ```
+ *
+ * A leader is a lock too (kept alive, checked the same way, its signal
+ * aborted when deposed); its epoch is its fencing token.
+ *
  * @module
  */
-export { Client, Lock, Status } from './client.js';
-export type { LockOptions } from './client.js';
+export { Client, Leader, Lock, Reading, Status } from './client.js';
+export type { CampaignOptions, LockOptions, ObserveOptions } from './client.js';
 export { StorageGuard } from './storage.js';
 export type { BatchOp, Conditions, Fenced } from './storage.js';
 export type { TransportOptions } from './http.js';

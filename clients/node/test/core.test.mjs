@@ -7,7 +7,7 @@ import { createHash } from 'node:crypto';
 
 import * as fl from '../dist/index.js';
 import { CODES } from '../dist/errors.js';
-import { Validity, nowMs, retryWaitMs, retryDelayMs, extendIntervalMs } from '../dist/core.js';
+import { Validity, nowMs, retryWaitMs, retryDelayMs, extendIntervalMs, leaderPath } from '../dist/core.js';
 
 const grant = (o = {}) => ({ resource: 'invoice:42', kind: 'plain', lock_id: '20cd09bbe0869ae3e1657f553d0798e70c000001',
   token: 1795733762367472, validity_ms: 1000, ttl_ms: 1000, ...o });
@@ -122,4 +122,57 @@ test('bad arguments are refused before any request', async () => {
   }
   c.close();
   sg.close();
+});
+
+const electionGrant = (o = {}) => ({ name: 'scheduler', lock_id: '20cd09bbe0869ae3e1657f553d0798e70c000001',
+  epoch: 1795733762367472, token: 1795733762367472, validity_ms: 1000, ttl_ms: 1000, value: '10.0.0.7:8080', ...o });
+
+test('not_elected is a NotElectedError, a LockedError', () => {
+  const e = fl.fromAnswer(409, { error: 'not_elected', message: 'm' });
+  assert.ok(e instanceof fl.NotElectedError && e instanceof fl.LockedError);
+});
+
+test('a leader is a lock of its election, resigned there, once', async () => {
+  const c = fakeClient();
+  const l = new fl.Leader(c, electionGrant(), nowMs(), 1000, undefined);
+  assert.equal(l.name, 'scheduler');
+  assert.equal(l.kind, 'leader');
+  assert.equal(l.token, l.epoch);
+  assert.equal(l.value, '10.0.0.7:8080');
+  assert.equal(l.ref, fl.lockRef(l.lockId));
+  await l[Symbol.asyncDispose]();
+  await l.resign();
+  assert.deepEqual(c.calls, [['DELETE', `/v1/elections/scheduler/${l.lockId}`]]);
+  assert.throws(() => l.check(), fl.LostError);
+  const gone = new fl.Leader(fakeClient(), electionGrant({ validity_ms: 5 }), nowMs() - 10, 1000, undefined);
+  assert.equal(gone.valid, false);
+  assert.ok(gone.signal.aborted);
+});
+
+test('readings are read defensively, and name their leader', () => {
+  const none = new fl.Reading({ name: 's', leader: false, epoch: 9 });
+  assert.deepEqual([none.leader, none.epoch, none.value, none.leaderClient, none.leaderRef], [false, null, null, null, null]);
+  const l = new fl.Leader(fakeClient(), electionGrant(), nowMs(), 1000, undefined);
+  assert.ok(new fl.Reading({ leader: true, epoch: l.epoch, leader_ref: l.ref }).ledBy(l));
+  assert.ok(!new fl.Reading({ leader: true, epoch: l.epoch + 1, leader_ref: l.ref }).ledBy(l));
+});
+
+test('observer queries', () => {
+  assert.equal(leaderPath('s'), '/v1/elections/s');
+  assert.equal(leaderPath('s', 0, null, 500), '/v1/elections/s?after=0&wait_ms=500');
+  assert.equal(leaderPath('s', 7, '10.0.0.7:8080', 500), '/v1/elections/s?after=7&value=10.0.0.7:8080&wait_ms=500');
+  assert.equal(leaderPath('s', 7, 'a b&c'), '/v1/elections/s?after=7&value=a%20b%26c');
+  assert.equal(leaderPath('s', 7, 'é+%'), '/v1/elections/s?after=7&value=%C3%A9%2B%25');
+});
+
+test('bad election arguments are refused before any request', async () => {
+  const c = new fl.Client('http://127.0.0.1:9');
+  const bad = [() => c.campaign('', 'v'), () => c.campaign('s', 5), () => c.campaign('s', 'x'.repeat(257)),
+    () => c.campaign('s', 'a\0b'), () => c.campaign('s', 'v', { ttlMs: 0 }), () => c.campaign('s', 'v', { waitMs: -1 }),
+    () => c.observe('s', { after: 5 }), () => c.watch('s', { waitMs: 0 }).next(), () => c.proclaim('s', 'xyz', 'v'),
+    () => c.resign('s', 'xyz')];
+  for (const [i, f] of bad.entries()) {
+    await assert.rejects(async () => f(), (e) => e instanceof TypeError || e instanceof RangeError, String(i));
+  }
+  c.close();
 });

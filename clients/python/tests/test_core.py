@@ -7,7 +7,7 @@ import unittest
 
 import fencelock
 from fencelock import _core
-from fencelock.client import Lock, Status
+from fencelock.client import Leader, Lock, Reading, Status
 
 
 class FakeClient:
@@ -79,6 +79,71 @@ class RefTest(unittest.TestCase):
         lock = Lock(FakeClient(), grant(kind="reentrant"), _core.now_ms(), 1000, "reentrant", None)
         self.assertEqual(lock.owner_id, lock.lock_id[:34] + "000000")
         self.assertTrue(Status({"holder_ref": fencelock.lock_ref(lock.owner_id)}).held_by(lock))
+
+
+def election_grant(**kw):
+    g = {"name": "scheduler", "lock_id": "20cd09bbe0869ae3e1657f553d0798e70c000001", "ref": "x",
+         "epoch": 1795733762367472, "token": 1795733762367472, "validity_ms": 1000, "ttl_ms": 1000,
+         "value": "10.0.0.7:8080"}
+    g.update(kw)
+    return g
+
+
+class ElectionTest(unittest.TestCase):
+    def test_not_elected_is_a_locked(self):
+        e = fencelock.from_answer(409, {"error": "not_elected", "message": "m"})
+        self.assertIsInstance(e, fencelock.NotElected)
+        self.assertIsInstance(e, fencelock.Locked)
+
+    def test_a_leader_is_a_lock_of_its_election(self):
+        c = FakeClient()
+        leader = Leader(c, election_grant(), _core.now_ms(), 1000, None)
+        self.assertEqual((leader.name, leader.kind, leader.token), ("scheduler", "leader", leader.epoch))
+        self.assertEqual(leader.ref, fencelock.lock_ref(leader.lock_id))
+        self.assertEqual(leader.value, "10.0.0.7:8080")
+        leader.resign()
+        leader.resign()
+        self.assertEqual(c.calls, [("DELETE", "/v1/elections/scheduler/" + leader.lock_id)])
+        with self.assertRaises(fencelock.Lost):
+            leader.check()
+        self.assertEqual(_core.extend_path("a/b", leader.lock_id, "leader"),
+                         "/v1/elections/a%%2Fb/%s/extend" % leader.lock_id)
+
+    def test_a_deposed_leader_is_lost_without_a_request(self):
+        c = FakeClient()
+        leader = Leader(c, election_grant(validity_ms=5), _core.now_ms() - 10, 1000, None)
+        self.assertFalse(leader.valid())
+        self.assertTrue(leader.lost_event.is_set())
+        with self.assertRaises(fencelock.Lost):
+            leader.fenced(lambda t: t)
+        self.assertEqual(c.calls, [])
+
+    def test_readings_are_read_defensively(self):
+        r = Reading({"name": "s", "leader": False, "epoch": 9})
+        self.assertEqual((r.leader, r.epoch, r.value, r.leader_client, r.leader_ref), (False, None, None, None, None))
+        leader = Leader(FakeClient(), election_grant(), _core.now_ms(), 1000, None)
+        r = Reading({"leader": True, "epoch": leader.epoch, "value": "v", "leader_ref": leader.ref})
+        self.assertTrue(r.led_by(leader))
+        self.assertFalse(Reading({"leader": True, "epoch": leader.epoch + 1, "leader_ref": leader.ref}).led_by(leader))
+
+    def test_observer_queries(self):
+        self.assertEqual(_core.leader_path("s"), "/v1/elections/s")
+        self.assertEqual(_core.leader_path("s", 0, None, 500), "/v1/elections/s?after=0&wait_ms=500")
+        self.assertEqual(_core.leader_path("s", 7, "10.0.0.7:8080", 500),
+                         "/v1/elections/s?after=7&value=10.0.0.7:8080&wait_ms=500")
+        self.assertEqual(_core.leader_path("s", 7, "a b&c"), "/v1/elections/s?after=7&value=a%20b%26c")
+        self.assertEqual(_core.leader_path("s", 7, "é+%"), "/v1/elections/s?after=7&value=%C3%A9%2B%25")
+
+    def test_bad_election_arguments(self):
+        c = fencelock.Client("http://127.0.0.1:9")
+        for case in (lambda: c.campaign("", "v"), lambda: c.campaign("s", 5), lambda: c.campaign("s", "x" * 257),
+                     lambda: c.campaign("s", "a\0b"), lambda: c.campaign("s", "v", ttl_ms=0),
+                     lambda: c.campaign("s", "v", wait_ms=-1), lambda: c.observe("s", after=5),
+                     lambda: c.watch("s", wait_ms=0), lambda: c.proclaim("s", "xyz", "v"),
+                     lambda: c.resign("s", "xyz")):
+            with self.assertRaises((ValueError, TypeError)):
+                case()
+        c.close()
 
 
 class ValidityTest(unittest.TestCase):

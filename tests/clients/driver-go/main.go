@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -25,6 +26,7 @@ var (
 	clients = map[string]*fencelock.Client{}
 	stores  = map[string]*fencelock.StorageGuard{}
 	locks   = map[string]*fencelock.Lock{}
+	leaders = map[string]*fencelock.Leader{}
 	outMu   sync.Mutex
 	out     = bufio.NewWriter(os.Stdout)
 )
@@ -55,7 +57,8 @@ var kinds = []struct {
 	name string
 }{
 	{fencelock.ErrBadRequest, "BadRequest"}, {fencelock.ErrUnauthorized, "Unauthorized"},
-	{fencelock.ErrForbidden, "Forbidden"}, {fencelock.ErrNotFound, "NotFound"}, {fencelock.ErrLocked, "Locked"},
+	{fencelock.ErrForbidden, "Forbidden"}, {fencelock.ErrNotFound, "NotFound"},
+	{fencelock.ErrNotElected, "NotElected"}, {fencelock.ErrLocked, "Locked"}, // NotElected matches ErrLocked too: first
 	{fencelock.ErrLost, "Lost"}, {fencelock.ErrStaleToken, "StaleToken"},
 	{fencelock.ErrVersionMismatch, "VersionMismatch"}, {fencelock.ErrMissingToken, "MissingToken"},
 	{fencelock.ErrNode, "NodeError"}, {fencelock.ErrNoQuorum, "NoQuorum"}, {fencelock.ErrTooSlow, "TooSlow"},
@@ -91,7 +94,7 @@ func errorJSON(err error) map[string]any {
 		}
 		_ = body
 		return map[string]any{"type": canonical(err), "code": fe.Code, "status": fe.Status, "message": err.Error(),
-			"holder_ref": hr, "holder_client": hc, "last_token": lt}
+			"holder_ref": hr, "holder_client": hc, "last_token": lt, "is_locked": errors.Is(err, fencelock.ErrLocked)}
 	}
 	return map[string]any{"type": "InvalidArgument", "code": "", "status": 0, "message": err.Error()}
 }
@@ -141,15 +144,76 @@ func lockOpts(a args) *fencelock.LockOptions {
 	return o
 }
 
-func acquire(a args, c *fencelock.Client) (*fencelock.Lock, error) {
+func cancelCtx(a args) context.Context {
 	ctx := context.Background()
 	if a.has("cancel_after_ms") {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithCancel(ctx)
 		time.AfterFunc(a.ms("cancel_after_ms"), cancel)
 	}
+	return ctx
+}
+
+func campaign(a args, c *fencelock.Client, name string) (*fencelock.Leader, error) {
+	o := &fencelock.CampaignOptions{TTL: 10 * time.Second}
+	if a.has("ttl_ms") {
+		o.TTL = a.ms("ttl_ms")
+	}
+	if a.has("wait_ms") {
+		o.Wait = a.ms("wait_ms")
+	}
+	if k, ok := a["keepalive"].(bool); ok && !k {
+		o.NoKeepalive = true
+	}
+	return c.Campaign(cancelCtx(a), name, a.str("value"), o)
+}
+
+func leaderJSON(h string, l *fencelock.Leader) map[string]any {
+	r := lockJSON(h, l.Lock)
+	r["name"], r["epoch"], r["value"] = l.Name, l.Epoch, l.Value()
+	return r
+}
+
+func readingJSON(r *fencelock.Reading) map[string]any {
+	j := map[string]any{"name": r.Name, "leader": r.Leader, "epoch": nil, "value": nil, "ttl_ms_left": nil,
+		"leader_client": nil, "leader_ref": nil, "changed": r.Changed, "at_mono_ms": monoMs()}
+	if r.Leader {
+		j["epoch"], j["value"], j["ttl_ms_left"] = r.Epoch, r.Value, r.TTLLeft.Milliseconds()
+	}
+	if r.LeaderClient != "" {
+		j["leader_client"] = r.LeaderClient
+	}
+	if r.LeaderRef != "" {
+		j["leader_ref"] = r.LeaderRef
+	}
+	return j
+}
+
+// readingOf: a reading the harness hands back (after) as the client's own type.
+func readingOf(v any) *fencelock.Reading {
+	m, ok := v.(map[string]any)
+	if !ok {
+		return nil
+	}
+	r := &fencelock.Reading{}
+	r.Leader, _ = m["leader"].(bool)
+	if e, ok := m["epoch"].(float64); ok {
+		r.Epoch = uint64(e)
+	}
+	r.Value, _ = m["value"].(string)
+	return r
+}
+
+func acquire(a args, c *fencelock.Client) (*fencelock.Lock, error) {
+	ctx := cancelCtx(a)
 	o := lockOpts(a)
 	switch k := a.str("kind"); k {
+	case "leader":
+		l, err := campaign(a, c, a.str("resource"))
+		if err != nil {
+			return nil, err
+		}
+		return l.Lock, nil
 	case "", "plain":
 		return c.Lock(ctx, a.str("resource"), o)
 	case "multi":
@@ -288,6 +352,73 @@ func run(id any, cmd string, a args) (any, error) {
 		r := lockJSON(a.str("handle"), l)
 		r["elapsed_ms"] = monoMs() - t0
 		return r, nil
+	case "campaign":
+		t0 := monoMs()
+		l, err := campaign(a, clients[a.client()], a.str("name"))
+		if err != nil {
+			return nil, err
+		}
+		locks[a.str("handle")], leaders[a.str("handle")] = l.Lock, l
+		r := leaderJSON(a.str("handle"), l)
+		r["elapsed_ms"], r["elected_mono_ms"] = monoMs()-t0, monoMs()
+		return r, nil
+	case "proclaim":
+		l := leaders[a.str("handle")]
+		if err := l.Proclaim(ctx, a.str("value")); err != nil {
+			return nil, err
+		}
+		return map[string]any{"value": l.Value(), "epoch": l.Epoch, "valid_until_mono_ms": onMono(l.ValidUntil())}, nil
+	case "resign":
+		return map[string]any{}, leaders[a.str("handle")].Resign()
+	case "leader":
+		r, err := clients[a.client()].Leader(ctx, a.str("name"))
+		if err != nil {
+			return nil, err
+		}
+		return readingJSON(r), nil
+	case "observe":
+		wait := 30 * time.Second
+		if a.has("wait_ms") {
+			wait = a.ms("wait_ms")
+		}
+		r, err := clients[a.client()].Observe(ctx, a.str("name"), readingOf(a["after"]), wait)
+		if err != nil {
+			return nil, err
+		}
+		return readingJSON(r), nil
+	case "watch":
+		// Readings of client.Watch, each told as an event as it comes, until
+		// count of them or timeout_ms.
+		timeout := 5 * time.Second
+		if a.has("timeout_ms") {
+			timeout = a.ms("timeout_ms")
+		}
+		wctx, cancel := context.WithTimeout(ctx, timeout)
+		defer cancel()
+		o := &fencelock.WatchOptions{}
+		if a.has("wait_ms") {
+			o.Wait = a.ms("wait_ms")
+		}
+		readings := []map[string]any{}
+		for r := range clients[a.client()].Watch(wctx, a.str("name"), o) {
+			if r.Err != nil {
+				return nil, r.Err
+			}
+			readings = append(readings, readingJSON(&r))
+			emit(map[string]any{"id": id, "event": "reading", "reading": readings[len(readings)-1]})
+			if len(readings) >= int(a.num("count")) {
+				break
+			}
+		}
+		return map[string]any{"readings": readings, "timed_out": wctx.Err() != nil}, nil
+	case "proclaim_id":
+		ttl := 10 * time.Second
+		if a.has("ttl_ms") {
+			ttl = a.ms("ttl_ms")
+		}
+		return clients[a.client()].Proclaim(ctx, a.str("name"), a.str("lock_id"), a.str("value"), ttl)
+	case "resign_id":
+		return clients[a.client()].Resign(ctx, a.str("name"), a.str("lock_id"))
 	case "reenter":
 		var o *fencelock.LockOptions
 		if a.has("ttl_ms") {
@@ -429,15 +560,21 @@ func run(id any, cmd string, a args) (any, error) {
 	case "validate":
 		c := clients[a.client()]
 		cases := map[string]func() error{
-			"lock_empty":        func() error { _, err := c.Lock(ctx, "", nil); return err },
-			"lock_ttl0":         func() error { _, err := c.Lock(ctx, "r", &fencelock.LockOptions{TTL: time.Microsecond}); return err },
-			"lock_wait_neg":     func() error { _, err := c.Lock(ctx, "r", &fencelock.LockOptions{Wait: -1}); return err },
-			"lock_wait_mode":    func() error { _, err := c.Lock(ctx, "r", &fencelock.LockOptions{WaitMode: "x"}); return err },
-			"many_empty":        func() error { _, err := c.LockMany(ctx, nil, nil); return err },
-			"semaphore_0":       func() error { _, err := c.Semaphore(ctx, "r", 0, nil); return err },
-			"release_bad_id":    func() error { _, err := c.Release(ctx, "r", "xyz", ""); return err },
-			"put_no_token":      func() error { _, err := stores[a.client()].Put(ctx, "k", 1, fencelock.Fence{}); return err },
-			"resource_too_long": func() error { _, err := c.Lock(ctx, string(make([]byte, 513)), nil); return err },
+			"lock_empty":          func() error { _, err := c.Lock(ctx, "", nil); return err },
+			"lock_ttl0":           func() error { _, err := c.Lock(ctx, "r", &fencelock.LockOptions{TTL: time.Microsecond}); return err },
+			"lock_wait_neg":       func() error { _, err := c.Lock(ctx, "r", &fencelock.LockOptions{Wait: -1}); return err },
+			"lock_wait_mode":      func() error { _, err := c.Lock(ctx, "r", &fencelock.LockOptions{WaitMode: "x"}); return err },
+			"many_empty":          func() error { _, err := c.LockMany(ctx, nil, nil); return err },
+			"semaphore_0":         func() error { _, err := c.Semaphore(ctx, "r", 0, nil); return err },
+			"release_bad_id":      func() error { _, err := c.Release(ctx, "r", "xyz", ""); return err },
+			"put_no_token":        func() error { _, err := stores[a.client()].Put(ctx, "k", 1, fencelock.Fence{}); return err },
+			"resource_too_long":   func() error { _, err := c.Lock(ctx, string(make([]byte, 513)), nil); return err },
+			"campaign_empty_name": func() error { _, err := c.Campaign(ctx, "", "v", nil); return err },
+			"campaign_value_too_long": func() error {
+				_, err := c.Campaign(ctx, "e", strings.Repeat("v", 257), nil)
+				return err
+			},
+			"proclaim_bad_id": func() error { _, err := c.Proclaim(ctx, "e", "xyz", "v", time.Second); return err },
 		}
 		return map[string]any{}, cases[a.str("case")]()
 	case "sleep":

@@ -21,6 +21,7 @@ KINDS = ("plain", "read", "write", "reentrant", "semaphore", "multi")
 WAIT_MODES = ("notify", "fair", "poll")
 _LOCK_ID = re.compile(r"^[0-9a-f]{40}$")
 RESOURCE_MAX = 512
+VALUE_MAX = 256
 MULTI_MAX = 16
 PERMITS_MAX = 1024
 TOKEN_MAX = (1 << 53) - 1
@@ -139,12 +140,17 @@ def acquire_request(kind: str, resource: Optional[str], resources: Optional[Sequ
 
 
 def lock_path(resource: str, lock_id: str, kind: str) -> str:
-    """A lock's own URL (release; extend appends /extend before the query)."""
+    """A lock's own URL (release; extend appends /extend before the query). A
+    leader's lock (kind "leader") is its election's: resigned there."""
+    if kind == "leader":
+        return "/v1/elections/%s/%s" % (quote(resource), lock_id)
     q = "" if kind == "plain" else "?kind=" + kind
     return "/v1/locks/%s/%s%s" % (quote(resource), lock_id, q)
 
 
 def extend_path(resource: str, lock_id: str, kind: str) -> str:
+    if kind == "leader":
+        return "/v1/elections/%s/%s/extend" % (quote(resource), lock_id)
     q = "" if kind == "plain" else "?kind=" + kind
     return "/v1/locks/%s/%s/extend%s" % (quote(resource), lock_id, q)
 
@@ -157,6 +163,63 @@ def status_path(resource: str, kind: str = "plain", permits: Optional[int] = Non
     if kind == "reentrant":
         return "/v1/locks/%s?kind=reentrant" % quote(resource)
     return "/v1/locks/" + quote(resource)
+
+
+# ---- elections ----
+
+def check_value(value: Any, name: str = "value") -> str:
+    """What a leader proclaims: a str of at most 256 bytes of UTF-8, without NUL."""
+    if not isinstance(value, str):
+        raise TypeError("%s must be a str, not %s" % (name, type(value).__name__))
+    n = len(value.encode("utf-8"))
+    if n > VALUE_MAX or "\0" in value:
+        raise ValueError("%s must be at most %d bytes without NUL, not %d bytes" % (name, VALUE_MAX, n))
+    return value
+
+
+def election_path(name: str) -> str:
+    return "/v1/elections/" + quote(name)
+
+
+def proclaim_path(name: str, lock_id: str) -> str:
+    return "/v1/elections/%s/%s/proclaim" % (quote(name), lock_id)
+
+
+# What a query value may carry without an escape.
+_QUERY_SAFE = "-._~!$'()*,;:@/?"
+
+
+def leader_path(name: str, after_epoch: Optional[int] = None, after_value: Optional[str] = None,
+                wait_ms: int = 0) -> str:
+    """A reading (no after), or the next reading that differs from after_epoch
+    (0: no leader) and after_value (fencelockd decodes it before comparing),
+    waiting up to wait_ms."""
+    path = election_path(name)
+    if after_epoch is None:
+        return path
+    q = "?after=%d" % after_epoch
+    if after_value is not None:
+        q += "&value=" + urllib.parse.quote(after_value, safe=_QUERY_SAFE)
+    if wait_ms:
+        q += "&wait_ms=%d" % wait_ms
+    return path + q
+
+
+def election_grant_fields(answer: Any, what: str) -> Dict[str, Any]:
+    """The fields of an election's grant the clients rely on, checked."""
+    if not isinstance(answer, dict):
+        raise ProtocolError("%s: the answer is not a JSON object" % what, code="protocol")
+    for f, t in (("name", str), ("lock_id", str), ("validity_ms", int), ("epoch", int)):
+        if not isinstance(answer.get(f), t) or isinstance(answer.get(f), bool):
+            raise ProtocolError("%s: the answer has no %s" % (what, f), code="protocol", body=answer)
+    return answer
+
+
+def same_reading(a: Dict[str, Any], b: Dict[str, Any]) -> bool:
+    """Whether two readings name the same leader, epoch and value (or both none)."""
+    if bool(a.get("leader")) != bool(b.get("leader")):
+        return False
+    return not a.get("leader") or (a.get("epoch") == b.get("epoch") and a.get("value") == b.get("value"))
 
 
 def grant_fields(answer: Any, what: str) -> Dict[str, Any]:

@@ -9,14 +9,14 @@ options, errors, validity and keep-alive, on one event loop; the keep-alive
 is a task per lock.
 """
 import asyncio
-from typing import Any, Awaitable, Callable, Dict, List, Optional, Sequence, TypeVar
+from typing import Any, AsyncIterator, Awaitable, Callable, Dict, List, Optional, Sequence, TypeVar
 
 from . import _core
 from ._ahttp import AsyncTransport
-from .client import USER_AGENT, Status, _check_lock_kind
+from .client import USER_AGENT, Reading, Status, _check_lock_kind
 from .errors import Canceled, FencelockError, Lost, ProtocolError, from_answer
 
-__all__ = ["AsyncClient", "AsyncLock"]
+__all__ = ["AsyncClient", "AsyncLock", "AsyncLeader"]
 
 T = TypeVar("T")
 
@@ -129,6 +129,20 @@ class AsyncClient:
         path, body = _core.acquire_request(kind, resource, resources, ttl_ms, wait_ms, wait, permits,
                                            reenter.lock_id if reenter is not None else None)
         what = "acquire %r" % (resource if resource is not None else resources)
+        answer, sent = await self._grant(path, body, wait_ms, cancel, what)
+        grant = _core.grant_fields(answer, what)
+        if not isinstance(grant.get("token"), int):
+            raise ProtocolError("%s: the grant has no token" % what, code="protocol", body=grant)
+        lock = AsyncLock(self, grant, sent, ttl_ms, on_lost, reenter.owner_id if reenter is not None else None)
+        if _core.needs_confirm(sent, _core.now_ms(), grant["validity_ms"]):
+            await lock._confirm()
+        if keepalive:
+            lock._start_keepalive()
+        return lock
+
+    async def _grant(self, path: str, body: Dict[str, Any], wait_ms: int, cancel: Optional[asyncio.Event],
+                     what: str):
+        """As fencelock.Client._grant: POST, retrying what may pass while the wait lasts."""
         deadline = _core.now_ms() + wait_ms
         attempt = 0
         while True:
@@ -140,7 +154,7 @@ class AsyncClient:
                     self._t.request("POST", path, body, timeout_s=self._t.timeout_s + left / 1000.0, what=what),
                     cancel, what)
                 if status == 200:
-                    break
+                    return answer, sent
                 err = from_answer(status, answer, what)
             except Canceled:
                 raise
@@ -151,15 +165,108 @@ class AsyncClient:
             pause = max(0.0, min(_core.acquire_backoff_ms(attempt), deadline - _core.now_ms()))
             attempt += 1
             await _with_cancel(asyncio.sleep(pause / 1000.0), cancel, what)
-        grant = _core.grant_fields(answer, what)
-        if not isinstance(grant.get("token"), int):
-            raise ProtocolError("%s: the grant has no token" % what, code="protocol", body=grant)
-        lock = AsyncLock(self, grant, sent, ttl_ms, on_lost, reenter.owner_id if reenter is not None else None)
-        if _core.needs_confirm(sent, _core.now_ms(), grant["validity_ms"]):
-            await lock._confirm()
+
+    # ---- elections ----
+
+    def campaign(self, name: str, value: str, **kw: Any) -> _Pending:
+        """As :meth:`fencelock.Client.campaign`: ``await`` it for the
+        :class:`AsyncLeader`, or ``async with`` it to resign on leaving."""
+        _core.check_resource(name, "name")
+        _core.check_value(value)
+        return _Pending(self._campaign(name, value, **kw))
+
+    async def _campaign(self, name: str, value: str, *, ttl_ms: int = 10000, wait_ms: int = 0,
+                        keepalive: bool = True, cancel: Optional[asyncio.Event] = None,
+                        on_lost: Optional[Callable[["AsyncLeader", FencelockError], None]] = None) -> "AsyncLeader":
+        _core.check_int(ttl_ms, "ttl_ms", 1)
+        _core.check_int(wait_ms, "wait_ms", 0)
+        if cancel is not None and not isinstance(cancel, asyncio.Event):
+            raise TypeError("cancel must be an asyncio.Event")
+        if on_lost is not None and not callable(on_lost):
+            raise TypeError("on_lost must be callable")
+        what = "campaign %r" % name
+        body: Dict[str, Any] = {"value": value, "ttl_ms": ttl_ms, "wait_ms": wait_ms}
+        answer, sent = await self._grant(_core.election_path(name), body, wait_ms, cancel, what)
+        leader = AsyncLeader(self, _core.election_grant_fields(answer, what), sent, ttl_ms, on_lost)
+        if _core.needs_confirm(sent, _core.now_ms(), answer["validity_ms"]):
+            await leader._confirm()
         if keepalive:
-            lock._start_keepalive()
-        return lock
+            leader._start_keepalive()
+        return leader
+
+    async def leader(self, name: str) -> Reading:
+        """As :meth:`fencelock.Client.leader`."""
+        _core.check_resource(name, "name")
+        return Reading(await self._call("GET", _core.leader_path(name), None, "leader %r" % name))
+
+    async def observe(self, name: str, after: Optional[Reading] = None, *, wait_ms: int = 30000,
+                      cancel: Optional[asyncio.Event] = None) -> Reading:
+        """As :meth:`fencelock.Client.observe` (cancelling the task cancels too)."""
+        _core.check_resource(name, "name")
+        _core.check_int(wait_ms, "wait_ms", 0)
+        if after is not None and not isinstance(after, dict):
+            raise TypeError("after must be a Reading (or None)")
+        ref = after if after is not None else Reading({"leader": False})
+        what = "observe %r" % name
+        path = _core.leader_path(name, ref.epoch or 0, ref.value if ref.leader else None, wait_ms)
+        status, answer, _ = await _with_cancel(
+            self._t.request("GET", path, None, timeout_s=self._t.timeout_s + wait_ms / 1000.0, what=what),
+            cancel, what)
+        if status != 200:
+            raise from_answer(status, answer, what)
+        if not isinstance(answer, dict):
+            raise ProtocolError("%s: the answer is not a JSON object" % what, code="protocol")
+        return Reading(answer)
+
+    def watch(self, name: str, *, wait_ms: int = 30000,
+              cancel: Optional[asyncio.Event] = None) -> AsyncIterator[Reading]:
+        """As :meth:`fencelock.Client.watch`: ``async for reading in client.watch(name)``."""
+        _core.check_resource(name, "name")
+        _core.check_int(wait_ms, "wait_ms", 1)
+        return self._watch(name, wait_ms, cancel)
+
+    async def _watch(self, name: str, wait_ms: int, cancel: Optional[asyncio.Event]) -> AsyncIterator[Reading]:
+        last: Optional[Reading] = None
+        floor = 0
+        failures = 0
+        while cancel is None or not cancel.is_set():
+            try:
+                r = (await self.leader(name) if last is None
+                     else await self.observe(name, last, wait_ms=wait_ms, cancel=cancel))
+                failures = 0
+            except Canceled:
+                return
+            except FencelockError as e:
+                if e.code not in _core.ACQUIRE_RETRY_CODES and e.code != "timeout":
+                    raise
+                try:
+                    await _with_cancel(asyncio.sleep(_core.acquire_backoff_ms(failures) / 1000.0), cancel, name)
+                except Canceled:
+                    return
+                failures += 1
+                continue
+            if last is not None and not r.changed:
+                continue
+            stale = r.leader and (r.epoch or 0) < floor
+            last = r
+            if stale:
+                continue
+            if r.leader:
+                floor = r.epoch or 0
+            yield r
+
+    async def proclaim(self, name: str, lock_id: str, value: str, *, ttl_ms: int = 10000) -> Dict[str, Any]:
+        """As :meth:`fencelock.Client.proclaim`."""
+        _core.check_resource(name, "name")
+        _core.check_lock_id(lock_id)
+        _core.check_value(value)
+        _core.check_int(ttl_ms, "ttl_ms", 1)
+        return await self._call("POST", _core.proclaim_path(name, lock_id), {"value": value, "ttl_ms": ttl_ms},
+                                "proclaim %r" % name)
+
+    async def resign(self, name: str, lock_id: str) -> Dict[str, Any]:
+        """As :meth:`fencelock.Client.resign`."""
+        return await self.release(name, lock_id, kind="leader")
 
     async def extend(self, resource: str, lock_id: str, *, ttl_ms: int = 10000, kind: str = "plain") -> Dict[str, Any]:
         """As :meth:`fencelock.Client.extend`."""
@@ -289,12 +396,15 @@ class AsyncLock:
 
     async def extend(self, ttl_ms: Optional[int] = None) -> None:
         ttl = self.ttl_ms if ttl_ms is None else _core.check_int(ttl_ms, "ttl_ms", 1)
+        await self._extend_by(_core.extend_path(self.resource, self.lock_id, self.kind), {"ttl_ms": ttl}, ttl,
+                              "extend %r" % self.resource)
+
+    async def _extend_by(self, path: str, body: Dict[str, Any], ttl: int, what: str) -> Dict[str, Any]:
         self.check()
         sent = _core.now_ms()
         timeout = min(self._client._t.timeout_s, max(self._validity.remaining_ms(), 1.0) / 1000.0)
         try:
-            answer = await self._client._call("POST", _core.extend_path(self.resource, self.lock_id, self.kind),
-                                              {"ttl_ms": ttl}, "extend %r" % self.resource, timeout_s=timeout)
+            answer = await self._client._call("POST", path, body, what, timeout_s=timeout)
         except FencelockError as e:
             if e.code in _core.KEEPALIVE_FATAL_CODES:
                 self._mark_lost(Lost("the lock of %r is lost: %s" % (self.resource, e.message), status=e.status,
@@ -303,12 +413,13 @@ class AsyncLock:
             raise
         v = answer.get("validity_ms")
         if not isinstance(v, int):
-            raise ProtocolError("extend: the answer has no validity_ms", code="protocol", body=answer)
+            raise ProtocolError("%s: the answer has no validity_ms" % what, code="protocol", body=answer)
         if self._lost is None and self._validity.valid():
             self._validity.extended(sent, v)
             self.extensions += 1
             self.ttl_ms = ttl
         self.check()
+        return answer
 
     async def _confirm(self) -> None:
         """After a grant that waited: extend at once (see fencelock._core.needs_confirm)."""
@@ -389,8 +500,43 @@ class AsyncLock:
         return await fn(self.token)
 
     async def status(self) -> Status:
-        kinds = {"plain": "plain", "multi": "plain", "reentrant": "reentrant", "read": "rw", "write": "rw"}
+        kinds = {"plain": "plain", "multi": "plain", "reentrant": "reentrant", "read": "rw", "write": "rw",
+                 "leader": "plain"}
         if self.kind == "permit":
             raise ValueError("ask the semaphore's status with client.status(name, kind='semaphore', permits=N)")
         return await self._client.status(self.resources[0] if self.kind == "multi" else self.resource,
                                          kind=kinds[self.kind])
+
+
+class AsyncLeader(AsyncLock):
+    """The asyncio form of :class:`fencelock.Leader`: ``name``, ``epoch`` (==
+    ``token``), ``value``, ``ref``, ``check()``, ``valid()``, ``lost_event``
+    (an asyncio.Event); :meth:`proclaim`, :meth:`resign` and :meth:`reading`
+    are coroutines. ``async with client.campaign(...) as leader:`` resigns on
+    leaving."""
+
+    def __init__(self, client: AsyncClient, answer: Dict[str, Any], sent_ms: float, ttl_ms: int, on_lost: Any):
+        g = dict(answer, resource=answer["name"], kind="leader", token=answer["epoch"])
+        super().__init__(client, g, sent_ms, ttl_ms, on_lost)
+        self.grant = answer
+        self.name: str = answer["name"]
+        self.epoch: int = answer["epoch"]
+        self.value: str = answer.get("value") if isinstance(answer.get("value"), str) else ""
+
+    def __repr__(self) -> str:
+        return "<fencelock.AsyncLeader %r epoch=%d value=%r>" % (self.name, self.epoch, self.value)
+
+    async def proclaim(self, value: str, ttl_ms: Optional[int] = None) -> None:
+        """As :meth:`fencelock.Leader.proclaim`."""
+        _core.check_value(value)
+        ttl = self.ttl_ms if ttl_ms is None else _core.check_int(ttl_ms, "ttl_ms", 1)
+        await self._extend_by(_core.proclaim_path(self.name, self.lock_id), {"value": value, "ttl_ms": ttl}, ttl,
+                              "proclaim %r" % self.name)
+        self.value = value
+
+    async def resign(self) -> None:
+        """As :meth:`fencelock.Leader.resign`."""
+        await self.release()
+
+    async def reading(self) -> Reading:
+        return await self._client.leader(self.name)

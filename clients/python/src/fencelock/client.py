@@ -2,13 +2,13 @@
 import heapq
 import threading
 import time
-from typing import Any, Callable, Dict, List, Optional, Sequence, TypeVar
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, TypeVar
 
 from . import _core
 from ._http import Transport
 from .errors import Canceled, FencelockError, Lost, ProtocolError, from_answer
 
-__all__ = ["Client", "Lock", "Status"]
+__all__ = ["Client", "Lock", "Status", "Leader", "Reading"]
 
 T = TypeVar("T")
 USER_AGENT = "fencelock-python/0.1.0"
@@ -34,6 +34,58 @@ class Status(dict):
         """Whether this status names ``lock`` as the holder (by ``holder_ref``, or
         by the ``holder`` id of servers from before ``holder_ref``)."""
         return _core.status_held_by(self, [lock.lock_id] + ([lock.owner_id] if lock.owner_id else []))
+
+
+class Reading(dict):
+    """Who leads an election (``GET /v1/elections/{name}``), as the server sent it,
+    read defensively: an absent field reads as None.
+
+    ``leader`` says whether someone leads; ``epoch`` (its fencing token),
+    ``value``, ``ttl_ms_left``, ``leader_client`` (the bearer-token client
+    that campaigned, None without an auth file) and ``leader_ref`` (its
+    :attr:`Leader.ref`) are None when nobody does. ``changed``: whether it
+    differs from the reading an observer gave (False when its wait ran out)."""
+
+    @property
+    def name(self) -> Optional[str]:
+        return self.get("name")
+
+    @property
+    def leader(self) -> bool:
+        return bool(self.get("leader"))
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.get("changed"))
+
+    @property
+    def epoch(self) -> Optional[int]:
+        return self.get("epoch") if self.leader else None
+
+    @property
+    def value(self) -> Optional[str]:
+        return self.get("value") if self.leader else None
+
+    @property
+    def ttl_ms_left(self) -> Optional[int]:
+        return self.get("ttl_ms_left") if self.leader else None
+
+    @property
+    def leader_client(self) -> Optional[str]:
+        return self.get("leader_client")
+
+    @property
+    def leader_ref(self) -> Optional[str]:
+        return self.get("leader_ref")
+
+    def led_by(self, leader: "Leader") -> bool:
+        """Whether this reading names ``leader`` (by its ref and epoch)."""
+        return self.leader and self.leader_ref == leader.ref and self.epoch == leader.epoch
+
+    def __repr__(self) -> str:
+        if not self.leader:
+            return "<fencelock.Reading %r: no leader>" % self.name
+        return "<fencelock.Reading %r: epoch=%s value=%r>" % (self.name, self.epoch, self.value)
 
 
 class Client:
@@ -132,30 +184,7 @@ class Client:
         path, body = _core.acquire_request(kind, resource, resources, ttl_ms, wait_ms, wait, permits,
                                            reenter.lock_id if reenter is not None else None)
         what = "acquire %r" % (resource if resource is not None else resources)
-        deadline = _core.now_ms() + wait_ms
-        attempt = 0
-        while True:
-            left = wait_ms if attempt == 0 else _core.retry_wait_ms(deadline - _core.now_ms())
-            body["wait_ms"] = left
-            sent = _core.now_ms()
-            try:
-                status, answer, _ = self._t.request("POST", path, body, timeout_s=self._t.timeout_s + left / 1000.0,
-                                                    cancel=cancel, what=what)
-                if status == 200:
-                    break
-                err = from_answer(status, answer, what)
-            except FencelockError as e:
-                err = e
-            # Retry what may pass (a restart, a node back) while the wait lasts.
-            if err.code not in _core.ACQUIRE_RETRY_CODES or _core.now_ms() >= deadline:
-                raise err
-            pause = min(_core.acquire_backoff_ms(attempt), deadline - _core.now_ms())
-            attempt += 1
-            if cancel is not None:
-                if cancel.wait(max(0.0, pause) / 1000.0):
-                    raise Canceled("%s: canceled" % what, code="canceled")
-            else:
-                time.sleep(max(0.0, pause) / 1000.0)
+        answer, sent = self._grant(path, body, wait_ms, cancel, what)
         grant = _core.grant_fields(answer, what)
         if not isinstance(grant.get("token"), int):
             raise ProtocolError("%s: the grant has no token" % what, code="protocol", body=grant)
@@ -166,11 +195,162 @@ class Client:
             self._keeper.add(lock)
         return lock
 
+    def _grant(self, path: str, body: Dict[str, Any], wait_ms: int, cancel: Optional[threading.Event],
+               what: str):
+        """POST an acquisition or a campaign, retrying what may pass (a restart,
+        a node back) while its wait lasts; returns (answer, the monotonic ms it
+        was sent at)."""
+        deadline = _core.now_ms() + wait_ms
+        attempt = 0
+        while True:
+            left = wait_ms if attempt == 0 else _core.retry_wait_ms(deadline - _core.now_ms())
+            body["wait_ms"] = left
+            sent = _core.now_ms()
+            try:
+                status, answer, _ = self._t.request("POST", path, body, timeout_s=self._t.timeout_s + left / 1000.0,
+                                                    cancel=cancel, what=what)
+                if status == 200:
+                    return answer, sent
+                err = from_answer(status, answer, what)
+            except FencelockError as e:
+                err = e
+            if err.code not in _core.ACQUIRE_RETRY_CODES or _core.now_ms() >= deadline:
+                raise err
+            pause = min(_core.acquire_backoff_ms(attempt), deadline - _core.now_ms())
+            attempt += 1
+            if cancel is not None:
+                if cancel.wait(max(0.0, pause) / 1000.0):
+                    raise Canceled("%s: canceled" % what, code="canceled")
+            else:
+                time.sleep(max(0.0, pause) / 1000.0)
+
+    # ---- elections ----
+
+    def campaign(self, name: str, value: str, *, ttl_ms: int = 10000, wait_ms: int = 0, keepalive: bool = True,
+                 cancel: Optional[threading.Event] = None,
+                 on_lost: Optional[Callable[["Leader", FencelockError], None]] = None) -> "Leader":
+        """Campaign to lead the election ``name``, proclaiming ``value`` (at most
+        256 bytes: an address, say), waiting in line up to ``wait_ms`` (0: one
+        attempt; candidates are elected in the order they asked). Returns the
+        :class:`Leader`, a context manager that resigns on leaving. Raises
+        :class:`~fencelock.NotElected` once the wait ran out,
+        :class:`~fencelock.Canceled` when ``cancel`` is set (the campaign
+        leaves the line), or another :class:`~fencelock.FencelockError`.
+
+        The leader is kept alive as a lock is (``keepalive``, ``on_lost``);
+        its ``epoch`` is its fencing token."""
+        _core.check_resource(name, "name")
+        _core.check_value(value)
+        _core.check_int(ttl_ms, "ttl_ms", 1)
+        _core.check_int(wait_ms, "wait_ms", 0)
+        if cancel is not None and not hasattr(cancel, "is_set"):
+            raise TypeError("cancel must be a threading.Event")
+        if on_lost is not None and not callable(on_lost):
+            raise TypeError("on_lost must be callable")
+        what = "campaign %r" % name
+        body: Dict[str, Any] = {"value": value, "ttl_ms": ttl_ms, "wait_ms": wait_ms}
+        answer, sent = self._grant(_core.election_path(name), body, wait_ms, cancel, what)
+        leader = Leader(self, _core.election_grant_fields(answer, what), sent, ttl_ms, on_lost)
+        if _core.needs_confirm(sent, _core.now_ms(), answer["validity_ms"]):
+            leader._confirm()
+        if keepalive:
+            self._keeper.add(leader)
+        return leader
+
+    def leader(self, name: str) -> "Reading":
+        """Who leads ``name`` now (one request; anyone may ask). Raises
+        :class:`~fencelock.NoQuorum` when no majority agreed on a reading (as
+        while it changes hands) within fencelockd's 2 s."""
+        _core.check_resource(name, "name")
+        return Reading(self._call("GET", _core.leader_path(name), None, what="leader %r" % name))
+
+    def observe(self, name: str, after: Optional["Reading"] = None, *, wait_ms: int = 30000,
+                cancel: Optional[threading.Event] = None) -> "Reading":
+        """The next reading of ``name`` that differs from ``after`` (a new leader,
+        a new value, or none; ``after=None``: the first leader), waiting up to
+        ``wait_ms`` (a long poll: fencelockd answers at the change, told by the
+        nodes). If the wait ran out, the reading now with ``changed`` False."""
+        _core.check_resource(name, "name")
+        _core.check_int(wait_ms, "wait_ms", 0)
+        if after is not None and not isinstance(after, dict):
+            raise TypeError("after must be a Reading (or None)")
+        ref = after if after is not None else Reading({"leader": False})
+        what = "observe %r" % name
+        path = _core.leader_path(name, ref.epoch or 0, ref.value if ref.leader else None, wait_ms)
+        status, answer, _ = self._t.request("GET", path, None, timeout_s=self._t.timeout_s + wait_ms / 1000.0,
+                                            cancel=cancel, what=what)
+        if status != 200:
+            raise from_answer(status, answer, what)
+        if not isinstance(answer, dict):
+            raise ProtocolError("%s: the answer is not a JSON object" % what, code="protocol")
+        return Reading(answer)
+
+    def watch(self, name: str, *, wait_ms: int = 30000,
+              cancel: Optional[threading.Event] = None) -> Iterator["Reading"]:
+        """Who leads ``name``, then each change: an iterator of readings, the first
+        the current one, each next one the next change (long polls of
+        ``wait_ms`` each, never a poll on a period). A failure that may pass (no
+        quorum, a restart, no answer) is retried with a back-off of 50 ms to 1 s;
+        another is raised. Setting ``cancel`` (or closing the iterator) ends it.
+        An epoch never goes back: a reading of an older leader than one already
+        yielded is not yielded."""
+        _core.check_resource(name, "name")
+        _core.check_int(wait_ms, "wait_ms", 1)
+        return self._watch(name, wait_ms, cancel)
+
+    def _watch(self, name: str, wait_ms: int, cancel: Optional[threading.Event]) -> Iterator["Reading"]:
+        last: Optional[Reading] = None
+        floor = 0
+        failures = 0
+        while cancel is None or not cancel.is_set():
+            try:
+                r = self.leader(name) if last is None else self.observe(name, last, wait_ms=wait_ms, cancel=cancel)
+                failures = 0
+            except Canceled:
+                return
+            except FencelockError as e:
+                if e.code not in _core.ACQUIRE_RETRY_CODES and e.code != "timeout":
+                    raise
+                pause = _core.acquire_backoff_ms(failures) / 1000.0
+                failures += 1
+                if cancel is not None:
+                    if cancel.wait(pause):
+                        return
+                else:
+                    time.sleep(pause)
+                continue
+            if last is not None and not r.changed:
+                continue
+            stale = r.leader and (r.epoch or 0) < floor
+            last = r
+            if stale:
+                continue  # an older leader's keys, read late: wait for the next change from them
+            if r.leader:
+                floor = r.epoch or 0
+            yield r
+
+    def proclaim(self, name: str, lock_id: str, value: str, *, ttl_ms: int = 10000) -> Dict[str, Any]:
+        """Proclaim a new value for the leader of ``name`` known by its id (the
+        epoch stays; the lease is extended to ``ttl_ms``). Raises
+        :class:`~fencelock.Lost` once it was deposed."""
+        _core.check_resource(name, "name")
+        _core.check_lock_id(lock_id)
+        _core.check_value(value)
+        _core.check_int(ttl_ms, "ttl_ms", 1)
+        return self._call("POST", _core.proclaim_path(name, lock_id), {"value": value, "ttl_ms": ttl_ms},
+                          what="proclaim %r" % name)
+
+    def resign(self, name: str, lock_id: str) -> Dict[str, Any]:
+        """Resign the leader of ``name`` known by its id: the next candidate in
+        line is elected at once."""
+        return self.release(name, lock_id, kind="leader")
+
     # ---- by id: any process may extend or release a lock it knows the id of ----
 
     def extend(self, resource: str, lock_id: str, *, ttl_ms: int = 10000, kind: str = "plain") -> Dict[str, Any]:
         """Extend a lock by its id (the answer's fields; no token). Raises
-        :class:`~fencelock.Lost` if it is no longer held."""
+        :class:`~fencelock.Lost` if it is no longer held. ``kind`` as the grant
+        named it; ``"leader"`` for an election's leader (``resource`` its name)."""
         _core.check_resource(resource)
         _core.check_lock_id(lock_id)
         _core.check_int(ttl_ms, "ttl_ms", 1)
@@ -214,8 +394,8 @@ class Client:
 
 
 def _check_lock_kind(kind: str) -> None:
-    if kind not in ("plain", "permit", "multi", "reentrant", "read", "write"):
-        raise ValueError("kind must be plain, permit, multi, reentrant, read or write (as the grant said)")
+    if kind not in ("plain", "permit", "multi", "reentrant", "read", "write", "leader"):
+        raise ValueError("kind must be plain, permit, multi, reentrant, read, write or leader (as the grant said)")
 
 
 class Lock:
@@ -354,14 +534,19 @@ class Lock:
         :class:`~fencelock.Lost` if it is gone (and marks it lost). The keep-alive
         calls this itself."""
         ttl = self.ttl_ms if ttl_ms is None else _core.check_int(ttl_ms, "ttl_ms", 1)
+        self._extend_by(_core.extend_path(self.resource, self.lock_id, self.kind), {"ttl_ms": ttl}, ttl,
+                        "extend %r" % self.resource)
+
+    def _extend_by(self, path: str, body: Dict[str, Any], ttl: int, what: str) -> Dict[str, Any]:
+        """An extension (or a leader's proclamation, which extends too): the
+        validity is pushed out from its send."""
         self.check()
         remaining = self.remaining_ms()
         sent = _core.now_ms()
         # No answer is worth waiting for past the validity: it could not save the lock.
         timeout = min(self._client._t.timeout_s, max(remaining, 1.0) / 1000.0)
         try:
-            answer = self._client._call("POST", _core.extend_path(self.resource, self.lock_id, self.kind),
-                                        {"ttl_ms": ttl}, what="extend %r" % self.resource, timeout_s=timeout)
+            answer = self._client._call("POST", path, body, what=what, timeout_s=timeout)
         except FencelockError as e:
             if e.code in _core.KEEPALIVE_FATAL_CODES:
                 self._mark_lost(Lost("the lock of %r is lost: %s" % (self.resource, e.message),
@@ -370,7 +555,7 @@ class Lock:
             raise
         v = answer.get("validity_ms")
         if not isinstance(v, int):
-            raise ProtocolError("extend: the answer has no validity_ms", code="protocol", body=answer)
+            raise ProtocolError("%s: the answer has no validity_ms" % what, code="protocol", body=answer)
         with self._mu:
             # An answer that came back after the validity ran out saves nothing:
             # someone else may have held the lock in between.
@@ -379,6 +564,7 @@ class Lock:
                 self.extensions += 1
                 self.ttl_ms = ttl
         self.check()
+        return answer
 
     def _confirm(self) -> None:
         """After a grant that waited: extend at once, and count the validity from
@@ -437,11 +623,59 @@ class Lock:
 
     def status(self) -> Status:
         """The resource's status now (one request)."""
-        kinds = {"plain": "plain", "multi": "plain", "reentrant": "reentrant", "read": "rw", "write": "rw"}
+        kinds = {"plain": "plain", "multi": "plain", "reentrant": "reentrant", "read": "rw", "write": "rw",
+                 "leader": "plain"}
         if self.kind == "permit":
             raise ValueError("ask the semaphore's status with client.status(name, kind='semaphore', permits=N)")
         return self._client.status(self.resources[0] if self.kind == "multi" else self.resource,
                                    kind=kinds[self.kind])
+
+
+class Leader(Lock):
+    """An elected leader: the lock of its election, whose token is its epoch. Use it
+    as a context manager (``with client.campaign(...) as leader:``), which
+    resigns on leaving, or call :meth:`resign`.
+
+    Attributes: ``name`` (the election), ``epoch`` (== ``token``: send it with
+    every write as the fencing token; a later leader's is larger), ``value``
+    (what it proclaimed last), ``lock_id``, ``ref`` (what a reading names as
+    ``leader_ref``), ``ttl_ms``; and those of a :class:`Lock`: ``check()``,
+    ``valid()``, ``remaining_ms()``, ``lost_event``, ``fenced(fn)``, on the
+    same monotonic validity and keep-alive. ``check()`` raises
+    :class:`~fencelock.Lost` the moment it is deposed (an extension answered
+    ``lost``, or its validity ran out, also in a process that was stopped).
+    """
+
+    def __init__(self, client: Client, answer: Dict[str, Any], sent_ms: float, ttl_ms: int, on_lost: Any):
+        g = dict(answer, resource=answer["name"], kind="leader", token=answer["epoch"])
+        super().__init__(client, g, sent_ms, ttl_ms, "leader", on_lost)
+        self.grant = answer
+        self.name: str = answer["name"]
+        self.epoch: int = answer["epoch"]
+        self.value: str = answer.get("value") if isinstance(answer.get("value"), str) else ""
+
+    def __repr__(self) -> str:
+        return "<fencelock.Leader %r epoch=%d value=%r %s>" % (self.name, self.epoch, self.value,
+                                                             "valid" if self.valid() else "not valid")
+
+    def proclaim(self, value: str, ttl_ms: Optional[int] = None) -> None:
+        """Proclaim a new value under the same epoch (observers are told); it
+        extends the lease too. Raises :class:`~fencelock.Lost` (and marks the
+        leader lost) once deposed."""
+        _core.check_value(value)
+        ttl = self.ttl_ms if ttl_ms is None else _core.check_int(ttl_ms, "ttl_ms", 1)
+        self._extend_by(_core.proclaim_path(self.name, self.lock_id), {"value": value, "ttl_ms": ttl}, ttl,
+                        "proclaim %r" % self.name)
+        self.value = value
+
+    def resign(self) -> None:
+        """Resign (once; later calls do nothing) and stop the keep-alive: the next
+        candidate in line is elected at once, and observers are told."""
+        self.release()
+
+    def reading(self) -> Reading:
+        """Who leads this election now (one request)."""
+        return self._client.leader(self.name)
 
 
 class _Keeper:

@@ -67,6 +67,12 @@ class Locked(FencelockError):
         return _field(self.body, "waiters")
 
 
+class NotElected(Locked):
+    """409 ``not_elected``: a campaign whose wait ran out before it was elected
+    (someone else leads, or candidates ahead of it are still in line). A
+    :class:`Locked`, as the election is its name's lock."""
+
+
 class Lost(FencelockError):
     """The lock is no longer held: an extension answered ``lost`` (409), or its
     monotonic validity ran out before an extension could push it out (code
@@ -159,6 +165,7 @@ CODES = {
     "bad_request_head": BadRequest, "bad_framing": BadRequest, "bad_host": BadRequest,
     "bad_request": BadRequest, "unauthorized": Unauthorized, "forbidden": Forbidden,
     "not_found": NotFound, "method_not_allowed": BadRequest, "locked": Locked, "lost": Lost,
+    "not_elected": NotElected,
     "body_too_large": BadRequest, "uri_too_long": BadRequest, "headers_too_large": BadRequest,
     "unsupported_transfer_encoding": BadRequest, "node_error": NodeError, "no_quorum": NoQuorum,
     "too_slow": TooSlow, "no_token": NoToken, "shutting_down": ShuttingDown, "busy": Busy,
