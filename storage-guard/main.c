@@ -38,6 +38,7 @@ struct config {
     const char *auth_file;
     long long max_ahead_ms;
     const char *tls_cert, *tls_key;
+    int install;
 };
 
 static void usage(FILE *f)
@@ -66,6 +67,9 @@ static void usage(FILE *f)
             "  --tls-key FILE      the PEM private key of --tls-cert\n"
             "  --umask OCTAL       file mode mask of the files it creates (default 077: the database,\n"
             "                      its -wal and -shm files and the port file are 0600)\n"
+            "  --install           create or upgrade the database's tables and functions (on\n"
+            "                      PostgreSQL: as an installer, so that storage-guard itself may run as\n"
+            "                      a member of storage_guard_runner without CREATE), then exit\n"
             "  --unfenced          accept every write, token or not, and never refuse one: the store\n"
             "                      as it is without fencing, to compare against (never in production)\n"
             "  --help              show this help\n"
@@ -91,6 +95,7 @@ static int parse_args(int argc, char **argv, struct config *c)
         {"max-token-ahead", required_argument, NULL, 'A'},
         {"tls-cert", required_argument, NULL, 'c'},
         {"tls-key", required_argument, NULL, 'k'},
+        {"install", no_argument, NULL, 'I'},
         {NULL, 0, NULL, 0},
     };
     long long n;
@@ -128,6 +133,9 @@ static int parse_args(int argc, char **argv, struct config *c)
             break;
         case 'U':
             c->unfenced = 1;
+            break;
+        case 'I':
+            c->install = 1;
             break;
         case 'a':
             c->auth_file = optarg;
@@ -218,6 +226,24 @@ static void db_name_for_log(const char *db, char *out, size_t cap)
     }
 }
 
+/* --install: open the database as the store does (which creates or
+ * upgrades what is missing or older, in one transaction), then exit. */
+static int install(const struct config *c)
+{
+    char db_name[512], err[512] = "";
+    db_name_for_log(c->db, db_name, sizeof(db_name));
+    umask(c->umask);
+    sg_store_pool *pool = NULL;
+    int rc = sg_store_pool_open(c->db, 1, &pool, err, sizeof(err));
+    if (rc != 0) {
+        fencehttp_log(FENCEHTTP_LOG_ERROR, "database %s: %s", db_name, err);
+        return 1;
+    }
+    sg_store_pool_close(pool);
+    fencehttp_log(FENCEHTTP_LOG_INFO, "database %s: installed, up to date", db_name);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     struct config c = {
@@ -257,6 +283,9 @@ int main(int argc, char **argv)
     umask(c.umask);
     if (c.port_file)
         unlink(c.port_file); /* never leave a previous run's port for a reader */
+
+    if (c.install)
+        return install(&c);
 
     int status = 1;
     char *tls_cert = NULL, *tls_key = NULL;

@@ -43,7 +43,7 @@ func ExampleLock_Fenced() {
 		return
 	}
 	_ = lock.Fenced(func(ctx context.Context, token uint64) error {
-		// e.g. SELECT fencelock_admit('invoice:42', token) in the same transaction as the write
+		// e.g. SELECT fencelock.admit('invoice:42', token) in the same transaction as the write
 		return nil
 	})
 }

@@ -239,7 +239,7 @@ static void client_end(struct client *c)
 
 /* A holds the lock and stops before its write; its lease runs out; B
  * takes the lock and writes; A, let go, writes with its old token and is
- * refused by fencelock_admit in PostgreSQL. */
+ * refused by fencelock.admit in PostgreSQL. */
 static void replay_client_story(const char *program)
 {
     struct rh_cluster *nodes = NULL;
