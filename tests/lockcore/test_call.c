@@ -80,15 +80,26 @@ static void test_call_ttl_is_the_acquisition_s_own(void **state)
     assert_int_equal(lockcore_acquire_call(c, &rq, &call, &l), 0);
     assert_int_equal(l.ttl_ms, 2000);
     assert_true(l.validity_ms <= 2000);
+    /* On every node that has the key (a grant needs a majority; a busy
+     * machine may leave the last node's reply in flight). */
+    int on = 0;
     for (int i = 0; i < 3; i++) {
         long long pttl = rh_pttl(f->rc, i, "call:ttl");
-        assert_true(pttl > 0 && pttl <= 2000);
+        assert_true(pttl == -2 || (pttl > 0 && pttl <= 2000));
+        on += pttl > 0;
     }
+    assert_true(on >= 2);
     /* The next plain acquisition has the client's TTL again. */
     struct lockcore_lock l2;
     assert_int_equal(lockcore_acquire(c, "call:ttl2", &l2), 0);
     assert_int_equal(l2.ttl_ms, 30000);
-    assert_true(rh_pttl(f->rc, 0, "call:ttl2") > 2000);
+    on = 0;
+    for (int i = 0; i < 3; i++) {
+        long long pttl = rh_pttl(f->rc, i, "call:ttl2");
+        assert_true(pttl == -2 || pttl > 2000);
+        on += pttl > 2000;
+    }
+    assert_true(on >= 2);
     lockcore_release(c, &l);
     lockcore_release(c, &l2);
     lockcore_client_free(c);
