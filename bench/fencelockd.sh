@@ -14,9 +14,9 @@
 # 3. runs N rounds (default 3), each: the library's W1 (one client, 2000
 #    acquire + release cycles), lock + unlock cycles over keep-alive HTTP
 #    through fencelockd and through etcd's JSON gateway (/v3/lock/lock and
-#    /v3/lock/unlock, a lease per client) with 1 and 64 clients on distinct
-#    locks (the order swapped every round), 256 HTTP clients through
-#    fencelockd against the library's W2 with a client per worker (64
+#    /v3/lock/unlock, a lease per client) with 1, 64 and 256 clients on
+#    distinct locks (the order swapped every round), the 256 through
+#    fencelockd also against the library's W2 with a client per worker (64
 #    threads), and WAITERS (default 10000) requests long-polling on 100
 #    held resources: fencelockd's memory and CPU per waiter and the
 #    commands the nodes see while nobody releases,
@@ -84,7 +84,7 @@ for round in $(seq "$ROUNDS"); do
   echo "== round $round"
   flush
   run lib-w1 "$NODE_LIST" 2000
-  for clients in 1 64; do
+  for clients in 1 64 256; do
     if [ $((round % 2)) = 1 ]; then order="fencelockd etcd"; else order="etcd fencelockd"; fi
     for t in $order; do
       flush
@@ -92,8 +92,6 @@ for round in $(seq "$ROUNDS"); do
       else run http etcd "$ETCD_PORT" "$clients" "$SECONDS_PER"; fi
     done
   done
-  flush
-  run http fencelockd "$FLD_PORT" 256 "$SECONDS_PER"
   flush
   run lib-w2 "$NODE_LIST" 64 "$SECONDS_PER"
   flush
@@ -112,7 +110,7 @@ w1_p50 = med(lambda r: r["bench"] == "lib-w1", "p50_ms")
 f1_p50 = med(http("fencelockd", 1), "p50_ms")
 print("medians over %d rounds" % len([r for r in rows if r["bench"] == "lib-w1"]))
 print("library W1: p50 %.3f ms, %.0f cycles/s" % (w1_p50, med(lambda r: r["bench"] == "lib-w1", "cycles_per_s")))
-for c in (1, 64):
+for c in (1, 64, 256):
     f = (med(http("fencelockd", c), "cycles_per_s"), med(http("fencelockd", c), "p50_ms"), med(http("fencelockd", c), "p99_ms"))
     e = (med(http("etcd", c), "cycles_per_s"), med(http("etcd", c), "p50_ms"), med(http("etcd", c), "p99_ms"))
     print("%3d client(s): fencelockd %.0f cycles/s p50 %.3f p99 %.3f ms | etcd %.0f cycles/s p50 %.3f p99 %.3f ms"
