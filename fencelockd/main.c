@@ -13,6 +13,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <fencehttp/fencehttp.h>
@@ -332,6 +333,52 @@ static void raise_fd_limit(long long want)
                       (unsigned long long)rl.rlim_cur, want);
 }
 
+/* Ready for systemd (fencehttp_notify) once a majority of the nodes
+ * answers: before, every lock request would be refused. Asks once a
+ * second, saying so in the log and the unit's status, until a majority
+ * answers (0) or a signal of stop arrives (1, in *sig). */
+static int ready_at_majority(const struct lockcore_options *lo, unsigned majority, const sigset_t *stop,
+                             int *sig)
+{
+    lockcore_client *c = NULL;
+    char err[256];
+    if (lockcore_client_new(lo, &c, err, sizeof(err)) != 0) {
+        fencehttp_log(FENCEHTTP_LOG_WARN, "readiness probe: %s; ready without it", err);
+        return 0;
+    }
+    struct lockcore_node_status *st = calloc(majority * 2, sizeof(*st));
+    int told = 0, rc = 0;
+    while (st != NULL) {
+        int n = lockcore_status(c, "fencelockd:ready", st, majority * 2);
+        unsigned up = 0;
+        for (int i = 0; i < n; i++)
+            up += st[i].reachable ? 1u : 0u;
+        if (up >= majority)
+            break;
+        if (!told) {
+            fencehttp_log(FENCEHTTP_LOG_WARN, "%u of the nodes answer, %u needed: not ready yet", up,
+                          majority);
+            char msg[128];
+            snprintf(msg, sizeof(msg), "STATUS=waiting for a majority of nodes (%u answer, %u needed)", up,
+                     majority);
+            fencehttp_notify(msg);
+            told = 1;
+        }
+        struct timespec second = {.tv_sec = 1};
+        int s = sigtimedwait(stop, NULL, &second);
+        if (s > 0) {
+            *sig = s;
+            rc = 1;
+            break;
+        }
+    }
+    if (told && rc == 0)
+        fencehttp_log(FENCEHTTP_LOG_INFO, "a majority of the nodes answers: ready");
+    free(st);
+    lockcore_client_free(c);
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     struct config c = {
@@ -456,8 +503,13 @@ int main(int argc, char **argv)
                   auth ? "bearer tokens required" : "no authentication");
 
     int sig = 0;
-    while (sigwait(&stop_set, &sig) != 0) {
+    if (ready_at_majority(&lo, fld_engine_nodes(srv.engine) / 2 + 1, &stop_set, &sig) == 0) {
+        char st[128];
+        snprintf(st, sizeof(st), "READY=1\nSTATUS=listening on port %u, a majority of nodes answers", port);
+        fencehttp_notify(st);
+        fencehttp_wait_signal(&stop_set, &sig);
     }
+    fencehttp_notify("STOPPING=1");
     fencehttp_log(FENCEHTTP_LOG_INFO, "%s: stopping", sig == SIGINT ? "SIGINT" : "SIGTERM");
     /* No new connections; waiters are told at once, the rest may end. */
     fencehttp_quiesce(http);

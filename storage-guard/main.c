@@ -348,9 +348,12 @@ int main(int argc, char **argv)
                   sg_pg_is_url(c.db) ? "PostgreSQL, synchronous_commit=on" : "WAL, synchronous=FULL",
                   c.threads);
 
+    char st[128];
+    snprintf(st, sizeof(st), "READY=1\nSTATUS=listening on port %u", port);
+    fencehttp_notify(st);
     int sig = 0;
-    while (sigwait(&stop_set, &sig) != 0) {
-    }
+    fencehttp_wait_signal(&stop_set, &sig);
+    fencehttp_notify("STOPPING=1");
     fencehttp_log(FENCEHTTP_LOG_INFO, "%s: stopping", sig == SIGINT ? "SIGINT" : "SIGTERM");
     /* Every answered write is already committed with a full sync; draining
      * lets the requests in progress get their answer too. */

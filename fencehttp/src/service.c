@@ -1,12 +1,18 @@
-/* What a service does once at start-up: parse its numbers and durations,
- * resolve --listen, write --port-file, read its secrets. */
+/* What a service does at start-up and to its service manager: parse its
+ * numbers and durations, resolve --listen, write --port-file, read its
+ * secrets, tell systemd it is ready or stopping, and feed its watchdog. */
 #include <errno.h>
 #include <limits.h>
 #include <netdb.h>
+#include <signal.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <fencehttp/fencehttp.h>
@@ -200,4 +206,64 @@ void fencehttp_free_secrets(fencehttp_auth *auth, char *cert, char *key)
         memset(key, 0, strlen(key)); /* a secret: not left in freed memory */
     free(key);
     free(cert);
+}
+
+int fencehttp_notify(const char *state)
+{
+    const char *path = getenv("NOTIFY_SOCKET");
+    if (state == NULL)
+        return -EINVAL;
+    if (path == NULL || path[0] == '\0')
+        return 0;
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    size_t len = strlen(path);
+    if ((path[0] != '/' && path[0] != '@') || len >= sizeof(sa.sun_path))
+        return -EINVAL;
+    memcpy(sa.sun_path, path, len);
+    if (path[0] == '@')
+        sa.sun_path[0] = '\0'; /* the abstract namespace */
+    int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return -errno;
+    ssize_t n = sendto(fd, state, strlen(state), MSG_NOSIGNAL, (const struct sockaddr *)&sa,
+                       (socklen_t)(offsetof(struct sockaddr_un, sun_path) + len));
+    int rc = n < 0 ? -errno : 0;
+    close(fd);
+    return rc;
+}
+
+/* Half of the watchdog interval systemd asked for, in µs; 0 for none. */
+static long long watchdog_half_us(void)
+{
+    const char *usec = getenv("WATCHDOG_USEC"), *pid = getenv("WATCHDOG_PID");
+    long long v = 0, p = 0;
+    if (usec == NULL || fencehttp_parse_num(usec, 1, LLONG_MAX, &v) != 0)
+        return 0;
+    if (pid != NULL && (fencehttp_parse_num(pid, 1, INT_MAX, &p) != 0 || (pid_t)p != getpid()))
+        return 0;
+    return v / 2 > 0 ? v / 2 : 1;
+}
+
+int fencehttp_wait_signal(const sigset_t *set, int *sig)
+{
+    if (set == NULL || sig == NULL)
+        return -EINVAL;
+    long long half = watchdog_half_us();
+    if (half > 0)
+        fencehttp_notify("WATCHDOG=1");
+    for (;;) {
+        if (half == 0) {
+            if (sigwait(set, sig) == 0)
+                return 0;
+            continue;
+        }
+        struct timespec ts = {.tv_sec = (time_t)(half / 1000000), .tv_nsec = (long)(half % 1000000) * 1000};
+        int s = sigtimedwait(set, NULL, &ts);
+        if (s > 0) {
+            *sig = s;
+            return 0;
+        }
+        if (errno == EAGAIN)
+            fencehttp_notify("WATCHDOG=1");
+    }
 }

@@ -26,6 +26,7 @@
 #define FENCEHTTP_FENCEHTTP_H
 
 #include <stdarg.h>
+#include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/socket.h>
@@ -306,6 +307,21 @@ int fencehttp_read_file(const char *path, char **out);
 /* Write the port to path atomically (a temporary from mkstemp, renamed),
  * with the mode 0666 & ~mask. Returns 0 or -errno. */
 int fencehttp_write_port_file(const char *path, unsigned port, mode_t mask);
+
+/*
+ * systemd's service notifications (sd_notify(3), the protocol written out:
+ * one datagram to the unix socket $NOTIFY_SOCKET, "@" for the abstract
+ * namespace): send state ("READY=1", "STOPPING=1", "STATUS=..."). Without
+ * $NOTIFY_SOCKET it does nothing and returns 0; else 0 or -errno.
+ */
+int fencehttp_notify(const char *state);
+
+/*
+ * Wait for one of the signals of set (blocked by the caller) into *sig,
+ * sending "WATCHDOG=1" every half of $WATCHDOG_USEC meanwhile when systemd
+ * asked for it (and $WATCHDOG_PID, if set, is this process). Returns 0.
+ */
+int fencehttp_wait_signal(const sigset_t *set, int *sig);
 
 /* Load --auth-file (warning when others may read it) and --tls-cert /
  * --tls-key (warning likewise for the key): what both services do at

@@ -1,0 +1,148 @@
+/* systemd's notifications from fencelockd and storage-guard, with a
+ * NOTIFY_SOCKET of the test's own (as systemd would give a Type=notify
+ * unit): READY=1 once listening (fencelockd: only once a majority of its
+ * nodes answers), WATCHDOG=1 every half of WATCHDOG_USEC, STOPPING=1 at
+ * SIGTERM. */
+#include <errno.h>
+#include <poll.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "fld_daemon.h"
+
+struct fx {
+    struct rh_cluster *nodes;
+    char dir[256], sock[300], log[300];
+    int fd;
+};
+
+static int setup(void **state)
+{
+    struct fx *f = calloc(1, sizeof(*f));
+    assert_non_null(f);
+    assert_int_equal(rh_cluster_start(3, NULL, &f->nodes), 0);
+    assert_int_equal(rh_mkdtemp("notify", f->dir, sizeof(f->dir)), 0);
+    snprintf(f->sock, sizeof(f->sock), "%s/notify", f->dir);
+    snprintf(f->log, sizeof(f->log), "%s/service.log", f->dir);
+    f->fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    assert_true(f->fd >= 0);
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    assert_true(strlen(f->sock) < sizeof(sa.sun_path));
+    memcpy(sa.sun_path, f->sock, strlen(f->sock) + 1);
+    assert_int_equal(bind(f->fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    struct fx *f = *state;
+    close(f->fd);
+    rh_cluster_free(f->nodes);
+    rh_rmtree(f->dir);
+    free(f);
+    return 0;
+}
+
+/* The next notification within ms into buf, or "" when none came. */
+static const char *next(struct fx *f, int ms, char *buf, size_t cap)
+{
+    buf[0] = '\0';
+    struct pollfd p = {.fd = f->fd, .events = POLLIN};
+    if (poll(&p, 1, ms) == 1) {
+        ssize_t n = recv(f->fd, buf, cap - 1, 0);
+        buf[n > 0 ? n : 0] = '\0';
+    }
+    return buf;
+}
+
+/* Wait up to ms for a notification that contains what. */
+static int told(struct fx *f, const char *what, int ms)
+{
+    char buf[512];
+    for (long long end = hp_now_ms() + ms; hp_now_ms() < end;)
+        if (strstr(next(f, (int)(end - hp_now_ms()), buf, sizeof(buf)), what) != NULL)
+            return 1;
+    return 0;
+}
+
+static pid_t spawn(struct fx *f, const char *const *argv)
+{
+    char env_sock[400];
+    snprintf(env_sock, sizeof(env_sock), "NOTIFY_SOCKET=%s", f->sock);
+    char *env[] = {env_sock, "WATCHDOG_USEC=400000", NULL};
+    pid_t pid = hp_spawn((char *const *)argv, env, f->log);
+    assert_true(pid > 0);
+    return pid;
+}
+
+static void stop(struct fx *f, pid_t pid)
+{
+    assert_int_equal(kill(pid, SIGTERM), 0);
+    assert_true(told(f, "STOPPING=1", 5000));
+    int st = 0;
+    assert_int_equal(hp_wait(pid, 10000, &st), 0);
+    assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+}
+
+static void notify_fencelockd_ready_at_a_majority(void **state)
+{
+    struct fx *f = *state;
+    char nodes[256];
+    fld_nodes(f->nodes, nodes, sizeof(nodes));
+    /* Two of three nodes down: listening, not ready. */
+    assert_int_equal(rh_kill(f->nodes, 1), 0);
+    assert_int_equal(rh_kill(f->nodes, 2), 0);
+    const char *exe = getenv("FLD_EXE") ? getenv("FLD_EXE") : "fencelockd";
+    const char *argv[] = {exe, "--nodes", nodes, "--listen", "127.0.0.1:0", "--timeout", "150ms", NULL};
+    pid_t pid = spawn(f, argv);
+    char buf[512];
+    long long end = hp_now_ms() + 1500;
+    while (hp_now_ms() < end) {
+        next(f, (int)(end - hp_now_ms()), buf, sizeof(buf));
+        assert_null(strstr(buf, "READY=1"));
+    }
+    /* A second node back: a majority answers, and it is ready. */
+    assert_int_equal(rh_restart(f->nodes, 1, 0), 0);
+    assert_true(told(f, "READY=1", 5000));
+    /* The watchdog is fed every 200 ms: several in a second. */
+    int pings = 0;
+    for (end = hp_now_ms() + 1000; hp_now_ms() < end;)
+        pings += strstr(next(f, (int)(end - hp_now_ms()), buf, sizeof(buf)), "WATCHDOG=1") != NULL;
+    assert_true(pings >= 3);
+    stop(f, pid);
+    assert_int_equal(rh_restart(f->nodes, 2, 0), 0);
+}
+
+static void notify_storage_guard_ready_and_stopping(void **state)
+{
+    struct fx *f = *state;
+    char db[320];
+    snprintf(db, sizeof(db), "%s/records.db", f->dir);
+    const char *exe = getenv("SG_EXE") ? getenv("SG_EXE") : "storage-guard";
+    const char *argv[] = {exe, "--db", db, "--listen", "127.0.0.1:0", NULL};
+    pid_t pid = spawn(f, argv);
+    assert_true(told(f, "READY=1", 10000));
+    assert_true(told(f, "WATCHDOG=1", 1000));
+    stop(f, pid);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(notify_fencelockd_ready_at_a_majority),
+        cmocka_unit_test(notify_storage_guard_ready_and_stopping),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
