@@ -17,9 +17,16 @@
 -- objects by their schema (fencelock.sql says why that is enough).
 --
 -- Upgrading from the layout before the schema (version 1: the tables
--- sg_records, sg_log, sg_deleted and the functions in a schema of the
--- search_path): the tables move into storage_guard with their rows, and
--- the old functions are dropped. That needs the installer to own them.
+-- sg_records, sg_log, sg_deleted and the functions in a schema such as
+-- public): the tables move into storage_guard with their rows, and the old
+-- functions are dropped; only tables that belong to the installing role
+-- are taken over (another role's, maybe planted, are left alone with a
+-- NOTICE).
+--
+-- As fencelock.sql, this file runs with search_path pg_catalog, pg_temp
+-- (SET LOCAL: in one transaction, psql -1, as storage-guard runs it), and
+-- refuses a schema storage_guard, or objects in it, of another role than
+-- the installer, and any trigger, rule or row security on its tables.
 --
 -- Each request is one call of a function below, one statement and so one
 -- transaction on one round trip: a storage-guard process that pauses or
@@ -38,42 +45,78 @@
 --      under different resources cannot both pass on the same version.
 -- A refused or failed-precondition call writes its audit rows only.
 
+SET LOCAL search_path = pg_catalog, pg_temp;
+
 DO $roles$
+DECLARE
+    v_me oid := pg_catalog.to_regrole(current_user);
+    v_what text;
 BEGIN
+    IF pg_catalog.current_setting('search_path') OPERATOR(pg_catalog.<>) 'pg_catalog, pg_temp' THEN
+        RAISE EXCEPTION 'schema.sql must run in one transaction (psql -1), with its own search_path'
+            USING ERRCODE = '55000';
+    END IF;
     IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = 'storage_guard_runner') THEN
         CREATE ROLE storage_guard_runner NOLOGIN;
+    END IF;
+    IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_namespace WHERE nspname = 'storage_guard') THEN
+        CREATE SCHEMA storage_guard;
+    END IF;
+    -- A schema made before this file by another role would be that role's
+    -- to change (its functions to replace): refused.
+    SELECT 'the schema storage_guard belongs to ' || pg_catalog.pg_get_userbyid(n.nspowner) INTO v_what
+      FROM pg_catalog.pg_namespace n WHERE n.nspname = 'storage_guard' AND n.nspowner <> v_me;
+    IF v_what IS NULL THEN
+        SELECT pg_catalog.pg_get_userbyid(a.grantee) || ' may create in the schema storage_guard' INTO v_what
+          FROM pg_catalog.pg_namespace n, pg_catalog.aclexplode(n.nspacl) a
+         WHERE n.nspname = 'storage_guard' AND a.privilege_type = 'CREATE' AND a.grantee <> v_me LIMIT 1;
+    END IF;
+    IF v_what IS NOT NULL THEN
+        RAISE EXCEPTION 'schema.sql: % (made by someone else?): refusing to install in it', v_what
+            USING ERRCODE = '42501';
     END IF;
 END
 $roles$;
 GRANT fencelock_writer TO storage_guard_runner;
 
-CREATE SCHEMA IF NOT EXISTS storage_guard;
 REVOKE ALL ON SCHEMA storage_guard FROM PUBLIC;
 GRANT USAGE ON SCHEMA storage_guard TO storage_guard_runner;
 
--- Version 1, in a schema of the search_path: its tables move here.
+-- Version 1, in a schema such as public: its tables move here, if they
+-- are the installer's.
 DO $upgrade$
 DECLARE
-    v_old regclass := pg_catalog.to_regclass('sg_records');
+    v_me oid := pg_catalog.to_regrole(current_user);
+    v_ns oid;
     v_schema name;
     v_proc regprocedure;
 BEGIN
-    IF v_old IS NULL OR pg_catalog.to_regclass('storage_guard.sg_records') IS NOT NULL THEN
+    IF pg_catalog.to_regclass('storage_guard.sg_records') IS NOT NULL THEN
         RETURN;
     END IF;
-    SELECT n.nspname INTO v_schema FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n
-        ON n.oid = c.relnamespace WHERE c.oid = v_old;
-    IF v_schema = 'storage_guard' THEN
+    SELECT c.relnamespace INTO v_ns FROM pg_catalog.pg_class c
+     WHERE c.relname = 'sg_records' AND c.relkind = 'r' AND c.relowner = v_me LIMIT 1;
+    IF v_ns IS NULL THEN
+        IF EXISTS (SELECT 1 FROM pg_catalog.pg_class c WHERE c.relname = 'sg_records' AND c.relkind = 'r') THEN
+            RAISE NOTICE 'schema.sql: a table sg_records of another role was left alone; if it is '
+                'storage-guard''s, make its tables yours (ALTER TABLE ... OWNER TO) and run this again';
+        END IF;
         RETURN;
+    END IF;
+    IF (SELECT pg_catalog.count(*) FROM pg_catalog.pg_class c WHERE c.relnamespace = v_ns AND c.relowner = v_me
+         AND c.relkind = 'r' AND c.relname IN ('sg_records', 'sg_log', 'sg_deleted')) <> 3 THEN
+        RAISE EXCEPTION 'schema.sql: sg_records, sg_log and sg_deleted of version 1 are not all yours'
+            USING ERRCODE = '42501';
     END IF;
     FOR v_proc IN
         SELECT p.oid::regprocedure FROM pg_catalog.pg_proc p
-         WHERE p.pronamespace = (SELECT oid FROM pg_catalog.pg_namespace WHERE nspname = v_schema)
+         WHERE p.pronamespace = v_ns AND p.proowner = v_me
            AND p.proname IN ('sg__outcome', 'sg__log', 'sg__ops', 'sg_apply', 'sg_read', 'sg_reset',
                              'sg_schema_version')
     LOOP
         EXECUTE pg_catalog.format('DROP FUNCTION %s', v_proc);
     END LOOP;
+    SELECT n.nspname INTO v_schema FROM pg_catalog.pg_namespace n WHERE n.oid = v_ns;
     EXECUTE pg_catalog.format('ALTER TABLE %I.sg_records SET SCHEMA storage_guard', v_schema);
     EXECUTE pg_catalog.format('ALTER TABLE %I.sg_log SET SCHEMA storage_guard', v_schema);
     EXECUTE pg_catalog.format('ALTER TABLE %I.sg_deleted SET SCHEMA storage_guard', v_schema);
@@ -338,3 +381,29 @@ GRANT SELECT, INSERT, UPDATE, DELETE ON storage_guard.sg_records, storage_guard.
     TO storage_guard_runner;
 GRANT USAGE ON SEQUENCE storage_guard.sg_log_seq_seq TO storage_guard_runner;
 GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA storage_guard TO storage_guard_runner;
+
+-- Nothing in the schema belongs to another role than the installer, and
+-- its tables have no trigger, rule or row security (which would run, or
+-- filter, inside every request).
+DO $verify$
+DECLARE
+    v_me oid := pg_catalog.to_regrole(current_user);
+    v_ns oid := (SELECT n.oid FROM pg_catalog.pg_namespace n WHERE n.nspname = 'storage_guard');
+    v_what text;
+BEGIN
+    SELECT c.relname || ' belongs to ' || pg_catalog.pg_get_userbyid(c.relowner) INTO v_what
+      FROM pg_catalog.pg_class c WHERE c.relnamespace = v_ns AND c.relowner <> v_me LIMIT 1;
+    IF v_what IS NULL THEN
+        SELECT p.oid::regprocedure || ' belongs to ' || pg_catalog.pg_get_userbyid(p.proowner) INTO v_what
+          FROM pg_catalog.pg_proc p WHERE p.pronamespace = v_ns AND p.proowner <> v_me LIMIT 1;
+    END IF;
+    IF v_what IS NULL THEN
+        SELECT 'a trigger, rule or row security on storage_guard.' || c.relname INTO v_what
+          FROM pg_catalog.pg_class c
+         WHERE c.relnamespace = v_ns AND (c.relrowsecurity OR c.relhastriggers OR c.relhasrules) LIMIT 1;
+    END IF;
+    IF v_what IS NOT NULL THEN
+        RAISE EXCEPTION 'schema.sql: % (made by someone else?): refusing it', v_what USING ERRCODE = '42501';
+    END IF;
+END
+$verify$;

@@ -1,7 +1,7 @@
 -- fencelock's resource-side check inside PostgreSQL (15 or later), for your
 -- own tables: see docs/guarding-your-database.md.
 --
---   psql -v ON_ERROR_STOP=1 -d mydb -f fencelock.sql      (as an installer)
+--   psql -1 -v ON_ERROR_STOP=1 -d mydb -f fencelock.sql   (as an installer)
 --
 -- A write is guarded by calling fencelock.admit() in the same transaction:
 --
@@ -40,16 +40,24 @@
 -- Running it again keeps every fence. libfencestore and storage-guard run
 -- it themselves when the functions are missing and their role may.
 --
+-- The file itself runs with search_path pg_catalog, pg_temp (SET LOCAL:
+-- so it must run in one transaction, psql -1; it refuses to run
+-- otherwise), so that no object of another role is picked by name while
+-- an installer, maybe a superuser, runs it. It refuses a schema fencelock,
+-- or objects in it, that are not fencelock_owner's (made before it by
+-- someone else), and any trigger, rule or policy on its tables.
+--
 -- Upgrading from the layout before the schema (a table
--- fencing_last_token and functions fencelock_admit, ... in a schema of the
--- search_path, usually public): every fence is moved into
--- fencelock.last_token (the greater where both have one), the old table is
--- dropped, the old functions become thin wrappers of the new ones (so SQL
--- that calls fencelock_admit(...) keeps working), and the roles that could
--- write the old table become members of fencelock_writer. That needs the
--- installer to own the old objects (or be a superuser); without, this
--- file fails with the database's "must be owner" error and changes
--- nothing.
+-- fencing_last_token and functions fencelock_admit, ... in a schema such
+-- as public): every fence is moved into fencelock.last_token (the greater
+-- where both have one), the old table and functions are dropped, and the
+-- roles the old table's owner let write it become members of
+-- fencelock_writer. SQL that called fencelock_admit(...) must now call
+-- fencelock.admit(...): names left in a schema others may create in
+-- could be shadowed by an overload. Only a table that belongs to the
+-- installing role is taken over (a table of another role, maybe planted,
+-- is left alone with a NOTICE: make it yours with ALTER TABLE ... OWNER TO
+-- if you trust it, and run this file again).
 --
 -- Why it cannot admit two tokens out of order. Every function below first
 -- locks the resource's row of the fence table (creating it with token 0
@@ -81,8 +89,17 @@
 -- resource, 40001 and 40P01 retry the transaction, 42501 a caller that is
 -- not a member of the role a function needs.
 
+SET LOCAL search_path = pg_catalog, pg_temp;
+
 DO $install$
+DECLARE
+    v_owner oid;
+    v_what text;
 BEGIN
+    IF pg_catalog.current_setting('search_path') OPERATOR(pg_catalog.<>) 'pg_catalog, pg_temp' THEN
+        RAISE EXCEPTION 'fencelock.sql must run in one transaction (psql -1), with its own search_path'
+            USING ERRCODE = '55000';
+    END IF;
     IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = 'fencelock_owner') THEN
         CREATE ROLE fencelock_owner NOLOGIN;
     END IF;
@@ -92,14 +109,34 @@ BEGIN
     IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = 'fencelock_repairer') THEN
         CREATE ROLE fencelock_repairer NOLOGIN;
     END IF;
+    v_owner := (SELECT r.oid FROM pg_catalog.pg_roles r WHERE r.rolname = 'fencelock_owner');
     -- The installer acts as the owner below (a superuser may anyway).
     IF NOT pg_catalog.pg_has_role(current_user, 'fencelock_owner', 'MEMBER') THEN
         EXECUTE pg_catalog.format('GRANT fencelock_owner TO %I', current_user);
     END IF;
+    -- Made once; a member of fencelock_owner reinstalls without CREATE on
+    -- the database.
+    IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_namespace WHERE nspname = 'fencelock') THEN
+        CREATE SCHEMA fencelock AUTHORIZATION fencelock_owner;
+    END IF;
+    -- A schema made before this file by another role would be that role's
+    -- to change (its fences to lower): refused, as is another role's
+    -- right to create in it.
+    SELECT 'the schema fencelock belongs to ' || pg_catalog.pg_get_userbyid(n.nspowner) INTO v_what
+      FROM pg_catalog.pg_namespace n WHERE n.nspname = 'fencelock' AND n.nspowner OPERATOR(pg_catalog.<>) v_owner;
+    IF v_what IS NULL THEN
+        SELECT pg_catalog.pg_get_userbyid(a.grantee) || ' may create in the schema fencelock' INTO v_what
+          FROM pg_catalog.pg_namespace n, pg_catalog.aclexplode(n.nspacl) a
+         WHERE n.nspname = 'fencelock' AND a.privilege_type OPERATOR(pg_catalog.=) 'CREATE'
+           AND a.grantee OPERATOR(pg_catalog.<>) v_owner LIMIT 1;
+    END IF;
+    IF v_what IS NOT NULL THEN
+        RAISE EXCEPTION 'fencelock.sql: % (made by someone else?): refusing to install in it', v_what
+            USING ERRCODE = '42501';
+    END IF;
 END
 $install$;
 
-CREATE SCHEMA IF NOT EXISTS fencelock AUTHORIZATION fencelock_owner;
 
 SET ROLE fencelock_owner;
 
@@ -109,7 +146,8 @@ GRANT USAGE ON SCHEMA fencelock TO fencelock_writer, fencelock_repairer;
 CREATE TABLE IF NOT EXISTS fencelock.last_token (
     resource bytea PRIMARY KEY,
     -- 0: a row made only to be locked, no token admitted yet.
-    token bigint NOT NULL CHECK (token >= 0 AND token < 9007199254740992)
+    token bigint NOT NULL
+        CHECK (token OPERATOR(pg_catalog.>=) 0 AND token OPERATOR(pg_catalog.<) 9007199254740992)
 );
 REVOKE ALL ON fencelock.last_token FROM PUBLIC;
 
@@ -249,7 +287,7 @@ BEGIN
     IF p_token IS NULL OR p_token < 0 OR p_token >= 9007199254740992 THEN
         RAISE EXCEPTION 'fencelock: token % is not in 0 .. 2^53-1', p_token USING ERRCODE = '22023';
     END IF;
-    IF p_reason IS NULL OR pg_catalog.length(p_reason) = 0 THEN
+    IF p_reason IS NULL OR p_reason !~ '[[:alnum:]]' THEN
         RAISE EXCEPTION 'fencelock: a repair needs a reason' USING ERRCODE = '22023';
     END IF;
     v_old := fencelock.lock_row(p_resource, false);
@@ -296,56 +334,75 @@ GRANT EXECUTE ON FUNCTION fencelock.repair(bytea, bigint, text), fencelock.repai
 RESET ROLE;
 
 -- Upgrading from the layout before the schema: see the top of this file.
+-- Only tables of the installing role are taken over.
 DO $upgrade$
 DECLARE
-    v_old regclass := pg_catalog.to_regclass('fencing_last_token');
-    v_schema name;
+    v_old regclass;
+    v_ns oid;
     v_grantee name;
     v_proc regprocedure;
-    v_name name;
-    v_args text;
 BEGIN
-    IF v_old IS NULL THEN
-        RETURN;
-    END IF;
-    SELECT n.nspname INTO v_schema FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n
-        ON n.oid = c.relnamespace WHERE c.oid = v_old;
-    -- Nothing may admit against the old table while its fences move.
-    EXECUTE pg_catalog.format('LOCK TABLE %s IN ACCESS EXCLUSIVE MODE', v_old);
-    EXECUTE pg_catalog.format(
-        'INSERT INTO fencelock.last_token AS t (resource, token) SELECT o.resource, o.token FROM %s o '
-        'ON CONFLICT (resource) DO UPDATE SET token = GREATEST(t.token, excluded.token)', v_old);
-    -- Those who could write the old fences guard writes as before.
-    FOR v_grantee IN
-        SELECT DISTINCT g.grantee FROM information_schema.role_table_grants g
-         WHERE g.table_schema = v_schema AND g.table_name = 'fencing_last_token'
-           AND g.privilege_type IN ('UPDATE', 'INSERT') AND g.grantee <> 'PUBLIC'
-        UNION SELECT r.rolname FROM pg_catalog.pg_class c JOIN pg_catalog.pg_roles r ON r.oid = c.relowner
-         WHERE c.oid = v_old
+    FOR v_old, v_ns IN
+        SELECT c.oid::regclass, c.relnamespace FROM pg_catalog.pg_class c
+         WHERE c.relname = 'fencing_last_token' AND c.relkind = 'r' AND c.relowner = pg_catalog.to_regrole(current_user)
     LOOP
-        EXECUTE pg_catalog.format('GRANT fencelock_writer TO %I', v_grantee);
-    END LOOP;
-    FOR v_proc IN
-        SELECT p.oid::regprocedure FROM pg_catalog.pg_proc p
-         WHERE p.pronamespace = (SELECT oid FROM pg_catalog.pg_namespace WHERE nspname = v_schema)
-           AND p.proname IN ('fencelock__lock', 'fencelock__admit')
-    LOOP
-        EXECUTE pg_catalog.format('DROP FUNCTION %s', v_proc);
-    END LOOP;
-    EXECUTE pg_catalog.format('DROP TABLE %s', v_old);
-    -- The old names call the new functions (as their caller, who needs
-    -- fencelock_writer, as any caller does).
-    FOR v_name, v_args IN
-        SELECT p.proname, pg_catalog.pg_get_function_identity_arguments(p.oid) FROM pg_catalog.pg_proc p
-         WHERE p.pronamespace = (SELECT oid FROM pg_catalog.pg_namespace WHERE nspname = v_schema)
-           AND p.proname IN ('fencelock_admit', 'fencelock_try_admit', 'fencelock_check',
-                             'fencelock_try_check', 'fencelock_last')
-    LOOP
+        -- Nothing may admit against the old table while its fences move.
+        EXECUTE pg_catalog.format('LOCK TABLE %s IN ACCESS EXCLUSIVE MODE', v_old);
         EXECUTE pg_catalog.format(
-            'CREATE OR REPLACE FUNCTION %I.%I(%s) RETURNS bigint LANGUAGE sql SET search_path = pg_catalog, pg_temp '
-            'AS %L', v_schema, v_name, v_args,
-            'SELECT fencelock.' || pg_catalog.substr(v_name, 11)
-            || CASE WHEN v_name = 'fencelock_last' THEN '($1)' ELSE '($1, $2)' END);
+            'INSERT INTO fencelock.last_token AS t (resource, token) SELECT o.resource, o.token FROM %s o '
+            'ON CONFLICT (resource) DO UPDATE SET token = GREATEST(t.token, excluded.token)', v_old);
+        -- Those the owner let write the old fences guard writes as before.
+        FOR v_grantee IN
+            SELECT DISTINCT pg_catalog.pg_get_userbyid(a.grantee) FROM pg_catalog.pg_class c,
+                   pg_catalog.aclexplode(c.relacl) a
+             WHERE c.oid = v_old AND a.privilege_type IN ('UPDATE', 'INSERT') AND a.grantee <> 0
+               AND a.grantee <> c.relowner
+        LOOP
+            EXECUTE pg_catalog.format('GRANT fencelock_writer TO %I', v_grantee);
+        END LOOP;
+        FOR v_proc IN
+            SELECT p.oid::regprocedure FROM pg_catalog.pg_proc p
+             WHERE p.pronamespace = v_ns AND p.proowner = pg_catalog.to_regrole(current_user)
+               AND p.proname IN ('fencelock__lock', 'fencelock__admit', 'fencelock_admit', 'fencelock_try_admit',
+                                 'fencelock_check', 'fencelock_try_check', 'fencelock_last')
+        LOOP
+            EXECUTE pg_catalog.format('DROP FUNCTION %s', v_proc);
+        END LOOP;
+        EXECUTE pg_catalog.format('DROP TABLE %s', v_old);
+        RAISE NOTICE 'fencelock.sql: the fences of % moved into fencelock.last_token; call fencelock.admit(...) '
+            'and the others by their new names', v_old;
+    END LOOP;
+    FOR v_old IN
+        SELECT c.oid::regclass FROM pg_catalog.pg_class c
+         WHERE c.relname = 'fencing_last_token' AND c.relkind = 'r' AND c.relowner <> pg_catalog.to_regrole(current_user)
+    LOOP
+        RAISE NOTICE 'fencelock.sql: % belongs to another role and was left alone; if it is fencelock''s, '
+            'make it yours (ALTER TABLE ... OWNER TO) and run this file again', v_old;
     END LOOP;
 END
 $upgrade$;
+
+-- Nothing in the schema belongs to anyone but fencelock_owner, and its
+-- tables have no trigger, rule or row security (which would run, or
+-- filter, inside every call).
+DO $verify$
+DECLARE
+    v_owner oid := pg_catalog.to_regrole('fencelock_owner');
+    v_ns oid := (SELECT n.oid FROM pg_catalog.pg_namespace n WHERE n.nspname = 'fencelock');
+    v_what text;
+BEGIN
+    SELECT c.relname || ' belongs to ' || pg_catalog.pg_get_userbyid(c.relowner) INTO v_what
+      FROM pg_catalog.pg_class c WHERE c.relnamespace = v_ns AND c.relowner <> v_owner LIMIT 1;
+    IF v_what IS NULL THEN
+        SELECT p.oid::regprocedure || ' belongs to ' || pg_catalog.pg_get_userbyid(p.proowner) INTO v_what
+          FROM pg_catalog.pg_proc p WHERE p.pronamespace = v_ns AND p.proowner <> v_owner LIMIT 1;
+    END IF;
+    IF v_what IS NULL THEN
+        SELECT 'a trigger, rule or row security on fencelock.' || c.relname INTO v_what FROM pg_catalog.pg_class c
+         WHERE c.relnamespace = v_ns AND (c.relrowsecurity OR c.relhastriggers OR c.relhasrules) LIMIT 1;
+    END IF;
+    IF v_what IS NOT NULL THEN
+        RAISE EXCEPTION 'fencelock.sql: % (made by someone else?): refusing it', v_what USING ERRCODE = '42501';
+    END IF;
+END
+$verify$;

@@ -119,7 +119,7 @@ int fencestore__pg_new(fencestore *s, char *errbuf, size_t errcap)
     if (PQtransactionStatus(c) != PQTRANS_IDLE) {
         fmt(errbuf, errcap,
             "fencestore_new_pg: fencelock.sql is not installed in this database, and the connection is "
-            "inside a transaction: run psql -f fencelock.sql, or call fencestore_new_pg outside a "
+            "inside a transaction: run psql -1 -f fencelock.sql, or call fencestore_new_pg outside a "
             "transaction");
         return FENCING_ESTORE;
     }

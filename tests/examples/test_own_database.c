@@ -32,7 +32,7 @@ static int group_setup(void **state)
     if (rh_mkdtemp("own-db", dir, sizeof(dir)) != 0)
         fail_msg("no temporary directory");
     /* What docs/guarding-your-database.md asks for first. */
-    const char *cmd[] = {"psql", "-X",          "-q", "-v",          "ON_ERROR_STOP=1",
+    const char *cmd[] = {"psql", "-X",          "-q", "-1",          "-v", "ON_ERROR_STOP=1",
                          "-d",   tk_pg_url(pg), "-f", FENCELOCK_SQL, NULL};
     pid_t pid = hp_spawn((char *const *)cmd, NULL, NULL);
     int st = 0;

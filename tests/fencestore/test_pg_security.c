@@ -169,13 +169,14 @@ static void test_pg_security_old_layout_was_hijacked(void **state)
             " BEGIN EXECUTE 'ALTER ROLE eve SUPERUSER'; RETURN pg_catalog.convert_to($1, $2::name); END $$");
     exec(su, "SELECT fencelock_last('invoice-42')");
     assert_int_equal(value(su, "SELECT rolsuper::int FROM pg_roles WHERE rolname = 'eve'"), 1);
-    /* Upgraded, the same call no longer runs it. */
+    /* Upgraded, the old names are gone (an overload planted beside them
+     * would win), and the new functions never run eve's. */
     exec(su, "ALTER ROLE eve NOSUPERUSER");
     PQfinish(su);
     install("oldhijack");
     su = connect_as("fencelock", "oldhijack");
     exec(su, "SET search_path = public, pg_catalog");
-    exec(su, "SELECT fencelock_last('invoice-42')");
+    expect_state(su, "SELECT fencelock_last('invoice-42')", "42883");
     call_every_function(su, "invoice-42", 5);
     assert_int_equal(value(su, "SELECT rolsuper::int FROM pg_roles WHERE rolname = 'eve'"), 0);
     PQfinish(m);
@@ -395,8 +396,8 @@ static void test_pg_security_reinstall_by_another_installer(void **state)
 }
 
 /* An install of the layout before the schema, with an application role
- * that could write its table: fences move, the old table is gone, the
- * old names call the new functions, and the application still works. */
+ * that could write its table: fences move, the old table and names are
+ * gone, and the application works through the new names. */
 static void test_pg_security_upgrade_keeps_every_fence(void **state)
 {
     (void)state;
@@ -413,12 +414,118 @@ static void test_pg_security_upgrade_keeps_every_fence(void **state)
     assert_int_equal(value(su, "SELECT fencelock.last('b')"), 5);
     PQfinish(su);
     PGconn *a = connect_as("olduser", "upgrade");
-    expect_state(a, "BEGIN; SELECT fencelock_admit('a', 2)", "FL409");
+    expect_state(a, "BEGIN; SELECT fencelock.admit('a', 2)", "FL409");
     exec(a, "ROLLBACK");
-    exec(a, "BEGIN; SELECT fencelock_admit('a', 2000); COMMIT");
-    assert_int_equal(value(a, "SELECT fencelock_last('a')"), 2000);
+    exec(a, "BEGIN; SELECT fencelock.admit('a', 2000); COMMIT");
+    assert_int_equal(value(a, "SELECT fencelock.last('a')"), 2000);
+    expect_state(a, "SELECT fencelock_admit('a', 3000)", "42883"); /* the old names are gone */
     expect_state(a, "UPDATE fencelock.last_token SET token = 1", "42501");
     PQfinish(a);
+}
+
+/* What a role may plant before a superuser (re)installs: a table named
+ * as the old layout's in public, with an operator the upgrade compared
+ * with; a database search_path of the database owner's that puts its own
+ * operators first (bound into the table's CHECK at install); a schema
+ * fencelock of its own. None of it is adopted, run or installed into. */
+static void test_pg_security_planted_before_the_install(void **state)
+{
+    (void)state;
+    new_db("preplant");
+    install("preplant");
+    PGconn *su = connect_as("fencelock", "preplant");
+    exec(su, "BEGIN; SELECT fencelock.admit('invoice-42', 5); COMMIT;"
+             " CREATE ROLE mal LOGIN; GRANT CREATE ON SCHEMA public TO mal");
+    PGconn *m = connect_as("mal", "preplant");
+    exec(m,
+         "CREATE TABLE public.fencing_last_token (resource bytea PRIMARY KEY, token bigint);"
+         " INSERT INTO public.fencing_last_token VALUES (convert_to('invoice-42', 'UTF8'), 9007199254740991);"
+         " CREATE FUNCTION public.sqlid_eq(information_schema.sql_identifier, "
+         "information_schema.sql_identifier)"
+         " RETURNS boolean LANGUAGE plpgsql AS $$ BEGIN EXECUTE 'ALTER ROLE mal SUPERUSER';"
+         " RETURN $1::text = $2::text; END $$;"
+         " CREATE OPERATOR public.= (LEFTARG = information_schema.sql_identifier,"
+         " RIGHTARG = information_schema.sql_identifier, FUNCTION = public.sqlid_eq)");
+    PQfinish(m);
+    exec(su, new_fencelock_sql); /* a superuser's reinstall */
+    assert_int_equal(value(su, "SELECT rolsuper::int FROM pg_roles WHERE rolname = 'mal'"), 0);
+    assert_int_equal(value(su, "SELECT pg_has_role('mal', 'fencelock_writer', 'MEMBER')::int"), 0);
+    assert_int_equal(value(su, "SELECT fencelock.last('invoice-42')"), 5);
+    assert_int_equal(value(su, "SELECT (to_regclass('public.fencing_last_token') IS NOT NULL)::int"), 1);
+    PQfinish(su);
+
+    /* The database owner's search_path with its own >= first. */
+    PGconn *pc = connect_as("fencelock", "postgres");
+    exec(pc, "CREATE DATABASE dbpath");
+    exec(pc, "CREATE ROLE dbo LOGIN; ALTER DATABASE dbpath OWNER TO dbo");
+    PQfinish(pc);
+    PGconn *o = connect_as("dbo", "dbpath");
+    exec(o, "CREATE SCHEMA evil; CREATE TABLE evil.ran (who name);"
+            " GRANT USAGE ON SCHEMA evil TO PUBLIC; GRANT INSERT ON evil.ran TO PUBLIC;"
+            " CREATE FUNCTION evil.ge(bigint, integer) RETURNS boolean LANGUAGE plpgsql AS $$"
+            " BEGIN INSERT INTO evil.ran VALUES (current_user); RETURN $1 OPERATOR(pg_catalog.>=) $2; END $$;"
+            " GRANT EXECUTE ON FUNCTION evil.ge(bigint, integer) TO PUBLIC;"
+            " CREATE OPERATOR evil.>= (LEFTARG = bigint, RIGHTARG = integer, FUNCTION = evil.ge);"
+            " ALTER DATABASE dbpath SET search_path = evil, pg_catalog, public");
+    PQfinish(o);
+    su = connect_as("fencelock", "dbpath");
+    exec(su, new_fencelock_sql);
+    exec(su, "BEGIN; SELECT fencelock.admit('r', 50); COMMIT");
+    o = connect_as("dbo", "dbpath");
+    assert_int_equal(value(o, "SELECT count(*) FROM evil.ran"), 0);
+    PQfinish(o);
+    PQfinish(su);
+
+    /* A schema fencelock of another role: refused, nothing installed. */
+    new_db("preschema");
+    su = connect_as("fencelock", "preschema");
+    exec(su, "CREATE ROLE squat LOGIN; GRANT CREATE ON DATABASE preschema TO squat");
+    PGconn *q = connect_as("squat", "preschema");
+    exec(q, "CREATE SCHEMA fencelock; CREATE TABLE fencelock.last_token (resource bytea PRIMARY KEY, token "
+            "bigint)");
+    PQfinish(q);
+    expect_state(su, new_fencelock_sql, "42501");
+    assert_int_equal(value(su, "SELECT count(*) FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace"
+                               " WHERE n.nspname = 'fencelock'"),
+                     0);
+    PQfinish(su);
+}
+
+/* A plain member of fencelock_owner (no CREATE on the database, no
+ * CREATEROLE) reinstalls, as the docs grant it. */
+static void test_pg_security_reinstall_by_a_plain_member(void **state)
+{
+    (void)state;
+    new_db("plainre");
+    install("plainre");
+    PGconn *su = connect_as("fencelock", "plainre");
+    exec(su, "BEGIN; SELECT fencelock.admit('kept', 9); COMMIT; CREATE ROLE dba LOGIN; GRANT fencelock_owner "
+             "TO dba");
+    PQfinish(su);
+    PGconn *d = connect_as("dba", "plainre");
+    assert_int_equal(value(d, "SELECT has_database_privilege('plainre', 'CREATE')::int"), 0);
+    exec(d, new_fencelock_sql);
+    PQfinish(d);
+    su = connect_as("fencelock", "plainre");
+    assert_int_equal(value(su, "SELECT fencelock.last('kept')"), 9);
+    PQfinish(su);
+}
+
+/* Outside one transaction the file refuses to run at all (its search_path
+ * could not be pinned). */
+static void test_pg_security_install_needs_one_transaction(void **state)
+{
+    (void)state;
+    new_db("onetx");
+    PGconn *su = connect_as("fencelock", "onetx");
+    /* The first statement alone, as psql without -1 sends it. */
+    exec(su, "SET LOCAL search_path = pg_catalog, pg_temp");
+    const char *install_block = strstr(new_fencelock_sql, "DO $install$");
+    assert_non_null(install_block);
+    char *first = strndup(install_block, (size_t)(strstr(install_block, "$install$;") - install_block) + 10);
+    expect_state(su, first, "55000");
+    free(first);
+    PQfinish(su);
 }
 
 /* A repair is a repairer's, audited; a writer may not. */
@@ -437,6 +544,7 @@ static void test_pg_security_repair_is_audited(void **state)
     PQfinish(w);
     PGconn *f = connect_as("fixer", "repair");
     expect_state(f, "SELECT fencelock.repair('poisoned', 5, '')", "22023");
+    expect_state(f, "SELECT fencelock.repair('poisoned', 5, E' \\t\\n')", "22023"); /* blanks are no reason */
     assert_int_equal(value(f, "SELECT fencelock.repair('poisoned', 5, 'a client clock hours ahead')"),
                      9000000000000000LL);
     assert_int_equal(value(f, "SELECT fencelock.last('poisoned')"), 5);
@@ -459,6 +567,9 @@ int main(void)
         cmocka_unit_test(test_pg_security_reinstall_by_another_installer),
         cmocka_unit_test(test_pg_security_upgrade_keeps_every_fence),
         cmocka_unit_test(test_pg_security_repair_is_audited),
+        cmocka_unit_test(test_pg_security_planted_before_the_install),
+        cmocka_unit_test(test_pg_security_reinstall_by_a_plain_member),
+        cmocka_unit_test(test_pg_security_install_needs_one_transaction),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

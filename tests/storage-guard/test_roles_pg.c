@@ -291,11 +291,53 @@ static void test_roles_version_1_is_upgraded(void **state)
     PQfinish(su);
 }
 
+/* Tables of version 1 planted by another role in public (a trigger on
+ * its sg_log), and a schema storage_guard of another role: the install
+ * takes over neither. */
+static void test_roles_planted_tables_are_not_adopted(void **state)
+{
+    (void)state;
+    PGconn *su = connect_as("fencelock", "postgres");
+    exec(su, "CREATE DATABASE plant");
+    exec(su, "CREATE ROLE mal LOGIN");
+    PQfinish(su);
+    su = connect_as("fencelock", "plant");
+    exec(su, "GRANT CREATE ON SCHEMA public TO mal; GRANT CREATE ON DATABASE plant TO mal");
+    PGconn *m = connect_as("mal", "plant");
+    exec(m, old_sg_schema_sql);
+    exec(m, "CREATE FUNCTION public.spy() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RETURN NEW; END $$;"
+            " CREATE TRIGGER spy BEFORE INSERT ON public.sg_log FOR EACH ROW EXECUTE FUNCTION public.spy()");
+    char log[300], url[256];
+    snprintf(log, sizeof(log), "%s/plant.log", dir);
+    url_of("fencelock", "plant", url, sizeof(url));
+    assert_int_equal(run(log, (const char *const[]){"--install", "--db", url, NULL}), 0);
+    assert_int_equal(value(su, "SELECT count(*) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace"
+                               " WHERE n.nspname = 'storage_guard' AND pg_get_userbyid(c.relowner) = 'mal'"),
+                     0);
+    assert_int_equal(value(su, "SELECT (to_regclass('public.sg_log') IS NOT NULL)::int"), 1);
+    PQfinish(m);
+    PQfinish(su);
+
+    su = connect_as("fencelock", "postgres");
+    exec(su, "CREATE DATABASE squat");
+    PQfinish(su);
+    su = connect_as("fencelock", "squat");
+    exec(su, "GRANT CREATE ON DATABASE squat TO mal");
+    m = connect_as("mal", "squat");
+    exec(m, "CREATE SCHEMA storage_guard");
+    PQfinish(m);
+    url_of("fencelock", "squat", url, sizeof(url));
+    assert_int_equal(run(log, (const char *const[]){"--install", "--db", url, NULL}), 1);
+    assert_true(file_has(log, "belongs to mal"));
+    PQfinish(su);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_roles_runner_needs_no_create),
         cmocka_unit_test(test_roles_version_1_is_upgraded),
+        cmocka_unit_test(test_roles_planted_tables_are_not_adopted),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
