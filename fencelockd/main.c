@@ -91,7 +91,8 @@ static void usage(FILE *f)
                "\n"
                "SIGINT or SIGTERM stops accepting connections, answers waiting requests 503, lets\n"
                "the other requests in progress end and exits. The server never extends a lock\n"
-               "on a client's behalf.\n");
+               "on a client's behalf. SIGHUP reads --auth-file again (a file that does not load\n"
+               "is refused, the old one kept).\n");
 }
 
 /* An environment variable that is 0, 1 or unset: 1 sets *on (an option
@@ -333,6 +334,40 @@ static void raise_fd_limit(long long want)
                       (unsigned long long)rl.rlim_cur, want);
 }
 
+/* SIGHUP: read the auth file again, and serve its clients from now on;
+ * a file that does not load (or names two clients of one owner tag) is
+ * refused with a log line, and the clients in use stay. Requests under
+ * way, waiters included, go on. Returns the new owners table (the caller
+ * keeps it until the engine is freed), or NULL. */
+static struct fld_owners *reload(const char *auth_file, fencehttp *http, fld_engine *engine)
+{
+    fencehttp_notify("RELOADING=1");
+    struct fld_owners *o = NULL;
+    fencehttp_auth *a = NULL;
+    char err[512];
+    if (auth_file == NULL) {
+        fencehttp_log(FENCEHTTP_LOG_INFO, "SIGHUP: no --auth-file, nothing to reload");
+    } else if (fencehttp_load_secrets(auth_file, &a, NULL, NULL, NULL, NULL) != 0) {
+        fencehttp_log(FENCEHTTP_LOG_ERROR, "SIGHUP: auth file %s refused; the clients in use stay",
+                      auth_file);
+    } else if (fld_owners_new(a, &o, err, sizeof(err)) != 0) {
+        fencehttp_log(FENCEHTTP_LOG_ERROR, "SIGHUP: auth file %s: %s; the clients in use stay", auth_file,
+                      err);
+        fencehttp_auth_free(a);
+    } else {
+        fld_engine_set_owners(engine, o);
+        if (fencehttp_set_auth(http, a) != 0) {
+            fencehttp_log(FENCEHTTP_LOG_ERROR, "SIGHUP: out of memory; the clients in use stay");
+            fencehttp_auth_free(a);
+        } else {
+            fencehttp_log(FENCEHTTP_LOG_INFO, "SIGHUP: auth file %s reloaded, %zu clients", auth_file,
+                          fencehttp_auth_count(a));
+        }
+    }
+    fencehttp_notify("READY=1");
+    return o;
+}
+
 /* Ready for systemd (fencehttp_notify) once a majority of the nodes
  * answers: before, every lock request would be refused. Asks once a
  * second, saying so in the log and the unit's status, until a majority
@@ -411,7 +446,11 @@ int main(int argc, char **argv)
     sigemptyset(&stop_set);
     sigaddset(&stop_set, SIGINT);
     sigaddset(&stop_set, SIGTERM);
-    pthread_sigmask(SIG_BLOCK, &stop_set, NULL);
+    /* SIGHUP (a reload) is blocked too, and waited for with the others
+     * once the service is ready. */
+    sigset_t wait_set = stop_set;
+    sigaddset(&wait_set, SIGHUP);
+    pthread_sigmask(SIG_BLOCK, &wait_set, NULL);
     signal(SIGPIPE, SIG_IGN);
     umask(077);
     if (c.port_file)
@@ -422,7 +461,8 @@ int main(int argc, char **argv)
     char *tls_cert = NULL, *tls_key = NULL, *nodes_buf = NULL;
     const char **nodes = NULL;
     fencehttp_auth *auth = NULL;
-    struct fld_owners *owners = NULL;
+    struct fld_owners *owners = NULL, **kept = NULL; /* kept: the tables of reloads */
+    size_t n_kept = 0;
     fencehttp *http = NULL;
     struct server srv = {.limits = {(uint64_t)c.ttl_ms, (uint64_t)c.max_ttl_ms, (uint64_t)c.max_wait_ms}};
     char err[512] = "", pw[257] = "";
@@ -507,7 +547,16 @@ int main(int argc, char **argv)
         char st[128];
         snprintf(st, sizeof(st), "READY=1\nSTATUS=listening on port %u, a majority of nodes answers", port);
         fencehttp_notify(st);
-        fencehttp_wait_signal(&stop_set, &sig);
+        while (fencehttp_wait_signal(&wait_set, &sig) == 0 && sig == SIGHUP) {
+            struct fld_owners *o = reload(c.auth_file, http, srv.engine);
+            if (o != NULL) {
+                struct fld_owners **v = realloc(kept, (n_kept + 1) * sizeof(*v));
+                if (v == NULL) /* cannot happen in practice; o stays in use */
+                    continue;
+                kept = v;
+                kept[n_kept++] = o;
+            }
+        }
     }
     fencehttp_notify("STOPPING=1");
     fencehttp_log(FENCEHTTP_LOG_INFO, "%s: stopping", sig == SIGINT ? "SIGINT" : "SIGTERM");
@@ -522,6 +571,9 @@ out:
     fencehttp_stop(http);
     fld_engine_free(srv.engine);
     fld_owners_free(owners);
+    for (size_t i = 0; i < n_kept; i++)
+        fld_owners_free(kept[i]);
+    free(kept);
     fencehttp_free_secrets(auth, tls_cert, tls_key);
     memset(pw, 0, sizeof(pw));
     free(nodes);

@@ -158,6 +158,11 @@ int sg_http_drain(sg_http *h, int timeout_ms)
     return fencehttp_drain(h->srv, timeout_ms);
 }
 
+int sg_http_set_auth(sg_http *h, fencehttp_auth *auth)
+{
+    return h == NULL ? -EINVAL : fencehttp_set_auth(h->srv, auth);
+}
+
 void sg_http_stop(sg_http *h)
 {
     if (h == NULL)

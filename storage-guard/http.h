@@ -48,6 +48,10 @@ int sg_http_drain(sg_http *h, int timeout_ms);
 
 /* Stop the worker threads (each finishes the request it is running), close
  * every connection and free h. Accepts NULL. */
+/* Serve with the clients of a reloaded auth file (fencehttp_set_auth: h
+ * takes auth on success). */
+int sg_http_set_auth(sg_http *h, fencehttp_auth *auth);
+
 void sg_http_stop(sg_http *h);
 
 #endif

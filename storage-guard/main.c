@@ -75,7 +75,8 @@ static void usage(FILE *f)
             "  --help              show this help\n"
             "  --version           show the version\n"
             "\n"
-            "SIGINT or SIGTERM stops accepting connections, answers the requests in progress and exits.\n");
+            "SIGINT or SIGTERM stops accepting connections, answers the requests in progress and exits.\n"
+            "SIGHUP reads --auth-file again (a file that does not load is refused, the old one kept).\n");
 }
 
 static int parse_args(int argc, char **argv, struct config *c)
@@ -226,6 +227,32 @@ static void db_name_for_log(const char *db, char *out, size_t cap)
     }
 }
 
+/* SIGHUP: read the auth file again and serve its clients from now on; a
+ * file that does not load, or says fencelockd's rules, is refused with a
+ * log line and the clients in use stay. Requests under way go on. */
+static void reload(const char *auth_file, sg_http *http)
+{
+    fencehttp_notify("RELOADING=1");
+    fencehttp_auth *a = NULL;
+    if (auth_file == NULL) {
+        fencehttp_log(FENCEHTTP_LOG_INFO, "SIGHUP: no --auth-file, nothing to reload");
+    } else if (fencehttp_load_secrets(auth_file, &a, NULL, NULL, NULL, NULL) != 0) {
+        fencehttp_log(FENCEHTTP_LOG_ERROR, "SIGHUP: auth file %s refused; the clients in use stay",
+                      auth_file);
+    } else if (fencehttp_auth_rules(a) != 0 || sg_http_set_auth(http, a) != 0) {
+        fencehttp_log(
+            FENCEHTTP_LOG_ERROR,
+            "SIGHUP: auth file %s refused (fencelockd's rules, or out of memory); the clients in use "
+            "stay",
+            auth_file);
+        fencehttp_auth_free(a);
+    } else {
+        fencehttp_log(FENCEHTTP_LOG_INFO, "SIGHUP: auth file %s reloaded, %zu clients", auth_file,
+                      fencehttp_auth_count(a));
+    }
+    fencehttp_notify("READY=1");
+}
+
 /* --install: open the database as the store does (which creates or
  * upgrades what is missing or older, in one transaction), then exit. */
 static int install(const struct config *c)
@@ -273,6 +300,7 @@ int main(int argc, char **argv)
     sigemptyset(&stop_set);
     sigaddset(&stop_set, SIGINT);
     sigaddset(&stop_set, SIGTERM);
+    sigaddset(&stop_set, SIGHUP); /* a reload of the auth file, not a stop */
     pthread_sigmask(SIG_BLOCK, &stop_set, NULL);
     signal(SIGPIPE, SIG_IGN);
 
@@ -352,7 +380,8 @@ int main(int argc, char **argv)
     snprintf(st, sizeof(st), "READY=1\nSTATUS=listening on port %u", port);
     fencehttp_notify(st);
     int sig = 0;
-    fencehttp_wait_signal(&stop_set, &sig);
+    while (fencehttp_wait_signal(&stop_set, &sig) == 0 && sig == SIGHUP)
+        reload(c.auth_file, http);
     fencehttp_notify("STOPPING=1");
     fencehttp_log(FENCEHTTP_LOG_INFO, "%s: stopping", sig == SIGINT ? "SIGINT" : "SIGTERM");
     /* Every answered write is already committed with a full sync; draining

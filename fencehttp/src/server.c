@@ -24,6 +24,12 @@
 struct fencehttp {
     struct MHD_Daemon *daemon;
     struct fencehttp_options o;
+    /* o.auth, or the table fencehttp_set_auth gave since; those it gave
+     * are freed at fencehttp_stop (requests may still read one). */
+    _Atomic(const fencehttp_auth *) auth;
+    pthread_mutex_t given_mu;
+    fencehttp_auth **given;
+    size_t n_given;
     uint16_t port;
     int quiesced;
     atomic_int in_flight;
@@ -488,9 +494,10 @@ static enum MHD_Result start_request(struct fencehttp *h, struct MHD_Connection 
         return answer(h, st, method, url, &resp);
     /* With an auth file, everything but the open paths (the health check)
      * needs a known bearer token, and a stranger's body is never read. */
-    if (h->o.auth != NULL && !is_open_path(h, url)) {
+    const fencehttp_auth *auth = atomic_load(&h->auth);
+    if (auth != NULL && !is_open_path(h, url)) {
         const char *ah = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
-        st->client = fencehttp_auth_check(h->o.auth, ah);
+        st->client = fencehttp_auth_check(auth, ah);
         if (st->client == NULL) {
             fencehttp_error(&resp, 401, "unauthorized", "%s",
                             ah == NULL ? "this server needs an Authorization: Bearer header"
@@ -716,6 +723,8 @@ int fencehttp_start(const struct fencehttp_options *o, fencehttp **out, char *er
     if (h->o.name == NULL)
         h->o.name = "fencelock";
     atomic_init(&h->in_flight, 0);
+    atomic_init(&h->auth, o->auth);
+    pthread_mutex_init(&h->given_mu, NULL);
     /* poll() unless asked: libmicrohttpd 0.9.75's edge-triggered epoll can
      * miss the end of a half-closed connection whose bytes and FIN arrive
      * together, leaving it open until the idle timeout. */
@@ -815,10 +824,31 @@ int fencehttp_drain(fencehttp *h, int timeout_ms)
     return 0;
 }
 
+int fencehttp_set_auth(fencehttp *h, fencehttp_auth *auth)
+{
+    if (h == NULL || auth == NULL || atomic_load(&h->auth) == NULL)
+        return -EINVAL; /* a server without tokens stays without: a restart adds them */
+    pthread_mutex_lock(&h->given_mu);
+    fencehttp_auth **v = realloc(h->given, (h->n_given + 1) * sizeof(*v));
+    if (v != NULL) {
+        h->given = v;
+        h->given[h->n_given++] = auth;
+    }
+    pthread_mutex_unlock(&h->given_mu);
+    if (v == NULL)
+        return -ENOMEM;
+    atomic_store(&h->auth, auth);
+    return 0;
+}
+
 void fencehttp_stop(fencehttp *h)
 {
     if (h == NULL)
         return;
     MHD_stop_daemon(h->daemon);
+    for (size_t i = 0; i < h->n_given; i++)
+        fencehttp_auth_free(h->given[i]);
+    free(h->given);
+    pthread_mutex_destroy(&h->given_mu);
     free(h);
 }

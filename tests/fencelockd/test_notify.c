@@ -1,7 +1,8 @@
 /* systemd's notifications from fencelockd and storage-guard, with a
  * NOTIFY_SOCKET of the test's own (as systemd would give a Type=notify
  * unit): READY=1 once listening (fencelockd: only once a majority of its
- * nodes answers), WATCHDOG=1 every half of WATCHDOG_USEC, STOPPING=1 at
+ * nodes answers), WATCHDOG=1 every half of WATCHDOG_USEC, RELOADING=1 and
+ * READY=1 around a SIGHUP's reload of the auth file, STOPPING=1 at
  * SIGTERM. */
 #include <errno.h>
 #include <poll.h>
@@ -13,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -125,16 +127,54 @@ static void notify_fencelockd_ready_at_a_majority(void **state)
     assert_int_equal(rh_restart(f->nodes, 2, 0), 0);
 }
 
+/* The status of GET /v1/records/none with the headers. */
+static int status_of(uint16_t port, const char *headers)
+{
+    struct hc_response r = {0};
+    assert_int_equal(hc_request(port, "GET", "/v1/records/none", headers, NULL, 0, &r), 0);
+    int st = r.status;
+    hc_response_clear(&r);
+    return st;
+}
+
 static void notify_storage_guard_ready_and_stopping(void **state)
 {
     struct fx *f = *state;
     char db[320];
     snprintf(db, sizeof(db), "%s/records.db", f->dir);
     const char *exe = getenv("SG_EXE") ? getenv("SG_EXE") : "storage-guard";
-    const char *argv[] = {exe, "--db", db, "--listen", "127.0.0.1:0", NULL};
+    char tokens[320], port_file[320];
+    snprintf(tokens, sizeof(tokens), "%s/tokens", f->dir);
+    snprintf(port_file, sizeof(port_file), "%s/port", f->dir);
+    FILE *fp = fopen(tokens, "w");
+    assert_non_null(fp);
+    fputs("first-token-0123456789 first\n", fp);
+    fclose(fp);
+    chmod(tokens, 0600);
+    const char *argv[] = {exe,    "--db",        db,        "--listen", "127.0.0.1:0", "--auth-file",
+                          tokens, "--port-file", port_file, NULL};
     pid_t pid = spawn(f, argv);
     assert_true(told(f, "READY=1", 10000));
     assert_true(told(f, "WATCHDOG=1", 1000));
+    unsigned port = 0;
+    fp = fopen(port_file, "r");
+    assert_non_null(fp);
+    assert_int_equal(fscanf(fp, "%u", &port), 1);
+    fclose(fp);
+    const char *first = "Authorization: Bearer first-token-0123456789\r\n";
+    const char *second = "Authorization: Bearer second-token-0123456789\r\n";
+    assert_int_equal(status_of((uint16_t)port, first), 404);
+    assert_int_equal(status_of((uint16_t)port, second), 401);
+    /* SIGHUP: the file read again, told as RELOADING then READY. */
+    fp = fopen(tokens, "w");
+    assert_non_null(fp);
+    fputs("second-token-0123456789 second\n", fp);
+    fclose(fp);
+    assert_int_equal(kill(pid, SIGHUP), 0);
+    assert_true(told(f, "RELOADING=1", 5000));
+    assert_true(told(f, "READY=1", 5000));
+    assert_int_equal(status_of((uint16_t)port, second), 404);
+    assert_int_equal(status_of((uint16_t)port, first), 401);
     stop(f, pid);
 }
 

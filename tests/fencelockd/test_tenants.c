@@ -7,7 +7,9 @@
  * resource=, prefix=) hold on every route.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -289,6 +291,70 @@ static void tenants_hostile_routes(void **state)
     hc_response_clear(&r);
 }
 
+struct waiter {
+    const struct fld *d;
+    const char *path;
+    struct hc_response r;
+};
+
+static void *wait_main(void *arg)
+{
+    struct waiter *w = arg;
+    fld_call(w->d, "POST", w->path, "{\"wait_ms\":8000}", ALICE, &w->r);
+    return NULL;
+}
+
+static void write_tokens(const struct tfx *f, const char *text)
+{
+    char path[320], tmp[330];
+    snprintf(path, sizeof(path), "%s/tokens", f->dir);
+    snprintf(tmp, sizeof(tmp), "%s.new", path);
+    FILE *fp = fopen(tmp, "w");
+    assert_non_null(fp);
+    fputs(text, fp);
+    fclose(fp);
+    chmod(tmp, 0600);
+    assert_int_equal(rename(tmp, path), 0);
+}
+
+/* SIGHUP reads the auth file again: bob's token goes, carol's comes, a
+ * waiting request of alice's goes on; a file that does not load is
+ * refused and the clients in use stay. */
+static void tenants_sighup_reloads_the_auth_file(void **state)
+{
+    struct tfx *f = *state;
+    struct fld *d = &f->a;
+    const char *carol = "Authorization: Bearer carol-token-0123456789\r\n";
+    struct hc_response r = {0};
+    struct grant g;
+    take(d, ALICE, "/v1/locks/reload:held", "{\"ttl_ms\":30000}", &g);
+    struct waiter w = {.d = d, .path = "/v1/locks/reload:held"};
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, wait_main, &w), 0);
+    hp_sleep_ms(300); /* the waiter is in */
+    assert_int_equal(call(d, carol, "GET", "/v1/locks/reload:x", NULL, &r), 401);
+    write_tokens(f, "alice-token-0123456789 alice\ncarol-token-0123456789 carol\n");
+    assert_int_equal(kill(d->pid, SIGHUP), 0);
+    int st = 0;
+    for (long long end = hp_now_ms() + 5000; hp_now_ms() < end; hp_sleep_ms(50))
+        if ((st = call(d, carol, "GET", "/v1/locks/reload:x", NULL, &r)) == 200)
+            break;
+    assert_int_equal(st, 200);
+    assert_int_equal(call(d, BOB, "GET", "/v1/locks/reload:x", NULL, &r), 401);
+    /* Alice's waiter is still there: her release hands the lock over. */
+    assert_int_equal(call(d, ALICE, "DELETE", g.release, NULL, &r), 200);
+    pthread_join(t, NULL);
+    assert_int_equal(w.r.status, 200);
+    hc_response_clear(&w.r);
+    /* A file that does not load: refused, carol stays. */
+    write_tokens(f, "short alice\n");
+    assert_int_equal(kill(d->pid, SIGHUP), 0);
+    hp_sleep_ms(500);
+    assert_int_equal(call(d, carol, "GET", "/v1/locks/reload:x", NULL, &r), 200);
+    assert_true(d->pid > 0 && kill(d->pid, 0) == 0);
+    hc_response_clear(&r);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -296,6 +362,7 @@ int main(void)
         cmocka_unit_test(tenants_refusal_shows_the_holder_s_client),
         cmocka_unit_test(tenants_rules_of_the_auth_file),
         cmocka_unit_test(tenants_hostile_routes),
+        cmocka_unit_test(tenants_sighup_reloads_the_auth_file), /* last: it changes the file */
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

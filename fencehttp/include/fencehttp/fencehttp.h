@@ -282,6 +282,14 @@ void fencehttp_quiesce(fencehttp *h);
  * or -ETIMEDOUT. */
 int fencehttp_drain(fencehttp *h, int timeout_ms);
 
+/* Serve from now on with the clients and tokens of auth (a reload of the
+ * auth file), for a server started with an auth file; h takes auth and
+ * frees it at fencehttp_stop (requests under way keep the table they were
+ * checked against, so none is freed before). Returns 0, or -EINVAL
+ * (NULL, or a server started without auth) or -ENOMEM, when auth is
+ * still the caller's. */
+int fencehttp_set_auth(fencehttp *h, fencehttp_auth *auth);
+
 /* Stop the serving threads (each finishes the request it is running), close
  * every connection and free h. Requests waiting for a later answer must
  * have been answered. Accepts NULL. */
