@@ -20,8 +20,8 @@
 -- sg_records, sg_log, sg_deleted and the functions in a schema such as
 -- public): the tables move into storage_guard with their rows, and the old
 -- functions are dropped; only tables that belong to the installing role
--- are taken over (another role's, maybe planted, are left alone with a
--- NOTICE).
+-- are taken over (another role's, maybe planted, make the install fail
+-- until someone makes them the installer's or drops them).
 --
 -- As fencelock.sql, this file runs with search_path pg_catalog, pg_temp
 -- (SET LOCAL: in one transaction, psql -1, as storage-guard runs it), and
@@ -45,6 +45,7 @@
 --      under different resources cannot both pass on the same version.
 -- A refused or failed-precondition call writes its audit rows only.
 
+SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
 SET LOCAL search_path = pg_catalog, pg_temp;
 
 DO $roles$
@@ -95,11 +96,15 @@ BEGIN
         RETURN;
     END IF;
     SELECT c.relnamespace INTO v_ns FROM pg_catalog.pg_class c
-     WHERE c.relname = 'sg_records' AND c.relkind = 'r' AND c.relowner = v_me LIMIT 1;
+     WHERE c.relname = 'sg_records' AND c.relkind = 'r' AND c.relpersistence = 'p' AND c.relowner = v_me LIMIT 1;
     IF v_ns IS NULL THEN
-        IF EXISTS (SELECT 1 FROM pg_catalog.pg_class c WHERE c.relname = 'sg_records' AND c.relkind = 'r') THEN
-            RAISE NOTICE 'schema.sql: a table sg_records of another role was left alone; if it is '
-                'storage-guard''s, make its tables yours (ALTER TABLE ... OWNER TO) and run this again';
+        -- Another role's (maybe planted, maybe version 1 made by storage-guard
+        -- running as that role): neither adopted nor left behind unsaid.
+        IF EXISTS (SELECT 1 FROM pg_catalog.pg_class c
+                    WHERE c.relname = 'sg_records' AND c.relkind = 'r' AND c.relpersistence = 'p') THEN
+            RAISE EXCEPTION 'schema.sql: a table sg_records (version 1) belongs to another role: if it is '
+                'storage-guard''s, make sg_records, sg_log and sg_deleted yours (ALTER TABLE ... OWNER TO) and '
+                'run this again, else drop them' USING ERRCODE = '42501';
         END IF;
         RETURN;
     END IF;
@@ -400,7 +405,25 @@ BEGIN
     IF v_what IS NULL THEN
         SELECT 'a trigger, rule or row security on storage_guard.' || c.relname INTO v_what
           FROM pg_catalog.pg_class c
-         WHERE c.relnamespace = v_ns AND (c.relrowsecurity OR c.relhastriggers OR c.relhasrules) LIMIT 1;
+         WHERE c.relnamespace = v_ns
+           AND (c.relrowsecurity OR c.relforcerowsecurity
+                OR EXISTS (SELECT 1 FROM pg_catalog.pg_trigger t WHERE t.tgrelid = c.oid AND NOT t.tgisinternal)
+                OR EXISTS (SELECT 1 FROM pg_catalog.pg_rewrite w WHERE w.ev_class = c.oid
+                            AND w.rulename <> '_RETURN')
+                OR EXISTS (SELECT 1 FROM pg_catalog.pg_policy y WHERE y.polrelid = c.oid))
+         LIMIT 1;
+    END IF;
+    -- Rights only for the roles this file grants them to (default
+    -- privileges of the creating role could have given others more).
+    IF v_what IS NULL THEN
+        SELECT pg_catalog.pg_get_userbyid(a.grantee) || ' has ' || a.privilege_type || ' on ' || x.what INTO v_what
+          FROM (SELECT c.relname::text AS what, c.relacl AS acl, c.relowner AS owner FROM pg_catalog.pg_class c
+                 WHERE c.relnamespace = v_ns
+                UNION ALL SELECT p.oid::regprocedure::text, p.proacl, p.proowner FROM pg_catalog.pg_proc p
+                 WHERE p.pronamespace = v_ns) x, pg_catalog.aclexplode(x.acl) a
+         WHERE a.grantee <> x.owner
+           AND (a.grantee = 0 OR pg_catalog.pg_get_userbyid(a.grantee) NOT IN ('storage_guard_runner'))
+         LIMIT 1;
     END IF;
     IF v_what IS NOT NULL THEN
         RAISE EXCEPTION 'schema.sql: % (made by someone else?): refusing it', v_what USING ERRCODE = '42501';

@@ -163,7 +163,8 @@ static int setup_session(struct sg_pg *p, char *errbuf, size_t errcap)
 {
     char sql[256];
     snprintf(sql, sizeof(sql),
-             "SET synchronous_commit = on; SET default_transaction_isolation = 'read committed';"
+             "SET search_path = pg_catalog, pg_temp; SET synchronous_commit = on;"
+             " SET default_transaction_isolation = 'read committed';"
              " SET lock_timeout = %d; SET client_min_messages = warning",
              p->lock_timeout_ms);
     return exec_cmd(p->conn, sql, errbuf, errcap, "session settings");
@@ -210,8 +211,8 @@ static int install(PGconn *c, char *errbuf, size_t errcap)
     if (rc != 0 || v == SCHEMA_VERSION)
         return rc;
     rc = exec_cmd(c,
-                  "BEGIN; SET LOCAL client_min_messages = warning;"
-                  " SELECT pg_advisory_xact_lock(hashtext('fencelock.sql'))",
+                  "BEGIN ISOLATION LEVEL READ COMMITTED; SET LOCAL client_min_messages = warning;"
+                  " SELECT pg_catalog.pg_advisory_xact_lock(pg_catalog.hashtext('fencelock.sql'))",
                   errbuf, errcap, "install: lock");
     if (rc == 0)
         rc = installed_version(c, &v, errbuf, errcap);

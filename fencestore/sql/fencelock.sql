@@ -56,8 +56,9 @@
 -- fencelock.admit(...): names left in a schema others may create in
 -- could be shadowed by an overload. Only a table that belongs to the
 -- installing role is taken over (a table of another role, maybe planted,
--- is left alone with a NOTICE: make it yours with ALTER TABLE ... OWNER TO
--- if you trust it, and run this file again).
+-- makes the install fail: make it yours with ALTER TABLE ... OWNER TO if
+-- you trust it, or drop it, and run this file again; its fences are never
+-- silently left behind).
 --
 -- Why it cannot admit two tokens out of order. Every function below first
 -- locks the resource's row of the fence table (creating it with token 0
@@ -89,6 +90,9 @@
 -- resource, 40001 and 40P01 retry the transaction, 42501 a caller that is
 -- not a member of the role a function needs.
 
+-- READ COMMITTED: the upgrade below reads the old fences after locking
+-- their table, and must see what was committed before it got the lock.
+SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
 SET LOCAL search_path = pg_catalog, pg_temp;
 
 DO $install$
@@ -344,7 +348,8 @@ DECLARE
 BEGIN
     FOR v_old, v_ns IN
         SELECT c.oid::regclass, c.relnamespace FROM pg_catalog.pg_class c
-         WHERE c.relname = 'fencing_last_token' AND c.relkind = 'r' AND c.relowner = pg_catalog.to_regrole(current_user)
+         WHERE c.relname = 'fencing_last_token' AND c.relkind = 'r' AND c.relpersistence = 'p'
+           AND c.relowner = pg_catalog.to_regrole(current_user)
     LOOP
         -- Nothing may admit against the old table while its fences move.
         EXECUTE pg_catalog.format('LOCK TABLE %s IN ACCESS EXCLUSIVE MODE', v_old);
@@ -372,12 +377,17 @@ BEGIN
         RAISE NOTICE 'fencelock.sql: the fences of % moved into fencelock.last_token; call fencelock.admit(...) '
             'and the others by their new names', v_old;
     END LOOP;
+    -- Another role's: maybe planted, maybe the fences of an install made
+    -- by an application role. Neither adopted nor left behind unsaid (its
+    -- fences would be lost): the install fails until someone decides.
     FOR v_old IN
         SELECT c.oid::regclass FROM pg_catalog.pg_class c
-         WHERE c.relname = 'fencing_last_token' AND c.relkind = 'r' AND c.relowner <> pg_catalog.to_regrole(current_user)
+         WHERE c.relname = 'fencing_last_token' AND c.relkind = 'r' AND c.relpersistence = 'p'
+           AND c.relowner <> pg_catalog.to_regrole(current_user)
     LOOP
-        RAISE NOTICE 'fencelock.sql: % belongs to another role and was left alone; if it is fencelock''s, '
-            'make it yours (ALTER TABLE ... OWNER TO) and run this file again', v_old;
+        RAISE EXCEPTION 'fencelock.sql: % (the layout before the schema) belongs to another role: if it is '
+            'fencelock''s, make it yours (ALTER TABLE ... OWNER TO) and run this file again, else drop it', v_old
+            USING ERRCODE = '42501';
     END LOOP;
 END
 $upgrade$;
@@ -399,7 +409,25 @@ BEGIN
     END IF;
     IF v_what IS NULL THEN
         SELECT 'a trigger, rule or row security on fencelock.' || c.relname INTO v_what FROM pg_catalog.pg_class c
-         WHERE c.relnamespace = v_ns AND (c.relrowsecurity OR c.relhastriggers OR c.relhasrules) LIMIT 1;
+         WHERE c.relnamespace = v_ns
+           AND (c.relrowsecurity OR c.relforcerowsecurity
+                OR EXISTS (SELECT 1 FROM pg_catalog.pg_trigger t WHERE t.tgrelid = c.oid AND NOT t.tgisinternal)
+                OR EXISTS (SELECT 1 FROM pg_catalog.pg_rewrite w WHERE w.ev_class = c.oid
+                            AND w.rulename <> '_RETURN')
+                OR EXISTS (SELECT 1 FROM pg_catalog.pg_policy y WHERE y.polrelid = c.oid))
+         LIMIT 1;
+    END IF;
+    -- Rights only for the roles this file grants them to (default
+    -- privileges of the creating role could have given others more).
+    IF v_what IS NULL THEN
+        SELECT pg_catalog.pg_get_userbyid(a.grantee) || ' has ' || a.privilege_type || ' on ' || x.what INTO v_what
+          FROM (SELECT c.relname::text AS what, c.relacl AS acl, c.relowner AS owner FROM pg_catalog.pg_class c
+                 WHERE c.relnamespace = v_ns
+                UNION ALL SELECT p.oid::regprocedure::text, p.proacl, p.proowner FROM pg_catalog.pg_proc p
+                 WHERE p.pronamespace = v_ns) x, pg_catalog.aclexplode(x.acl) a
+         WHERE a.grantee <> x.owner
+           AND (a.grantee = 0 OR pg_catalog.pg_get_userbyid(a.grantee) NOT IN ('fencelock_writer', 'fencelock_repairer'))
+         LIMIT 1;
     END IF;
     IF v_what IS NOT NULL THEN
         RAISE EXCEPTION 'fencelock.sql: % (made by someone else?): refusing it', v_what USING ERRCODE = '42501';

@@ -19,9 +19,10 @@
 #define fmt fencestore__fmt
 
 /* Functions the calls below use: if one is missing, fencelock.sql is run. */
-static const char probe_sql[] = "SELECT to_regprocedure('fencelock.try_admit(bytea,bigint)') IS NOT NULL"
-                                " AND to_regprocedure('fencelock.try_check(bytea,bigint)') IS NOT NULL"
-                                " AND to_regprocedure('fencelock.last(bytea)') IS NOT NULL";
+static const char probe_sql[] =
+    "SELECT pg_catalog.to_regprocedure('fencelock.try_admit(bytea,bigint)') IS NOT NULL"
+    " AND to_regprocedure('fencelock.try_check(bytea,bigint)') IS NOT NULL"
+    " AND to_regprocedure('fencelock.last(bytea)') IS NOT NULL";
 
 /* What a role that cannot install, or may not call, is told to do. */
 #define ROLES_HINT                                                                                           \
@@ -91,8 +92,8 @@ static int installed(PGconn *c, char *errbuf, size_t errcap)
 static int install(PGconn *c, char *errbuf, size_t errcap)
 {
     int rc = exec_ok(c,
-                     "BEGIN; SET LOCAL client_min_messages = warning;"
-                     " SELECT pg_advisory_xact_lock(hashtext('fencelock.sql'))",
+                     "BEGIN ISOLATION LEVEL READ COMMITTED; SET LOCAL client_min_messages = warning;"
+                     " SELECT pg_catalog.pg_advisory_xact_lock(pg_catalog.hashtext('fencelock.sql'))",
                      "fencestore_new_pg: begin install", errbuf, errcap);
     if (rc == 0 &&
         (rc = exec_ok(c, fencestore__sql, "fencestore_new_pg: fencelock.sql", errbuf, errcap)) != 0) {
@@ -202,12 +203,13 @@ int fencestore__pg_admit(fencestore *s, const char *resource, size_t len, uint64
                          uint64_t *last)
 {
     return query_u64(s,
-                     share ? "SELECT fencelock.try_check($1::bytea, $2::bigint)"
-                           : "SELECT fencelock.try_admit($1::bytea, $2::bigint)",
+                     share ? "SELECT fencelock.try_check($1::pg_catalog.bytea, $2::bigint)"
+                           : "SELECT fencelock.try_admit($1::pg_catalog.bytea, $2::bigint)",
                      resource, len, token, last, share ? "check token" : "admit token");
 }
 
 int fencestore__pg_last(fencestore *s, const char *resource, size_t len, uint64_t *out)
 {
-    return query_u64(s, "SELECT fencelock.last($1::bytea)", resource, len, 0, out, "read last token");
+    return query_u64(s, "SELECT fencelock.last($1::pg_catalog.bytea)", resource, len, 0, out,
+                     "read last token");
 }

@@ -447,7 +447,9 @@ static void test_pg_security_planted_before_the_install(void **state)
          " CREATE OPERATOR public.= (LEFTARG = information_schema.sql_identifier,"
          " RIGHTARG = information_schema.sql_identifier, FUNCTION = public.sqlid_eq)");
     PQfinish(m);
-    exec(su, new_fencelock_sql); /* a superuser's reinstall */
+    /* A superuser's reinstall: refused (the table might hold fences of an
+     * install by another role; it is never adopted nor passed over). */
+    expect_state(su, new_fencelock_sql, "42501");
     assert_int_equal(value(su, "SELECT rolsuper::int FROM pg_roles WHERE rolname = 'mal'"), 0);
     assert_int_equal(value(su, "SELECT pg_has_role('mal', 'fencelock_writer', 'MEMBER')::int"), 0);
     assert_int_equal(value(su, "SELECT fencelock.last('invoice-42')"), 5);
@@ -528,6 +530,58 @@ static void test_pg_security_install_needs_one_transaction(void **state)
     PQfinish(su);
 }
 
+/* A database whose default isolation is REPEATABLE READ or SERIALIZABLE:
+ * the install still runs at READ COMMITTED (the fences an upgrade moves
+ * are read after it locks their table, and must be the last committed),
+ * through fencestore and as psql -1 sends it. */
+static void test_pg_security_install_at_read_committed(void **state)
+{
+    (void)state;
+    static const char *const levels[] = {"repeatable read", "serializable"};
+    for (size_t i = 0; i < 2; i++) {
+        char db[32], sql[160];
+        snprintf(db, sizeof(db), "iso%zu", i);
+        new_db(db);
+        PGconn *su = connect_as("fencelock", db);
+        snprintf(sql, sizeof(sql), "ALTER DATABASE %s SET default_transaction_isolation = '%s'", db,
+                 levels[i]);
+        exec(su, sql);
+        PQfinish(su);
+        su = connect_as("fencelock", db);
+        exec(su, old_fencelock_sql);
+        exec(su, "SELECT fencelock_admit('r', 100)");
+        PQfinish(su);
+        install(db); /* the upgrade, through fencestore */
+        su = connect_as("fencelock", db);
+        assert_int_equal(value(su, "SELECT fencelock.last('r')"), 100);
+        exec(su, "BEGIN; SELECT fencelock.admit('r', 200); COMMIT");
+        exec(su, new_fencelock_sql); /* a reinstall, as psql -1 */
+        assert_int_equal(value(su, "SELECT fencelock.last('r')"), 200);
+        PQfinish(su);
+    }
+}
+
+/* Default privileges that would give another role rights on the objects
+ * refuse the install; another session's temporary table named as the old
+ * layout's does not block it. */
+static void test_pg_security_default_privileges_and_temp_tables(void **state)
+{
+    (void)state;
+    new_db("defpriv");
+    PGconn *su = connect_as("fencelock", "defpriv");
+    install("defpriv"); /* the roles exist */
+    exec(su, "DROP SCHEMA fencelock CASCADE; CREATE ROLE grabber LOGIN;"
+             " ALTER DEFAULT PRIVILEGES FOR ROLE fencelock_owner GRANT ALL ON TABLES TO grabber");
+    expect_state(su, new_fencelock_sql, "42501");
+    exec(su, "ALTER DEFAULT PRIVILEGES FOR ROLE fencelock_owner REVOKE ALL ON TABLES FROM grabber");
+    exec(su, new_fencelock_sql);
+    PGconn *t = connect_as("grabber", "defpriv");
+    exec(t, "CREATE TEMP TABLE fencing_last_token (x int)");
+    exec(su, new_fencelock_sql); /* not another role's old layout */
+    PQfinish(t);
+    PQfinish(su);
+}
+
 /* A repair is a repairer's, audited; a writer may not. */
 static void test_pg_security_repair_is_audited(void **state)
 {
@@ -570,6 +624,8 @@ int main(void)
         cmocka_unit_test(test_pg_security_planted_before_the_install),
         cmocka_unit_test(test_pg_security_reinstall_by_a_plain_member),
         cmocka_unit_test(test_pg_security_install_needs_one_transaction),
+        cmocka_unit_test(test_pg_security_install_at_read_committed),
+        cmocka_unit_test(test_pg_security_default_privileges_and_temp_tables),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
