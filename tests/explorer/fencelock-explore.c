@@ -347,7 +347,7 @@ static void inject(struct run *r)
     case F_KILL: {
         /* A candidate or an observer dies at a random moment: in line,
          * leading, in the middle of a step. The run starts its process
-         * again (one_run), as a supervisor would. */
+         * again (one_run, when it sees the process gone), as a supervisor would. */
         k = -1;
         for (int tries = 0; tries < 8 && k < 0; tries++) {
             int j = (int)ex_between(&r->rng, 0, r->k - 1);
@@ -601,7 +601,7 @@ static int spawn_client(struct run *r, int k, long long until_ms)
              r->seed * 1000003ull + (unsigned long long)k + 1 + (unsigned long long)c->life * 7919);
     snprintf(life, sizeof(life), "%d", c->life);
     snprintf(until, sizeof(until), "%lld", until_ms);
-    /* A process started again appends to its client's log. */
+    /* A process started again has a log of its own: client-K.L.log, L its life. */
     snprintf(log, sizeof(log), "%s/client-%d%s%s.log", r->dir, k, c->life ? "." : "", c->life ? life : "");
     char *argv[] = {self,       "--client", "--id",   id,      "--kind", kind,     "--mode",
                     mode,       "--nodes",  nodes,    "--ttl", ttl,      "--ttl2", ttl2,
@@ -963,7 +963,8 @@ static int one_run(const struct opts *o, unsigned long long seed, int index, str
         rc = 0;
     }
     if (rc == 1 || o->keep)
-        printf("  run directory kept: %s (log: the shared log; client-K.log: each client's stderr)\n",
+        printf("  run directory kept: %s (log: the shared log; client-K.log: each client's stderr; "
+               "client-K.L.log: that of life L of an election client)\n",
                r->dir);
 out:
     fflush(stdout);
