@@ -12,7 +12,11 @@
  *    kind: a grant whose acquisition began after another owner's grant
  *    returned has the larger token, and concurrent grants of different
  *    owners never share one; a read carries at least the token of every
- *    write granted before the read began.
+ *    write granted before the read began;
+ *  - elections (docs/election.md, E1, E2, E4), per election name: no two
+ *    leaders' beliefs overlap; a leader's epoch is above that of every
+ *    leader whose belief began earlier; and each observer process is
+ *    never told an epoch below one it was told before.
  *
  * A belief is [granted, valid until) on CLOCK_MONOTONIC, one interval per
  * grant or extension, cut at the moment it ended (the start of its
@@ -23,7 +27,9 @@
  *
  * A violation near a fault the explorer marked unsafe (a node restarted
  * without its data within the TTL: outside Redlock's assumptions) is
- * named as such and not counted.
+ * named as such and not counted: the election's too, since E1 rests on
+ * Redlock's assumptions and E2 and E4 on the tokens', which such a
+ * restart breaks (docs/fencing.md, "restarted without its data").
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -43,10 +49,13 @@ const char *const ex_violation_names[EV_COUNT] = {
     [EV_TOKEN_ORDER] = "a later grant with a token not larger",
     [EV_TOKEN_TWICE] = "one token for two owners",
     [EV_READ_TOKEN] = "a read token below an earlier write's",
+    [EV_LEADERS] = "two leaders at once",
+    [EV_EPOCH_ORDER] = "a later leader with an epoch not larger",
+    [EV_OBSERVED_BACK] = "an observer told an older epoch",
 };
 
-enum bkind { BK_PLAIN, BK_REENTRANT, BK_MULTI, BK_READ, BK_WRITE, BK_PERMIT, BK_COUNT };
-const char *const ex_belief_names[6] = {"plain", "reentrant", "multi", "read", "write", "permit"};
+enum bkind { BK_PLAIN, BK_REENTRANT, BK_MULTI, BK_READ, BK_WRITE, BK_PERMIT, BK_LEADER, BK_COUNT };
+const char *const ex_belief_names[7] = {"plain", "reentrant", "multi", "read", "write", "permit", "leader"};
 
 #define NO_END UINT64_MAX
 
@@ -96,6 +105,17 @@ struct opline {
 struct clientinfo {
     char kind[16], mode[16];
     long ttl, ttl2;
+    int lives; /* C lines: an election client's process is started again */
+};
+
+/* What an observer was told (an R line). */
+struct reading {
+    uint64_t t;
+    int client, life;
+    char name[64];
+    int held;
+    uint64_t epoch;
+    char id[48], value[64];
 };
 
 #define CLIENTS_MAX 256
@@ -111,6 +131,8 @@ struct ex_log {
     size_t nop, capop;
     struct watchline *w;
     size_t nw, capw;
+    struct reading *rd;
+    size_t nrd, caprd;
     struct clientinfo cl[CLIENTS_MAX];
     /* hold -> belief index (open addressing) */
     int *slot;
@@ -275,7 +297,23 @@ static int parse_line(struct ex_log *l, char *line)
             snprintf(l->cl[client].mode, sizeof(l->cl[client].mode), "%s", w3);
             l->cl[client].ttl = ttl;
             l->cl[client].ttl2 = ttl2;
+            l->cl[client].lives++;
         }
+        return 0;
+    }
+    case 'R': {
+        GROW(l->rd, l->nrd, l->caprd);
+        struct reading *r = &l->rd[l->nrd];
+        memset(r, 0, sizeof(*r));
+        if (sscanf(line, "R %llu %d %63s %d %llu %47s %63s", &t, &r->client, r->name, &r->held, &a, r->id,
+                   r->value) != 7)
+            return -1;
+        r->t = t;
+        r->epoch = a;
+        /* The process that was told: a reading is ordered only against
+         * the readings of the same observer process (E4). */
+        r->life = r->client >= 0 && r->client < CLIENTS_MAX ? l->cl[r->client].lives : 0;
+        l->nrd++;
         return 0;
     }
     case 'W': {
@@ -357,6 +395,7 @@ void ex_log_free(struct ex_log *l)
     free(l->f);
     free(l->op);
     free(l->w);
+    free(l->rd);
     free(l->slot);
     free(l);
 }
@@ -537,8 +576,9 @@ static int holder_signs(const struct ctx *x, const struct belief *a, const char 
     return flags;
 }
 
-static void describe_faults(const struct ctx *x, uint64_t from, uint64_t to, const struct belief *a,
-                            const struct belief *b)
+/* The faults from `from` to `to`, those on clients ca's and cb's links
+ * and on the nodes first. */
+static void describe_faults(const struct ctx *x, uint64_t from, uint64_t to, int ca, int cb)
 {
     FILE *out = x->o->out;
     int shown = 0, more = 0;
@@ -548,7 +588,7 @@ static void describe_faults(const struct ctx *x, uint64_t from, uint64_t to, con
         if (f->t < from || f->t > to)
             continue;
         /* Faults of other clients' links matter less: show them last. */
-        int mine = f->client < 0 || f->client == a->client || f->client == b->client;
+        int mine = f->client < 0 || f->client == ca || f->client == cb;
         if (!mine || shown >= 40) {
             more++;
             continue;
@@ -572,16 +612,23 @@ static int fence_lost_between(const struct ctx *x, uint64_t from, uint64_t to)
     return 0;
 }
 
-/* Is there a fault outside Redlock's assumptions near these beliefs? */
-static const struct fault *unsafe_near(const struct ctx *x, const struct belief *a, const struct belief *b)
+/* A fault outside Redlock's assumptions from the largest TTL before lo
+ * to hi, or NULL. */
+static const struct fault *unsafe_between(const struct ctx *x, uint64_t lo, uint64_t hi)
 {
-    uint64_t lo = a->a0 < b->a0 ? a->a0 : b->a0;
-    uint64_t hi = end_of(a) > end_of(b) ? end_of(a) : end_of(b);
     lo = lo > x->o->max_ttl_ms * 1000 ? lo - x->o->max_ttl_ms * 1000 : 0;
     for (size_t i = 0; i < x->l->nf; i++)
         if (x->l->f[i].unsafe && x->l->f[i].t >= lo && x->l->f[i].t <= hi)
             return &x->l->f[i];
     return NULL;
+}
+
+/* Is there a fault outside Redlock's assumptions near these beliefs? */
+static const struct fault *unsafe_near(const struct ctx *x, const struct belief *a, const struct belief *b)
+{
+    uint64_t lo = a->a0 < b->a0 ? a->a0 : b->a0;
+    uint64_t hi = end_of(a) > end_of(b) ? end_of(a) : end_of(b);
+    return unsafe_between(x, lo, hi);
 }
 
 static int seen_pair(struct ctx *x, int a, int b, enum ex_violation kind)
@@ -643,7 +690,7 @@ static void violation(struct ctx *x, enum ex_violation kind, int ia, int ib, con
     uint64_t from = a->a0 < b->a0 ? a->a0 : b->a0;
     from = from > x->t0 + 2000000 ? from - 2000000 : x->t0;
     uint64_t to = end_of(a) > end_of(b) ? end_of(a) : end_of(b);
-    describe_faults(x, from, to + 200000, a, b);
+    describe_faults(x, from, to + 200000, a->client, b->client);
 }
 
 /* ---- sweeps over intervals ---- */
@@ -703,11 +750,13 @@ static void overlap_pair(struct ctx *x, const struct entry *p, const struct entr
         return; /* one owner's holds (a reentrant lock) may overlap */
     char what[600];
     uint64_t hi = p->e < q->e ? p->e : q->e;
-    snprintf(what, sizeof(what), "%s: %s and %s both believed held from %.3f s to %.3f s (%.1f ms)", p->key,
-             a->hold, b->hold, rel_s(x, q->s), rel_s(x, hi), (double)(hi - q->s) / 1000);
+    int leaders = a->kind == BK_LEADER && b->kind == BK_LEADER;
+    snprintf(what, sizeof(what), "%s: %s and %s both believed %s from %.3f s to %.3f s (%.1f ms)", p->key,
+             a->hold, b->hold, leaders ? "they led" : "held", rel_s(x, q->s), rel_s(x, hi),
+             (double)(hi - q->s) / 1000);
     char key[256];
     snprintf(key, sizeof(key), "%.*s", (int)p->keylen, p->key);
-    violation(x, EV_OVERLAP, p->b, q->b, key, what);
+    violation(x, leaders ? EV_LEADERS : EV_OVERLAP, p->b, q->b, key, what);
 }
 
 static void read_write_pair(struct ctx *x, const struct entry *p, const struct entry *q)
@@ -954,8 +1003,8 @@ static int check_tokens(struct ctx *x)
     struct tok *t = NULL;
     for (size_t i = 0; i < l->nb; i++) {
         const struct belief *b = &l->b[i];
-        if (b->token == 0)
-            continue; /* fencing off: nothing to order */
+        if (b->token == 0 || b->kind == BK_LEADER)
+            continue; /* fencing off: nothing to order; epochs: check_epochs */
         const char *k = b->res;
         for (;;) {
             const char *comma = b->kind == BK_MULTI ? strchr(k, ',') : NULL;
@@ -1008,6 +1057,115 @@ static int check_tokens(struct ctx *x)
     return 0;
 }
 
+/* ---- elections ---- */
+
+struct lead {
+    const char *name; /* borrowed from the belief */
+    uint64_t g, epoch;
+    int b;
+};
+
+static int lead_cmp(const void *pa, const void *pb)
+{
+    const struct lead *a = pa, *b = pb;
+    int c = strcmp(a->name, b->name);
+    if (c != 0)
+        return c;
+    return a->g < b->g ? -1 : a->g > b->g;
+}
+
+/* E2, per election name: with the leaders' beliefs in the order they
+ * began, each epoch is above every epoch before it. (E1, no two leaders'
+ * beliefs overlapping, is the exclusive check's: a leader's belief is an
+ * exclusive belief of its name.) */
+static int check_epochs(struct ctx *x)
+{
+    const struct ex_log *l = x->l;
+    struct lead *e = malloc((l->nb ? l->nb : 1) * sizeof(*e));
+    if (e == NULL)
+        return -ENOMEM;
+    size_t n = 0;
+    for (size_t i = 0; i < l->nb; i++)
+        if (l->b[i].kind == BK_LEADER)
+            e[n++] = (struct lead){l->b[i].res, l->b[i].g, l->b[i].token, (int)i};
+    qsort(e, n, sizeof(*e), lead_cmp);
+    for (size_t i = 0, best = 0; i < n; i++) {
+        if (i == 0 || strcmp(e[i].name, e[i - 1].name) != 0) {
+            best = i; /* the largest epoch so far of this name */
+            continue;
+        }
+        if (e[i].epoch <= e[best].epoch) {
+            char what[600];
+            snprintf(what, sizeof(what),
+                     "%s: %s began to lead at %.3f s with epoch %" PRIu64 ", not above the epoch %" PRIu64
+                     " of %s, which began to lead at %.3f s",
+                     e[i].name, l->b[e[i].b].hold, rel_s(x, e[i].g), e[i].epoch, e[best].epoch,
+                     l->b[e[best].b].hold, rel_s(x, e[best].g));
+            violation(x, EV_EPOCH_ORDER, e[best].b, e[i].b, NULL, what);
+        } else {
+            best = i;
+        }
+    }
+    free(e);
+    return 0;
+}
+
+static void describe_reading(const struct ctx *x, const struct reading *r)
+{
+    fprintf(x->o->out, "    client %d (process %d) told at %.3f s: %s", r->client, r->life, rel_s(x, r->t),
+            r->held ? "" : "nobody leads\n");
+    if (r->held)
+        fprintf(x->o->out, "epoch %" PRIu64 ", value %s, lock id %.12s...\n", r->epoch, r->value, r->id);
+    /* The leader that epoch was, as it believed. */
+    for (size_t i = 0; r->held && i < x->l->nb; i++)
+        if (x->l->b[i].kind == BK_LEADER && x->l->b[i].token == r->epoch &&
+            strcmp(x->l->b[i].res, r->name) == 0)
+            describe_belief(x, &x->l->b[i]);
+}
+
+/* E4: an observer process (the readings of one client between two of
+ * its C lines) is never told an epoch below one it was told before. Two
+ * observers' readings are not ordered against each other. */
+static void check_observers(struct ctx *x)
+{
+    const struct ex_log *l = x->l;
+    for (size_t i = 0; i < l->nrd; i++) {
+        const struct reading *q = &l->rd[i], *p = NULL;
+        if (!q->held)
+            continue;
+        for (size_t j = 0; j < i; j++) {
+            const struct reading *r = &l->rd[j];
+            if (r->held && r->client == q->client && r->life == q->life && strcmp(r->name, q->name) == 0 &&
+                (p == NULL || r->epoch > p->epoch))
+                p = r;
+        }
+        if (p == NULL || q->epoch >= p->epoch)
+            continue;
+        const struct fault *u = unsafe_between(x, p->t, q->t);
+        if (u != NULL)
+            x->v->unsafe++;
+        else
+            x->v->violations[EV_OBSERVED_BACK]++;
+        FILE *out = x->o->out;
+        if (out == NULL || x->described >= x->o->details)
+            continue;
+        x->described++;
+        fprintf(out, "%s: %s (seed %llu)\n", u ? "outside Redlock's assumptions" : "VIOLATION",
+                ex_violation_names[EV_OBSERVED_BACK], x->seed);
+        fprintf(out,
+                "    %s: observer %d was told epoch %" PRIu64 " at %.3f s, after epoch %" PRIu64
+                " at %.3f s\n",
+                q->name, q->client, q->epoch, rel_s(x, q->t), p->epoch, rel_s(x, p->t));
+        if (u != NULL)
+            fprintf(out, "    not counted: %s at %.3f s (%s) breaks Redlock's own assumptions\n", u->sort,
+                    rel_s(x, u->t), u->detail);
+        describe_reading(x, p);
+        describe_reading(x, q);
+        uint64_t from = p->t > x->t0 + 2000000 ? p->t - 2000000 : x->t0;
+        describe_faults(x, from, q->t + 200000, q->client, -2);
+    }
+}
+
 long ex_check(const struct ex_log *l, const struct ex_check_opts *o, struct ex_verdict *v)
 {
     memset(v, 0, sizeof(*v));
@@ -1016,6 +1174,8 @@ long ex_check(const struct ex_log *l, const struct ex_check_opts *o, struct ex_v
     v->faults = (long)l->nf;
     for (size_t i = 0; i < l->nb; i++)
         v->beliefs[l->b[i].kind]++;
+    for (size_t i = 0; i < l->nrd; i++)
+        v->readings += l->rd[i].held;
     for (size_t i = 0; i < l->nop; i++) {
         v->ops[l->op[i].kind][0]++;
         v->ops[l->op[i].kind][1] += l->op[i].rc == 0;
@@ -1052,6 +1212,10 @@ long ex_check(const struct ex_log *l, const struct ex_check_opts *o, struct ex_v
         rc = check_permits(&x);
     if (rc == 0)
         rc = check_tokens(&x);
+    if (rc == 0)
+        rc = check_epochs(&x);
+    if (rc == 0)
+        check_observers(&x);
     free(x.iv);
     free(x.pairs);
     if (rc < 0)
@@ -1089,8 +1253,12 @@ static int judge(FILE *out, const char *name, const char *text, const long want[
     if (read_text(text, &l) != 0)
         return 1;
     struct ex_verdict v;
-    struct ex_check_opts o = {.out = NULL, .max_ttl_ms = 1};
+    /* The details go nowhere, but are written: their code runs too. */
+    FILE *sink = fopen("/dev/null", "w");
+    struct ex_check_opts o = {.out = sink, .details = 10, .max_ttl_ms = 1};
     ex_check(l, &o, &v);
+    if (sink != NULL)
+        fclose(sink);
     int ok = v.bad_lines == 0 && v.unsafe == want_unsafe;
     for (int k = 0; k < EV_COUNT; k++)
         ok = ok && v.violations[k] == want[k];
@@ -1100,6 +1268,91 @@ static int judge(FILE *out, const char *name, const char *text, const long want[
     fprintf(out, "; unsafe %ld; bad lines %ld)\n", v.unsafe, v.bad_lines);
     ex_log_free(l);
     return !ok;
+}
+
+/* Elections: a clean history, two leaders at once, epochs that do not
+ * grow, an observer told an older epoch, and the same near an unsafe
+ * restart. Returns the number of logs misjudged. */
+static int self_test_elections(FILE *out)
+{
+    int fails = 0;
+    long none[EV_COUNT] = {0};
+    /* Leaders one after another (a handover that touches, a leader that
+     * proclaimed, one that died), epochs that grow; an observer told the
+     * same epoch with a new value, nobody, then the next; the same
+     * observer started again, told an older leader first (a new process
+     * has no reading to go back from); another observer; and another
+     * election with smaller epochs (names are not ordered together). */
+    const char *clean = "C 0 1 elect fair 1000 0 100\n"
+                        "C 0 2 elect fair 1000 0 101\n"
+                        "G 1000 1 leader el0 aa 1.1000 100 900 2000 0\n"
+                        "X 1500 1 1.1000 2500\n"
+                        "E 2400 1 1.1000 release\n"
+                        "G 2400 2 leader el0 bb 2.1000 200 1000 3500 0\n"
+                        "E 3000 2 2.1000 died\n"
+                        "G 3600 1 leader el0 cc 1.1001 300 2600 5000 0\n"
+                        "G 1000 2 leader el1 dd 2.1001 50 900 5000 0\n"
+                        "C 0 3 observe fair 1000 0 102\n"
+                        "R 1100 3 el0 1 100 aa v1\n"
+                        "R 1600 3 el0 1 100 aa v2\n"
+                        "R 2500 3 el0 1 200 bb v3\n"
+                        "R 3100 3 el0 0 0 - -\n"
+                        "R 3700 3 el0 1 300 cc v4\n"
+                        "C 4000 3 observe fair 1000 0 103\n"
+                        "R 4100 3 el0 1 200 bb v3\n"
+                        "R 4200 3 el0 1 300 cc v4\n"
+                        "C 0 4 observe fair 1000 0 104\n"
+                        "R 3800 4 el0 1 300 cc v4\n"
+                        "R 3900 4 el1 1 50 dd x\n"
+                        "O 1000 1 elect fair campaign 0 100\n";
+    fails += judge(out, "a clean election passes", clean, none, 0);
+
+    /* Two leaders at once; a leader extended (a proclamation) into the
+     * next one's belief; a leader of another name beside them is none. */
+    const char *two = "G 1000 1 leader el0 aa 1.1000 100 900 2000 0\n"
+                      "G 1500 2 leader el0 bb 2.1000 200 1000 3000 0\n"
+                      "G 5000 1 leader el1 cc 1.1001 300 4900 6000 0\n"
+                      "X 5900 1 1.1001 7000\n"
+                      "G 6500 2 leader el1 dd 2.1001 400 6000 8000 0\n"
+                      "G 1200 3 leader el2 ee 3.1000 150 1100 9000 0\n";
+    long want1[EV_COUNT] = {[EV_LEADERS] = 2};
+    fails += judge(out, "two leaders at once fail", two, want1, 0);
+
+    /* One after another, but the second's epoch is smaller and the
+     * third's equal to the first's. */
+    const char *order = "G 1000 1 leader el0 aa 1.1000 500 900 2000 0\n"
+                        "E 1800 1 1.1000 release\n"
+                        "G 2000 2 leader el0 bb 2.1000 400 1900 3000 0\n"
+                        "E 2900 2 2.1000 release\n"
+                        "G 3000 3 leader el0 cc 3.1000 500 2950 4000 0\n"
+                        "E 3900 3 3.1000 release\n"
+                        "G 4000 1 leader el0 dd 1.1001 600 3950 5000 0\n";
+    long want2[EV_COUNT] = {[EV_EPOCH_ORDER] = 2};
+    fails += judge(out, "epochs that do not grow fail", order, want2, 0);
+
+    /* An observer told an older epoch, then one below its largest after
+     * a reading of nobody; its next process starts afresh. */
+    const char *back = "C 0 3 observe fair 1000 0 101\n"
+                       "R 1000 3 el0 1 500 aa v1\n"
+                       "R 2000 3 el0 1 400 bb v2\n"
+                       "R 3000 3 el0 0 0 - -\n"
+                       "R 4000 3 el0 1 450 cc v3\n"
+                       "R 5000 3 el0 1 600 dd v4\n"
+                       "C 6000 3 observe fair 1000 0 102\n"
+                       "R 6100 3 el0 1 550 ee v5\n";
+    long want3[EV_COUNT] = {[EV_OBSERVED_BACK] = 2};
+    fails += judge(out, "an observer told an older epoch fails", back, want3, 0);
+
+    /* All three after a node lost its data within the TTL: named, not
+     * counted. */
+    const char *unsafe = "F 700 restart-empty-early -1 1 1 node 1 restarted empty within the TTL\n"
+                         "G 1000 1 leader el0 aa 1.1000 100 900 2000 0\n"
+                         "G 1500 2 leader el0 bb 2.1000 90 1400 3000 0\n"
+                         "C 0 3 observe fair 1000 0 101\n"
+                         "R 1600 3 el0 1 100 aa v1\n"
+                         "R 1700 3 el0 1 90 bb v2\n";
+    fails += judge(out, "election violations after an unsafe restart", unsafe, none, 3);
+    return fails;
 }
 
 int ex_self_test(FILE *out)
@@ -1199,6 +1452,8 @@ int ex_self_test(FILE *out)
     fprintf(out, "self-test %-44s %s\n", "a read after a node lost its fences is named", lok ? "ok" : "FAIL");
     fails += !lok;
     ex_log_free(ll);
+
+    fails += self_test_elections(out);
 
     /* A log line that is not one is counted as such. */
     struct ex_log *l = NULL;

@@ -5,11 +5,17 @@
  * (an acquisition, a re-entry, an extension, a release) it may ask the
  * explorer, over the control socket, to cut it from some nodes for that
  * step only: one-sided partitions that change from one step to the next.
+ *
+ * Election clients (docs/election.md): candidates campaign for
+ * EX_ELECT_RES, lead (a belief like a lock's, with the epoch as its
+ * token), proclaim, extend, keep alive, resign or die; observers observe
+ * after their last reading and log each reading they are told.
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -179,8 +185,9 @@ static void release(struct cl *k, lockcore_client *c, struct lockcore_lock *l, c
 }
 
 /* Work for ms while a keep-alive extends the lock; each extension it made
- * is logged when seen, the loss when it is reported. */
-static void keep_alive(struct cl *k, struct lockcore_lock *l, const char *hold, long ms)
+ * is logged when seen, the loss when it is reported. Returns 0, or the
+ * code that ended it (the lock is then no longer believed). */
+static int keep_alive(struct cl *k, struct lockcore_lock *l, const char *hold, long ms)
 {
     lockcore_keepalive *ka = NULL;
     uint64_t t0 = ex_now_us();
@@ -189,7 +196,7 @@ static void keep_alive(struct cl *k, struct lockcore_lock *l, const char *hold, 
         op_done(k, "keepalive", rc, t0);
         if (rc == LOCKCORE_ELOST)
             ends(k, hold, "lost");
-        return;
+        return rc;
     }
     long long end = hp_now_ms() + ms;
     while (hp_now_ms() < end) {
@@ -208,6 +215,7 @@ static void keep_alive(struct cl *k, struct lockcore_lock *l, const char *hold, 
     }
     lockcore_keepalive_stop(ka);
     op_done(k, "keepalive", rc, t0);
+    return rc;
 }
 
 /* Hold a lock of a kind other than reentrant, one of several ways, then
@@ -386,6 +394,205 @@ static void reentrant_cycle(struct cl *k)
     release(k, k->c, &outer, h0, h0);
 }
 
+/* ---- elections ---- */
+
+struct told {
+    int done, rc;
+    struct lockcore_lock l;
+    struct lockcore_leader r;
+};
+
+static void on_campaign(lockcore_client *c, int rc, const struct lockcore_lock *l, void *arg)
+{
+    (void)c;
+    struct told *t = arg;
+    t->done = 1;
+    t->rc = rc;
+    if (l != NULL)
+        t->l = *l;
+}
+
+static void on_observed(lockcore_client *c, int rc, const struct lockcore_leader *l, void *arg)
+{
+    (void)c;
+    struct told *t = arg;
+    t->done = 1;
+    t->rc = rc;
+    if (l != NULL)
+        t->r = *l;
+}
+
+/* Run the client until *done or ms pass. */
+static void run_for(struct cl *k, const int *done, long ms)
+{
+    long long end = hp_now_ms() + ms;
+    while (!*done && hp_now_ms() < end) {
+        long long left = end - hp_now_ms();
+        lockcore_run(k->c, left < 20 ? (int)(left > 0 ? left : 0) : 20);
+    }
+}
+
+/* A candidate dies: its process ends without resigning, at once (no
+ * lockcore call runs on), by _exit or by SIGKILL. The explorer starts it
+ * again. */
+static void die(struct cl *k, const char *hold)
+{
+    if (hold != NULL)
+        ends(k, hold, "died");
+    if (ex_chance(&k->rng, 0.5))
+        _exit(0);
+    raise(SIGKILL);
+    _exit(0); /* not reached */
+}
+
+/* Campaign: in line with a wait bound (blocking), or asynchronously,
+ * canceled (or the candidate dies in line) if not elected within a
+ * random time. Returns the campaign's code; *l the leader's lock. */
+static int campaign(struct cl *k, const char *value, struct lockcore_lock *l, uint64_t *a0)
+{
+    char next[32];
+    snprintf(next, sizeof(next), "%d.%u", k->a->id, k->seq + 1);
+    long ttl = (long)k->a->ttl_ms;
+    struct lockcore_call call;
+    lockcore_call_init(k->c, &call);
+    call.retry_count = -1;
+    /* Long enough to outwait a leader now and then, short enough to end
+     * soon after the deadline. */
+    call.wait_ms = (uint64_t)ex_between(&k->rng, 200, 2 * ttl + 1000);
+    step_cut(k, k->a->step_p, "campaign", next);
+    *a0 = ex_now_us();
+    int rc;
+    if (ex_chance(&k->rng, 0.6)) {
+        rc = lockcore_campaign(k->c, EX_ELECT_RES, value, &call, l);
+    } else {
+        struct told t = {0};
+        call.wait_ms = 0; /* until elected, canceled, or dead */
+        rc = lockcore_campaign_async(k->c, EX_ELECT_RES, value, &call, on_campaign, &t);
+        if (rc == 0) {
+            run_for(k, &t.done, ex_between(&k->rng, 50, 2 * ttl + 1000));
+            if (!t.done && ex_chance(&k->rng, 0.15)) {
+                op_done(k, "campaign", -EINTR, *a0);
+                die(k, NULL); /* in line */
+            }
+            if (!t.done)
+                lockcore_cancel(k->c, on_campaign, &t); /* its callback runs before this returns */
+            rc = t.done ? t.rc : LOCKCORE_ECANCELED;
+            if (rc == 0)
+                *l = t.l;
+        }
+    }
+    heal(k);
+    op_done(k, "campaign", rc, *a0);
+    return rc;
+}
+
+/* Proclaim a new value, extending the leader's lock to no less than it
+ * has left (0: its TTL). Returns its code. */
+static int proclaim(struct cl *k, struct lockcore_lock *l, const char *hold, const char *value)
+{
+    long ttl = (long)k->a->ttl_ms, left = (long)lockcore_remaining_ms(l);
+    uint64_t to =
+        ex_chance(&k->rng, 0.5) ? 0 : (uint64_t)ex_between(&k->rng, left > ttl / 2 ? left : ttl / 2, ttl);
+    step_cut(k, k->a->step_p, "proclaim", hold);
+    uint64_t t0 = ex_now_us();
+    int rc = lockcore_proclaim(k->c, l, value, to);
+    heal(k);
+    op_done(k, "proclaim", rc, t0);
+    if (rc == 0)
+        say(k, "X %" PRIu64 " %d %s %" PRIu64, ex_now_us(), k->a->id, hold, l->valid_until_ms * 1000);
+    else if (rc == LOCKCORE_ELOST)
+        ends(k, hold, "lost");
+    return rc;
+}
+
+/* A candidate: campaign; once elected, lead for one to four steps
+ * (work, extend, keep alive, proclaim, outlive the validity), then
+ * resign, or die without resigning. */
+static void candidate_cycle(struct cl *k)
+{
+    struct lockcore_lock l;
+    uint64_t a0;
+    char value[32], hold[32];
+    snprintf(value, sizeof(value), "v%d.%u", k->a->id, k->seq + 1);
+    if (campaign(k, value, &l, &a0) != 0)
+        return;
+    believe(k, "leader", &l, a0, 0, hold, sizeof(hold));
+    long ttl = (long)k->a->ttl_ms;
+    int steps = (int)ex_between(&k->rng, 1, 4), lost = 0;
+    for (int s = 0; s < steps && !lost; s++) {
+        long validity = (long)lockcore_remaining_ms(&l);
+        long r = past_deadline(k) ? 99 : ex_between(&k->rng, 0, 99);
+        if (r < 25) {
+            nap(k, 0, validity * 6 / 10);
+        } else if (r < 45) {
+            long left = (long)lockcore_remaining_ms(&l);
+            extend(k, k->c, &l, hold, (uint64_t)ex_between(&k->rng, left > ttl / 2 ? left : ttl / 2, ttl),
+                   hold);
+        } else if (r < 70) {
+            nap(k, 0, validity / 2);
+            snprintf(value, sizeof(value), "v%d.%u.%d", k->a->id, k->seq, s);
+            lost = proclaim(k, &l, hold, value) == LOCKCORE_ELOST;
+        } else if (r < 85) {
+            lost = keep_alive(k, &l, hold, ex_between(&k->rng, ttl, ttl * 5 / 2)) != 0;
+        } else if (r < 92) {
+            nap(k, validity, validity + 300); /* past its validity: no longer believed */
+        }
+    }
+    if (!past_deadline(k) && ex_chance(&k->rng, 0.12))
+        die(k, hold);
+    /* Resign even when lost: a deposed leader's resignation must change
+     * nothing. */
+    step_cut(k, k->a->step_p / 2, "resign", hold);
+    ends(k, hold, "release");
+    uint64_t t0 = ex_now_us();
+    int rc = lockcore_resign(k->c, &l);
+    heal(k);
+    op_done(k, "resign", rc, t0);
+}
+
+/* An observer, for the life of its process: the first reading, then
+ * each next one after the last it was told (blocking, or asynchronously
+ * and sometimes canceled), each logged as an R line. */
+static void observer_loop(struct cl *k)
+{
+    struct lockcore_leader last;
+    int have = 0;
+    while (!past_deadline(k)) {
+        long long left = k->a->until_ms - hp_now_ms();
+        long wait = ex_between(&k->rng, 200, 3000);
+        if (wait > left)
+            wait = left > 1 ? (long)left : 1;
+        step_cut(k, k->a->step_p / 2, "observe", "-");
+        uint64_t t0 = ex_now_us();
+        struct told t = {0};
+        int rc;
+        if (ex_chance(&k->rng, 0.7)) {
+            rc = lockcore_observe(k->c, EX_ELECT_RES, have ? &last : NULL, (uint64_t)wait, &t.r);
+        } else {
+            rc = lockcore_observe_async(k->c, EX_ELECT_RES, have ? &last : NULL, (uint64_t)wait, on_observed,
+                                        &t);
+            if (rc == 0) {
+                run_for(k, &t.done, ex_chance(&k->rng, 0.3) ? ex_between(&k->rng, 0, wait) : wait + 1000);
+                if (!t.done)
+                    lockcore_observe_cancel(k->c, on_observed,
+                                            &t); /* its callback runs before this returns */
+                rc = t.done ? t.rc : LOCKCORE_ECANCELED;
+            }
+        }
+        heal(k);
+        op_done(k, "observe", rc, t0);
+        if (rc == 0) {
+            last = t.r;
+            have = 1;
+            say(k, "R %" PRIu64 " %d %s %d %" PRIu64 " %s %s", ex_now_us(), k->a->id, EX_ELECT_RES, last.held,
+                last.held ? last.epoch : 0, last.held && last.id[0] ? last.id : "-",
+                last.held && last.value[0] ? last.value : "-");
+        } else if (rc != -ETIMEDOUT && rc != LOCKCORE_ECANCELED) {
+            nap(k, 20, 100);
+        }
+    }
+}
+
 static lockcore_client *new_client(const struct ex_client_args *a, uint64_t ttl_ms)
 {
     struct lockcore_options o;
@@ -433,6 +640,8 @@ static int connect_ctl(const char *path)
 int ex_client_main(const struct ex_client_args *a)
 {
     struct cl k = {.a = a, .rng = {a->seed}, .ctl = -1};
+    /* Holds of an election client's processes stay apart in the log. */
+    k.seq = (unsigned)a->life * 1000u;
     k.log = open(a->log, O_WRONLY | O_APPEND | O_CLOEXEC);
     if (k.log < 0) {
         perror("explore client: open log");
@@ -459,6 +668,10 @@ int ex_client_main(const struct ex_client_args *a)
         while (!past_deadline(&k)) {
             if (a->kind == EK_REENTRANT)
                 reentrant_cycle(&k);
+            else if (a->kind == EK_ELECT)
+                candidate_cycle(&k);
+            else if (a->kind == EK_OBSERVE)
+                observer_loop(&k);
             else
                 one_kind_cycle(&k);
             nap(&k, 0, 30);

@@ -13,13 +13,18 @@
  *        a belief begins: the acquisition that started at a0 returned at t
  *        with a lock valid until `until`. kind: plain, reentrant, multi
  *        (res: the members joined by ','), read, write, permit (res: the
- *        permit's resource, permits: the semaphore's N). owner: the lock
- *        id (holds of one reentrant owner share it); hold: "client.seq".
+ *        permit's resource, permits: the semaphore's N), leader (res: the
+ *        election's name, token: the leader's epoch). owner: the lock
+ *        id (holds of one reentrant owner share it); hold: "client.seq"
+ *        (an election client's seq starts at 1000 times its life).
  *   X t client hold until      an extension returned at t: valid until `until`
  *   E t client hold why        the belief ends at t: release (its start),
  *                              lost (the client learned it), died
+ *   R t client name held epoch id value   an observer was told a reading
+ *        of election `name` (held 0: nobody leads; id, value: "-" if empty)
  *   O t client kind mode op rc dur   one operation and its result
- *   C t client kind mode ttl ttl2 pid   a client started
+ *   C t client kind mode ttl ttl2 pid   a client (a process) started: an
+ *        election client's process is started again after it died
  *   S t seed nodes clients seconds   the run starts (written first)
  *   W t node res holder holds pttl   a resource's lock key on a node changed
  *        (read by the explorer every 10 ms: holder or reentrant hold
@@ -35,7 +40,7 @@
 #include <stdio.h>
 
 /* The client kinds, and the names --kinds takes. */
-enum ex_kind { EK_PLAIN, EK_REENTRANT, EK_MULTI, EK_RW, EK_SEM, EK_COUNT };
+enum ex_kind { EK_PLAIN, EK_REENTRANT, EK_MULTI, EK_RW, EK_SEM, EK_ELECT, EK_OBSERVE, EK_COUNT };
 extern const char *const ex_kind_names[EK_COUNT];
 
 /* The wait modes, in lockcore_wait_mode order, and their names. */
@@ -50,6 +55,8 @@ extern const char *const ex_mode_names[EX_MODES];
 #define EX_RW_RES "rw0"
 #define EX_SEM_RES "sem0"
 #define EX_PERMITS 2
+/* The election candidates campaign for and observers watch. */
+#define EX_ELECT_RES "el0"
 
 /* The longest TTL any client asks for, at an acquisition or an
  * extension: a node restarted without its data stays down longer. */
@@ -80,6 +87,7 @@ struct ex_client_args {
     uint64_t short_ttl_ms; /* a reentrant owner's inner holds; 0: as ttl_ms */
     double step_p;         /* chance of a partition around one step */
     uint64_t seed;
+    int life;           /* an election client: how many times its process died before */
     long long until_ms; /* CLOCK_MONOTONIC ms: start no operation after it */
     const char *log;    /* the shared log */
     const char *ctl;    /* the explorer's control socket */
@@ -96,12 +104,15 @@ void ex_log_free(struct ex_log *l);
 
 /* What a log shows, and what the checks found. */
 enum ex_violation {
-    EV_OVERLAP,     /* two beliefs of an exclusive kind, different owners */
-    EV_PERMITS,     /* more than N permits believed held at once */
-    EV_READ_WRITE,  /* a reader's belief beside a writer's */
-    EV_TOKEN_ORDER, /* a grant after another's, with a token not larger */
-    EV_TOKEN_TWICE, /* one token for two owners of one resource */
-    EV_READ_TOKEN,  /* a read token below a write granted before it began */
+    EV_OVERLAP,       /* two beliefs of an exclusive kind, different owners */
+    EV_PERMITS,       /* more than N permits believed held at once */
+    EV_READ_WRITE,    /* a reader's belief beside a writer's */
+    EV_TOKEN_ORDER,   /* a grant after another's, with a token not larger */
+    EV_TOKEN_TWICE,   /* one token for two owners of one resource */
+    EV_READ_TOKEN,    /* a read token below a write granted before it began */
+    EV_LEADERS,       /* two leaders' beliefs overlap on one election (E1) */
+    EV_EPOCH_ORDER,   /* a leader's epoch not above one whose belief began earlier (E2) */
+    EV_OBSERVED_BACK, /* an observer told an epoch below one it was told before (E4) */
     EV_COUNT,
 };
 extern const char *const ex_violation_names[EV_COUNT];
@@ -118,12 +129,13 @@ struct ex_verdict {
      * time left cut below a hold's validity (an extension of one hold
      * shortened another's), [0] neither (or not an overlap). */
     long signs[2][3];
-    long beliefs[6];       /* per belief kind: plain reentrant multi read write permit */
+    long beliefs[7];       /* per belief kind: plain reentrant multi read write permit leader */
+    long readings;         /* observers' readings that named a leader */
     long ops[EK_COUNT][2]; /* per client kind: operations, and those that succeeded */
     long faults;           /* F lines */
     long lines, bad_lines;
 };
-extern const char *const ex_belief_names[6];
+extern const char *const ex_belief_names[7];
 
 struct ex_check_opts {
     FILE *out;           /* details of the first violations; NULL: none */

@@ -31,7 +31,7 @@
 
 #include "explore.h"
 
-const char *const ex_kind_names[EK_COUNT] = {"plain", "reentrant", "multi", "rw", "sem"};
+const char *const ex_kind_names[EK_COUNT] = {"plain", "reentrant", "multi", "rw", "sem", "elect", "observe"};
 const char *const ex_mode_names[EX_MODES] = {"poll", "notify", "fair"};
 
 uint64_t ex_rnd(struct ex_rng *r)
@@ -74,6 +74,7 @@ enum fault {
     F_NODE_PAUSE,    /* a node stopped (SIGSTOP) for a while */
     F_STOP,          /* a client process stopped past its TTL, then resumed */
     F_PARTITION,     /* a client cut from some nodes for one step (asked by the client) */
+    F_KILL,          /* an election client killed -9, then started again */
     F_EARLY_EMPTY,   /* --unsafe: a node restarted without its data at once */
     F_COUNT,
 };
@@ -94,14 +95,16 @@ static const struct {
     [F_NODE_PAUSE] = {"node-pause", 1, "a node stopped (SIGSTOP) for 0.1 to 1.5 s"},
     [F_STOP] = {"stop", 2, "a client process stopped past its TTL, then resumed"},
     [F_PARTITION] = {"partition", 0, "a client cut from a minority (or a majority) for one step"},
+    [F_KILL] = {"kill", 1, "an election client (candidate or observer) killed -9, then started again"},
     [F_EARLY_EMPTY] = {"restart-empty-early", 1,
                        "--unsafe: a node restarted without its data at once (outside Redlock's assumptions)"},
 };
 
 #define CLIENTS_MAX 64
 /* The lock keys the explorer reads on the nodes: those of the exclusive
- * kinds (the reentrant ones, the plain locks and sets, the writer). */
-#define WATCHED (EX_REENTRANT_RES + EX_PLAIN_RES + 1)
+ * kinds (the reentrant ones, the plain locks and sets, the writer, the
+ * election's). */
+#define WATCHED (EX_REENTRANT_RES + EX_PLAIN_RES + 2)
 #define NODES_MAX 7
 #define EVENTS_MAX 1024
 
@@ -130,6 +133,7 @@ struct client {
     uint64_t ttl_ms, short_ttl_ms;
     int fd; /* control connection, -1 until it says hello */
     int stopped, exited, status;
+    int life; /* an election client: its process's deaths so far */
     /* the partition it asked for this step */
     unsigned cut_mask;
     char cut_mode[16];
@@ -199,6 +203,11 @@ static void link_apply(struct link *l)
     fp_set_drop(l->p, FP_DOWN, l->drop[1] > 0);
     fp_set_delay(l->p, FP_UP, l->delay_ms[0]);
     fp_set_delay(l->p, FP_DOWN, l->delay_ms[1]);
+}
+
+static int is_election(enum ex_kind k)
+{
+    return k == EK_ELECT || k == EK_OBSERVE;
 }
 
 static void later(struct run *r, long long at, enum fault f, int k, int i, int dir, long arg)
@@ -335,6 +344,23 @@ static void inject(struct run *r)
         later(r, now + ms, f, k, -1, 0, 0);
         break;
     }
+    case F_KILL: {
+        /* A candidate or an observer dies at a random moment: in line,
+         * leading, in the middle of a step. The run starts its process
+         * again (one_run, when it sees the process gone), as a supervisor would. */
+        k = -1;
+        for (int tries = 0; tries < 8 && k < 0; tries++) {
+            int j = (int)ex_between(&r->rng, 0, r->k - 1);
+            if (is_election(r->cl[j].kind) && !r->cl[j].stopped && !r->cl[j].exited)
+                k = j;
+        }
+        if (k < 0)
+            return;
+        note(r, f, k, "-", "client %d (%s, process %d) killed -9", k, ex_kind_names[r->cl[k].kind],
+             r->cl[k].life);
+        kill(r->cl[k].pid, SIGKILL);
+        break;
+    }
     default:
         return;
     }
@@ -396,8 +422,10 @@ static void watched_name(int q, char *out, size_t cap)
         snprintf(out, cap, "re%d", q);
     else if (q < EX_REENTRANT_RES + EX_PLAIN_RES)
         snprintf(out, cap, "p%d", q - EX_REENTRANT_RES);
-    else
+    else if (q == EX_REENTRANT_RES + EX_PLAIN_RES)
         snprintf(out, cap, "%s", EX_RW_RES);
+    else
+        snprintf(out, cap, "%s", EX_ELECT_RES);
 }
 
 /* Read the watched lock keys on every node that runs (the holder, the
@@ -557,7 +585,7 @@ static int spawn_client(struct run *r, int k, long long until_ms)
 {
     struct client *c = &r->cl[k];
     char self[] = "/proc/self/exe", id[16], kind[16], mode[16], nodes[NODES_MAX * 64], ttl[24], ttl2[24],
-         sp[24], seed[32], until[32], log[300];
+         sp[24], seed[32], life[16], until[32], log[300];
     snprintf(id, sizeof(id), "%d", k);
     snprintf(kind, sizeof(kind), "%s", ex_kind_names[c->kind]);
     snprintf(mode, sizeof(mode), "%s", ex_mode_names[c->mode]);
@@ -569,12 +597,16 @@ static int spawn_client(struct run *r, int k, long long until_ms)
     snprintf(ttl, sizeof(ttl), "%" PRIu64, c->ttl_ms);
     snprintf(ttl2, sizeof(ttl2), "%" PRIu64, c->short_ttl_ms);
     snprintf(sp, sizeof(sp), "%.3f", r->o->fault_on[F_PARTITION] ? r->o->step_p : 0.0);
-    snprintf(seed, sizeof(seed), "%llu", r->seed * 1000003ull + (unsigned long long)k + 1);
+    snprintf(seed, sizeof(seed), "%llu",
+             r->seed * 1000003ull + (unsigned long long)k + 1 + (unsigned long long)c->life * 7919);
+    snprintf(life, sizeof(life), "%d", c->life);
     snprintf(until, sizeof(until), "%lld", until_ms);
-    snprintf(log, sizeof(log), "%s/client-%d.log", r->dir, k);
-    char *argv[] = {self,    "--client", "--id",   id,     "--kind",   kind, "--mode", mode, "--nodes", nodes,
-                    "--ttl", ttl,        "--ttl2", ttl2,   "--step-p", sp,   "--seed", seed, "--until", until,
-                    "--log", r->log,     "--ctl",  r->ctl, NULL};
+    /* A process started again has a log of its own: client-K.L.log, L its life. */
+    snprintf(log, sizeof(log), "%s/client-%d%s%s.log", r->dir, k, c->life ? "." : "", c->life ? life : "");
+    char *argv[] = {self,       "--client", "--id",   id,      "--kind", kind,     "--mode",
+                    mode,       "--nodes",  nodes,    "--ttl", ttl,      "--ttl2", ttl2,
+                    "--step-p", sp,         "--seed", seed,    "--life", life,     "--until",
+                    until,      "--log",    r->log,   "--ctl", r->ctl,   NULL};
     pid_t pid = hp_spawn(argv, NULL, log);
     if (pid < 0)
         return (int)pid;
@@ -642,8 +674,9 @@ static void print_summary(const struct opts *o, const long *injected, const long
 static void print_checks(const struct ex_verdict *v)
 {
     printf("  beliefs:");
-    for (int b = 0; b < 6; b++)
-        printf(" %s %ld%s", ex_belief_names[b], v->beliefs[b], b < 5 ? "," : "\n");
+    for (int b = 0; b < 7; b++)
+        printf(" %s %ld,", ex_belief_names[b], v->beliefs[b]);
+    printf(" observers' readings of a leader %ld\n", v->readings);
     printf("  checks:");
     for (int e = 0; e < EV_COUNT; e++)
         printf(" %s %ld;", ex_violation_names[e], v->violations[e]);
@@ -677,8 +710,9 @@ static void add_up(struct totals *t, const struct run *r, const struct ex_verdic
         t->cuts[m] += r->cuts[m];
     for (int e = 0; e < EV_COUNT; e++)
         t->v.violations[e] += v->violations[e];
-    for (int b = 0; b < 6; b++)
+    for (int b = 0; b < 7; b++)
         t->v.beliefs[b] += v->beliefs[b];
+    t->v.readings += v->readings;
     for (int k = 0; k < EK_COUNT; k++)
         for (int j = 0; j < 2; j++)
             t->v.ops[k][j] += v->ops[k][j];
@@ -724,6 +758,8 @@ static int one_run(const struct opts *o, unsigned long long seed, int index, str
         if (c->kind == EK_REENTRANT) {
             c->ttl_ms = (uint64_t)ex_between(&cfg, 1500, EX_MAX_TTL_MS);
             c->short_ttl_ms = o->same_ttl ? 0 : (uint64_t)ex_between(&cfg, 250, 500);
+        } else if (is_election(c->kind)) {
+            c->ttl_ms = (uint64_t)ex_between(&cfg, 500, 1500);
         } else {
             c->ttl_ms = (uint64_t)ex_between(&cfg, 400, 1200);
         }
@@ -782,12 +818,32 @@ static int one_run(const struct opts *o, unsigned long long seed, int index, str
             if (c->exited)
                 continue;
             int st = 0;
-            if (hp_wait(c->pid, 0, &st) == 0) {
-                c->exited = 1;
-                c->status = st;
-            } else {
+            if (hp_wait(c->pid, 0, &st) != 0) {
                 alive++;
+                continue;
             }
+            /* An election client that died (killed -9, by the schedule
+             * or by itself, or exited at a step "die") before the end is
+             * started again. */
+            int died =
+                (WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL) || (WIFEXITED(st) && WEXITSTATUS(st) == 0);
+            if (is_election(c->kind) && died && !stopping && hp_now_ms() + 200 < end) {
+                if (c->cut_mask)
+                    heal(r, k);
+                if (c->fd >= 0)
+                    close(c->fd);
+                c->fd = -1;
+                c->stopped = 0;
+                c->life++;
+                if (spawn_client(r, k, end) == 0) {
+                    alive++;
+                    continue;
+                }
+                fprintf(stderr, "explore: client %d could not be started again\n", k);
+                st = -1;
+            }
+            c->exited = 1;
+            c->status = st;
         }
         if (stopping && alive == 0 && r->nev == 0)
             break;
@@ -856,6 +912,8 @@ static int one_run(const struct opts *o, unsigned long long seed, int index, str
     int crashed = 0;
     for (int k = 0; k < r->k; k++) {
         int st = r->cl[k].status;
+        if (st != -1 && is_election(r->cl[k].kind) && WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL)
+            continue; /* died near the end: part of the schedule */
         if (st == -1 || !WIFEXITED(st) || WEXITSTATUS(st) != 0) {
             crashed++;
             if (st != -1)
@@ -881,7 +939,9 @@ static int one_run(const struct opts *o, unsigned long long seed, int index, str
                  : k == EK_REENTRANT ? v.beliefs[1]
                  : k == EK_MULTI     ? v.beliefs[2]
                  : k == EK_RW        ? v.beliefs[3] + v.beliefs[4]
-                                     : v.beliefs[5];
+                 : k == EK_SEM       ? v.beliefs[5]
+                 : k == EK_ELECT     ? v.beliefs[6]
+                                     : v.readings;
         if (b == 0) {
             printf("  no belief of kind %s: the run is too weak to judge it\n", ex_kind_names[k]);
             weak++;
@@ -903,7 +963,8 @@ static int one_run(const struct opts *o, unsigned long long seed, int index, str
         rc = 0;
     }
     if (rc == 1 || o->keep)
-        printf("  run directory kept: %s (log: the shared log; client-K.log: each client's stderr)\n",
+        printf("  run directory kept: %s (log: the shared log; client-K.log: each client's stderr; "
+               "client-K.L.log: that of life L of an election client)\n",
                r->dir);
 out:
     fflush(stdout);
@@ -943,7 +1004,8 @@ static void usage(FILE *f)
                "                         [--same-ttl] [--unsafe] [--keep] [--details N] [-v]\n"
                "       fencelock-explore --self-test\n"
                "       fencelock-explore --check LOG\n"
-               "kinds: plain,reentrant,multi,rw,sem (default all); modes: poll,notify,fair (default all)\n"
+               "kinds: plain,reentrant,multi,rw,sem,elect,observe (default all); modes: poll,notify,fair "
+               "(default all)\n"
                "faults (default all; or none):\n");
     for (int i = 0; i < F_COUNT; i++)
         fprintf(f, "  %-20s %s\n", faults[i].name, faults[i].what);
@@ -973,6 +1035,8 @@ static int client_mode(int argc, char **argv)
             a.step_p = atof(v);
         else if (strcmp(k, "--seed") == 0)
             a.seed = strtoull(v, NULL, 10);
+        else if (strcmp(k, "--life") == 0)
+            a.life = atoi(v);
         else if (strcmp(k, "--until") == 0)
             a.until_ms = atoll(v);
         else if (strcmp(k, "--log") == 0)
