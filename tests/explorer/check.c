@@ -723,7 +723,8 @@ static int same_key(const struct entry *a, const struct entry *b)
 static void sweep(struct ctx *x, struct entry *e, size_t n,
                   void (*pair)(struct ctx *, const struct entry *, const struct entry *))
 {
-    qsort(e, n, sizeof(*e), entry_cmp);
+    if (n > 1)
+        qsort(e, n, sizeof(*e), entry_cmp);
     size_t *active = malloc((n ? n : 1) * sizeof(*active));
     if (active == NULL)
         return;
@@ -865,7 +866,8 @@ static int check_permits(struct ctx *x)
             ev[n++] = (struct pev){x->iv[i].s, +1, x->iv[i].b};
             ev[n++] = (struct pev){x->iv[i].e, -1, x->iv[i].b};
         }
-        qsort(ev, n, sizeof(*ev), pev_cmp);
+        if (n > 1)
+            qsort(ev, n, sizeof(*ev), pev_cmp);
         /* Count beliefs, not intervals: an extension's interval overlaps
          * its own grant's. */
         int *cnt = calloc(l->nb, sizeof(*cnt));
@@ -946,7 +948,8 @@ static void order_one_key(struct ctx *x, struct tok *t, size_t n, struct tok **b
 {
     for (size_t i = 0; i < n; i++)
         by_a0[i] = &t[i];
-    qsort(by_a0, n, sizeof(*by_a0), tok_by_a0);
+    if (n > 1)
+        qsort(by_a0, n, sizeof(*by_a0), tok_by_a0);
     /* The two largest tokens so far, of different owners (the check skips
      * a grant's own owner), among writes (read tokens are not grants). */
     const struct tok *best[2] = {NULL, NULL};
@@ -1030,7 +1033,8 @@ static int check_tokens(struct ctx *x)
         free(t);
         return -ENOMEM;
     }
-    qsort(t, n, sizeof(*t), tok_by_key_g);
+    if (n > 1)
+        qsort(t, n, sizeof(*t), tok_by_key_g);
     for (size_t i = 0; i < n;) {
         size_t j = i;
         while (j < n && t[j].keylen == t[i].keylen && memcmp(t[j].key, t[i].key, t[i].keylen) == 0)
@@ -1040,7 +1044,8 @@ static int check_tokens(struct ctx *x)
     }
     /* T1: concurrent grants of different owners never share a token (the
      * ordered ones were checked above). Readers share on purpose. */
-    qsort(t, n, sizeof(*t), tok_by_key_token);
+    if (n > 1)
+        qsort(t, n, sizeof(*t), tok_by_key_token);
     for (size_t i = 1; i < n; i++) {
         const struct tok *p = &t[i - 1], *q = &t[i];
         if (p->read || q->read || p->token != q->token || p->keylen != q->keylen ||
@@ -1088,7 +1093,8 @@ static int check_epochs(struct ctx *x)
     for (size_t i = 0; i < l->nb; i++)
         if (l->b[i].kind == BK_LEADER)
             e[n++] = (struct lead){l->b[i].res, l->b[i].g, l->b[i].token, (int)i};
-    qsort(e, n, sizeof(*e), lead_cmp);
+    if (n > 1)
+        qsort(e, n, sizeof(*e), lead_cmp);
     for (size_t i = 0, best = 0; i < n; i++) {
         if (i == 0 || strcmp(e[i].name, e[i - 1].name) != 0) {
             best = i; /* the largest epoch so far of this name */
