@@ -9,7 +9,11 @@
 -- caller must know that no token above the new value will ever be used
 -- again, for this resource or, where its bucket is lowered, any other of
 -- the bucket.
--- KEYS[1] lock, KEYS[2] the bucket's hash, KEYS[3] the old fence key;
+-- An election's epoch key (leader_proclaim.lua), where it is above the
+-- fence after the repair, goes down to that fence: the next leader's
+-- epoch, a token above it, is then proclaimed again.
+-- KEYS[1] lock, KEYS[2] the bucket's hash, KEYS[3] the old fence key,
+-- KEYS[4] the election's epoch key;
 -- ARGV[1] the new value, ARGV[2] '-' (the old key goes where the bucket
 -- covers the new value) or the old key's idle expiry ms in transition
 -- mode ('0': none), ARGV[3] the bucket's field, ARGV[4] the bound.
@@ -39,4 +43,6 @@ else
   redis.call('SET', KEYS[3], fence_str(own))
 end
 local after = math.max(b, own)
+local e = redis.call('GET', KEYS[4])
+if e and (tonumber(e) or 0) > after then redis.call('SET', KEYS[4], fence_str(after)) end
 return {after < f and 1 or 0, fence_str(f), fence_str(after), '', now}

@@ -902,6 +902,10 @@ struct op *lockcore__op_for_lock(lockcore_client *c, enum op_kind kind, const st
     if (op->type != NULL && op->type->queue_key != NULL)
         op->type->queue_key(op);
     op->ttl_ms = ttl_ms ? ttl_ms : c->o.ttl_ms;
+    /* Candidates wait in line (elect.c): every release of a leader's lock,
+     * a resignation or not, names the next and keeps its place. */
+    if (kind == OP_RELEASE && (lock->flags & LOCKCORE_LOCK_LEADER))
+        op->wait_mode = LOCKCORE_WAIT_FAIR;
     return op;
 }
 

@@ -377,6 +377,9 @@ int lockcore__op_resend(struct op *op, unsigned i, enum step step, int use_eval,
             KEY(op->key, op->key_len);
             KEY(op->fhash, op->fhash_len);
             KEY(op->fkey, op->fkey_len);
+            char ekey[KEY_MAX + 16];
+            snprintf(ekey, sizeof(ekey), "{%s}:epoch", op->key); /* an election's (kinds/elect.c) */
+            KEY(ekey, strlen(ekey));
             ARG(to);
             ARG(num.idle);
             ARG(op->fbucket);

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -45,19 +46,24 @@ static int teardown(void **state)
     return 0;
 }
 
-static lockcore_client *client(struct fixture *f, uint64_t ttl_ms)
+static lockcore_client *client_q(struct fixture *f, uint64_t ttl_ms, uint64_t queue_ttl_ms)
 {
     struct lockcore_options o;
     lockcore_options_init(&o);
     o.nodes = f->urls;
     o.n_nodes = 3;
     o.ttl_ms = ttl_ms;
-    o.queue_ttl_ms = 600;
+    o.queue_ttl_ms = queue_ttl_ms;
     lockcore_client *c = NULL;
     char err[256];
     if (lockcore_client_new(&o, &c, err, sizeof(err)) != 0)
         fail_msg("client: %s", err);
     return c;
+}
+
+static lockcore_client *client(struct fixture *f, uint64_t ttl_ms)
+{
+    return client_q(f, ttl_ms, 600);
 }
 
 struct seen {
@@ -372,6 +378,154 @@ static void test_elect_leader_by_id_proclaims_and_resigns(void **state)
     lockcore_client_free(b);
 }
 
+/* A leader that resigned is not revived by a late lock step ("ghost",
+ * docs/election.md): a resigns, its resignation misses node 0 (its keys
+ * stay there), b is elected on nodes 1 and 2 and resigns, then a's lock
+ * step reaches node 2 late and sets a's id there again. a's late
+ * proclamation, its keep-alive and an extension by its id (as through
+ * fencelockd) must not take node 2, where b's greater epoch was
+ * proclaimed, so they miss a majority; and no reading shows a as leader
+ * again, with an epoch below b's. The late bytes are stood in for by
+ * writes to the nodes: what a late SET NX and a missed DEL leave. */
+static void test_elect_late_lock_step_revives_no_leader(void **state)
+{
+    struct fixture *f = *state;
+    lockcore_client *a = client(f, 30000), *b = client(f, 30000), *r = client(f, 30000);
+    struct lockcore_lock lead, old;
+    assert_int_equal(lockcore_campaign(a, "el:ghost", "a", NULL, &lead), 0);
+    old = lead;
+    char info[64];
+    rh_get(f->rc, 0, "{el:ghost}:holder", info, sizeof(info));
+    assert_int_equal(lockcore_resign(a, &lead), 0);
+    /* The resignation missed node 0. */
+    redisReply *x = rh_command(f->rc, 0, "SET el:ghost %s PX 30000", old.id);
+    freeReplyObject(x);
+    x = rh_command(f->rc, 0, "SET {el:ghost}:holder %s PX 30000", info);
+    freeReplyObject(x);
+    struct lockcore_lock blead;
+    assert_int_equal(lockcore_campaign(b, "el:ghost", "b", NULL, &blead), 0);
+    assert_true(blead.token > old.token);
+    struct lockcore_leader l;
+    assert_int_equal(lockcore_leader(r, "el:ghost", &l), 1);
+    assert_int_equal(l.epoch, blead.token);
+    assert_int_equal(lockcore_resign(b, &blead), 0);
+    /* a's lock step reaches node 2 late. */
+    x = rh_command(f->rc, 2, "SET el:ghost %s NX PX 30000", old.id);
+    assert_non_null(x);
+    assert_int_equal(x->type, REDIS_REPLY_STATUS);
+    freeReplyObject(x);
+
+    struct lockcore_lock late = old;
+    assert_int_equal(lockcore_proclaim(a, &late, "a again", 0), LOCKCORE_ELOST);
+    late = old;
+    assert_int_equal(lockcore_extend(a, &late, 0), LOCKCORE_ELOST);
+    struct lockcore_lock by_id;
+    assert_int_equal(lockcore_lock_from_id(r, "el:ghost", old.id, &by_id), 0);
+    by_id.flags |= LOCKCORE_LOCK_LEADER;
+    assert_int_equal(lockcore_extend(r, &by_id, 0), LOCKCORE_ELOST);
+    assert_int_equal(lockcore_lock_from_id(r, "el:ghost", old.id, &by_id), 0);
+    by_id.flags |= LOCKCORE_LOCK_LEADER;
+    assert_int_equal(lockcore_proclaim(r, &by_id, "a by id", 0), LOCKCORE_ELOST);
+    rh_get(f->rc, 2, "{el:ghost}:holder", info, sizeof(info));
+    assert_string_equal(info, ""); /* nothing proclaimed on node 2 */
+    int rc = lockcore_leader(r, "el:ghost", &l);
+    assert_true(rc == -EAGAIN || rc == 0);
+    /* An observer that was told of b is not told of a. */
+    struct lockcore_leader bl = {.held = 1, .epoch = blead.token};
+    snprintf(bl.value, sizeof(bl.value), "b");
+    snprintf(bl.id, sizeof(bl.id), "%s", blead.id);
+    rc = lockcore_observe(r, "el:ghost", &bl, 300, &l);
+    assert_true(rc == -ETIMEDOUT || (rc == 0 && (!l.held || l.epoch > blead.token)));
+    /* The epoch key is the node's record: b's on nodes 1 and 2, a's on 0. */
+    char e[32], want[32];
+    snprintf(want, sizeof(want), "%llu", (unsigned long long)blead.token);
+    rh_get(f->rc, 2, "{el:ghost}:epoch", e, sizeof(e));
+    assert_string_equal(e, want);
+    lockcore_client_free(a);
+    lockcore_client_free(b);
+    lockcore_client_free(r);
+}
+
+/* Every release of a leader's lock is a resignation: a plain
+ * lockcore_release tells observers at once, and keeps the named
+ * candidate's place in line (b, in line but slow to take it, still
+ * leads next; c behind it waits). */
+static void test_elect_plain_release_keeps_the_line(void **state)
+{
+    struct fixture *f = *state;
+    lockcore_client *a = client_q(f, 30000, 3000), *b = client_q(f, 30000, 3000),
+                    *c = client_q(f, 30000, 3000), *o = client(f, 30000);
+    struct lockcore_lock lead;
+    assert_int_equal(lockcore_campaign(a, "el:plain-rel", "a", NULL, &lead), 0);
+    struct seen sb = {0}, sc = {0};
+    int never = 0;
+    assert_int_equal(lockcore_campaign_async(b, "el:plain-rel", "b", NULL, on_done, &sb), 0);
+    lockcore_client *bs[] = {b};
+    run_until(bs, 1, &never, 100);
+    assert_int_equal(lockcore_campaign_async(c, "el:plain-rel", "c", NULL, on_done, &sc), 0);
+    lockcore_client *cs[] = {c, o};
+    run_until(cs, 1, &never, 100);
+    struct lockcore_leader now;
+    assert_int_equal(lockcore_leader(o, "el:plain-rel", &now), 1);
+    struct told t = {0};
+    assert_int_equal(lockcore_observe_async(o, "el:plain-rel", &now, 10000, on_told, &t), 0);
+    run_until(cs, 2, &never, 50);
+    /* b's client does not run from here: it is slow to take its turn
+     * (its place lasts queue_ttl_ms, 3 s, from its last refresh). */
+    assert_int_equal(lockcore_release(a, &lead), 0);
+    run_until(cs, 2, &sc.done, 300);
+    assert_false(sc.done); /* c did not jump the line */
+    assert_true(t.done);   /* told well before a's TTL */
+    assert_int_equal(t.rc, 0);
+    assert_true(t.l.held == 0 || t.l.epoch > now.epoch);
+    lockcore_client *all[] = {b, c};
+    run_until(all, 2, &sb.done, 5000);
+    assert_true(sb.done);
+    assert_int_equal(sb.rc, 0);
+    assert_false(sc.done);
+    assert_int_equal(lockcore_release(b, &sb.lock), 0);
+    run_until(all, 2, &sc.done, 5000);
+    assert_int_equal(sc.rc, 0);
+    assert_int_equal(lockcore_release(c, &sc.lock), 0);
+    lockcore_client_free(a);
+    lockcore_client_free(b);
+    lockcore_client_free(c);
+    lockcore_client_free(o);
+}
+
+/* A repair of the fence (a leader's clock ran hours fast, and pushed the
+ * fence and the election's epoch key with it) lowers the epoch key too:
+ * the next leader, with a token of today, is proclaimed again. */
+static void test_elect_repair_lowers_the_epoch_key(void **state)
+{
+    struct fixture *f = *state;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    unsigned long long far = ((unsigned long long)ts.tv_sec + 7200) * 1000000ULL;
+    for (int i = 0; i < 3; i++) {
+        redisReply *x = rh_command(f->rc, i, "SET {el:rep}:fence %llu", far);
+        freeReplyObject(x);
+        x = rh_command(f->rc, i, "SET {el:rep}:epoch %llu", far);
+        freeReplyObject(x);
+    }
+    lockcore_client *c = client(f, 5000);
+    struct lockcore_node_status st[3];
+    assert_int_equal(lockcore_fence_repair(c, "el:rep", 0, st, 3), 3);
+    for (int i = 0; i < 3; i++) {
+        char e[32];
+        rh_get(f->rc, i, "{el:rep}:epoch", e, sizeof(e));
+        assert_true(strtoull(e, NULL, 10) <= st[i].fence);
+    }
+    struct lockcore_lock lead;
+    assert_int_equal(lockcore_campaign(c, "el:rep", "after repair", NULL, &lead), 0);
+    assert_true(lead.token < far);
+    struct lockcore_leader l;
+    assert_int_equal(lockcore_leader(c, "el:rep", &l), 1);
+    assert_int_equal(l.epoch, lead.token);
+    assert_int_equal(lockcore_resign(c, &lead), 0);
+    lockcore_client_free(c);
+}
+
 static long long zcard(struct fixture *f, int node, const char *key)
 {
     redisReply *r = rh_command(f->rc, node, "ZCARD %s", key);
@@ -468,6 +622,9 @@ int main(void)
         cmocka_unit_test(test_elect_deposed_leader_changes_nothing),
         cmocka_unit_test(test_elect_leader_by_id_proclaims_and_resigns),
         cmocka_unit_test(test_elect_cancel_and_wait_bound),
+        cmocka_unit_test(test_elect_late_lock_step_revives_no_leader),
+        cmocka_unit_test(test_elect_plain_release_keeps_the_line),
+        cmocka_unit_test(test_elect_repair_lowers_the_epoch_key),
         cmocka_unit_test(test_elect_refuses_bad_arguments),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

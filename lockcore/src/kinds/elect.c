@@ -45,12 +45,14 @@ static int is_leader_channel(const char *chan, size_t len)
     return len > 9 && chan[0] == '{' && memcmp(chan + len - 8, "}:leader", 8) == 0;
 }
 
-/* A proclamation (an extension with op->say) and a resignation (a release
- * with op->say) send the election's scripts; everything else of a leader's
- * lock is a plain lock's. */
+/* Every extension of a leader's lock (a proclamation: op->say set; else a
+ * keep-alive) and every release (a resignation, whichever call made it:
+ * observers are told, the next candidate keeps its place) send the
+ * election's scripts; everything else of a leader's lock is a plain
+ * lock's. */
 static int leader_resend(struct op *op, unsigned i, enum step step, int use_eval, uint64_t now)
 {
-    if (op->say == NULL || (step != STEP_EXTEND && step != STEP_RELEASE))
+    if (step != STEP_EXTEND && step != STEP_RELEASE)
         return 1;
     char chan[CHAN_MAX];
     leader_channel(op->key, chan);
@@ -65,6 +67,9 @@ static int leader_resend(struct op *op, unsigned i, enum step step, int use_eval
         K(op->fhash, op->fhash_len);
         K(op->fkey, op->fkey_len);
         K(op->ikey, op->ikey_len);
+        char ekey[KEY_MAX + 16];
+        lockcore__kinds_tagged(ekey, op->key, ":epoch");
+        K(ekey, strlen(ekey));
         A(op->lock.id);
         A(num.ttl);
         A(num.fexp);
@@ -74,8 +79,8 @@ static int leader_resend(struct op *op, unsigned i, enum step step, int use_eval
         char epoch[24];
         lockcore__u64s(epoch, sizeof(epoch), op->lock.token);
         A(epoch);
-        A(op->say);
-        A(chan);
+        A(op->say != NULL ? op->say : "");
+        A(op->say != NULL ? chan : ""); /* '': a keep-alive */
         return lockcore__kinds_send(op, i, step, KS_LEADER_PROCLAIM, lockcore__lua_leader_proclaim, use_eval,
                                     &k, now);
     }
@@ -372,9 +377,6 @@ static struct op *say_start(lockcore_client *c, enum op_kind kind, const struct 
         return NULL;
     }
     op->say = s->value;
-    /* A resignation names the next candidate and keeps its place. */
-    if (kind == OP_RELEASE)
-        op->wait_mode = LOCKCORE_WAIT_FAIR;
     lockcore__op_start(op, lockcore_now_ms());
     return op;
 }
