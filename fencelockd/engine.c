@@ -359,9 +359,22 @@ static void on_leader(lockcore_client *c, int rc, const struct lockcore_leader *
     struct job *j = arg;
     struct loop *e = j->e;
     int orphan = j->conn == NULL; /* answered already: hung up, or the server stops */
-    if (!orphan && !j->second && rc == 0 && j->op.has_after && !fld_api_leader_changed(&j->op, l)) {
+    /* News for the caller: a reading that differs from what it has, and
+     * not an older leader than the one it has (a reading of keys that a
+     * late lock step left on a majority; docs/election.md): the caller's
+     * epochs never go back. */
+    int older = rc == 0 && l->held && j->op.after_epoch != 0 && l->epoch < j->op.after_epoch;
+    int news = rc == 0 && !older && fld_api_leader_changed(&j->op, l);
+    if (!orphan && rc == 0 && j->op.has_after && !news) {
         uint64_t spent = now_ms() - j->t0_ms;
         j->leader = *l;
+        if (older) { /* wait for a change of what the caller has */
+            memset(&j->leader, 0, sizeof(j->leader));
+            j->leader.held = 1;
+            j->leader.epoch = j->op.after_epoch;
+            if (j->op.has_after_value)
+                snprintf(j->leader.value, sizeof(j->leader.value), "%s", j->op.after_value);
+        }
         if (spent < j->op.wait_ms) {
             j->second = 1;
             if (lockcore_observe_async(e->c, j->op.resource, &j->leader, j->op.wait_ms - spent, on_leader,
@@ -372,8 +385,7 @@ static void on_leader(lockcore_client *c, int rc, const struct lockcore_leader *
     }
     unwatch(e, j);
     fld_metrics_timed(FLD_T_LEADER, rc == 0 || rc == -ETIMEDOUT, secs_since(j->t0_ms));
-    /* The second reading differs from the first: a new leader, value, or none. */
-    int changed = rc == 0 && (j->second || fld_api_leader_changed(&j->op, l));
+    int changed = news;
     struct fencehttp_response r = {0};
     fld_api_leader(&j->op, rc, l, changed, atomic_load(&e->eng->owners), &r);
     answer(j, &r);

@@ -277,6 +277,65 @@ static void elections_deposed_leader_write_refused(void **state)
     tk_sg_free(sg);
 }
 
+static void node_set(struct fld_fx *f, int node, const char *key, const char *value)
+{
+    redisReply *x = rh_command(f->rc, node, "SET %s %s PX 30000", key, value);
+    assert_non_null(x);
+    assert_int_equal(x->type, REDIS_REPLY_STATUS);
+    freeReplyObject(x);
+}
+
+/* An observer that has a leader's epoch is never answered with an older
+ * one: here a majority shows a leader that resigned before (its
+ * resignation missed node 0, a late lock step and proclamation reached
+ * node 2: the state a node of an older version could be left in; the
+ * nodes' own refusal is tested in tests/lockcore/test_elect.c), and the
+ * long poll after the newer epoch waits instead of going back. */
+static void elections_observer_never_told_an_older_epoch(void **state)
+{
+    struct fld_fx *f = *state;
+    struct fld *d = &f->d;
+    struct lead a, b;
+    campaign(d, "ghost", "{\"value\":\"a\",\"ttl_ms\":30000}", &a);
+    char key[256] = "", hkey[300], info[128];
+    redisReply *x = rh_command(f->rc, 0, "KEYS *ghost");
+    assert_non_null(x);
+    for (size_t i = 0; i < x->elements; i++)
+        if (x->element[i]->str[0] != '{')
+            snprintf(key, sizeof(key), "%s", x->element[i]->str);
+    freeReplyObject(x);
+    assert_true(key[0] != '\0');
+    snprintf(hkey, sizeof(hkey), "{%s}:holder", key);
+    rh_get(f->rc, 0, hkey, info, sizeof(info));
+    assert_true(info[0] != '\0');
+    struct hc_response r = {0};
+    fld_call(d, "DELETE", a.resign, NULL, NULL, &r);
+    assert_int_equal(r.status, 200);
+    hc_response_clear(&r);
+    node_set(f, 0, key, a.id);
+    node_set(f, 0, hkey, info);
+    campaign(d, "ghost", "{\"value\":\"b\",\"ttl_ms\":30000}", &b);
+    assert_true(b.epoch > a.epoch);
+    fld_call(d, "DELETE", b.resign, NULL, NULL, &r);
+    assert_int_equal(r.status, 200);
+    hc_response_clear(&r);
+    node_set(f, 2, key, a.id);
+    node_set(f, 2, hkey, info);
+    char path[256];
+    snprintf(path, sizeof(path), "/v1/elections/ghost?after=%llu&value=b&wait_ms=400", b.epoch);
+    fld_call(d, "GET", path, NULL, NULL, &r);
+    assert_int_equal(r.status, 200);
+    assert_true(json_is_false(json_object_get(r.json, "changed")));
+    assert_int_equal((unsigned long long)fld_int(&r, "epoch"), b.epoch);
+    hc_response_clear(&r);
+    /* Without a value: the same. */
+    snprintf(path, sizeof(path), "/v1/elections/ghost?after=%llu&wait_ms=400", b.epoch);
+    fld_call(d, "GET", path, NULL, NULL, &r);
+    assert_int_equal(r.status, 200);
+    assert_true(json_is_false(json_object_get(r.json, "changed")));
+    hc_response_clear(&r);
+}
+
 /* A candidate that hangs up while it waits leaves the line: the next one
  * is elected at the resignation. */
 static void elections_candidate_hangs_up(void **state)
@@ -419,6 +478,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(elections_deposed_leader_write_refused, fld_fx_setup_started,
                                         fld_fx_teardown),
         cmocka_unit_test_setup_teardown(elections_candidate_hangs_up, fld_fx_setup_started, fld_fx_teardown),
+        cmocka_unit_test_setup_teardown(elections_observer_never_told_an_older_epoch, fld_fx_setup_started,
+                                        fld_fx_teardown),
         cmocka_unit_test_setup_teardown(elections_bad_requests, fld_fx_setup_started, fld_fx_teardown),
         cmocka_unit_test_setup_teardown(elections_belong_to_their_client, fld_fx_setup, fld_fx_teardown),
     };
