@@ -45,6 +45,7 @@ struct config {
     int redis_functions;
     long long ttl_ms, max_ttl_ms, max_wait_ms, request_timeout_ms;
     long long max_connections, max_clients;
+    int check; /* --check-config */
 };
 
 static void usage(FILE *f)
@@ -86,13 +87,19 @@ static void usage(FILE *f)
                "  --max-connections N most HTTP connections at once (default 20000)\n"
                "  --max-clients N     no longer used (one lockcore client serves every TTL and wait)\n"
                "  --log-level LEVEL   error, warn, info (default: every lock operation) or debug\n"
+               "  --config FILE       read options from FILE first, one `key = value` per line (keys\n"
+               "                      as the options without --; the command line overrides them)\n"
+               "  --check-config      check the options, the files they name and the TLS pair, say\n"
+               "                      OK (exit 0) or the first error and its line, and exit\n"
                "  --help              show this help\n"
                "  --version           show the version\n"
                "\n"
                "SIGINT or SIGTERM stops accepting connections, answers waiting requests 503, lets\n"
                "the other requests in progress end and exits. The server never extends a lock\n"
-               "on a client's behalf. SIGHUP reads --auth-file again (a file that does not load\n"
-               "is refused, the old one kept).\n");
+               "on a client's behalf. SIGHUP reads the configuration again (--config and the\n"
+               "command line) and applies --auth-file, --tls-cert/--tls-key and --log-level\n"
+               "without dropping connections or waiters; what does not load is refused with a\n"
+               "log line and the one in use kept; other options take effect on restart.\n");
 }
 
 /* An environment variable that is 0, 1 or unset: 1 sets *on (an option
@@ -107,15 +114,16 @@ static int env_flag(const char *name, int *on)
     return 0;
 }
 
+/* The configuration file's line being parsed ("path:N"), for messages. */
+static const char *where;
+
 static int bad(const char *what)
 {
-    fprintf(stderr, "fencelockd: %s\n", what);
+    fprintf(stderr, "fencelockd: %s%s%s\n", where ? where : "", where ? ": " : "", what);
     return 2;
 }
 
-static int parse_args(int argc, char **argv, struct config *c)
-{
-    static const struct option opts[] = {
+static const struct option opts[] = {
         {"nodes", required_argument, NULL, 'n'},
         {"listen", required_argument, NULL, 'l'},
         {"port-file", required_argument, NULL, 'p'},
@@ -139,10 +147,17 @@ static int parse_args(int argc, char **argv, struct config *c)
         {"max-connections", required_argument, NULL, 'x'},
         {"max-clients", required_argument, NULL, 'X'},
         {"log-level", required_argument, NULL, 'L'},
+        {"config", required_argument, NULL, 'f'},
+        {"check-config", no_argument, NULL, 'Q'},
         {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, 'V'},
         {NULL, 0, NULL, 0},
-    };
+};
+
+/* One run of getopt over argv into c: 2 on a bad option, 0 after --help
+ * or --version, -1 to go on. */
+static int parse_opts(int argc, char **argv, struct config *c)
+{
     long long n;
     int ch;
     while ((ch = getopt_long(argc, argv, "", opts, NULL)) != -1) {
@@ -227,6 +242,11 @@ static int parse_args(int argc, char **argv, struct config *c)
             if (fencehttp_log_parse_level(optarg, &c->level) != 0)
                 return bad("--log-level must be error, warn, info or debug");
             break;
+        case 'f': /* read before, by fencehttp_conf_path */
+            break;
+        case 'Q':
+            c->check = 1;
+            break;
         case 'h':
             usage(stdout);
             return 0;
@@ -242,6 +262,26 @@ static int parse_args(int argc, char **argv, struct config *c)
         fprintf(stderr, "fencelockd: unexpected argument '%s'\n", argv[optind]);
         return 2;
     }
+    return -1;
+}
+
+/* The configuration file's options (conf, may be NULL), then the command
+ * line's, into c; then what they must say together. */
+static int parse_args(int argc, char **argv, const struct fencehttp_conf *conf, struct config *c)
+{
+    int rc;
+    for (size_t i = 0; conf != NULL && i < conf->n; i++) {
+        char *item[] = {argv[0], conf->items[i].arg, NULL};
+        where = conf->items[i].where;
+        optind = 0; /* getopt starts again */
+        rc = parse_opts(2, item, c);
+        where = NULL;
+        if (rc >= 0)
+            return rc;
+    }
+    optind = 0;
+    if ((rc = parse_opts(argc, argv, c)) >= 0)
+        return rc;
     if ((c->tls_cert == NULL) != (c->tls_key == NULL))
         return bad("--tls-cert and --tls-key go together");
     if (c->nodes == NULL)
@@ -258,6 +298,34 @@ static int parse_args(int argc, char **argv, struct config *c)
     if (env_flag("FENCELOCK_REDIS_FUNCTIONS", &c->redis_functions) < 0)
         return bad("FENCELOCK_REDIS_FUNCTIONS must be 0 or 1");
     return -1; /* go on */
+}
+
+static const struct config defaults = {
+    .listen = "127.0.0.1:7600",
+    .threads = 2,
+    .loops = 0, /* the number of cores */
+    .level = FENCEHTTP_LOG_INFO,
+    .ttl_ms = 10000,
+    .max_ttl_ms = 3600 * 1000,
+    .max_wait_ms = 60000,
+    .request_timeout_ms = 50,
+    .max_connections = 20000,
+    .max_clients = 64,
+};
+
+/* Read --config (if argv names one) and parse it and argv into *c, from
+ * the defaults; *conf holds the strings c points to. As parse_args. */
+static int load_config(int argc, char **argv, struct config *c, struct fencehttp_conf **conf)
+{
+    const char *path = NULL;
+    char err[768];
+    *c = defaults;
+    *conf = NULL;
+    if (fencehttp_conf_path(argc, argv, &path) != 0)
+        return bad("--config wants a file");
+    if (path != NULL && fencehttp_conf_read(path, opts, conf, err, sizeof(err)) != 0)
+        return bad(err);
+    return parse_args(argc, argv, *conf, c);
 }
 
 /* The first line of a password file, without its newline. */
@@ -334,20 +402,16 @@ static void raise_fd_limit(long long want)
                       (unsigned long long)rl.rlim_cur, want);
 }
 
-/* SIGHUP: read the auth file again, and serve its clients from now on;
- * a file that does not load (or names two clients of one owner tag) is
- * refused with a log line, and the clients in use stay. Requests under
- * way, waiters included, go on. Returns the new owners table (the caller
- * keeps it until the engine is freed), or NULL. */
-static struct fld_owners *reload(const char *auth_file, fencehttp *http, fld_engine *engine)
+/* SIGHUP: the auth file again; a file that does not load (or names two
+ * clients of one owner tag) is refused with a log line, and the clients in
+ * use stay. Returns the new owners table (the caller keeps it until the
+ * engine is freed), or NULL. */
+static struct fld_owners *reload_auth(const char *auth_file, fencehttp *http, fld_engine *engine)
 {
-    fencehttp_notify("RELOADING=1");
     struct fld_owners *o = NULL;
     fencehttp_auth *a = NULL;
     char err[512];
-    if (auth_file == NULL) {
-        fencehttp_log(FENCEHTTP_LOG_INFO, "SIGHUP: no --auth-file, nothing to reload");
-    } else if (fencehttp_load_secrets(auth_file, &a, NULL, NULL, NULL, NULL) != 0) {
+    if (fencehttp_load_secrets(auth_file, &a, NULL, NULL, NULL, NULL) != 0) {
         fencehttp_log(FENCEHTTP_LOG_ERROR, "SIGHUP: auth file %s refused; the clients in use stay",
                       auth_file);
     } else if (fld_owners_new(a, &o, err, sizeof(err)) != 0) {
@@ -364,6 +428,73 @@ static struct fld_owners *reload(const char *auth_file, fencehttp *http, fld_eng
                           fencehttp_auth_count(a));
         }
     }
+    return o;
+}
+
+static int same(const char *a, const char *b)
+{
+    return a == b || (a != NULL && b != NULL && strcmp(a, b) == 0);
+}
+
+/* Say which options a reload changed but cannot apply while serving. */
+static void restart_note(const struct config *run, const struct config *c)
+{
+    char list[512] = "";
+    size_t len = 0;
+#define CHANGED(cond, name)                                                                                  \
+    if ((cond) && len < sizeof(list))                                                                       \
+    len += (size_t)snprintf(list + len, sizeof(list) - len, "%s--%s", len ? ", " : "", name)
+    CHANGED(!same(run->nodes, c->nodes), "nodes");
+    CHANGED(!same(run->listen, c->listen), "listen");
+    CHANGED(!same(run->port_file, c->port_file), "port-file");
+    CHANGED(run->threads != c->threads, "threads");
+    CHANGED(c->loops != 0 && run->loops != c->loops, "loops");
+    CHANGED(run->ttl_ms != c->ttl_ms, "ttl");
+    CHANGED(run->max_ttl_ms != c->max_ttl_ms, "max-ttl");
+    CHANGED(run->max_wait_ms != c->max_wait_ms, "max-wait");
+    CHANGED(run->request_timeout_ms != c->request_timeout_ms, "timeout");
+    CHANGED(!same(run->key_prefix, c->key_prefix), "key-prefix");
+    CHANGED(run->fence_transition != c->fence_transition, "fence-transition");
+    CHANGED(run->redis_functions != c->redis_functions, "redis-functions");
+    CHANGED(!same(run->password_file, c->password_file), "password-file");
+    CHANGED(!same(run->cacert, c->cacert), "cacert");
+    CHANGED(!same(run->cert, c->cert), "cert");
+    CHANGED(!same(run->key, c->key), "key");
+    CHANGED(!same(run->tls_server_name, c->tls_server_name), "tls-server-name");
+    CHANGED(run->max_connections != c->max_connections, "max-connections");
+    CHANGED((run->auth_file == NULL) != (c->auth_file == NULL), "auth-file (given or taken away)");
+    CHANGED((run->tls_cert == NULL) != (c->tls_cert == NULL), "tls-cert (given or taken away)");
+#undef CHANGED
+    if (len > 0)
+        fencehttp_log(FENCEHTTP_LOG_WARN, "SIGHUP: changed, taking effect on restart: %s", list);
+}
+
+/* SIGHUP: read the configuration again (--config and the command line, as
+ * at start) and apply, without dropping connections or waiters, the log
+ * level, the auth file and the TLS certificate and key: each that does not
+ * load is refused with a log line and the one in use stays; a
+ * configuration that does not parse changes nothing. The rest waits for a
+ * restart (restart_note). Returns the new owners table (the caller keeps
+ * it until the engine is freed), or NULL. */
+static struct fld_owners *reload(int argc, char **argv, const struct config *run, fencehttp *http,
+                                 fld_engine *engine)
+{
+    fencehttp_notify("RELOADING=1");
+    struct config c;
+    struct fencehttp_conf *conf = NULL;
+    struct fld_owners *o = NULL;
+    if (load_config(argc, argv, &c, &conf) >= 0 || c.check) {
+        fencehttp_log(FENCEHTTP_LOG_ERROR, "SIGHUP: the configuration is refused (see above); nothing changes");
+        goto done;
+    }
+    fencehttp_log_set_level(c.level); /* lines logged from now on, in every thread */
+    if (run->auth_file != NULL && c.auth_file != NULL)
+        o = reload_auth(c.auth_file, http, engine);
+    if (run->tls_cert != NULL && c.tls_cert != NULL)
+        fencehttp_reload_tls(http, c.tls_cert, c.tls_key);
+    restart_note(run, &c);
+done:
+    fencehttp_conf_free(conf);
     fencehttp_notify("READY=1");
     return o;
 }
@@ -416,21 +547,13 @@ static int ready_at_majority(const struct lockcore_options *lo, unsigned majorit
 
 int main(int argc, char **argv)
 {
-    struct config c = {
-        .listen = "127.0.0.1:7600",
-        .threads = 2,
-        .loops = 0, /* the number of cores */
-        .level = FENCEHTTP_LOG_INFO,
-        .ttl_ms = 10000,
-        .max_ttl_ms = 3600 * 1000,
-        .max_wait_ms = 60000,
-        .request_timeout_ms = 50,
-        .max_connections = 20000,
-        .max_clients = 64,
-    };
-    int rc = parse_args(argc, argv, &c);
-    if (rc >= 0)
+    struct config c;
+    struct fencehttp_conf *conf = NULL;
+    int rc = load_config(argc, argv, &c, &conf);
+    if (rc >= 0) {
+        fencehttp_conf_free(conf);
         return rc;
+    }
     fencehttp_log_set_program("fencelockd");
     fencehttp_log_set_level(c.level);
 
@@ -438,6 +561,7 @@ int main(int argc, char **argv)
     socklen_t ss_len = 0;
     if (fencehttp_resolve(c.listen, &ss, &ss_len) != 0) {
         fprintf(stderr, "fencelockd: bad --listen '%s' (want HOST:PORT)\n", c.listen);
+        fencehttp_conf_free(conf);
         return 2;
     }
     /* SIGINT/SIGTERM are handled in this thread only: blocked before any
@@ -453,7 +577,7 @@ int main(int argc, char **argv)
     pthread_sigmask(SIG_BLOCK, &wait_set, NULL);
     signal(SIGPIPE, SIG_IGN);
     umask(077);
-    if (c.port_file)
+    if (c.port_file && !c.check)
         unlink(c.port_file); /* never leave a previous run's port for a reader */
     raise_fd_limit(c.max_connections);
 
@@ -475,6 +599,15 @@ int main(int argc, char **argv)
     if (c.password_file != NULL && read_password(c.password_file, pw, sizeof(pw)) != 0)
         goto out;
     const char *password = pw[0] ? pw : getenv("FENCELOCK_PASSWORD");
+    if (c.check) { /* the nodes are not asked: they may be down while a configuration is checked */
+        if (tls_cert != NULL && fencehttp_tls_check(tls_cert, tls_key, err, sizeof(err)) != 0) {
+            fencehttp_log(FENCEHTTP_LOG_ERROR, "--tls-cert %s, --tls-key %s: %s", c.tls_cert, c.tls_key, err);
+            goto out;
+        }
+        printf("fencelockd: the configuration is OK\n");
+        status = 0;
+        goto out;
+    }
     /* The nodes, split at commas. */
     size_t n_nodes = 0, cap = 1;
     nodes_buf = strdup(c.nodes);
@@ -548,7 +681,7 @@ int main(int argc, char **argv)
         snprintf(st, sizeof(st), "READY=1\nSTATUS=listening on port %u, a majority of nodes answers", port);
         fencehttp_notify(st);
         while (fencehttp_wait_signal(&wait_set, &sig) == 0 && sig == SIGHUP) {
-            struct fld_owners *o = reload(c.auth_file, http, srv.engine);
+            struct fld_owners *o = reload(argc, argv, &c, http, srv.engine);
             if (o != NULL) {
                 struct fld_owners **v = realloc(kept, (n_kept + 1) * sizeof(*v));
                 if (v == NULL) /* cannot happen in practice; o stays in use */
@@ -578,9 +711,10 @@ out:
     memset(pw, 0, sizeof(pw));
     free(nodes);
     free(nodes_buf);
-    if (status == 0 && c.port_file)
+    if (status == 0 && c.port_file && !c.check)
         unlink(c.port_file);
-    if (status == 0)
+    if (status == 0 && !c.check)
         fencehttp_log(FENCEHTTP_LOG_INFO, "stopped");
+    fencehttp_conf_free(conf);
     return status;
 }

@@ -6,7 +6,7 @@ set -euo pipefail
 pkgs=(
   build-essential meson ninja-build pkg-config clang-format
   redis-server redis-tools
-  libhiredis-dev libssl-dev openssl libsqlite3-dev libjansson-dev libcmocka-dev libmicrohttpd-dev
+  libhiredis-dev libssl-dev openssl libsqlite3-dev libjansson-dev libcmocka-dev libmicrohttpd-dev libgnutls28-dev
   postgresql-15 libpq-dev
   faketime libfaketime iproute2 curl valgrind lua5.1
   clang libclang-rt-14-dev

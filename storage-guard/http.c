@@ -163,6 +163,11 @@ int sg_http_set_auth(sg_http *h, fencehttp_auth *auth)
     return h == NULL ? -EINVAL : fencehttp_set_auth(h->srv, auth);
 }
 
+int sg_http_reload_tls(sg_http *h, const char *cert_file, const char *key_file)
+{
+    return h == NULL ? -1 : fencehttp_reload_tls(h->srv, cert_file, key_file);
+}
+
 void sg_http_stop(sg_http *h)
 {
     if (h == NULL)

@@ -52,6 +52,10 @@ int sg_http_drain(sg_http *h, int timeout_ms);
  * takes auth on success). */
 int sg_http_set_auth(sg_http *h, fencehttp_auth *auth);
 
+/* Serve new connections with the certificate and key in these files
+ * (fencehttp_reload_tls: logs either way). Returns 0 or -1. */
+int sg_http_reload_tls(sg_http *h, const char *cert_file, const char *key_file);
+
 void sg_http_stop(sg_http *h);
 
 #endif

@@ -39,6 +39,7 @@ struct config {
     long long max_ahead_ms;
     const char *tls_cert, *tls_key;
     int install;
+    int check; /* --check-config */
 };
 
 static void usage(FILE *f)
@@ -72,16 +73,30 @@ static void usage(FILE *f)
             "                      a member of storage_guard_runner without CREATE), then exit\n"
             "  --unfenced          accept every write, token or not, and never refuse one: the store\n"
             "                      as it is without fencing, to compare against (never in production)\n"
+            "  --config FILE       read options from FILE first, one `key = value` per line (keys\n"
+            "                      as the options without --; the command line overrides them)\n"
+            "  --check-config      check the options, the files they name and the TLS pair, say\n"
+            "                      OK (exit 0) or the first error and its line, and exit\n"
             "  --help              show this help\n"
             "  --version           show the version\n"
             "\n"
             "SIGINT or SIGTERM stops accepting connections, answers the requests in progress and exits.\n"
-            "SIGHUP reads --auth-file again (a file that does not load is refused, the old one kept).\n");
+            "SIGHUP reads the configuration again (--config and the command line) and applies\n"
+            "--auth-file, --tls-cert/--tls-key and --log-level without dropping connections; what\n"
+            "does not load is refused with a log line and the one in use kept; other options take\n"
+            "effect on restart.\n");
 }
 
-static int parse_args(int argc, char **argv, struct config *c)
+/* The configuration file's line being parsed ("path:N"), for messages. */
+static const char *where;
+
+static int bad(const char *what)
 {
-    static const struct option opts[] = {
+    fprintf(stderr, "storage-guard: %s%s%s\n", where ? where : "", where ? ": " : "", what);
+    return 2;
+}
+
+static const struct option opts[] = {
         {"db", required_argument, NULL, 'd'},
         {"listen", required_argument, NULL, 'l'},
         {"port-file", required_argument, NULL, 'p'},
@@ -97,8 +112,15 @@ static int parse_args(int argc, char **argv, struct config *c)
         {"tls-cert", required_argument, NULL, 'c'},
         {"tls-key", required_argument, NULL, 'k'},
         {"install", no_argument, NULL, 'I'},
+        {"config", required_argument, NULL, 'f'},
+        {"check-config", no_argument, NULL, 'Q'},
         {NULL, 0, NULL, 0},
-    };
+};
+
+/* One run of getopt over argv into c: 2 on a bad option, 0 after --help
+ * or --version, -1 to go on. */
+static int parse_opts(int argc, char **argv, struct config *c)
+{
     long long n;
     int ch;
     while ((ch = getopt_long(argc, argv, "", opts, NULL)) != -1) {
@@ -113,24 +135,18 @@ static int parse_args(int argc, char **argv, struct config *c)
             c->port_file = optarg;
             break;
         case 't':
-            if (fencehttp_parse_num(optarg, 1, 256, &n) != 0) {
-                fprintf(stderr, "storage-guard: --threads must be 1..256\n");
-                return 2;
-            }
+            if (fencehttp_parse_num(optarg, 1, 256, &n) != 0)
+                return bad("--threads must be 1..256");
             c->threads = (int)n;
             break;
         case 'm':
-            if (fencehttp_parse_num(optarg, 1, (long long)1 << 30, &n) != 0) {
-                fprintf(stderr, "storage-guard: --max-body must be 1..%lld bytes\n", (long long)1 << 30);
-                return 2;
-            }
+            if (fencehttp_parse_num(optarg, 1, (long long)1 << 30, &n) != 0)
+                return bad("--max-body must be 1..1073741824 bytes");
             c->max_body = (size_t)n;
             break;
         case 'L':
-            if (fencehttp_log_parse_level(optarg, &c->level) != 0) {
-                fprintf(stderr, "storage-guard: --log-level must be error, warn, info or debug\n");
-                return 2;
-            }
+            if (fencehttp_log_parse_level(optarg, &c->level) != 0)
+                return bad("--log-level must be error, warn, info or debug");
             break;
         case 'U':
             c->unfenced = 1;
@@ -148,23 +164,23 @@ static int parse_args(int argc, char **argv, struct config *c)
             c->tls_key = optarg;
             break;
         case 'A':
-            if (fencehttp_parse_duration_ms(optarg, &c->max_ahead_ms) != 0) {
-                fprintf(stderr,
-                        "storage-guard: --max-token-ahead wants a duration such as 90s, 10m, 1h, 2d or 0\n");
-                return 2;
-            }
+            if (fencehttp_parse_duration_ms(optarg, &c->max_ahead_ms) != 0)
+                return bad("--max-token-ahead wants a duration such as 90s, 10m, 1h, 2d or 0");
             break;
         case 'u': {
             char *end = NULL;
             errno = 0;
             long v = strtol(optarg, &end, 8);
-            if (errno != 0 || end == optarg || *end != '\0' || v < 0 || v > 0777) {
-                fprintf(stderr, "storage-guard: --umask must be an octal mode mask 0..0777\n");
-                return 2;
-            }
+            if (errno != 0 || end == optarg || *end != '\0' || v < 0 || v > 0777)
+                return bad("--umask must be an octal mode mask 0..0777");
             c->umask = (mode_t)v;
             break;
         }
+        case 'f': /* read before, by fencehttp_conf_path */
+            break;
+        case 'Q':
+            c->check = 1;
+            break;
         case 'h':
             usage(stdout);
             return 0;
@@ -180,6 +196,45 @@ static int parse_args(int argc, char **argv, struct config *c)
         fprintf(stderr, "storage-guard: unexpected argument '%s'\n", argv[optind]);
         return 2;
     }
+    return -1;
+}
+
+static const struct config defaults = {
+    .listen = "127.0.0.1:8080",
+    .threads = 4,
+    .max_body = 1024 * 1024,
+    .level = FENCEHTTP_LOG_INFO,
+    .umask = 077,
+    .max_ahead_ms = 3600 * 1000,
+};
+
+/* Read --config (if argv names one), then parse its options and argv's
+ * into *c from the defaults (the command line last, so that it overrides
+ * the file); *conf holds the strings c points to. 2 on an error, 0 after
+ * --help or --version, -1 to go on. */
+static int load_config(int argc, char **argv, struct config *c, struct fencehttp_conf **conf)
+{
+    const char *path = NULL;
+    char err[768];
+    int rc;
+    *c = defaults;
+    *conf = NULL;
+    if (fencehttp_conf_path(argc, argv, &path) != 0)
+        return bad("--config wants a file");
+    if (path != NULL && fencehttp_conf_read(path, opts, conf, err, sizeof(err)) != 0)
+        return bad(err);
+    for (size_t i = 0; *conf != NULL && i < (*conf)->n; i++) {
+        char *item[] = {argv[0], (*conf)->items[i].arg, NULL};
+        where = (*conf)->items[i].where;
+        optind = 0; /* getopt starts again */
+        rc = parse_opts(2, item, c);
+        where = NULL;
+        if (rc >= 0)
+            return rc;
+    }
+    optind = 0;
+    if ((rc = parse_opts(argc, argv, c)) >= 0)
+        return rc;
     if ((c->tls_cert == NULL) != (c->tls_key == NULL)) {
         fprintf(stderr, "storage-guard: --tls-cert and --tls-key go together\n");
         return 2;
@@ -227,16 +282,13 @@ static void db_name_for_log(const char *db, char *out, size_t cap)
     }
 }
 
-/* SIGHUP: read the auth file again and serve its clients from now on; a
- * file that does not load, or says fencelockd's rules, is refused with a
- * log line and the clients in use stay. Requests under way go on. */
-static void reload(const char *auth_file, sg_http *http)
+/* SIGHUP: the auth file again; a file that does not load, or says
+ * fencelockd's rules, is refused with a log line and the clients in use
+ * stay. */
+static void reload_auth(const char *auth_file, sg_http *http)
 {
-    fencehttp_notify("RELOADING=1");
     fencehttp_auth *a = NULL;
-    if (auth_file == NULL) {
-        fencehttp_log(FENCEHTTP_LOG_INFO, "SIGHUP: no --auth-file, nothing to reload");
-    } else if (fencehttp_load_secrets(auth_file, &a, NULL, NULL, NULL, NULL) != 0) {
+    if (fencehttp_load_secrets(auth_file, &a, NULL, NULL, NULL, NULL) != 0) {
         fencehttp_log(FENCEHTTP_LOG_ERROR, "SIGHUP: auth file %s refused; the clients in use stay",
                       auth_file);
     } else if (fencehttp_auth_rules(a) != 0 || sg_http_set_auth(http, a) != 0) {
@@ -250,6 +302,57 @@ static void reload(const char *auth_file, sg_http *http)
         fencehttp_log(FENCEHTTP_LOG_INFO, "SIGHUP: auth file %s reloaded, %zu clients", auth_file,
                       fencehttp_auth_count(a));
     }
+}
+
+static int same(const char *a, const char *b)
+{
+    return a == b || (a != NULL && b != NULL && strcmp(a, b) == 0);
+}
+
+/* Say which options a reload changed but cannot apply while serving. */
+static void restart_note(const struct config *run, const struct config *c)
+{
+    char list[512] = "";
+    size_t len = 0;
+#define CHANGED(cond, name)                                                                                  \
+    if ((cond) && len < sizeof(list))                                                                       \
+    len += (size_t)snprintf(list + len, sizeof(list) - len, "%s--%s", len ? ", " : "", name)
+    CHANGED(!same(run->db, c->db), "db");
+    CHANGED(!same(run->listen, c->listen), "listen");
+    CHANGED(!same(run->port_file, c->port_file), "port-file");
+    CHANGED(run->threads != c->threads, "threads");
+    CHANGED(run->max_body != c->max_body, "max-body");
+    CHANGED(run->unfenced != c->unfenced, "unfenced");
+    CHANGED(run->umask != c->umask, "umask");
+    CHANGED(run->max_ahead_ms != c->max_ahead_ms, "max-token-ahead");
+    CHANGED((run->auth_file == NULL) != (c->auth_file == NULL), "auth-file (given or taken away)");
+    CHANGED((run->tls_cert == NULL) != (c->tls_cert == NULL), "tls-cert (given or taken away)");
+#undef CHANGED
+    if (len > 0)
+        fencehttp_log(FENCEHTTP_LOG_WARN, "SIGHUP: changed, taking effect on restart: %s", list);
+}
+
+/* SIGHUP: read the configuration again (--config and the command line, as
+ * at start) and apply, without dropping connections, the log level, the
+ * auth file and the TLS certificate and key: each that does not load is
+ * refused with a log line and the one in use stays; a configuration that
+ * does not parse changes nothing. The rest waits for a restart. */
+static void reload(int argc, char **argv, const struct config *run, sg_http *http)
+{
+    fencehttp_notify("RELOADING=1");
+    struct config c;
+    struct fencehttp_conf *conf = NULL;
+    if (load_config(argc, argv, &c, &conf) >= 0 || c.check || c.install) {
+        fencehttp_log(FENCEHTTP_LOG_ERROR, "SIGHUP: the configuration is refused (see above); nothing changes");
+    } else {
+        fencehttp_log_set_level(c.level); /* lines logged from now on, in every thread */
+        if (run->auth_file != NULL && c.auth_file != NULL)
+            reload_auth(c.auth_file, http);
+        if (run->tls_cert != NULL && c.tls_cert != NULL)
+            sg_http_reload_tls(http, c.tls_cert, c.tls_key);
+        restart_note(run, &c);
+    }
+    fencehttp_conf_free(conf);
     fencehttp_notify("READY=1");
 }
 
@@ -273,17 +376,13 @@ static int install(const struct config *c)
 
 int main(int argc, char **argv)
 {
-    struct config c = {
-        .listen = "127.0.0.1:8080",
-        .threads = 4,
-        .max_body = 1024 * 1024,
-        .level = FENCEHTTP_LOG_INFO,
-        .umask = 077,
-        .max_ahead_ms = 3600 * 1000,
-    };
-    int rc = parse_args(argc, argv, &c);
-    if (rc >= 0)
+    struct config c;
+    struct fencehttp_conf *conf = NULL;
+    int rc = load_config(argc, argv, &c, &conf);
+    if (rc >= 0) {
+        fencehttp_conf_free(conf);
         return rc;
+    }
     fencehttp_log_set_program("storage-guard");
     fencehttp_log_set_level(c.level);
 
@@ -291,6 +390,7 @@ int main(int argc, char **argv)
     socklen_t ss_len = 0;
     if (fencehttp_resolve(c.listen, &ss, &ss_len) != 0) {
         fprintf(stderr, "storage-guard: bad --listen '%s' (want HOST:PORT)\n", c.listen);
+        fencehttp_conf_free(conf);
         return 2;
     }
 
@@ -309,11 +409,14 @@ int main(int argc, char **argv)
      * created 0600 unless --umask says otherwise. (SQLite gives -wal and -shm
      * the mode of an existing database file.) */
     umask(c.umask);
-    if (c.port_file)
+    if (c.port_file && !c.check)
         unlink(c.port_file); /* never leave a previous run's port for a reader */
 
-    if (c.install)
-        return install(&c);
+    if (c.install && !c.check) {
+        rc = install(&c);
+        fencehttp_conf_free(conf);
+        return rc;
+    }
 
     int status = 1;
     char *tls_cert = NULL, *tls_key = NULL;
@@ -330,6 +433,15 @@ int main(int argc, char **argv)
                       "auth file %s: read-only, resource= and prefix= are fencelockd's rules; storage-guard "
                       "takes TOKEN [NAME [admin]]",
                       c.auth_file);
+        goto out;
+    }
+    if (c.check) { /* the database is not opened: it may be down while a configuration is checked */
+        if (tls_cert != NULL && fencehttp_tls_check(tls_cert, tls_key, err, sizeof(err)) != 0) {
+            fencehttp_log(FENCEHTTP_LOG_ERROR, "--tls-cert %s, --tls-key %s: %s", c.tls_cert, c.tls_key, err);
+            goto out;
+        }
+        printf("storage-guard: the configuration is OK\n");
+        status = 0;
         goto out;
     }
     char db_name[512];
@@ -381,7 +493,7 @@ int main(int argc, char **argv)
     fencehttp_notify(st);
     int sig = 0;
     while (fencehttp_wait_signal(&stop_set, &sig) == 0 && sig == SIGHUP)
-        reload(c.auth_file, http);
+        reload(argc, argv, &c, http);
     fencehttp_notify("STOPPING=1");
     fencehttp_log(FENCEHTTP_LOG_INFO, "%s: stopping", sig == SIGINT ? "SIGINT" : "SIGTERM");
     /* Every answered write is already committed with a full sync; draining
@@ -395,9 +507,10 @@ out:
     sg_http_stop(http);
     sg_store_pool_close(pool);
     fencehttp_free_secrets(auth, tls_cert, tls_key);
-    if (status == 0 && c.port_file)
+    if (status == 0 && c.port_file && !c.check)
         unlink(c.port_file);
-    if (status == 0)
+    if (status == 0 && !c.check)
         fencehttp_log(FENCEHTTP_LOG_INFO, "stopped");
+    fencehttp_conf_free(conf);
     return status;
 }

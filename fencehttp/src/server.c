@@ -17,6 +17,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <gnutls/abstract.h>
+#include <gnutls/gnutls.h>
 #include <microhttpd.h>
 
 #include <fencehttp/fencehttp.h>
@@ -33,6 +35,19 @@ struct fencehttp {
     uint16_t port;
     int quiesced;
     atomic_int in_flight;
+    /* HTTPS: the chain and key new connections get (fencehttp_set_tls
+     * swaps it); the older ones stay, in tls->older, until fencehttp_stop:
+     * a session may use its own until it ends. */
+    _Atomic(struct tls_pair *) tls;
+};
+
+/* A certificate chain and its key, parsed for GnuTLS. */
+#define TLS_CHAIN_MAX 16
+struct tls_pair {
+    gnutls_pcert_st chain[TLS_CHAIN_MAX];
+    unsigned n;
+    gnutls_privkey_t key;
+    struct tls_pair *older;
 };
 
 struct fencehttp_conn {
@@ -709,6 +724,124 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
     atomic_fetch_sub(&h->in_flight, 1);
 }
 
+static void tls_pair_free(struct tls_pair *p)
+{
+    while (p != NULL) {
+        struct tls_pair *older = p->older;
+        for (unsigned i = 0; i < p->n; i++)
+            gnutls_pcert_deinit(&p->chain[i]);
+        if (p->key != NULL)
+            gnutls_privkey_deinit(p->key);
+        free(p);
+        p = older;
+    }
+}
+
+/* Is key the private key of cert's public key? Compared by key id. */
+static int tls_key_matches(gnutls_pcert_st *cert, gnutls_privkey_t key)
+{
+    gnutls_pubkey_t pub = NULL;
+    unsigned char a[64], b[64];
+    size_t al = sizeof(a), bl = sizeof(b);
+    int ok = gnutls_pubkey_init(&pub) == 0 && gnutls_pubkey_import_privkey(pub, key, 0, 0) == 0 &&
+             gnutls_pubkey_get_key_id(pub, GNUTLS_KEYID_USE_SHA256, a, &al) == 0 &&
+             gnutls_pubkey_get_key_id(cert->pubkey, GNUTLS_KEYID_USE_SHA256, b, &bl) == 0 && al == bl &&
+             memcmp(a, b, al) == 0;
+    if (pub != NULL)
+        gnutls_pubkey_deinit(pub);
+    return ok;
+}
+
+static struct tls_pair *tls_pair_new(const char *cert_pem, const char *key_pem, char *errbuf, size_t errcap)
+{
+    struct tls_pair *p = calloc(1, sizeof(*p));
+    if (p == NULL) {
+        snprintf(errbuf, errcap, "out of memory");
+        return NULL;
+    }
+    gnutls_datum_t c = {(unsigned char *)cert_pem, (unsigned)strlen(cert_pem)};
+    gnutls_datum_t k = {(unsigned char *)key_pem, (unsigned)strlen(key_pem)};
+    p->n = TLS_CHAIN_MAX;
+    int rc = gnutls_pcert_list_import_x509_raw(p->chain, &p->n, &c, GNUTLS_X509_FMT_PEM, 0);
+    if (rc < 0 || p->n == 0) {
+        p->n = 0;
+        snprintf(errbuf, errcap, "TLS certificate: %s", rc < 0 ? gnutls_strerror(rc) : "no certificate");
+        tls_pair_free(p);
+        return NULL;
+    }
+    if ((rc = gnutls_privkey_init(&p->key)) < 0 ||
+        (rc = gnutls_privkey_import_x509_raw(p->key, &k, GNUTLS_X509_FMT_PEM, NULL, 0)) < 0) {
+        snprintf(errbuf, errcap, "TLS key: %s", gnutls_strerror(rc));
+        tls_pair_free(p);
+        return NULL;
+    }
+    if (!tls_key_matches(&p->chain[0], p->key)) {
+        snprintf(errbuf, errcap, "TLS key: not the key of the certificate");
+        tls_pair_free(p);
+        return NULL;
+    }
+    return p;
+}
+
+/* Each connection names its server, for the certificate callback (which
+ * has no argument of its own: GnuTLS gives it the session, whose pointer
+ * libmicrohttpd sets to the connection). Set as a connection starts,
+ * before its handshake. */
+static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
+                          enum MHD_ConnectionNotificationCode toe)
+{
+    (void)c;
+    if (toe == MHD_CONNECTION_NOTIFY_STARTED)
+        *socket_context = cls;
+}
+
+static int tls_retrieve(gnutls_session_t session, const gnutls_datum_t *req_ca_dn, int nreqs,
+                        const gnutls_pk_algorithm_t *algos, int nalgos, gnutls_pcert_st **chain,
+                        unsigned int *n, gnutls_privkey_t *key)
+{
+    (void)req_ca_dn, (void)nreqs, (void)algos, (void)nalgos;
+    struct MHD_Connection *con = gnutls_session_get_ptr(session);
+    const union MHD_ConnectionInfo *ci =
+        con != NULL ? MHD_get_connection_info(con, MHD_CONNECTION_INFO_SOCKET_CONTEXT) : NULL;
+    fencehttp *h = ci != NULL ? ci->socket_context : NULL;
+    struct tls_pair *p = h != NULL ? atomic_load(&h->tls) : NULL;
+    if (p == NULL)
+        return -1; /* the handshake fails */
+    *chain = p->chain;
+    *n = p->n;
+    *key = p->key;
+    return 0;
+}
+
+int fencehttp_tls_check(const char *cert_pem, const char *key_pem, char *errbuf, size_t errcap)
+{
+    if (cert_pem == NULL || key_pem == NULL) {
+        snprintf(errbuf, errcap, "fencehttp_tls_check: bad arguments");
+        return -EINVAL;
+    }
+    struct tls_pair *p = tls_pair_new(cert_pem, key_pem, errbuf, errcap);
+    tls_pair_free(p);
+    return p != NULL ? 0 : -EINVAL;
+}
+
+int fencehttp_set_tls(fencehttp *h, const char *cert_pem, const char *key_pem, char *errbuf, size_t errcap)
+{
+    if (h == NULL || cert_pem == NULL || key_pem == NULL || atomic_load(&h->tls) == NULL) {
+        snprintf(errbuf, errcap, "fencehttp_set_tls: %s",
+                 h == NULL || cert_pem == NULL || key_pem == NULL ? "bad arguments"
+                                                                  : "a server started without HTTPS");
+        return -EINVAL;
+    }
+    struct tls_pair *p = tls_pair_new(cert_pem, key_pem, errbuf, errcap);
+    if (p == NULL)
+        return -EINVAL;
+    pthread_mutex_lock(&h->given_mu); /* one swap at a time */
+    p->older = atomic_load(&h->tls);
+    atomic_store(&h->tls, p);
+    pthread_mutex_unlock(&h->given_mu);
+    return 0;
+}
+
 int fencehttp_start(const struct fencehttp_options *o, fencehttp **out, char *errbuf, size_t errcap)
 {
     if (o == NULL || out == NULL || o->addr == NULL || o->handler == NULL || o->threads < 1 ||
@@ -737,19 +870,32 @@ int fencehttp_start(const struct fencehttp_options *o, fencehttp **out, char *er
         free(h);
         return -EINVAL;
     }
-    /* HTTPS through libmicrohttpd's GnuTLS, TLS 1.2 and 1.3 only. */
+    /* HTTPS through libmicrohttpd's GnuTLS, TLS 1.2 and 1.3 only; the
+     * certificate is given per handshake (tls_retrieve), so that a reload
+     * can change it. */
+    union {
+        gnutls_certificate_retrieve_function2 *f;
+        void *p;
+    } retrieve = {.f = tls_retrieve}; /* an option item holds a void * */
     struct MHD_OptionItem tls_opt[] = {
-        {MHD_OPTION_HTTPS_MEM_CERT, 0, (void *)o->tls_cert_pem},
-        {MHD_OPTION_HTTPS_MEM_KEY, 0, (void *)o->tls_key_pem},
+        {MHD_OPTION_HTTPS_CERT_CALLBACK, 0, retrieve.p},
         {MHD_OPTION_HTTPS_PRIORITIES, 0, (void *)"NORMAL:-VERS-ALL:+VERS-TLS1.3:+VERS-TLS1.2"},
         {MHD_OPTION_END, 0, NULL},
     };
+    atomic_init(&h->tls, NULL);
     if (o->tls_cert_pem != NULL) {
-        if (MHD_is_feature_supported(MHD_FEATURE_TLS) != MHD_YES) {
+        if (MHD_is_feature_supported(MHD_FEATURE_TLS) != MHD_YES ||
+            MHD_is_feature_supported(MHD_FEATURE_HTTPS_CERT_CALLBACK) != MHD_YES) {
             snprintf(errbuf, errcap, "this libmicrohttpd was built without TLS");
             free(h);
             return -EINVAL;
         }
+        struct tls_pair *p = tls_pair_new(o->tls_cert_pem, o->tls_key_pem, errbuf, errcap);
+        if (p == NULL) {
+            free(h);
+            return -EINVAL;
+        }
+        atomic_store(&h->tls, p);
         flags |= MHD_USE_TLS;
     } else {
         tls_opt[0].option = MHD_OPTION_END;
@@ -772,6 +918,7 @@ int fencehttp_start(const struct fencehttp_options *o, fencehttp **out, char *er
                                  MHD_OPTION_ARRAY, pool_opt,
                                  MHD_OPTION_ARRAY, tls_opt,
                                  MHD_OPTION_NOTIFY_COMPLETED, on_completed, h,
+                                 MHD_OPTION_NOTIFY_CONNECTION, on_connection, h,
                                  MHD_OPTION_UNESCAPE_CALLBACK, keep_escaped, NULL,
                                  MHD_OPTION_CONNECTION_TIMEOUT, idle_s,
                                  MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)MHD_POOL,
@@ -779,9 +926,8 @@ int fencehttp_start(const struct fencehttp_options *o, fencehttp **out, char *er
                                  MHD_OPTION_END);
     // clang-format on
     if (h->daemon == NULL) {
-        snprintf(errbuf, errcap, "%s",
-                 o->tls_cert_pem ? "cannot listen (address in use, or a bad TLS certificate or key?)"
-                                 : "cannot listen (address in use or not available?)");
+        snprintf(errbuf, errcap, "cannot listen (address in use or not available?)");
+        tls_pair_free(atomic_load(&h->tls));
         free(h);
         return -EIO;
     }
@@ -846,6 +992,7 @@ void fencehttp_stop(fencehttp *h)
     if (h == NULL)
         return;
     MHD_stop_daemon(h->daemon);
+    tls_pair_free(atomic_load(&h->tls));
     for (size_t i = 0; i < h->n_given; i++)
         fencehttp_auth_free(h->given[i]);
     free(h->given);

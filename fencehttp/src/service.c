@@ -2,6 +2,7 @@
  * numbers and durations, resolve --listen, write --port-file, read its
  * secrets, tell systemd it is ready or stopping, and feed its watchdog. */
 #include <errno.h>
+#include <getopt.h>
 #include <limits.h>
 #include <netdb.h>
 #include <signal.h>
@@ -266,4 +267,196 @@ int fencehttp_wait_signal(const sigset_t *set, int *sig)
         if (errno == EAGAIN)
             fencehttp_notify("WATCHDOG=1");
     }
+}
+
+int fencehttp_reload_tls(fencehttp *h, const char *cert_file, const char *key_file)
+{
+    char *cert = NULL, *key = NULL, err[512] = "";
+    int rc = -1;
+    if (h == NULL || cert_file == NULL || key_file == NULL)
+        snprintf(err, sizeof(err), "bad arguments");
+    else if (fencehttp_load_secrets(NULL, NULL, cert_file, &cert, key_file, &key) != 0)
+        snprintf(err, sizeof(err), "the files do not read");
+    else if (fencehttp_set_tls(h, cert, key, err, sizeof(err)) == 0)
+        rc = 0;
+    if (rc == 0)
+        fencehttp_log(FENCEHTTP_LOG_INFO, "TLS certificate %s and key %s reloaded: new connections use them",
+                      cert_file, key_file);
+    else
+        fencehttp_log(FENCEHTTP_LOG_ERROR, "TLS certificate %s and key %s refused (%s); the pair in use stays",
+                      cert_file ? cert_file : "-", key_file ? key_file : "-", err);
+    fencehttp_free_secrets(NULL, cert, key);
+    return rc;
+}
+
+/* ---- the configuration file ------------------------------------------------ */
+
+int fencehttp_conf_path(int argc, char **argv, const char **path)
+{
+    if (argv == NULL || path == NULL)
+        return -EINVAL;
+    *path = NULL;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--") == 0)
+            break;
+        if (strncmp(argv[i], "--config=", 9) == 0) {
+            *path = argv[i] + 9;
+        } else if (strcmp(argv[i], "--config") == 0) {
+            if (i + 1 >= argc)
+                return -EINVAL;
+            *path = argv[++i];
+        }
+    }
+    return *path != NULL && (*path)[0] == '\0' ? -EINVAL : 0;
+}
+
+void fencehttp_conf_free(struct fencehttp_conf *c)
+{
+    if (c == NULL)
+        return;
+    for (size_t i = 0; i < c->n; i++) {
+        free(c->items[i].where);
+        if (c->items[i].arg != NULL) /* may hold a password's path, or a token prefix: wipe */
+            memset(c->items[i].arg, 0, strlen(c->items[i].arg));
+        free(c->items[i].arg);
+    }
+    free(c->items);
+    free(c);
+}
+
+static char *trim(char *s)
+{
+    while (*s == ' ' || *s == '\t')
+        s++;
+    size_t n = strlen(s);
+    while (n > 0 && (s[n - 1] == ' ' || s[n - 1] == '\t' || s[n - 1] == '\r'))
+        s[--n] = '\0';
+    return s;
+}
+
+/* yes/no and its kin: 1, 0, or -1 for anything else. */
+static int conf_bool(const char *v)
+{
+    static const char *const yes[] = {"yes", "true", "on", "1"}, *const no[] = {"no", "false", "off", "0"};
+    for (size_t i = 0; i < 4; i++) {
+        if (strcmp(v, yes[i]) == 0)
+            return 1;
+        if (strcmp(v, no[i]) == 0)
+            return 0;
+    }
+    return -1;
+}
+
+/* One line, at where: append its argument to c (or nothing, for a flag set
+ * to no). Returns 0 or -EINVAL / -ENOMEM with the reason in errbuf. */
+static int conf_line(struct fencehttp_conf *c, const char *where, char *line, const struct option *opts,
+                     char *errbuf, size_t errcap)
+{
+    char *s = trim(line);
+    if (*s == '\0' || *s == '#')
+        return 0;
+    char *eq = strchr(s, '=');
+    if (eq == NULL) {
+        snprintf(errbuf, errcap, "%s: want key = value", where);
+        return -EINVAL;
+    }
+    *eq = '\0';
+    char *key = trim(s), *value = trim(eq + 1);
+    size_t vl = strlen(value);
+    if (vl >= 2 && value[0] == '"' && value[vl - 1] == '"') {
+        value[vl - 1] = '\0';
+        value++;
+    } else if (value[0] == '"' || strchr(value, '"') != NULL) {
+        snprintf(errbuf, errcap, "%s: %s: a quoted value must be all in quotes", where, key);
+        return -EINVAL;
+    }
+    const struct option *o = opts;
+    while (o->name != NULL && strcmp(o->name, key) != 0)
+        o++;
+    if (o->name == NULL || strcmp(key, "config") == 0 || strcmp(key, "check-config") == 0 ||
+        strcmp(key, "help") == 0 || strcmp(key, "version") == 0) {
+        snprintf(errbuf, errcap, "%s: unknown key '%.64s'", where, key);
+        return -EINVAL;
+    }
+    char *arg;
+    if (o->has_arg == no_argument) {
+        int on = conf_bool(value);
+        if (on < 0) {
+            snprintf(errbuf, errcap, "%s: %s wants yes or no", where, key);
+            return -EINVAL;
+        }
+        if (!on)
+            return 0;
+        arg = malloc(strlen(key) + 3);
+        if (arg != NULL)
+            sprintf(arg, "--%s", key);
+    } else {
+        if (*value == '\0') {
+            snprintf(errbuf, errcap, "%s: %s wants a value", where, key);
+            return -EINVAL;
+        }
+        arg = malloc(strlen(key) + strlen(value) + 4);
+        if (arg != NULL)
+            sprintf(arg, "--%s=%s", key, value);
+    }
+    struct fencehttp_conf_item *v = arg != NULL ? realloc(c->items, (c->n + 1) * sizeof(*v)) : NULL;
+    char *w = v != NULL ? strdup(where) : NULL;
+    if (w == NULL) {
+        if (v != NULL)
+            c->items = v;
+        free(arg);
+        snprintf(errbuf, errcap, "out of memory");
+        return -ENOMEM;
+    }
+    c->items = v;
+    c->items[c->n].where = w;
+    c->items[c->n++].arg = arg;
+    return 0;
+}
+
+int fencehttp_conf_read(const char *path, const struct option *opts, struct fencehttp_conf **out, char *errbuf,
+                        size_t errcap)
+{
+    if (path == NULL || opts == NULL || out == NULL) {
+        snprintf(errbuf, errcap, "fencehttp_conf_read: bad arguments");
+        return -EINVAL;
+    }
+    FILE *f = fopen(path, "r");
+    if (f == NULL) {
+        int e = errno;
+        snprintf(errbuf, errcap, "%s: %s", path, strerror(e));
+        return -e;
+    }
+    struct fencehttp_conf *c = calloc(1, sizeof(*c));
+    char *buf = NULL;
+    size_t cap = 0;
+    ssize_t len;
+    unsigned line = 0;
+    int rc = c != NULL ? 0 : -ENOMEM;
+    while (rc == 0 && (len = getline(&buf, &cap, f)) >= 0) {
+        char where[512];
+        snprintf(where, sizeof(where), "%s:%u", path, ++line);
+        if (strlen(buf) != (size_t)len) {
+            snprintf(errbuf, errcap, "%s: a NUL byte", where);
+            rc = -EINVAL;
+        } else {
+            buf[strcspn(buf, "\n")] = '\0';
+            rc = conf_line(c, where, buf, opts, errbuf, errcap);
+        }
+        memset(buf, 0, cap);
+    }
+    if (rc == 0 && ferror(f)) {
+        snprintf(errbuf, errcap, "%s: read error", path);
+        rc = -EIO;
+    }
+    if (rc == -ENOMEM)
+        snprintf(errbuf, errcap, "out of memory");
+    free(buf);
+    fclose(f);
+    if (rc != 0) {
+        fencehttp_conf_free(c);
+        return rc;
+    }
+    *out = c;
+    return 0;
 }

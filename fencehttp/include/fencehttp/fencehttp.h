@@ -290,6 +290,19 @@ int fencehttp_drain(fencehttp *h, int timeout_ms);
  * still the caller's. */
 int fencehttp_set_auth(fencehttp *h, fencehttp_auth *auth);
 
+/* Serve new TLS connections from now on with this certificate chain and
+ * key (PEM text; a reload of --tls-cert and --tls-key), for a server
+ * started with HTTPS. Connections already open keep theirs. The pair is
+ * checked first (it parses, the key is the first certificate's): a bad
+ * one is refused and the one in use stays. The PEM is the caller's (the
+ * server keeps its own parsed copy). Returns 0, or -EINVAL (message in
+ * errbuf) or -ENOMEM. */
+int fencehttp_set_tls(fencehttp *h, const char *cert_pem, const char *key_pem, char *errbuf, size_t errcap);
+
+/* Would fencehttp_start (or fencehttp_set_tls) take this certificate chain
+ * and key? For --check-config. Returns 0, or -EINVAL (message in errbuf). */
+int fencehttp_tls_check(const char *cert_pem, const char *key_pem, char *errbuf, size_t errcap);
+
 /* Stop the serving threads (each finishes the request it is running), close
  * every connection and free h. Requests waiting for a later answer must
  * have been answered. Accepts NULL. */
@@ -339,5 +352,44 @@ int fencehttp_load_secrets(const char *auth_file, fencehttp_auth **auth, const c
 
 /* Free what fencehttp_load_secrets loaded, wiping the key. */
 void fencehttp_free_secrets(fencehttp_auth *auth, char *cert, char *key);
+
+/* A reload of --tls-cert and --tls-key: read both files and serve new
+ * connections with them (fencehttp_set_tls), logging that, or why they
+ * are refused and the pair in use stays. Returns 0 or -1. */
+int fencehttp_reload_tls(fencehttp *h, const char *cert_file, const char *key_file);
+
+/*
+ * A service's configuration file (docs/operations.md): one option per line
+ * as `key = value`, the keys the long options without "--"; `#` starts a
+ * comment line; a value may be in double quotes (kept as written inside);
+ * a flag takes yes/no, true/false, on/off or 1/0. Each line becomes the
+ * argument "--key=value" (a flag "--key", or nothing for no), to be parsed
+ * with the command line's getopt_long before the command line itself, so
+ * that the command line overrides the file.
+ */
+struct option; /* <getopt.h> */
+struct fencehttp_conf_item {
+    char *where; /* "path:line", for messages */
+    char *arg;   /* "--key=value" or "--flag" */
+};
+struct fencehttp_conf {
+    struct fencehttp_conf_item *items;
+    size_t n;
+};
+
+/* The FILE of --config FILE or --config=FILE in argv (the last one given),
+ * or NULL when there is none. Returns 0, or -EINVAL when --config has no
+ * value. */
+int fencehttp_conf_path(int argc, char **argv, const char **path);
+
+/* Read path against the options of opts (a getopt_long table ending in a
+ * zero entry); config, check-config, help and version cannot be keys.
+ * Returns 0 with *out (free with fencehttp_conf_free), or -EINVAL /
+ * -ENOMEM / -errno with "path:line: why" in errbuf. */
+int fencehttp_conf_read(const char *path, const struct option *opts, struct fencehttp_conf **out, char *errbuf,
+                        size_t errcap);
+
+/* Accepts NULL. */
+void fencehttp_conf_free(struct fencehttp_conf *c);
 
 #endif
