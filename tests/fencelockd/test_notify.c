@@ -1,6 +1,7 @@
-/* systemd's notifications from fencelockd and storage-guard, with a
- * NOTIFY_SOCKET of the test's own (as systemd would give a Type=notify
- * unit): READY=1 once listening (fencelockd: only once a majority of its
+/* systemd's notifications from fencelockd and storage-guard, each started
+ * with its unit's ExecStart= line (systemd/NAME.service, with the shipped
+ * etc/fencelock/NAME.conf) and a NOTIFY_SOCKET of the test's own (as systemd
+ * would give a Type=notify unit): READY=1 once listening (fencelockd: only once a majority of its
  * nodes answers), WATCHDOG=1 every half of WATCHDOG_USEC, RELOADING=1 and
  * READY=1 around a SIGHUP's reload of the auth file, STOPPING=1 at
  * SIGTERM. */
@@ -89,6 +90,42 @@ static pid_t spawn(struct fx *f, const char *const *argv)
     return pid;
 }
 
+/* The ExecStart= line of the unit in systemd/, as argv: /usr/bin/PROGRAM
+ * is exe, /etc/fencelock/FILE the tree's etc/fencelock/FILE, and the
+ * $VARIABLE of /etc/default/... the options opts (NULL-terminated). The
+ * words are kept in buf. */
+static void unit_argv(const char *unit, const char *exe, const char *const *opts, const char **argv,
+                      size_t cap, char *buf, size_t buf_cap)
+{
+    char path[512], line[1024] = "";
+    snprintf(path, sizeof(path), "%s/systemd/%s", SOURCE_DIR, unit);
+    FILE *fp = fopen(path, "r");
+    assert_non_null(fp);
+    while (fgets(line, sizeof(line), fp) != NULL && strncmp(line, "ExecStart=", 10) != 0)
+        ;
+    fclose(fp);
+    assert_int_equal(strncmp(line, "ExecStart=", 10), 0);
+    size_t n = 0, used = 0;
+    for (char *save = NULL, *w = strtok_r(line + 10, " \t\n", &save); w != NULL && n + 1 < cap;
+         w = strtok_r(NULL, " \t\n", &save)) {
+        if (strncmp(w, "/usr/bin/", 9) == 0) {
+            argv[n++] = exe;
+        } else if (w[0] == '$') {
+            for (size_t i = 0; opts[i] != NULL && n + 1 < cap; i++)
+                argv[n++] = opts[i];
+        } else {
+            int len = strncmp(w, "/etc/fencelock/", 15) == 0
+                          ? snprintf(buf + used, buf_cap - used, "%s/etc/fencelock/%s", SOURCE_DIR, w + 15)
+                          : snprintf(buf + used, buf_cap - used, "%s", w);
+            assert_true(len > 0 && (size_t)len < buf_cap - used);
+            argv[n++] = buf + used;
+            used += (size_t)len + 1;
+        }
+    }
+    argv[n] = NULL;
+    assert_string_equal(argv[0], exe);
+}
+
 static void stop(struct fx *f, pid_t pid)
 {
     assert_int_equal(kill(pid, SIGTERM), 0);
@@ -107,7 +144,11 @@ static void notify_fencelockd_ready_at_a_majority(void **state)
     assert_int_equal(rh_kill(f->nodes, 1), 0);
     assert_int_equal(rh_kill(f->nodes, 2), 0);
     const char *exe = getenv("FLD_EXE") ? getenv("FLD_EXE") : "fencelockd";
-    const char *argv[] = {exe, "--nodes", nodes, "--listen", "127.0.0.1:0", "--timeout", "150ms", NULL};
+    const char *opts[] = {"--nodes", nodes, "--listen", "127.0.0.1:0", "--timeout", "150ms", NULL};
+    const char *argv[24];
+    char words[2048];
+    unit_argv("fencelockd.service", exe, opts, argv, 24, words, sizeof(words));
+    assert_string_equal(argv[1], "--config"); /* the shipped default configuration */
     pid_t pid = spawn(f, argv);
     char buf[512];
     long long end = hp_now_ms() + 1500;
@@ -151,8 +192,12 @@ static void notify_storage_guard_ready_and_stopping(void **state)
     fputs("first-token-0123456789 first\n", fp);
     fclose(fp);
     chmod(tokens, 0600);
-    const char *argv[] = {exe,    "--db",        db,        "--listen", "127.0.0.1:0", "--auth-file",
+    const char *opts[] = {"--db",   db,     "--listen",    "127.0.0.1:0", "--auth-file",
                           tokens, "--port-file", port_file, NULL};
+    const char *argv[24];
+    char words[2048];
+    unit_argv("storage-guard.service", exe, opts, argv, 24, words, sizeof(words));
+    assert_string_equal(argv[1], "--config");
     pid_t pid = spawn(f, argv);
     assert_true(told(f, "READY=1", 10000));
     assert_true(told(f, "WATCHDOG=1", 1000));
