@@ -124,34 +124,34 @@ static int bad(const char *what)
 }
 
 static const struct option opts[] = {
-        {"nodes", required_argument, NULL, 'n'},
-        {"listen", required_argument, NULL, 'l'},
-        {"port-file", required_argument, NULL, 'p'},
-        {"threads", required_argument, NULL, 't'},
-        {"loops", required_argument, NULL, 'O'},
-        {"ttl", required_argument, NULL, 'T'},
-        {"max-ttl", required_argument, NULL, 'M'},
-        {"max-wait", required_argument, NULL, 'W'},
-        {"timeout", required_argument, NULL, 'o'},
-        {"key-prefix", required_argument, NULL, 'P'},
-        {"fence-transition", no_argument, NULL, 'F'},
-        {"redis-functions", no_argument, NULL, 'R'},
-        {"password-file", required_argument, NULL, 'w'},
-        {"cacert", required_argument, NULL, 'A'},
-        {"cert", required_argument, NULL, 'C'},
-        {"key", required_argument, NULL, 'K'},
-        {"tls-server-name", required_argument, NULL, 'S'},
-        {"auth-file", required_argument, NULL, 'a'},
-        {"tls-cert", required_argument, NULL, 'c'},
-        {"tls-key", required_argument, NULL, 'k'},
-        {"max-connections", required_argument, NULL, 'x'},
-        {"max-clients", required_argument, NULL, 'X'},
-        {"log-level", required_argument, NULL, 'L'},
-        {"config", required_argument, NULL, 'f'},
-        {"check-config", no_argument, NULL, 'Q'},
-        {"help", no_argument, NULL, 'h'},
-        {"version", no_argument, NULL, 'V'},
-        {NULL, 0, NULL, 0},
+    {"nodes", required_argument, NULL, 'n'},
+    {"listen", required_argument, NULL, 'l'},
+    {"port-file", required_argument, NULL, 'p'},
+    {"threads", required_argument, NULL, 't'},
+    {"loops", required_argument, NULL, 'O'},
+    {"ttl", required_argument, NULL, 'T'},
+    {"max-ttl", required_argument, NULL, 'M'},
+    {"max-wait", required_argument, NULL, 'W'},
+    {"timeout", required_argument, NULL, 'o'},
+    {"key-prefix", required_argument, NULL, 'P'},
+    {"fence-transition", no_argument, NULL, 'F'},
+    {"redis-functions", no_argument, NULL, 'R'},
+    {"password-file", required_argument, NULL, 'w'},
+    {"cacert", required_argument, NULL, 'A'},
+    {"cert", required_argument, NULL, 'C'},
+    {"key", required_argument, NULL, 'K'},
+    {"tls-server-name", required_argument, NULL, 'S'},
+    {"auth-file", required_argument, NULL, 'a'},
+    {"tls-cert", required_argument, NULL, 'c'},
+    {"tls-key", required_argument, NULL, 'k'},
+    {"max-connections", required_argument, NULL, 'x'},
+    {"max-clients", required_argument, NULL, 'X'},
+    {"log-level", required_argument, NULL, 'L'},
+    {"config", required_argument, NULL, 'f'},
+    {"check-config", no_argument, NULL, 'Q'},
+    {"help", no_argument, NULL, 'h'},
+    {"version", no_argument, NULL, 'V'},
+    {NULL, 0, NULL, 0},
 };
 
 /* One run of getopt over argv into c: 2 on a bad option, 0 after --help
@@ -442,7 +442,7 @@ static void restart_note(const struct config *run, const struct config *c)
     char list[512] = "";
     size_t len = 0;
 #define CHANGED(cond, name)                                                                                  \
-    if ((cond) && len < sizeof(list))                                                                       \
+    if ((cond) && len < sizeof(list))                                                                        \
     len += (size_t)snprintf(list + len, sizeof(list) - len, "%s--%s", len ? ", " : "", name)
     CHANGED(!same(run->nodes, c->nodes), "nodes");
     CHANGED(!same(run->listen, c->listen), "listen");
@@ -484,7 +484,8 @@ static struct fld_owners *reload(int argc, char **argv, const struct config *run
     struct fencehttp_conf *conf = NULL;
     struct fld_owners *o = NULL;
     if (load_config(argc, argv, &c, &conf) >= 0 || c.check) {
-        fencehttp_log(FENCEHTTP_LOG_ERROR, "SIGHUP: the configuration is refused (see above); nothing changes");
+        fencehttp_log(FENCEHTTP_LOG_ERROR,
+                      "SIGHUP: the configuration is refused (see above); nothing changes");
         goto done;
     }
     fencehttp_log_set_level(c.level); /* lines logged from now on, in every thread */

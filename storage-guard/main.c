@@ -97,24 +97,24 @@ static int bad(const char *what)
 }
 
 static const struct option opts[] = {
-        {"db", required_argument, NULL, 'd'},
-        {"listen", required_argument, NULL, 'l'},
-        {"port-file", required_argument, NULL, 'p'},
-        {"threads", required_argument, NULL, 't'},
-        {"max-body", required_argument, NULL, 'm'},
-        {"log-level", required_argument, NULL, 'L'},
-        {"help", no_argument, NULL, 'h'},
-        {"version", no_argument, NULL, 'V'},
-        {"unfenced", no_argument, NULL, 'U'},
-        {"umask", required_argument, NULL, 'u'},
-        {"auth-file", required_argument, NULL, 'a'},
-        {"max-token-ahead", required_argument, NULL, 'A'},
-        {"tls-cert", required_argument, NULL, 'c'},
-        {"tls-key", required_argument, NULL, 'k'},
-        {"install", no_argument, NULL, 'I'},
-        {"config", required_argument, NULL, 'f'},
-        {"check-config", no_argument, NULL, 'Q'},
-        {NULL, 0, NULL, 0},
+    {"db", required_argument, NULL, 'd'},
+    {"listen", required_argument, NULL, 'l'},
+    {"port-file", required_argument, NULL, 'p'},
+    {"threads", required_argument, NULL, 't'},
+    {"max-body", required_argument, NULL, 'm'},
+    {"log-level", required_argument, NULL, 'L'},
+    {"help", no_argument, NULL, 'h'},
+    {"version", no_argument, NULL, 'V'},
+    {"unfenced", no_argument, NULL, 'U'},
+    {"umask", required_argument, NULL, 'u'},
+    {"auth-file", required_argument, NULL, 'a'},
+    {"max-token-ahead", required_argument, NULL, 'A'},
+    {"tls-cert", required_argument, NULL, 'c'},
+    {"tls-key", required_argument, NULL, 'k'},
+    {"install", no_argument, NULL, 'I'},
+    {"config", required_argument, NULL, 'f'},
+    {"check-config", no_argument, NULL, 'Q'},
+    {NULL, 0, NULL, 0},
 };
 
 /* One run of getopt over argv into c: 2 on a bad option, 0 after --help
@@ -315,7 +315,7 @@ static void restart_note(const struct config *run, const struct config *c)
     char list[512] = "";
     size_t len = 0;
 #define CHANGED(cond, name)                                                                                  \
-    if ((cond) && len < sizeof(list))                                                                       \
+    if ((cond) && len < sizeof(list))                                                                        \
     len += (size_t)snprintf(list + len, sizeof(list) - len, "%s--%s", len ? ", " : "", name)
     CHANGED(!same(run->db, c->db), "db");
     CHANGED(!same(run->listen, c->listen), "listen");
@@ -343,7 +343,8 @@ static void reload(int argc, char **argv, const struct config *run, sg_http *htt
     struct config c;
     struct fencehttp_conf *conf = NULL;
     if (load_config(argc, argv, &c, &conf) >= 0 || c.check || c.install) {
-        fencehttp_log(FENCEHTTP_LOG_ERROR, "SIGHUP: the configuration is refused (see above); nothing changes");
+        fencehttp_log(FENCEHTTP_LOG_ERROR,
+                      "SIGHUP: the configuration is refused (see above); nothing changes");
     } else {
         fencehttp_log_set_level(c.level); /* lines logged from now on, in every thread */
         if (run->auth_file != NULL && c.auth_file != NULL)

@@ -283,7 +283,8 @@ int fencehttp_reload_tls(fencehttp *h, const char *cert_file, const char *key_fi
         fencehttp_log(FENCEHTTP_LOG_INFO, "TLS certificate %s and key %s reloaded: new connections use them",
                       cert_file, key_file);
     else
-        fencehttp_log(FENCEHTTP_LOG_ERROR, "TLS certificate %s and key %s refused (%s); the pair in use stays",
+        fencehttp_log(FENCEHTTP_LOG_ERROR,
+                      "TLS certificate %s and key %s refused (%s); the pair in use stays",
                       cert_file ? cert_file : "-", key_file ? key_file : "-", err);
     fencehttp_free_secrets(NULL, cert, key);
     return rc;
@@ -414,8 +415,8 @@ static int conf_line(struct fencehttp_conf *c, const char *where, char *line, co
     return 0;
 }
 
-int fencehttp_conf_read(const char *path, const struct option *opts, struct fencehttp_conf **out, char *errbuf,
-                        size_t errcap)
+int fencehttp_conf_read(const char *path, const struct option *opts, struct fencehttp_conf **out,
+                        char *errbuf, size_t errcap)
 {
     if (path == NULL || opts == NULL || out == NULL) {
         snprintf(errbuf, errcap, "fencehttp_conf_read: bad arguments");

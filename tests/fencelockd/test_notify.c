@@ -192,8 +192,8 @@ static void notify_storage_guard_ready_and_stopping(void **state)
     fputs("first-token-0123456789 first\n", fp);
     fclose(fp);
     chmod(tokens, 0600);
-    const char *opts[] = {"--db",   db,     "--listen",    "127.0.0.1:0", "--auth-file",
-                          tokens, "--port-file", port_file, NULL};
+    const char *opts[] = {"--db",        db,        "--listen", "127.0.0.1:0", "--auth-file", tokens,
+                          "--port-file", port_file, NULL};
     const char *argv[24];
     char words[2048];
     unit_argv("storage-guard.service", exe, opts, argv, 24, words, sizeof(words));

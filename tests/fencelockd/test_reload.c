@@ -81,9 +81,25 @@ static void make_pair(const char *dir, const char *name, char *cert, char *key, 
     snprintf(cert, cap, "%s/%s-cert.pem", dir, name);
     snprintf(key, cap, "%s/%s-key.pem", dir, name);
     snprintf(log, sizeof(log), "%s/openssl.log", dir);
-    const char *mk[] = {"openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256",
-                        "-nodes", "-keyout", key, "-out", cert, "-days", "2", "-subj", "/CN=127.0.0.1",
-                        "-addext", "subjectAltName=IP:127.0.0.1", NULL};
+    const char *mk[] = {"openssl",
+                        "req",
+                        "-x509",
+                        "-newkey",
+                        "ec",
+                        "-pkeyopt",
+                        "ec_paramgen_curve:P-256",
+                        "-nodes",
+                        "-keyout",
+                        key,
+                        "-out",
+                        cert,
+                        "-days",
+                        "2",
+                        "-subj",
+                        "/CN=127.0.0.1",
+                        "-addext",
+                        "subjectAltName=IP:127.0.0.1",
+                        NULL};
     assert_int_equal(run_tool(mk, log), 0);
     chmod(key, 0600);
 }
@@ -150,8 +166,8 @@ static void reload_swaps_the_tls_certificate(void **state)
     snprintf(wait_log, sizeof(wait_log), "%s/wait.log", dir);
     char held_out[400];
     snprintf(held_out, sizeof(held_out), "%s/held.out", dir);
-    const char *hold[] = {"curl", "-sS", "--max-time", "10", "--cacert", a_cert, "-o", held_out, "-X", "POST",
-                          "-d", "{\"ttl_ms\":20000}", lock_url, NULL};
+    const char *hold[] = {"curl",   "-sS", "--max-time", "10", "--cacert",           a_cert,   "-o",
+                          held_out, "-X",  "POST",       "-d", "{\"ttl_ms\":20000}", lock_url, NULL};
     assert_int_equal(run_tool(hold, wait_log), 0);
     assert_true(file_has(held_out, "\"lock_id\""));
     FILE *fp = fopen(held_out, "r");
@@ -163,8 +179,10 @@ static void reload_swaps_the_tls_certificate(void **state)
     assert_non_null(idp);
     idp += strlen("\"lock_id\":\"");
     snprintf(held, sizeof(held), "%.*s", (int)strcspn(idp, "\""), idp);
-    const char *waiter[] = {"curl", "-sS", "--max-time", "20", "--cacert", a_cert, "-o", wait_out, "-X", "POST",
-                            "-d", "{\"ttl_ms\":5000,\"wait_ms\":15000}", lock_url, NULL};
+    const char *waiter[] = {"curl",     "-sS",  "--max-time", "20",
+                            "--cacert", a_cert, "-o",         wait_out,
+                            "-X",       "POST", "-d",         "{\"ttl_ms\":5000,\"wait_ms\":15000}",
+                            lock_url,   NULL};
     pid_t wpid = hp_spawn((char *const *)waiter, NULL, wait_log);
     assert_true(wpid > 0);
     hp_sleep_ms(300); /* the waiter is waiting: the lock is held for 20 s */
@@ -183,8 +201,8 @@ static void reload_swaps_the_tls_certificate(void **state)
     char rel_url[400], rel_out[400];
     snprintf(rel_url, sizeof(rel_url), "https://127.0.0.1:%u%s", d->port, release);
     snprintf(rel_out, sizeof(rel_out), "%s/rel.out", dir);
-    const char *rel[] = {"curl", "-sS", "--max-time", "10", "--cacert", b_cert, "-o", rel_out, "-X", "DELETE",
-                         rel_url, NULL};
+    const char *rel[] = {"curl", "-sS",   "--max-time", "10",     "--cacert", b_cert,
+                         "-o",   rel_out, "-X",         "DELETE", rel_url,    NULL};
     assert_int_equal(run_tool(rel, wait_log), 0);
     int st = 0;
     assert_int_equal(hp_wait(wpid, 15000, &st), 0);

@@ -386,8 +386,8 @@ int fencehttp_conf_path(int argc, char **argv, const char **path);
  * zero entry); config, check-config, help and version cannot be keys.
  * Returns 0 with *out (free with fencehttp_conf_free), or -EINVAL /
  * -ENOMEM / -errno with "path:line: why" in errbuf. */
-int fencehttp_conf_read(const char *path, const struct option *opts, struct fencehttp_conf **out, char *errbuf,
-                        size_t errcap);
+int fencehttp_conf_read(const char *path, const struct option *opts, struct fencehttp_conf **out,
+                        char *errbuf, size_t errcap);
 
 /* Accepts NULL. */
 void fencehttp_conf_free(struct fencehttp_conf *c);
