@@ -480,6 +480,7 @@ static struct fld_owners *reload(int argc, char **argv, const struct config *run
                                  fld_engine *engine)
 {
     fencehttp_notify("RELOADING=1");
+    fencehttp_log(FENCEHTTP_LOG_INFO, "SIGHUP: reading the configuration again");
     struct config c;
     struct fencehttp_conf *conf = NULL;
     struct fld_owners *o = NULL;

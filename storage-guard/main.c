@@ -340,6 +340,7 @@ static void restart_note(const struct config *run, const struct config *c)
 static void reload(int argc, char **argv, const struct config *run, sg_http *http)
 {
     fencehttp_notify("RELOADING=1");
+    fencehttp_log(FENCEHTTP_LOG_INFO, "SIGHUP: reading the configuration again");
     struct config c;
     struct fencehttp_conf *conf = NULL;
     if (load_config(argc, argv, &c, &conf) >= 0 || c.check || c.install) {

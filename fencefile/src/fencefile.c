@@ -796,8 +796,11 @@ static mode_t process_umask(void)
  * written by rename does. */
 static void set_owner(int fd, const struct stat *st)
 {
-    if (fchown(fd, st->st_uid, st->st_gid) < 0)
-        (void)fchown(fd, (uid_t)-1, st->st_gid);
+    if (fchown(fd, st->st_uid, st->st_gid) == 0)
+        return;
+    if (fchown(fd, (uid_t)-1, st->st_gid) != 0) {
+        /* Not in that group either: the writer's group stays, as said. */
+    }
 }
 
 /* Copy the extended attributes of from to the temporary file, but the
