@@ -426,6 +426,14 @@ static void test_elect_late_lock_step_revives_no_leader(void **state)
     assert_int_equal(lockcore_lock_from_id(r, "el:ghost", old.id, &by_id), 0);
     by_id.flags |= LOCKCORE_LOCK_LEADER;
     assert_int_equal(lockcore_proclaim(r, &by_id, "a by id", 0), LOCKCORE_ELOST);
+    /* Nor by its id as a plain lock's (no leader flag: lockcore_lock_from_id's
+     * default, fencelockd's extend without kind=leader): the node knows the
+     * resource for an election's by its epoch key. */
+    assert_int_equal(lockcore_lock_from_id(r, "el:ghost", old.id, &by_id), 0);
+    assert_int_equal(lockcore_extend(r, &by_id, 0), LOCKCORE_ELOST);
+    late = old;
+    late.flags &= ~LOCKCORE_LOCK_LEADER;
+    assert_int_equal(lockcore_extend(a, &late, 0), LOCKCORE_ELOST);
     rh_get(f->rc, 2, "{el:ghost}:holder", info, sizeof(info));
     assert_string_equal(info, ""); /* nothing proclaimed on node 2 */
     int rc = lockcore_leader(r, "el:ghost", &l);
@@ -491,6 +499,43 @@ static void test_elect_plain_release_keeps_the_line(void **state)
     lockcore_client_free(b);
     lockcore_client_free(c);
     lockcore_client_free(o);
+}
+
+/* A release of the leader's lock by its id without the leader flag (as
+ * fencelockd's DELETE without kind=leader) is a resignation too: an
+ * observer is told at once, not when the lock would have run out. */
+static void test_elect_flagless_release_is_a_resignation(void **state)
+{
+    struct fixture *f = *state;
+    lockcore_client *a = client(f, 30000), *o = client(f, 30000), *r = client(f, 30000);
+    struct lockcore_lock lead, by_id;
+    assert_int_equal(lockcore_campaign(a, "el:flagless", "a", NULL, &lead), 0);
+    struct lockcore_leader now;
+    assert_int_equal(lockcore_leader(o, "el:flagless", &now), 1);
+    struct told t = {0};
+    int never = 0;
+    assert_int_equal(lockcore_observe_async(o, "el:flagless", &now, 20000, on_told, &t), 0);
+    lockcore_client *os[] = {o};
+    run_until(os, 1, &never, 100);
+    assert_int_equal(lockcore_lock_from_id(r, "el:flagless", lead.id, &by_id), 0);
+    assert_int_equal(by_id.flags & LOCKCORE_LOCK_LEADER, 0);
+    assert_int_equal(lockcore_release(r, &by_id), 0);
+    run_until(os, 1, &t.done, 3000); /* the lock's TTL is 30 s */
+    assert_true(t.done);
+    assert_int_equal(t.rc, 0);
+    assert_int_equal(t.l.held, 0);
+    /* A plain lock of a name never used for an election is not touched by
+     * this: extended and released as before, and no observer key appears. */
+    struct lockcore_lock plain;
+    assert_int_equal(lockcore_acquire(r, "el:never-an-election", &plain), 0);
+    assert_int_equal(lockcore_extend(r, &plain, 0), 0);
+    assert_int_equal(lockcore_release(r, &plain), 0);
+    char e[32];
+    rh_get(f->rc, 0, "{el:never-an-election}:epoch", e, sizeof(e));
+    assert_string_equal(e, "");
+    lockcore_client_free(a);
+    lockcore_client_free(o);
+    lockcore_client_free(r);
 }
 
 /* A repair of the fence (a leader's clock ran hours fast, and pushed the
@@ -624,6 +669,7 @@ int main(void)
         cmocka_unit_test(test_elect_cancel_and_wait_bound),
         cmocka_unit_test(test_elect_late_lock_step_revives_no_leader),
         cmocka_unit_test(test_elect_plain_release_keeps_the_line),
+        cmocka_unit_test(test_elect_flagless_release_is_a_resignation),
         cmocka_unit_test(test_elect_repair_lowers_the_epoch_key),
         cmocka_unit_test(test_elect_refuses_bad_arguments),
     };
