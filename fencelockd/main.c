@@ -265,22 +265,17 @@ static int parse_opts(int argc, char **argv, struct config *c)
     return -1;
 }
 
+static int parse_into(int argc, char **argv, void *c)
+{
+    return parse_opts(argc, argv, c);
+}
+
 /* The configuration file's options (conf, may be NULL), then the command
  * line's, into c; then what they must say together. */
 static int parse_args(int argc, char **argv, const struct fencehttp_conf *conf, struct config *c)
 {
-    int rc;
-    for (size_t i = 0; conf != NULL && i < conf->n; i++) {
-        char *item[] = {argv[0], conf->items[i].arg, NULL};
-        where = conf->items[i].where;
-        optind = 0; /* getopt starts again */
-        rc = parse_opts(2, item, c);
-        where = NULL;
-        if (rc >= 0)
-            return rc;
-    }
-    optind = 0;
-    if ((rc = parse_opts(argc, argv, c)) >= 0)
+    int rc = fencehttp_conf_parse(conf, argc, argv, parse_into, c, &where);
+    if (rc >= 0)
         return rc;
     if ((c->tls_cert == NULL) != (c->tls_key == NULL))
         return bad("--tls-cert and --tls-key go together");
@@ -317,13 +312,9 @@ static const struct config defaults = {
  * the defaults; *conf holds the strings c points to. As parse_args. */
 static int load_config(int argc, char **argv, struct config *c, struct fencehttp_conf **conf)
 {
-    const char *path = NULL;
     char err[768];
     *c = defaults;
-    *conf = NULL;
-    if (fencehttp_conf_path(argc, argv, &path) != 0)
-        return bad("--config wants a file");
-    if (path != NULL && fencehttp_conf_read(path, opts, conf, err, sizeof(err)) != 0)
+    if (fencehttp_conf_load(argc, argv, opts, conf, err, sizeof(err)) != 0)
         return bad(err);
     return parse_args(argc, argv, *conf, c);
 }
@@ -431,42 +422,33 @@ static struct fld_owners *reload_auth(const char *auth_file, fencehttp *http, fl
     return o;
 }
 
-static int same(const char *a, const char *b)
-{
-    return a == b || (a != NULL && b != NULL && strcmp(a, b) == 0);
-}
-
 /* Say which options a reload changed but cannot apply while serving. */
 static void restart_note(const struct config *run, const struct config *c)
 {
-    char list[512] = "";
-    size_t len = 0;
-#define CHANGED(cond, name)                                                                                  \
-    if ((cond) && len < sizeof(list))                                                                        \
-    len += (size_t)snprintf(list + len, sizeof(list) - len, "%s--%s", len ? ", " : "", name)
-    CHANGED(!same(run->nodes, c->nodes), "nodes");
-    CHANGED(!same(run->listen, c->listen), "listen");
-    CHANGED(!same(run->port_file, c->port_file), "port-file");
+    struct fencehttp_restart r = {.len = 0};
+#define CHANGED(cond, name) fencehttp_restart_if(&r, cond, name)
+    CHANGED(fencehttp_differ(run->nodes, c->nodes), "nodes");
+    CHANGED(fencehttp_differ(run->listen, c->listen), "listen");
+    CHANGED(fencehttp_differ(run->port_file, c->port_file), "port-file");
     CHANGED(run->threads != c->threads, "threads");
     CHANGED(c->loops != 0 && run->loops != c->loops, "loops");
     CHANGED(run->ttl_ms != c->ttl_ms, "ttl");
     CHANGED(run->max_ttl_ms != c->max_ttl_ms, "max-ttl");
     CHANGED(run->max_wait_ms != c->max_wait_ms, "max-wait");
     CHANGED(run->request_timeout_ms != c->request_timeout_ms, "timeout");
-    CHANGED(!same(run->key_prefix, c->key_prefix), "key-prefix");
+    CHANGED(fencehttp_differ(run->key_prefix, c->key_prefix), "key-prefix");
     CHANGED(run->fence_transition != c->fence_transition, "fence-transition");
     CHANGED(run->redis_functions != c->redis_functions, "redis-functions");
-    CHANGED(!same(run->password_file, c->password_file), "password-file");
-    CHANGED(!same(run->cacert, c->cacert), "cacert");
-    CHANGED(!same(run->cert, c->cert), "cert");
-    CHANGED(!same(run->key, c->key), "key");
-    CHANGED(!same(run->tls_server_name, c->tls_server_name), "tls-server-name");
+    CHANGED(fencehttp_differ(run->password_file, c->password_file), "password-file");
+    CHANGED(fencehttp_differ(run->cacert, c->cacert), "cacert");
+    CHANGED(fencehttp_differ(run->cert, c->cert), "cert");
+    CHANGED(fencehttp_differ(run->key, c->key), "key");
+    CHANGED(fencehttp_differ(run->tls_server_name, c->tls_server_name), "tls-server-name");
     CHANGED(run->max_connections != c->max_connections, "max-connections");
     CHANGED((run->auth_file == NULL) != (c->auth_file == NULL), "auth-file (given or taken away)");
     CHANGED((run->tls_cert == NULL) != (c->tls_cert == NULL), "tls-cert (given or taken away)");
 #undef CHANGED
-    if (len > 0)
-        fencehttp_log(FENCEHTTP_LOG_WARN, "SIGHUP: changed, taking effect on restart: %s", list);
+    fencehttp_restart_log(&r);
 }
 
 /* SIGHUP: read the configuration again (--config and the command line, as

@@ -212,28 +212,19 @@ static const struct config defaults = {
  * into *c from the defaults (the command line last, so that it overrides
  * the file); *conf holds the strings c points to. 2 on an error, 0 after
  * --help or --version, -1 to go on. */
+static int parse_into(int argc, char **argv, void *c)
+{
+    return parse_opts(argc, argv, c);
+}
+
 static int load_config(int argc, char **argv, struct config *c, struct fencehttp_conf **conf)
 {
-    const char *path = NULL;
     char err[768];
-    int rc;
     *c = defaults;
-    *conf = NULL;
-    if (fencehttp_conf_path(argc, argv, &path) != 0)
-        return bad("--config wants a file");
-    if (path != NULL && fencehttp_conf_read(path, opts, conf, err, sizeof(err)) != 0)
+    if (fencehttp_conf_load(argc, argv, opts, conf, err, sizeof(err)) != 0)
         return bad(err);
-    for (size_t i = 0; *conf != NULL && i < (*conf)->n; i++) {
-        char *item[] = {argv[0], (*conf)->items[i].arg, NULL};
-        where = (*conf)->items[i].where;
-        optind = 0; /* getopt starts again */
-        rc = parse_opts(2, item, c);
-        where = NULL;
-        if (rc >= 0)
-            return rc;
-    }
-    optind = 0;
-    if ((rc = parse_opts(argc, argv, c)) >= 0)
+    int rc = fencehttp_conf_parse(*conf, argc, argv, parse_into, c, &where);
+    if (rc >= 0)
         return rc;
     if ((c->tls_cert == NULL) != (c->tls_key == NULL)) {
         fprintf(stderr, "storage-guard: --tls-cert and --tls-key go together\n");
@@ -304,22 +295,14 @@ static void reload_auth(const char *auth_file, sg_http *http)
     }
 }
 
-static int same(const char *a, const char *b)
-{
-    return a == b || (a != NULL && b != NULL && strcmp(a, b) == 0);
-}
-
 /* Say which options a reload changed but cannot apply while serving. */
 static void restart_note(const struct config *run, const struct config *c)
 {
-    char list[512] = "";
-    size_t len = 0;
-#define CHANGED(cond, name)                                                                                  \
-    if ((cond) && len < sizeof(list))                                                                        \
-    len += (size_t)snprintf(list + len, sizeof(list) - len, "%s--%s", len ? ", " : "", name)
-    CHANGED(!same(run->db, c->db), "db");
-    CHANGED(!same(run->listen, c->listen), "listen");
-    CHANGED(!same(run->port_file, c->port_file), "port-file");
+    struct fencehttp_restart r = {.len = 0};
+#define CHANGED(cond, name) fencehttp_restart_if(&r, cond, name)
+    CHANGED(fencehttp_differ(run->db, c->db), "db");
+    CHANGED(fencehttp_differ(run->listen, c->listen), "listen");
+    CHANGED(fencehttp_differ(run->port_file, c->port_file), "port-file");
     CHANGED(run->threads != c->threads, "threads");
     CHANGED(run->max_body != c->max_body, "max-body");
     CHANGED(run->unfenced != c->unfenced, "unfenced");
@@ -328,8 +311,7 @@ static void restart_note(const struct config *run, const struct config *c)
     CHANGED((run->auth_file == NULL) != (c->auth_file == NULL), "auth-file (given or taken away)");
     CHANGED((run->tls_cert == NULL) != (c->tls_cert == NULL), "tls-cert (given or taken away)");
 #undef CHANGED
-    if (len > 0)
-        fencehttp_log(FENCEHTTP_LOG_WARN, "SIGHUP: changed, taking effect on restart: %s", list);
+    fencehttp_restart_log(&r);
 }
 
 /* SIGHUP: read the configuration again (--config and the command line, as

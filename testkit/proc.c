@@ -10,6 +10,7 @@
 #include <dirent.h>
 #include <grp.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -291,4 +292,38 @@ int hp__wait_stopped(pid_t pid, int timeout_ms)
             return -ETIMEDOUT;
         hp_sleep_ms(1);
     }
+}
+
+int hp_self_signed(const char *dir, const char *name, char *cert, char *key, size_t cap)
+{
+    char log[4096];
+    if (dir == NULL || name == NULL || cert == NULL || key == NULL ||
+        snprintf(cert, cap, "%s/%s-cert.pem", dir, name) >= (int)cap ||
+        snprintf(key, cap, "%s/%s-key.pem", dir, name) >= (int)cap ||
+        snprintf(log, sizeof(log), "%s/openssl.log", dir) >= (int)sizeof(log))
+        return -1;
+    char *argv[] = {"openssl",
+                    "req",
+                    "-x509",
+                    "-newkey",
+                    "ec",
+                    "-pkeyopt",
+                    "ec_paramgen_curve:P-256",
+                    "-nodes",
+                    "-keyout",
+                    key,
+                    "-out",
+                    cert,
+                    "-days",
+                    "2",
+                    "-subj",
+                    "/CN=127.0.0.1",
+                    "-addext",
+                    "subjectAltName=IP:127.0.0.1",
+                    NULL};
+    pid_t pid = hp_spawn(argv, NULL, log);
+    int st = 0;
+    if (pid < 0 || hp_wait(pid, 20000, &st) != 0 || !WIFEXITED(st) || WEXITSTATUS(st) != 0)
+        return -1;
+    return chmod(key, 0600) == 0 ? 0 : -1;
 }

@@ -461,3 +461,57 @@ int fencehttp_conf_read(const char *path, const struct option *opts, struct fenc
     *out = c;
     return 0;
 }
+
+int fencehttp_conf_load(int argc, char **argv, const struct option *opts, struct fencehttp_conf **out,
+                        char *errbuf, size_t errcap)
+{
+    const char *path = NULL;
+    if (out == NULL) {
+        snprintf(errbuf, errcap, "fencehttp_conf_load: bad arguments");
+        return -EINVAL;
+    }
+    *out = NULL;
+    if (fencehttp_conf_path(argc, argv, &path) != 0) {
+        snprintf(errbuf, errcap, "--config wants a file");
+        return -EINVAL;
+    }
+    return path != NULL ? fencehttp_conf_read(path, opts, out, errbuf, errcap) : 0;
+}
+
+int fencehttp_conf_parse(const struct fencehttp_conf *conf, int argc, char **argv,
+                         int (*parse)(int argc, char **argv, void *arg), void *arg, const char **where)
+{
+    if (argc < 1 || argv == NULL || parse == NULL || where == NULL)
+        return 2;
+    int rc;
+    for (size_t i = 0; conf != NULL && i < conf->n; i++) {
+        char *item[] = {argv[0], conf->items[i].arg, NULL};
+        *where = conf->items[i].where;
+        optind = 0; /* getopt starts again */
+        rc = parse(2, item, arg);
+        *where = NULL;
+        if (rc >= 0)
+            return rc;
+    }
+    optind = 0;
+    return parse(argc, argv, arg);
+}
+
+int fencehttp_differ(const char *a, const char *b)
+{
+    return a != b && (a == NULL || b == NULL || strcmp(a, b) != 0);
+}
+
+void fencehttp_restart_if(struct fencehttp_restart *r, int changed, const char *name)
+{
+    if (r == NULL || name == NULL || !changed || r->len >= sizeof(r->list))
+        return;
+    int n = snprintf(r->list + r->len, sizeof(r->list) - r->len, "%s--%s", r->len ? ", " : "", name);
+    r->len += n > 0 ? (size_t)n : 0;
+}
+
+void fencehttp_restart_log(const struct fencehttp_restart *r)
+{
+    if (r != NULL && r->len > 0)
+        fencehttp_log(FENCEHTTP_LOG_WARN, "SIGHUP: changed, taking effect on restart: %s", r->list);
+}

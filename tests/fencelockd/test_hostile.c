@@ -263,30 +263,9 @@ static void hostile_https(void **state)
     struct fld *d = &f->d;
     char dir[256], cert[320], key[320], log[320], out[320], url[128];
     assert_int_equal(rh_mkdtemp("fld-tls", dir, sizeof(dir)), 0);
-    snprintf(cert, sizeof(cert), "%s/cert.pem", dir);
-    snprintf(key, sizeof(key), "%s/key.pem", dir);
     snprintf(log, sizeof(log), "%s/tool.log", dir);
     snprintf(out, sizeof(out), "%s/body", dir);
-    char *mk[] = {"openssl",
-                  "req",
-                  "-x509",
-                  "-newkey",
-                  "ec",
-                  "-pkeyopt",
-                  "ec_paramgen_curve:P-256",
-                  "-nodes",
-                  "-keyout",
-                  key,
-                  "-out",
-                  cert,
-                  "-days",
-                  "2",
-                  "-subj",
-                  "/CN=127.0.0.1",
-                  "-addext",
-                  "subjectAltName=IP:127.0.0.1",
-                  NULL};
-    assert_int_equal(run_tool(mk, log), 0);
+    assert_int_equal(hp_self_signed(dir, "tls", cert, key, sizeof(cert)), 0);
     const char *args[] = {"--tls-cert", cert, "--tls-key", key, NULL};
     fld_start(d, f->nodes, args);
     snprintf(url, sizeof(url), "https://127.0.0.1:%u/v1/locks/tls", d->port);

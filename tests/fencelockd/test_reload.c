@@ -74,34 +74,10 @@ static int wait_for(const char *path, const char *s, int ms)
     return 1;
 }
 
-/* A self-signed P-256 pair for 127.0.0.1 at dir/NAME-cert.pem, -key.pem. */
+/* A self-signed pair for 127.0.0.1 at dir/NAME-cert.pem, -key.pem. */
 static void make_pair(const char *dir, const char *name, char *cert, char *key, size_t cap)
 {
-    char log[400];
-    snprintf(cert, cap, "%s/%s-cert.pem", dir, name);
-    snprintf(key, cap, "%s/%s-key.pem", dir, name);
-    snprintf(log, sizeof(log), "%s/openssl.log", dir);
-    const char *mk[] = {"openssl",
-                        "req",
-                        "-x509",
-                        "-newkey",
-                        "ec",
-                        "-pkeyopt",
-                        "ec_paramgen_curve:P-256",
-                        "-nodes",
-                        "-keyout",
-                        key,
-                        "-out",
-                        cert,
-                        "-days",
-                        "2",
-                        "-subj",
-                        "/CN=127.0.0.1",
-                        "-addext",
-                        "subjectAltName=IP:127.0.0.1",
-                        NULL};
-    assert_int_equal(run_tool(mk, log), 0);
-    chmod(key, 0600);
+    assert_int_equal(hp_self_signed(dir, name, cert, key, cap), 0);
 }
 
 static void copy_file(const char *from, const char *to)

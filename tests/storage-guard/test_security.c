@@ -787,38 +787,10 @@ static void test_security_https(void **state)
 {
     struct sgd *d = *state;
     char cert[600], key[600], log[600], other_cert[600], other_key[600];
-    snprintf(cert, sizeof(cert), "%s/cert.pem", d->dir);
-    snprintf(key, sizeof(key), "%s/key.pem", d->dir);
-    snprintf(other_cert, sizeof(other_cert), "%s/other.pem", d->dir);
-    snprintf(other_key, sizeof(other_key), "%s/other-key.pem", d->dir);
-    snprintf(log, sizeof(log), "%s/openssl.log", d->dir);
     /* A certificate for 127.0.0.1, and a second one to mismatch keys. */
-    char *mk[] = {"openssl",
-                  "req",
-                  "-x509",
-                  "-newkey",
-                  "ec",
-                  "-pkeyopt",
-                  "ec_paramgen_curve:P-256",
-                  "-nodes",
-                  "-keyout",
-                  key,
-                  "-out",
-                  cert,
-                  "-days",
-                  "2",
-                  "-subj",
-                  "/CN=127.0.0.1",
-                  "-addext",
-                  "subjectAltName=IP:127.0.0.1",
-                  NULL};
-    if (run_tool(mk, log) != 0)
-        fail_msg("openssl req failed: %s", slurp(log));
-    char *mk2[] = {
-        "openssl", "req",           "-x509",   "-newkey", "ec",       "-pkeyopt", "ec_paramgen_curve:P-256",
-        "-nodes",  "-keyout",       other_key, "-out",    other_cert, "-days",    "2",
-        "-subj",   "/CN=127.0.0.1", NULL};
-    if (run_tool(mk2, log) != 0)
+    snprintf(log, sizeof(log), "%s/openssl.log", d->dir);
+    if (hp_self_signed(d->dir, "tls", cert, key, sizeof(cert)) != 0 ||
+        hp_self_signed(d->dir, "other", other_cert, other_key, sizeof(other_cert)) != 0)
         fail_msg("openssl req failed: %s", slurp(log));
 
     const char *args[] = {"--tls-cert", cert, "--tls-key", key, NULL};

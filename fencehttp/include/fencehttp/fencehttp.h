@@ -392,4 +392,31 @@ int fencehttp_conf_read(const char *path, const struct option *opts, struct fenc
 /* Accepts NULL. */
 void fencehttp_conf_free(struct fencehttp_conf *c);
 
+/* What a service does first: the --config of argv (fencehttp_conf_path),
+ * read against opts (fencehttp_conf_read) into *out, which is NULL when
+ * argv names no file. Returns 0, or non-zero with the reason in errbuf. */
+int fencehttp_conf_load(int argc, char **argv, const struct option *opts, struct fencehttp_conf **out,
+                        char *errbuf, size_t errcap);
+
+/* A reload's note of the options it read changed but cannot apply while
+ * serving: fencehttp_restart_if adds "--name" where changed (for two
+ * strings, either NULL: fencehttp_differ); fencehttp_restart_log logs the
+ * list, if any, once. */
+struct fencehttp_restart {
+    char list[512];
+    size_t len;
+};
+int fencehttp_differ(const char *a, const char *b);
+void fencehttp_restart_if(struct fencehttp_restart *r, int changed, const char *name);
+void fencehttp_restart_log(const struct fencehttp_restart *r);
+
+/* Parse a service's options with parse (a getopt_long loop over its argv
+ * into arg: 2 for a bad option, 0 after --help or --version, -1 to go on):
+ * each item of conf (may be NULL) as the argv {argv[0], item}, then argv,
+ * getopt started again for each, and *where set to the item's
+ * "path:line" while it is parsed (NULL for the command line). Returns the
+ * first parse's answer that is not -1, else -1. */
+int fencehttp_conf_parse(const struct fencehttp_conf *conf, int argc, char **argv,
+                         int (*parse)(int argc, char **argv, void *arg), void *arg, const char **where);
+
 #endif

@@ -77,6 +77,12 @@ void hp_sleep_ms(long ms);
  * leaves whole lines only. 0, or -1 if the write failed. */
 int hp_log_line(int fd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* A self-signed P-256 certificate for 127.0.0.1 (CN and subjectAltName),
+ * valid two days, made with openssl(1): dir/NAME-cert.pem and
+ * dir/NAME-key.pem (mode 0600), their paths into cert and key (cap bytes
+ * each). openssl's output goes to dir/openssl.log. Returns 0 or -1. */
+int hp_self_signed(const char *dir, const char *name, char *cert, char *key, size_t cap);
+
 /* ---- redis harness --------------------------------------------- */
 
 /*
