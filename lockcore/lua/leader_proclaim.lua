@@ -17,11 +17,17 @@
 -- epoch, ARGV[8] the value, ARGV[9] the observers' channel ('': keep the
 -- lock alive only, the info as it is).
 --- @include "extend"
---- @include "leader_may"
-local epoch, last = leader_may(KEYS[1], KEYS[4], KEYS[5], ARGV[1], ARGV[7])
-if not epoch then return 0 end
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+local epoch = ARGV[7]
+if epoch == '0' then
+  epoch = string.match(redis.call('GET', KEYS[4]) or '', '^(%d+) ')
+  if not epoch then return 0 end
+end
+local last = tonumber(redis.call('GET', KEYS[5]) or '0') or 0
+local e = tonumber(epoch)
+if e < last then return 0 end
 extend(KEYS[1], KEYS[2], KEYS[3], KEYS[4], ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6])
-if tonumber(epoch) > last then redis.call('SET', KEYS[5], epoch) end
+if e > last then redis.call('SET', KEYS[5], epoch) end
 if ARGV[9] == '' then return 1 end
 local info = epoch .. ' ' .. ARGV[8]
 local ttl = math.max(redis.call('PTTL', KEYS[1]), redis.call('PTTL', KEYS[4]))

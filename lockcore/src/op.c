@@ -19,7 +19,6 @@
 #include "internal.h"
 #include "lockcore_lua.h"
 #include "kinds/kind.h"
-#include "kinds/kinds.h"
 
 /* A lock whose token was refused may try this many second rounds before
  * the attempt is rolled back and retried. */
@@ -259,7 +258,6 @@ int lockcore__op_resend(struct op *op, unsigned i, enum step step, int use_eval,
     struct pcmd k = {.nkeys = 0};
     struct step_nums num; /* not for releases: they send none of it */
     char reserve[24], qid[LOCKCORE_ID_LEN + 1];
-    char ekey[KEY_MAX + 16]; /* an election's epoch key: its extensions and releases are a leader's */
     int script = -1;
     if (op->type != NULL) {
         int krc = op->type->resend(op, i, step, use_eval, now);
@@ -312,8 +310,6 @@ int lockcore__op_resend(struct op *op, unsigned i, enum step step, int use_eval,
         KEY(op->fhash, op->fhash_len);
         KEY(op->fkey, op->fkey_len);
         KEY(op->ikey, op->ikey_len);
-        lockcore__kinds_tagged(ekey, op->key, ":epoch");
-        KEY(ekey, strlen(ekey));
         ARG(op->lock.id);
         ARG(num.ttl);
         ARG(num.fexp);
@@ -339,8 +335,6 @@ int lockcore__op_resend(struct op *op, unsigned i, enum step step, int use_eval,
         KEY(op->qkey, op->qkey_len);
         KEY(op->qexp, op->qexp_len);
         KEY(op->wkey, op->wkey_len);
-        lockcore__kinds_tagged(ekey, op->key, ":epoch");
-        KEY(ekey, strlen(ekey));
         ARG(op->lock.id);
         lockcore__release_arg(op, step, reserve, sizeof(reserve));
         ARG(reserve);
