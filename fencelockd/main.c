@@ -322,9 +322,10 @@ static int load_config(int argc, char **argv, struct config *c, struct fencehttp
 /* The first line of a password file, without its newline. */
 static int read_password(const char *path, char *buf, size_t cap)
 {
-    FILE *fp = fopen(path, "r");
+    FILE *fp = fencehttp_fopen_regular(path);
     if (fp == NULL) {
-        fencehttp_log(FENCEHTTP_LOG_ERROR, "--password-file %s: %s", path, strerror(errno));
+        fencehttp_log(FENCEHTTP_LOG_ERROR, "--password-file %s: %s", path,
+                      errno == EINVAL ? "not a regular file" : strerror(errno));
         return -1;
     }
     int ok = fgets(buf, (int)cap, fp) != NULL;
@@ -529,6 +530,32 @@ static int ready_at_majority(const struct lockcore_options *lo, unsigned majorit
     return rc;
 }
 
+/* --check-config: what the start would refuse, without starting. A
+ * lockcore client is made (the node addresses, TLS files, timeouts and
+ * prefix checked) but the nodes are not asked: they may be down while a
+ * configuration is checked. Logs the first error; returns 0 or -1. */
+static int check_config(const struct config *c, const struct lockcore_options *lo, const char *tls_cert,
+                        const char *tls_key)
+{
+    char err[512];
+    lockcore_client *lc = NULL;
+    if (lockcore_client_new(lo, &lc, err, sizeof(err)) != 0) {
+        fencehttp_log(FENCEHTTP_LOG_ERROR, "%s", err);
+        return -1;
+    }
+    lockcore_client_free(lc);
+    if (tls_cert != NULL && fencehttp_tls_check(tls_cert, tls_key, err, sizeof(err)) != 0) {
+        fencehttp_log(FENCEHTTP_LOG_ERROR, "--tls-cert %s, --tls-key %s: %s", c->tls_cert, c->tls_key, err);
+        return -1;
+    }
+    if (c->port_file != NULL && fencehttp_check_writable_dir(c->port_file) != 0) {
+        fencehttp_log(FENCEHTTP_LOG_ERROR, "--port-file %s: its directory cannot be written (%s)",
+                      c->port_file, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     struct config c;
@@ -583,15 +610,6 @@ int main(int argc, char **argv)
     if (c.password_file != NULL && read_password(c.password_file, pw, sizeof(pw)) != 0)
         goto out;
     const char *password = pw[0] ? pw : getenv("FENCELOCK_PASSWORD");
-    if (c.check) { /* the nodes are not asked: they may be down while a configuration is checked */
-        if (tls_cert != NULL && fencehttp_tls_check(tls_cert, tls_key, err, sizeof(err)) != 0) {
-            fencehttp_log(FENCEHTTP_LOG_ERROR, "--tls-cert %s, --tls-key %s: %s", c.tls_cert, c.tls_key, err);
-            goto out;
-        }
-        printf("fencelockd: the configuration is OK\n");
-        status = 0;
-        goto out;
-    }
     /* The nodes, split at commas. */
     size_t n_nodes = 0, cap = 1;
     nodes_buf = strdup(c.nodes);
@@ -621,6 +639,13 @@ int main(int argc, char **argv)
     if (c.loops == 0) {
         long cores = sysconf(_SC_NPROCESSORS_ONLN);
         c.loops = cores < 1 ? 1 : cores > FLD_LOOPS_MAX ? FLD_LOOPS_MAX : (int)cores;
+    }
+    if (c.check) {
+        if (check_config(&c, &lo, tls_cert, tls_key) == 0) {
+            printf("fencelockd: the configuration is OK\n");
+            status = 0;
+        }
+        goto out;
     }
     struct fld_engine_options eo = {.base = &lo, .limits = srv.limits, .loops = c.loops};
     if ((rc = fld_engine_start(&eo, &srv.engine, err, sizeof(err))) != 0) {

@@ -424,6 +424,11 @@ int main(int argc, char **argv)
             fencehttp_log(FENCEHTTP_LOG_ERROR, "--tls-cert %s, --tls-key %s: %s", c.tls_cert, c.tls_key, err);
             goto out;
         }
+        if (c.port_file != NULL && fencehttp_check_writable_dir(c.port_file) != 0) {
+            fencehttp_log(FENCEHTTP_LOG_ERROR, "--port-file %s: its directory cannot be written (%s)",
+                          c.port_file, strerror(errno));
+            goto out;
+        }
         printf("storage-guard: the configuration is OK\n");
         status = 0;
         goto out;

@@ -166,10 +166,10 @@ int fencehttp_auth_load(const char *path, fencehttp_auth **out, char *errbuf, si
         snprintf(errbuf, errcap, "fencehttp_auth_load: NULL argument");
         return -EINVAL;
     }
-    FILE *f = fopen(path, "r");
+    FILE *f = fencehttp_fopen_regular(path);
     if (f == NULL) {
         int e = errno;
-        snprintf(errbuf, errcap, "%s: %s", path, strerror(e));
+        snprintf(errbuf, errcap, "%s: %s", path, e == EINVAL ? "not a regular file" : strerror(e));
         return -e;
     }
     fencehttp_auth *a = calloc(1, sizeof(*a));

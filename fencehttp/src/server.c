@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include <gnutls/abstract.h>
+#include <gnutls/crypto.h>
 #include <gnutls/gnutls.h>
 #include <microhttpd.h>
 
@@ -47,6 +48,8 @@ struct tls_pair {
     gnutls_pcert_st chain[TLS_CHAIN_MAX];
     unsigned n;
     gnutls_privkey_t key;
+    unsigned char digest[32]; /* SHA-256 of the PEM texts: a reload of the same pair swaps nothing */
+    int hashed;
     struct tls_pair *older;
 };
 
@@ -780,6 +783,14 @@ static struct tls_pair *tls_pair_new(const char *cert_pem, const char *key_pem, 
         tls_pair_free(p);
         return NULL;
     }
+    gnutls_hash_hd_t hd;
+    if (gnutls_hash_init(&hd, GNUTLS_DIG_SHA256) == 0) {
+        gnutls_hash(hd, c.data, c.size);
+        gnutls_hash(hd, "\n", 1);
+        gnutls_hash(hd, k.data, k.size);
+        gnutls_hash_deinit(hd, p->digest);
+        p->hashed = 1;
+    }
     return p;
 }
 
@@ -836,8 +847,13 @@ int fencehttp_set_tls(fencehttp *h, const char *cert_pem, const char *key_pem, c
     if (p == NULL)
         return -EINVAL;
     pthread_mutex_lock(&h->given_mu); /* one swap at a time */
-    p->older = atomic_load(&h->tls);
-    atomic_store(&h->tls, p);
+    struct tls_pair *cur = atomic_load(&h->tls);
+    if (cur->hashed && p->hashed && memcmp(cur->digest, p->digest, sizeof(p->digest)) == 0) {
+        tls_pair_free(p); /* the same pair: nothing to keep */
+    } else {
+        p->older = cur;
+        atomic_store(&h->tls, p);
+    }
     pthread_mutex_unlock(&h->given_mu);
     return 0;
 }

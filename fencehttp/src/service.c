@@ -2,6 +2,7 @@
  * numbers and durations, resolve --listen, write --port-file, read its
  * secrets, tell systemd it is ready or stopping, and feed its watchdog. */
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <limits.h>
 #include <netdb.h>
@@ -61,11 +62,40 @@ int fencehttp_parse_duration_ms(const char *s, long long *out)
     return 0;
 }
 
+FILE *fencehttp_fopen_regular(const char *path)
+{
+    if (path == NULL) {
+        errno = EINVAL;
+        return NULL;
+    }
+    /* O_NONBLOCK: opening a FIFO does not wait for a writer. */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0)
+        return NULL;
+    struct stat sb;
+    int e = fstat(fd, &sb) != 0 ? errno : !S_ISREG(sb.st_mode) ? EINVAL : 0;
+    if (e != 0) {
+        close(fd);
+        errno = e;
+        return NULL;
+    }
+    int fl = fcntl(fd, F_GETFL);
+    if (fl >= 0)
+        fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+    FILE *f = fdopen(fd, "r");
+    if (f == NULL) {
+        int e = errno;
+        close(fd);
+        errno = e;
+    }
+    return f;
+}
+
 int fencehttp_read_file(const char *path, char **out)
 {
     if (path == NULL || out == NULL)
         return -EINVAL;
-    FILE *f = fopen(path, "r");
+    FILE *f = fencehttp_fopen_regular(path);
     if (f == NULL)
         return -errno;
     size_t cap = 4096, len = 0;
@@ -140,6 +170,27 @@ int fencehttp_resolve(const char *listen, struct sockaddr_storage *ss, socklen_t
  * guess and plant a symlink at beforehand (a fixed PATH.tmp could be one,
  * and fopen would write through it). Its mode follows the umask.
  */
+int fencehttp_check_writable_dir(const char *path)
+{
+    if (path == NULL || path[0] == '\0') {
+        errno = EINVAL;
+        return -1;
+    }
+    char dir[4096];
+    const char *slash = strrchr(path, '/');
+    if (slash == NULL)
+        snprintf(dir, sizeof(dir), ".");
+    else if (slash == path)
+        snprintf(dir, sizeof(dir), "/");
+    else if ((size_t)(slash - path) < sizeof(dir))
+        snprintf(dir, sizeof(dir), "%.*s", (int)(slash - path), path);
+    else {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    return access(dir, W_OK | X_OK) == 0 ? 0 : -1;
+}
+
 int fencehttp_write_port_file(const char *path, unsigned port, mode_t mask)
 {
     char tmp[PATH_MAX];
@@ -186,13 +237,15 @@ int fencehttp_load_secrets(const char *auth_file, fencehttp_auth **auth, const c
     }
     if (cert_file != NULL) {
         if ((rc = fencehttp_read_file(cert_file, cert)) != 0) {
-            fencehttp_log(FENCEHTTP_LOG_ERROR, "--tls-cert %s: %s", cert_file, strerror(-rc));
+            fencehttp_log(FENCEHTTP_LOG_ERROR, "--tls-cert %s: %s", cert_file,
+                          rc == -EINVAL ? "not a regular file" : strerror(-rc));
             return -1;
         }
     }
     if (key_file != NULL) {
         if ((rc = fencehttp_read_file(key_file, key)) != 0) {
-            fencehttp_log(FENCEHTTP_LOG_ERROR, "--tls-key %s: %s", key_file, strerror(-rc));
+            fencehttp_log(FENCEHTTP_LOG_ERROR, "--tls-key %s: %s", key_file,
+                          rc == -EINVAL ? "not a regular file" : strerror(-rc));
             return -1;
         }
         warn_if_open(key_file, "TLS key", "it");
@@ -363,13 +416,29 @@ static int conf_line(struct fencehttp_conf *c, const char *where, char *line, co
     }
     *eq = '\0';
     char *key = trim(s), *value = trim(eq + 1);
-    size_t vl = strlen(value);
-    if (vl >= 2 && value[0] == '"' && value[vl - 1] == '"') {
-        value[vl - 1] = '\0';
+    if (value[0] == '"') { /* quoted: as written inside, then only a comment */
+        char *end = strchr(value + 1, '"'), *rest = end != NULL ? end + 1 : NULL;
+        while (rest != NULL && (*rest == ' ' || *rest == '\t'))
+            rest++;
+        if (rest == NULL || (*rest != '\0' && *rest != '#')) {
+            snprintf(errbuf, errcap, "%s: %s: %s", where, key,
+                     rest == NULL ? "a quote that does not end" : "after a quoted value, only a comment");
+            return -EINVAL;
+        }
+        *end = '\0';
         value++;
-    } else if (value[0] == '"' || strchr(value, '"') != NULL) {
-        snprintf(errbuf, errcap, "%s: %s: a quoted value must be all in quotes", where, key);
-        return -EINVAL;
+    } else {
+        /* A comment starts at a # after a space: a # inside a word stays. */
+        for (char *p = value; *p != '\0'; p++)
+            if (*p == '#' && (p == value || p[-1] == ' ' || p[-1] == '\t')) {
+                *p = '\0';
+                break;
+            }
+        value = trim(value);
+        if (strchr(value, '"') != NULL) {
+            snprintf(errbuf, errcap, "%s: %s: a quote inside a value not in quotes", where, key);
+            return -EINVAL;
+        }
     }
     const struct option *o = opts;
     while (o->name != NULL && strcmp(o->name, key) != 0)
@@ -422,10 +491,10 @@ int fencehttp_conf_read(const char *path, const struct option *opts, struct fenc
         snprintf(errbuf, errcap, "fencehttp_conf_read: bad arguments");
         return -EINVAL;
     }
-    FILE *f = fopen(path, "r");
+    FILE *f = fencehttp_fopen_regular(path);
     if (f == NULL) {
         int e = errno;
-        snprintf(errbuf, errcap, "%s: %s", path, strerror(e));
+        snprintf(errbuf, errcap, "%s: %s", path, e == EINVAL ? "not a regular file" : strerror(e));
         return -e;
     }
     struct fencehttp_conf *c = calloc(1, sizeof(*c));

@@ -191,6 +191,16 @@ static void reload_swaps_the_tls_certificate(void **state)
     assert_true(wait_for(d->log, "not the key of the certificate); the pair in use stays", 10000));
     assert_int_equal(curl_get(url, b_cert, dir), 0);
     assert_int_equal(curl_get(url, a_cert, dir), 60);
+
+    /* A FIFO planted at the certificate's path: refused at once (a reader
+     * of it would wait for a writer), the service still serves and stops. */
+    char fifo[400];
+    snprintf(fifo, sizeof(fifo), "%s/fifo", dir);
+    assert_int_equal(mkfifo(fifo, 0600), 0);
+    assert_int_equal(rename(fifo, cert), 0);
+    assert_int_equal(kill(d->pid, SIGHUP), 0);
+    assert_true(wait_for(d->log, "not a regular file", 10000));
+    assert_int_equal(curl_get(url, b_cert, dir), 0);
     assert_int_equal(fld_stop(d, 10000), 0);
     rh_rmtree(dir);
 }
@@ -220,9 +230,9 @@ static void config_file_check_and_log_level(void **state)
              "# fencelockd's options, as keys\n"
              "nodes = %s\n"
              "\n"
-             "  ttl = 4s   \n"
-             "log-level = \"warn\"\n"
-             "fence-transition = no\n",
+             "  ttl = 4s   # four seconds\n"
+             "log-level = \"warn\"   # quoted, then a comment\n"
+             "fence-transition = no # a flag\n",
              f->nodes);
     write_file(conf, text);
     const char *check[] = {"--config", conf, "--check-config", NULL};
@@ -239,6 +249,13 @@ static void config_file_check_and_log_level(void **state)
         {"listen\n", ":7: want key = value"},
         {"help = yes\n", ":7: unknown key 'help'"},
         {"auth-file = /nonexistent/tokens\n", "/nonexistent/tokens"},
+        {"key-prefix = \"app: \" trailing\n", ":7: key-prefix: after a quoted value, only a comment"},
+        {"key-prefix = app\"s\n", ":7: key-prefix: a quote inside a value not in quotes"},
+        /* What only the start found before: the nodes, the timeout
+         * against the TTL, the port file's directory. */
+        {"nodes = notaurl\n", "missing :port"},
+        {"timeout = 20s\n", "request_timeout_ms must be"},
+        {"port-file = /nonexistent/dir/port\n", "its directory cannot be written"},
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         char t[2200];
@@ -249,6 +266,14 @@ static void config_file_check_and_log_level(void **state)
         if (rc == 0 || !file_has(log, bad[i].says))
             fail_msg("%s: exit %d, want non-zero and '%s' (see %s)", bad[i].line, rc, bad[i].says, log);
     }
+    /* A FIFO as the file: refused, not waited on. */
+    char fifo[400];
+    snprintf(fifo, sizeof(fifo), "%s/fifo.conf", dir);
+    assert_int_equal(mkfifo(fifo, 0600), 0);
+    const char *fifo_check[] = {"--config", fifo, "--check-config", NULL};
+    unlink(log);
+    assert_int_equal(fencelockd_run(fifo_check, log), 2);
+    assert_true(file_has(log, "fifo.conf: not a regular file"));
     const char *missing[] = {"--config", "/nonexistent/fencelockd.conf", "--check-config", NULL};
     unlink(log);
     assert_int_not_equal(fencelockd_run(missing, log), 0);

@@ -520,7 +520,7 @@ static void test_elect_flagless_release_elects_the_next(void **state)
     assert_true(sb.at - t0 < 5000);
     assert_true(sb.lock.token > lead.token);
     assert_int_equal(lockcore_resign(b, &sb.lock), 0);
-/* A plain lock of a name never used for an election is not touched by
+    /* A plain lock of a name never used for an election is not touched by
      * this: extended and released as before, and no observer key appears. */
     struct lockcore_lock plain;
     assert_int_equal(lockcore_acquire(r, "el:never-an-election", &plain), 0);

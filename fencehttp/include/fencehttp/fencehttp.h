@@ -29,6 +29,7 @@
 #include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <sys/socket.h>
 #include <sys/types.h>
 
@@ -322,8 +323,18 @@ int fencehttp_parse_duration_ms(const char *s, long long *out);
 int fencehttp_resolve(const char *listen, struct sockaddr_storage *ss, socklen_t *len);
 
 /* Read a whole small file (at most 1 MiB: a PEM file, say) into a new
- * NUL-terminated buffer. Returns 0, -EFBIG, -ENOMEM, -EIO or -errno. */
+ * NUL-terminated buffer. Returns 0, -EFBIG, -ENOMEM, -EIO, -EINVAL (not a
+ * regular file) or -errno. */
 int fencehttp_read_file(const char *path, char **out);
+
+/* fopen(path, "r") of a regular file only: a FIFO or a device planted at
+ * a configured path would block the reader (a reload, in the main thread)
+ * or never end. NULL with errno set (EINVAL: not a regular file). */
+FILE *fencehttp_fopen_regular(const char *path);
+
+/* May this process create files in the directory of path (where
+ * fencehttp_write_port_file will)? 0, or -1 with errno set. */
+int fencehttp_check_writable_dir(const char *path);
 
 /* Write the port to path atomically (a temporary from mkstemp, renamed),
  * with the mode 0666 & ~mask. Returns 0 or -errno. */
@@ -360,9 +371,11 @@ int fencehttp_reload_tls(fencehttp *h, const char *cert_file, const char *key_fi
 
 /*
  * A service's configuration file (docs/operations.md): one option per line
- * as `key = value`, the keys the long options without "--"; `#` starts a
- * comment line; a value may be in double quotes (kept as written inside);
- * a flag takes yes/no, true/false, on/off or 1/0. Each line becomes the
+ * as `key = value`, the keys the long options without "--"; `#` at the
+ * start of a line or after a space starts a comment; a value may be in
+ * double quotes (kept as written inside, `#` and spaces too); a flag takes
+ * yes/no, true/false, on/off or 1/0 (no adds nothing: a flag the file
+ * sets cannot be unset later). Each line becomes the
  * argument "--key=value" (a flag "--key", or nothing for no), to be parsed
  * with the command line's getopt_long before the command line itself, so
  * that the command line overrides the file.
