@@ -294,6 +294,19 @@ int hp__wait_stopped(pid_t pid, int timeout_ms)
     }
 }
 
+int hp_run(char *const argv[], const char *log_path, int timeout_ms)
+{
+    pid_t pid = hp_spawn(argv, NULL, log_path);
+    if (pid < 0)
+        return -1;
+    int st = 0;
+    if (hp_wait(pid, timeout_ms, &st) != 0) {
+        hp_signal(pid, SIGKILL, 1000);
+        return -1;
+    }
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
 int hp_self_signed(const char *dir, const char *name, char *cert, char *key, size_t cap)
 {
     char log[4096];
@@ -321,9 +334,7 @@ int hp_self_signed(const char *dir, const char *name, char *cert, char *key, siz
                     "-addext",
                     "subjectAltName=IP:127.0.0.1",
                     NULL};
-    pid_t pid = hp_spawn(argv, NULL, log);
-    int st = 0;
-    if (pid < 0 || hp_wait(pid, 20000, &st) != 0 || !WIFEXITED(st) || WEXITSTATUS(st) != 0)
+    if (hp_run(argv, log, 20000) != 0)
         return -1;
     return chmod(key, 0600) == 0 ? 0 : -1;
 }

@@ -55,11 +55,7 @@ static int group_teardown(void **state)
 /* Run a program to its end (bounded); its exit status, or -1. */
 static int run(char *const argv[], const char *log)
 {
-    pid_t pid = hp_spawn(argv, NULL, log);
-    int st = 0;
-    if (pid < 0 || hp_wait(pid, 30000, &st) != 0)
-        return -1;
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    return hp_run(argv, log, 30000);
 }
 
 /* The value of key in records, from PostgreSQL. */

@@ -246,17 +246,6 @@ static void hostile_bearer_tokens(void **state)
     rh_rmtree(dir);
 }
 
-static int run_tool(char *const argv[], const char *log)
-{
-    pid_t pid = hp_spawn(argv, NULL, log);
-    if (pid < 0)
-        return -1;
-    int st = 0;
-    if (hp_wait(pid, 20000, &st) != 0)
-        return -1;
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
-
 static void hostile_https(void **state)
 {
     struct fld_fx *f = *state;
@@ -270,7 +259,7 @@ static void hostile_https(void **state)
     fld_start(d, f->nodes, args);
     snprintf(url, sizeof(url), "https://127.0.0.1:%u/v1/locks/tls", d->port);
     char *post[] = {"curl", "-sS", "--max-time", "10", "--cacert", cert, "-o", out, "-X", "POST", url, NULL};
-    assert_int_equal(run_tool(post, log), 0);
+    assert_int_equal(hp_run(post, log, 20000), 0);
     FILE *fp = fopen(out, "r");
     assert_non_null(fp);
     char body[2048] = "";
@@ -280,7 +269,7 @@ static void hostile_https(void **state)
     assert_non_null(strstr(body, "\"lock_id\""));
     /* A client that does not trust the certificate stops (curl: 60). */
     char *untrusted[] = {"curl", "-sS", "--max-time", "10", "-o", out, url, NULL};
-    assert_int_equal(run_tool(untrusted, log), 60);
+    assert_int_equal(hp_run(untrusted, log, 20000), 60);
     rh_rmtree(dir);
 }
 

@@ -26,13 +26,7 @@
 /* Run a tool to its end (at most 20 s), its output into log; its exit code. */
 static int run_tool(const char *const argv[], const char *log)
 {
-    pid_t pid = hp_spawn((char *const *)argv, NULL, log);
-    if (pid < 0)
-        return -1;
-    int st = 0;
-    if (hp_wait(pid, 20000, &st) != 0)
-        return -1;
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    return hp_run((char *const *)argv, log, 20000);
 }
 
 static void write_file(const char *path, const char *text)

@@ -77,6 +77,11 @@ void hp_sleep_ms(long ms);
  * leaves whole lines only. 0, or -1 if the write failed. */
 int hp_log_line(int fd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* Run argv (as hp_spawn, output appended to log_path) to its end, at most
+ * timeout_ms (then it is killed by its PID). Returns its exit status, or
+ * -1 if it could not start, was killed by a signal or ran out of time. */
+int hp_run(char *const argv[], const char *log_path, int timeout_ms);
+
 /* A self-signed P-256 certificate for 127.0.0.1 (CN and subjectAltName),
  * valid two days, made with openssl(1): dir/NAME-cert.pem and
  * dir/NAME-key.pem (mode 0600), their paths into cert and key (cap bytes
