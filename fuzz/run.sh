@@ -18,7 +18,7 @@ BUILD_DIR=${BUILD_DIR:-build-fuzz}
 FUZZ_SECONDS=${FUZZ_SECONDS:-30}
 FUZZ_ARGS=${FUZZ_ARGS:-}
 targets=("$@")
-[ ${#targets[@]} -eq 0 ] && targets=(fuzz_token fuzz_address fuzz_sg_api fuzz_lockcore_replies)
+[ ${#targets[@]} -eq 0 ] && targets=(fuzz_token fuzz_address fuzz_sg_api fuzz_lockcore_replies fuzz_conf)
 
 fail() { echo "$*"; echo "0 passed, 1 failed"; exit 1; }
 
