@@ -324,8 +324,7 @@ static int read_password(const char *path, char *buf, size_t cap)
 {
     FILE *fp = fencehttp_fopen_regular(path);
     if (fp == NULL) {
-        fencehttp_log(FENCEHTTP_LOG_ERROR, "--password-file %s: %s", path,
-                      errno == EINVAL ? "not a regular file" : strerror(errno));
+        fencehttp_log(FENCEHTTP_LOG_ERROR, "--password-file %s: %s", path, fencehttp_file_error(errno));
         return -1;
     }
     int ok = fgets(buf, (int)cap, fp) != NULL;

@@ -169,7 +169,7 @@ int fencehttp_auth_load(const char *path, fencehttp_auth **out, char *errbuf, si
     FILE *f = fencehttp_fopen_regular(path);
     if (f == NULL) {
         int e = errno;
-        snprintf(errbuf, errcap, "%s: %s", path, e == EINVAL ? "not a regular file" : strerror(e));
+        snprintf(errbuf, errcap, "%s: %s", path, fencehttp_file_error(e));
         return -e;
     }
     fencehttp_auth *a = calloc(1, sizeof(*a));

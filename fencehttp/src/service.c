@@ -91,6 +91,11 @@ FILE *fencehttp_fopen_regular(const char *path)
     return f;
 }
 
+const char *fencehttp_file_error(int e)
+{
+    return e == EINVAL ? "not a regular file" : strerror(e);
+}
+
 int fencehttp_read_file(const char *path, char **out)
 {
     if (path == NULL || out == NULL)
@@ -237,15 +242,13 @@ int fencehttp_load_secrets(const char *auth_file, fencehttp_auth **auth, const c
     }
     if (cert_file != NULL) {
         if ((rc = fencehttp_read_file(cert_file, cert)) != 0) {
-            fencehttp_log(FENCEHTTP_LOG_ERROR, "--tls-cert %s: %s", cert_file,
-                          rc == -EINVAL ? "not a regular file" : strerror(-rc));
+            fencehttp_log(FENCEHTTP_LOG_ERROR, "--tls-cert %s: %s", cert_file, fencehttp_file_error(-rc));
             return -1;
         }
     }
     if (key_file != NULL) {
         if ((rc = fencehttp_read_file(key_file, key)) != 0) {
-            fencehttp_log(FENCEHTTP_LOG_ERROR, "--tls-key %s: %s", key_file,
-                          rc == -EINVAL ? "not a regular file" : strerror(-rc));
+            fencehttp_log(FENCEHTTP_LOG_ERROR, "--tls-key %s: %s", key_file, fencehttp_file_error(-rc));
             return -1;
         }
         warn_if_open(key_file, "TLS key", "it");
@@ -494,7 +497,7 @@ int fencehttp_conf_read(const char *path, const struct option *opts, struct fenc
     FILE *f = fencehttp_fopen_regular(path);
     if (f == NULL) {
         int e = errno;
-        snprintf(errbuf, errcap, "%s: %s", path, e == EINVAL ? "not a regular file" : strerror(e));
+        snprintf(errbuf, errcap, "%s: %s", path, fencehttp_file_error(e));
         return -e;
     }
     struct fencehttp_conf *c = calloc(1, sizeof(*c));

@@ -332,6 +332,11 @@ int fencehttp_read_file(const char *path, char **out);
  * or never end. NULL with errno set (EINVAL: not a regular file). */
 FILE *fencehttp_fopen_regular(const char *path);
 
+/* The reason for errno e (positive) of fencehttp_fopen_regular or
+ * fencehttp_read_file (negated there), for a message: "not a regular
+ * file" for EINVAL, else strerror's. */
+const char *fencehttp_file_error(int e);
+
 /* May this process create files in the directory of path (where
  * fencehttp_write_port_file will)? 0, or -1 with errno set. */
 int fencehttp_check_writable_dir(const char *path);
